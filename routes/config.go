@@ -1,0 +1,160 @@
+// Package routes loads and validates the routes file of idemgateway (contract §2): the upstreams
+// the gateway may call, the defaults, and the allow-list of routes with their idempotency rules.
+//
+// Decoding is strict (unknown fields are errors) and validation runs once, at load, reporting every
+// problem with the file name and field path, e.g.
+//
+//	routes.yaml: routes[2] "create_ticket": fingerprint.body.include[1]: "/title~2": invalid JSON Pointer escape
+package routes
+
+import (
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/idemgateway/idemgateway/canonical"
+)
+
+// Built-in defaults, used where neither a route nor the file's defaults block sets a field.
+const (
+	DefaultTTL             = 24 * time.Hour
+	DefaultLockLease       = 10 * time.Second
+	DefaultWaitTimeout     = 10 * time.Second
+	DefaultUpstreamTimeout = 30 * time.Second
+	DefaultTenantHeader    = "X-Tenant-ID"
+	DefaultActorHeader     = "X-Actor-ID"
+	DefaultKeyHeader       = "Idempotency-Key"
+	DefaultMaxBodyBytes    = 1 << 20 // 1 MiB
+	DefaultTenant          = "default"
+)
+
+// Class says whether a route has side effects (contract §2).
+type Class string
+
+// The route classes. Only ReadOnly routes bypass the store.
+const (
+	ReadOnly      Class = "read_only"
+	Idempotent    Class = "idempotent"
+	NonIdempotent Class = "non_idempotent"
+)
+
+// Concurrency says what a duplicate gets while the first request with its key is in flight.
+type Concurrency string
+
+// The concurrency policies.
+const (
+	Reject Concurrency = "reject" // 409 request-in-progress with Retry-After
+	Wait   Concurrency = "wait"   // wait up to WaitTimeout, then replay
+)
+
+// UnknownPolicy says what happens to a key whose outcome is unknown.
+type UnknownPolicy string
+
+// The unknown-outcome policies.
+const (
+	Block   UnknownPolicy = "block"   // keep the record outcome_unknown; retries get 409 outcome-unknown
+	Release UnknownPolicy = "release" // free the key; a retry executes again
+)
+
+// Config is a loaded, validated routes file. Every field is resolved: defaults applied, pointers
+// compiled, environment variables expanded.
+type Config struct {
+	// Upstreams by name, including any that no route uses.
+	Upstreams map[string]*Upstream
+	// Routes in file order; names are unique.
+	Routes []*Route
+}
+
+// Upstream is one remote system the gateway may call.
+type Upstream struct {
+	// Name is the upstream's key in the file; it becomes remote_system in receipts.
+	Name string
+	// URL is scheme://host[:port][/base], scheme http or https, without user info, query or
+	// fragment; the request path is appended to its path.
+	URL *url.URL
+	// Timeout bounds the whole upstream exchange. Default DefaultUpstreamTimeout.
+	Timeout time.Duration
+	// StripPrefix is removed from the incoming path before it is appended. Default "".
+	StripPrefix string
+	// Headers are set on every upstream request, ${VAR} already read from the environment, names
+	// in canonical form; nil when none. They often hold credentials: never log them. Secrets and
+	// Upstream print them redacted whatever the fmt verb.
+	Headers Secrets
+}
+
+// Secrets are headers whose values must never reach a log, an error or a receipt. Their String,
+// GoString, Format and MarshalJSON redact the values; Header returns them for the proxy.
+type Secrets http.Header
+
+// Route is one allow-listed tool. On a ReadOnly route the fields that only matter to the store
+// (Key, Fingerprint, Receipt, OnUnknownOutcome, Outcome, TTL, LockLease, Concurrency, WaitTimeout)
+// may not be set on the route in the file; they hold the defaults and the gateway ignores them.
+type Route struct {
+	// Name is the tool name; unique in the file.
+	Name string
+	// Upstream is the remote system the route calls.
+	Upstream *Upstream
+	// Method is the HTTP method, upper case (the file may write it in any case).
+	Method string
+	// Path is a chi pattern; {name} captures a path parameter.
+	Path string
+	// Class says whether the route has side effects.
+	Class Class
+	// Key says where the idempotency key comes from.
+	Key Key
+	// Fingerprint names the parts of the request that belong to its effect, compiled. Never nil:
+	// without a fingerprint block it is the zero canonical.Fields (the whole body, no query
+	// parameter, no header), which is also what ReadOnly routes get (and the gateway ignores).
+	Fingerprint *canonical.Canonicalizer
+	// Receipt says what the receipt records of the upstream's response.
+	Receipt Receipt
+	// OnUnknownOutcome: default Block for NonIdempotent routes, Release otherwise.
+	OnUnknownOutcome UnknownPolicy
+	// Outcome overrides the default status classes of contract §4.
+	Outcome Outcome
+	// TTL is how long a committed receipt (and its key) is kept. Default DefaultTTL.
+	TTL time.Duration
+	// LockLease is the lease of the execution lock, renewed while the upstream call runs.
+	// Default DefaultLockLease.
+	LockLease time.Duration
+	// Concurrency: default Reject.
+	Concurrency Concurrency
+	// WaitTimeout bounds the wait of Concurrency Wait. Default DefaultWaitTimeout.
+	WaitTimeout time.Duration
+	// TenantHeader names the header that carries the tenant; absent means DefaultTenant.
+	// Canonical form (http.CanonicalHeaderKey). Default DefaultTenantHeader.
+	TenantHeader string
+	// ActorHeader names the header that carries who asks; recorded, never part of the scope.
+	// Canonical form. Default DefaultActorHeader.
+	ActorHeader string
+	// MaxBodyBytes bounds the request body; larger bodies get 413. Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// Key says where a route's idempotency key comes from.
+type Key struct {
+	// Header names the header, in canonical form (http.CanonicalHeaderKey). Default
+	// DefaultKeyHeader.
+	Header string
+	// Required: default true for NonIdempotent routes, false otherwise.
+	Required bool
+}
+
+// Receipt holds JSON Pointers (RFC 6901) into the upstream's response body; empty means unset.
+type Receipt struct {
+	// RemoteID points at the id the remote system gave the effect (receipt field remote_id).
+	RemoteID canonical.Pointer
+	// RemoteURL points at the effect's URL (receipt field remote_url).
+	RemoteURL canonical.Pointer
+}
+
+// Outcome lists status codes (100 to 599) whose class a route overrides. A code may stand in one
+// list only; nil lists override nothing.
+type Outcome struct {
+	// Committed codes are stored as the receipt and replayed.
+	Committed []int
+	// NotCommitted codes release the key; a retry executes again.
+	NotCommitted []int
+	// Unknown codes follow the route's OnUnknownOutcome.
+	Unknown []int
+}

@@ -1,0 +1,214 @@
+package routes
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads the routes file at path and returns Parse's result, with os.LookupEnv for ${VAR}.
+// Problems in the file are reported as Errors, each naming path; a file that cannot be read is
+// an error that wraps the os error (errors.Is(err, fs.ErrNotExist) works).
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read routes file: %w", err)
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse decodes, resolves and validates a routes file (contract §2). name is the file's name, used
+// in messages only; lookupEnv reads the ${VAR} references of upstream headers (os.LookupEnv in
+// production; nil means no variable is set).
+//
+// Decoding is strict: an unknown field, a value of the wrong type, a duplicated mapping key or a
+// second YAML document is an error, reported with its line (a "---" followed by nothing is not a
+// document). When the file decodes, every field is validated and every problem reported with its
+// field path, not only the first. The error is always of type Errors, whose elements are
+// *FieldError. An empty file decodes, and fails validation: it has no route.
+//
+// A route field takes its value from the route, else from the defaults block, else from the
+// Default constants. On read_only routes the fields that only matter to the store (key,
+// fingerprint, receipt, on_unknown_outcome, outcome, ttl, lock_lease, concurrency, wait_timeout)
+// are errors when set on the route; the defaults block may still set them for the other routes.
+func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	raw, err := decode(name, data)
+	if err != nil {
+		return nil, err
+	}
+	if lookupEnv == nil {
+		lookupEnv = func(string) (string, bool) { return "", false }
+	}
+	r := resolver{file: name, lookupEnv: lookupEnv}
+	cfg := r.config(raw)
+	if len(r.errs) > 0 {
+		return nil, r.errs
+	}
+	return cfg, nil
+}
+
+// rawFile is the routes file as written; pointers tell an unset field from a zero one.
+type rawFile struct {
+	Upstreams map[string]rawUpstream `yaml:"upstreams"`
+	Defaults  rawSettings            `yaml:"defaults"`
+	Routes    []rawRoute             `yaml:"routes"`
+}
+
+type rawUpstream struct {
+	URL         string            `yaml:"url"`
+	Timeout     *time.Duration    `yaml:"timeout"`
+	StripPrefix string            `yaml:"strip_prefix"`
+	Headers     map[string]string `yaml:"headers"`
+}
+
+// rawSettings are the fields of the defaults block, which a route may set too.
+type rawSettings struct {
+	TTL          *time.Duration `yaml:"ttl"`
+	LockLease    *time.Duration `yaml:"lock_lease"`
+	Concurrency  *string        `yaml:"concurrency"`
+	WaitTimeout  *time.Duration `yaml:"wait_timeout"`
+	TenantHeader *string        `yaml:"tenant_header"`
+	ActorHeader  *string        `yaml:"actor_header"`
+	MaxBodyBytes *int64         `yaml:"max_body_bytes"`
+}
+
+type rawRoute struct {
+	Name             string          `yaml:"name"`
+	Upstream         string          `yaml:"upstream"`
+	Method           string          `yaml:"method"`
+	Path             string          `yaml:"path"`
+	Class            string          `yaml:"class"`
+	Key              *rawKey         `yaml:"key"`
+	Fingerprint      *rawFingerprint `yaml:"fingerprint"`
+	Receipt          *rawReceipt     `yaml:"receipt"`
+	OnUnknownOutcome *string         `yaml:"on_unknown_outcome"`
+	Outcome          *rawOutcome     `yaml:"outcome"`
+	rawSettings      `yaml:",inline"`
+}
+
+type rawKey struct {
+	Header   *string `yaml:"header"`
+	Required *bool   `yaml:"required"`
+}
+
+type rawFingerprint struct {
+	Body    *rawBody `yaml:"body"`
+	Query   []string `yaml:"query"`
+	Headers []string `yaml:"headers"`
+}
+
+type rawBody struct {
+	Include []string `yaml:"include"`
+	Exclude []string `yaml:"exclude"`
+}
+
+type rawReceipt struct {
+	RemoteID  string `yaml:"remote_id"`
+	RemoteURL string `yaml:"remote_url"`
+}
+
+type rawOutcome struct {
+	Committed    []int `yaml:"committed"`
+	NotCommitted []int `yaml:"not_committed"`
+	Unknown      []int `yaml:"unknown"`
+}
+
+// decode decodes data strictly into a rawFile. Its errors are Errors of *FieldError with the line
+// yaml.v3 gives.
+func decode(name string, data []byte) (*rawFile, error) {
+	var raw rawFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(&raw)
+	if errors.Is(err, io.EOF) {
+		return &raw, nil // an empty file; validation reports what is missing
+	}
+	if err != nil {
+		return nil, yamlErrors(name, err)
+	}
+	for {
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		switch {
+		case errors.Is(err, io.EOF):
+			return &raw, nil
+		case err != nil:
+			return nil, yamlErrors(name, err)
+		case len(extra.Content) == 1 && extra.Content[0].ShortTag() == "!!null":
+			continue // a "---" with nothing after it
+		}
+		return nil, Errors{&FieldError{File: name, Line: extra.Line, Err: errors.New("a routes file holds one YAML document; found a second")}}
+	}
+}
+
+var (
+	// yamlLine matches the "line N: " that yaml.v3 puts before its messages.
+	yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+	// yamlUnknownField matches yaml.v3's message for an unknown field under KnownFields.
+	yamlUnknownField = regexp.MustCompile(`^field (.+) not found in type \S+$`)
+	// yamlInto matches yaml.v3's message for a value of the wrong type.
+	yamlInto = regexp.MustCompile(`^(cannot unmarshal .*) into (\S+)$`)
+)
+
+// yamlTypeName names a Go type of yaml.v3's messages in the words of the file.
+func yamlTypeName(t string) string {
+	switch t {
+	case "time.Duration":
+		return `a duration ("30s")`
+	case "bool":
+		return "a boolean"
+	case "int", "int64":
+		return "an integer"
+	case "string":
+		return "a string"
+	case "[]string":
+		return "a list of strings"
+	case "[]int":
+		return "a list of integers"
+	}
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "routes."):
+		return "a mapping"
+	}
+	return t
+}
+
+// yamlErrors turns an error of yaml.v3 into Errors, one per problem, with the line in the
+// position and the message in the words of the file.
+func yamlErrors(name string, err error) Errors {
+	var msgs []string
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	} else {
+		msgs = []string{err.Error()}
+	}
+	errs := make(Errors, 0, len(msgs))
+	for _, msg := range msgs {
+		fe := &FieldError{File: name}
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			fe.Line, _ = strconv.Atoi(m[1])
+			msg = m[2]
+		} else {
+			msg = strings.TrimPrefix(msg, "yaml: ")
+		}
+		if m := yamlUnknownField.FindStringSubmatch(msg); m != nil {
+			msg = fmt.Sprintf("unknown field %q", m[1])
+		} else if m := yamlInto.FindStringSubmatch(msg); m != nil {
+			msg = m[1] + " into " + yamlTypeName(m[2])
+		}
+		fe.Err = errors.New(msg)
+		errs = append(errs, fe)
+	}
+	return errs
+}

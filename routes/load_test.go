@@ -1,0 +1,503 @@
+package routes
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgateway/idemgateway/canonical"
+)
+
+// testEnv is the environment of the tests; its values must never show in an error or a print.
+var testEnv = map[string]string{
+	"TICKETS_TOKEN": "s3cr3t-tickets-token",
+	"CLIENT_ID":     "s3cr3t-client-id",
+	"NEWLINE_VALUE": "s3cr3t\r\nX-Injected: 1",
+}
+
+// secretValues are every credential the test files hold, in the environment or inline.
+var secretValues = []string{"s3cr3t", "hunter2", "pa55"}
+
+func lookupTestEnv(name string) (string, bool) {
+	v, ok := testEnv[name]
+	return v, ok
+}
+
+// parseFile parses a file of testdata with testEnv.
+func parseFile(t *testing.T, name string) (*Config, error) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Parse(name, data, lookupTestEnv)
+}
+
+func TestParseGoodFiles(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/*.good.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no good files: %v", err)
+	}
+	for _, file := range files {
+		name := filepath.Base(file)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := parseFile(t, name)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if len(cfg.Routes) == 0 {
+				t.Fatal("no routes")
+			}
+			for _, r := range cfg.Routes {
+				if r.Upstream == nil || r.Fingerprint == nil || r.Method == "" || r.Path == "" {
+					t.Errorf("route %q not resolved: %+v", r.Name, r)
+				}
+				if r.Upstream != cfg.Upstreams[r.Upstream.Name] {
+					t.Errorf("route %q: upstream is not the config's", r.Name)
+				}
+			}
+		})
+	}
+}
+
+// badFiles holds, for every testdata/*.bad.yml, the exact lines of Parse's error.
+var badFiles = map[string][]string{
+	"empty.bad.yml": {
+		"empty.bad.yml: routes: at least one route is required",
+	},
+	"duplicate_key.bad.yml": {
+		`duplicate_key.bad.yml:10: mapping key "path" already defined at line 8`,
+	},
+	"unknown_field.bad.yml": {
+		`unknown_field.bad.yml:4: unknown field "tiemout"`,
+		"unknown_field.bad.yml:6: cannot unmarshal !!int `30` into a duration (\"30s\")",
+		"unknown_field.bad.yml:14: cannot unmarshal !!str `maybe` into a boolean",
+		"unknown_field.bad.yml:16: cannot unmarshal !!int `201` into a list of integers",
+	},
+	"defaults.bad.yml": {
+		`defaults.bad.yml: defaults.ttl: 0s: must be positive`,
+		`defaults.bad.yml: defaults.lock_lease: -10s: must be positive`,
+		`defaults.bad.yml: defaults.concurrency: "queue": must be reject or wait`,
+		`defaults.bad.yml: defaults.wait_timeout: 0s: must be positive`,
+		`defaults.bad.yml: defaults.tenant_header: "X Tenant": invalid header name`,
+		`defaults.bad.yml: defaults.actor_header: header name must not be empty`,
+		`defaults.bad.yml: defaults.max_body_bytes: 0: must be positive`,
+		`defaults.bad.yml: routes[0] "create_ticket": ttl: -1h0m0s: must be positive`,
+		`defaults.bad.yml: routes[0] "create_ticket": concurrency: "": must be reject or wait`,
+		`defaults.bad.yml: routes[0] "create_ticket": tenant_header: "X-Tenant:": invalid header name`,
+		`defaults.bad.yml: routes[0] "create_ticket": max_body_bytes: -5: must be positive`,
+	},
+	"fingerprint.bad.yml": {
+		`fingerprint.bad.yml: routes[0] "create_ticket": key.header: "Idempotency Key": invalid header name`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.body.include[1]: "/title~2": invalid JSON Pointer escape`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.body.include[2]: "title": JSON Pointer must start with "/"`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.body.include[3]: "/title": duplicate of include[0]`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.body.exclude[0]: "": empty JSON Pointer`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.query[1]: query parameter name must not be empty`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.query[2]: "dry_run": duplicate of query[0]`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.headers[1]: "X Account": invalid header name`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.headers[2]: "x-account": duplicate of headers[0] (names are case-insensitive)`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": receipt.remote_id: "id": JSON Pointer must start with "/"`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": receipt.remote_url: "/url~": invalid JSON Pointer escape`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": on_unknown_outcome: "ignore": must be block or release`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.committed[1]: 99: must be a status code from 100 to 599`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.not_committed[1]: 409: listed twice`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.not_committed[2]: 600: must be a status code from 100 to 599`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.unknown[0]: 402: also in outcome.committed; a code may stand in one list only`,
+	},
+	"read_only.bad.yml": {
+		`read_only.bad.yml: routes[0] "get_ticket": key: meaningless on a read_only route, which never touches the store`,
+		`read_only.bad.yml: routes[0] "get_ticket": fingerprint: meaningless on a read_only route, which never touches the store`,
+		`read_only.bad.yml: routes[0] "get_ticket": receipt: meaningless on a read_only route, which never touches the store`,
+		`read_only.bad.yml: routes[0] "get_ticket": on_unknown_outcome: meaningless on a read_only route, which never touches the store`,
+		`read_only.bad.yml: routes[0] "get_ticket": outcome: meaningless on a read_only route, which never touches the store`,
+		`read_only.bad.yml: routes[0] "get_ticket": ttl: meaningless on a read_only route, which never touches the store`,
+		`read_only.bad.yml: routes[0] "get_ticket": lock_lease: meaningless on a read_only route, which never touches the store`,
+		`read_only.bad.yml: routes[0] "get_ticket": concurrency: meaningless on a read_only route, which never touches the store`,
+		`read_only.bad.yml: routes[0] "get_ticket": wait_timeout: meaningless on a read_only route, which never touches the store`,
+	},
+	"routes.bad.yml": {
+		`routes.bad.yml: routes[1] "create_ticket": name: duplicate route name; first used by routes[0]`,
+		`routes.bad.yml: routes[1] "create_ticket": upstream: "nowhere": no such upstream`,
+		`routes.bad.yml: routes[1] "create_ticket": method: "PO ST": invalid HTTP method`,
+		`routes.bad.yml: routes[1] "create_ticket": path: "v1/tickets": must start with "/"`,
+		`routes.bad.yml: routes[1] "create_ticket": class: "side_effect": must be read_only, idempotent or non_idempotent`,
+		`routes.bad.yml: routes[2]: name: required`,
+		`routes.bad.yml: routes[2]: method: required`,
+		`routes.bad.yml: routes[2]: path: required`,
+		`routes.bad.yml: routes[2]: class: required: read_only, idempotent or non_idempotent`,
+		`routes.bad.yml: routes[3] "bad name!": name: must be letters, digits, '_', '.' or '-'`,
+		`routes.bad.yml: routes[3] "bad name!": path: POST /v1/tickets is already routed by routes[0] "create_ticket"`,
+		`routes.bad.yml: routes[5] "by_other_id": path: GET /v1/tickets/{ticket} is already routed by routes[4] "by_id"`,
+		`routes.bad.yml: routes[6] "p1": path: "/a/{id}/{id}": duplicate parameter "id"`,
+		`routes.bad.yml: routes[7] "p2": path: "/a/{id": unclosed "{" at byte 3`,
+		`routes.bad.yml: routes[8] "p3": path: "/a/id}": unbalanced "}" at byte 5`,
+		`routes.bad.yml: routes[9] "p4": path: "/a/*/b": not a valid chi pattern: wildcard '*' must be the last value in a route. trim trailing text or use a '{param}' instead`,
+		`routes.bad.yml: routes[10] "p5": path: "/a/{id:[0-9}": not a valid chi pattern: invalid regexp pattern '^[0-9$' in route param`,
+		`routes.bad.yml: routes[11] "p6": path: "/a/{}": parameter at byte 3 has no name`,
+		`routes.bad.yml: routes[12] "p7": path: "/a?b=1": must not contain white space, control characters, "?" or "#"`,
+		`routes.bad.yml: routes[13] "p8": path: "/a b": must not contain white space, control characters, "?" or "#"`,
+	},
+	"syntax.bad.yml": {
+		`syntax.bad.yml:4: did not find expected key`,
+	},
+	"two_documents.bad.yml": {
+		`two_documents.bad.yml:6: a routes file holds one YAML document; found a second`,
+	},
+	"upstreams.bad.yml": {
+		`upstreams.bad.yml: upstreams.bad name: name "bad name": must be letters, digits, '_', '.' or '-'`,
+		`upstreams.bad.yml: upstreams.bad name.timeout: 0s: must be positive`,
+		`upstreams.bad.yml: upstreams.bad name.strip_prefix: "api": must start with "/" and hold no white space, "?" or "#"`,
+		`upstreams.bad.yml: upstreams.badport.url: "http://[redacted]@h:port/": invalid port ":port" after host`,
+		`upstreams.bad.yml: upstreams.creds.url: "https://[redacted]@h.example.com/": must not hold credentials; set them in headers`,
+		`upstreams.bad.yml: upstreams.fragment.url: "http://h/#top": must not have a fragment`,
+		`upstreams.bad.yml: upstreams.ftp.url: "ftp://x": scheme must be http or https`,
+		`upstreams.bad.yml: upstreams.headers.headers.Authorization: environment variable MISSING_TOKEN is not set`,
+		`upstreams.bad.yml: upstreams.headers.headers.Bad Name: "Bad Name": invalid header name`,
+		`upstreams.bad.yml: upstreams.headers.headers.Host: set by the proxy; an upstream may not set it`,
+		`upstreams.bad.yml: upstreams.headers.headers.X-Broken: unterminated ${ reference; want ${NAME}`,
+		`upstreams.bad.yml: upstreams.headers.headers.X-Malformed: malformed ${...} reference; want ${NAME}, NAME of letters, digits and underscores`,
+		`upstreams.bad.yml: upstreams.headers.headers.X-Malformed: malformed ${...} reference; want ${NAME}, NAME of letters, digits and underscores`,
+		`upstreams.bad.yml: upstreams.headers.headers.X-Malformed: malformed ${...} reference; want ${NAME}, NAME of letters, digits and underscores`,
+		`upstreams.bad.yml: upstreams.headers.headers.X-Newline: value holds characters not allowed in a header (after ${VAR} expansion)`,
+		`upstreams.bad.yml: upstreams.headers.headers.x-dup: duplicate header (names are case-insensitive)`,
+		`upstreams.bad.yml: upstreams.nohost.url: "http:///v1": must have a host`,
+		`upstreams.bad.yml: upstreams.noscheme.url: "tickets.example.com/api": scheme must be http or https`,
+		`upstreams.bad.yml: upstreams.nourl.url: required`,
+		`upstreams.bad.yml: upstreams.nourl.timeout: -1s: must be positive`,
+		`upstreams.bad.yml: upstreams.query.url: "http://h/?a=1": must not have a query`,
+	},
+}
+
+func TestParseBadFiles(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/*.bad.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		if _, ok := badFiles[filepath.Base(file)]; !ok {
+			t.Errorf("%s has no entry in badFiles", file)
+		}
+	}
+	for name, want := range badFiles {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := parseFile(t, name)
+			if err == nil {
+				t.Fatalf("Parse = %+v, want an error", cfg)
+			}
+			if cfg != nil {
+				t.Errorf("Parse returned a Config with its error")
+			}
+			var errs Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("error %T is not Errors", err)
+			}
+			got := strings.Split(err.Error(), "\n")
+			if len(errs) != len(got) {
+				t.Errorf("Errors has %d elements, Error() %d lines", len(errs), len(got))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			for _, e := range errs {
+				var fe *FieldError
+				if !errors.As(e, &fe) || fe.File != name {
+					t.Errorf("%q is not a *FieldError of %s", e, name)
+				}
+			}
+			assertNoSecret(t, err.Error())
+		})
+	}
+}
+
+// assertNoSecret fails when s holds a credential of the test files.
+func assertNoSecret(t *testing.T, s string) {
+	t.Helper()
+	for _, secret := range secretValues {
+		if strings.Contains(s, secret) {
+			t.Errorf("%q leaks %q", s, secret)
+		}
+	}
+}
+
+// mustPointer parses a JSON Pointer that a test knows to be valid.
+func mustPointer(t *testing.T, s string) canonical.Pointer {
+	t.Helper()
+	p, err := canonical.ParsePointer(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestParseFull checks every field of full.good.yml, and which of the route, the defaults block
+// and the Default constants each resolved value comes from.
+func TestParseFull(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseFile(t, "full.good.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tickets := &Upstream{
+		Name:        "tickets",
+		URL:         &url.URL{Scheme: "https", Host: "tickets.example.com", Path: "/api"},
+		Timeout:     20 * time.Second,
+		StripPrefix: "/tickets",
+		Headers: Secrets{
+			"Authorization": {"Bearer s3cr3t-tickets-token"},
+			"X-Client":      {"idemgateway $1 s3cr3t-client-id"}, // a bare "$" stays
+		},
+	}
+	billing := &Upstream{
+		Name:    "billing",
+		URL:     &url.URL{Scheme: "http", Host: "127.0.0.1:9001"},
+		Timeout: DefaultUpstreamTimeout,
+	}
+	want := &Config{
+		Upstreams: map[string]*Upstream{"tickets": tickets, "billing": billing},
+		Routes: []*Route{
+			{ // every field set on the route
+				Name:     "create_ticket",
+				Upstream: tickets,
+				Method:   "POST",
+				Path:     "/tickets/v1/tickets",
+				Class:    NonIdempotent,
+				Key:      Key{Header: "X-Request-Key", Required: false},
+				Receipt: Receipt{
+					RemoteID:  mustPointer(t, "/id"),
+					RemoteURL: mustPointer(t, "/url"),
+				},
+				OnUnknownOutcome: Release,
+				Outcome: Outcome{
+					Committed:    []int{402},
+					NotCommitted: []int{409, 500},
+					Unknown:      []int{429},
+				},
+				TTL:          time.Hour,
+				LockLease:    30 * time.Second,
+				Concurrency:  Reject,
+				WaitTimeout:  2 * time.Second,
+				TenantHeader: "X-Tenant",
+				ActorHeader:  "X-Actor",
+				MaxBodyBytes: 2048,
+			},
+			{ // nothing set on the route: the defaults block, else the Default constants
+				Name:             "update_ticket",
+				Upstream:         tickets,
+				Method:           "PUT", // upper-cased
+				Path:             "/tickets/v1/tickets/{id}",
+				Class:            Idempotent,
+				Key:              Key{Header: DefaultKeyHeader, Required: false},
+				OnUnknownOutcome: Release,
+				TTL:              48 * time.Hour,
+				LockLease:        15 * time.Second,
+				Concurrency:      Wait,
+				WaitTimeout:      5 * time.Second,
+				TenantHeader:     "X-Org-Id", // canonical form
+				ActorHeader:      "X-Agent",
+				MaxBodyBytes:     65536,
+			},
+			{
+				Name:             "get_ticket",
+				Upstream:         tickets,
+				Method:           "GET",
+				Path:             "/tickets/v1/tickets/{id}",
+				Class:            ReadOnly,
+				Key:              Key{Header: DefaultKeyHeader, Required: false},
+				OnUnknownOutcome: Release,
+				TTL:              48 * time.Hour,
+				LockLease:        15 * time.Second,
+				Concurrency:      Wait,
+				WaitTimeout:      5 * time.Second,
+				TenantHeader:     "X-Tenant",
+				ActorHeader:      "X-Agent",
+				MaxBodyBytes:     1,
+			},
+			{ // the class's defaults: key required, block
+				Name:             "charge",
+				Upstream:         billing,
+				Method:           "POST",
+				Path:             "/v1/customers/{customer:[0-9]+}/charges",
+				Class:            NonIdempotent,
+				Key:              Key{Header: DefaultKeyHeader, Required: true},
+				OnUnknownOutcome: Block,
+				TTL:              48 * time.Hour,
+				LockLease:        15 * time.Second,
+				Concurrency:      Wait,
+				WaitTimeout:      5 * time.Second,
+				TenantHeader:     "X-Org-Id",
+				ActorHeader:      "X-Agent",
+				MaxBodyBytes:     65536,
+			},
+		},
+	}
+	// Canonicalizers are opaque: check what each keeps of one request, then compare the rest.
+	req := &canonical.Request{
+		Tool:   "t",
+		Method: "POST",
+		Query:  url.Values{"dry_run": {"1"}, "other": {"2"}},
+		Header: http.Header{"Content-Type": {"application/json"}, "X-Account": {"a"}, "X-Other": {"b"}},
+		Body:   []byte(`{"title":"x","priority":1,"trace_id":"t","note":"n"}`),
+	}
+	wantDocs := []string{
+		`{"body":{"/priority":1,"/title":"x"},"headers":{"x-account":["a"]},"method":"POST","path":{},"query":{"dry_run":["1"]},"tool":"t"}`,
+		`{"body":{"note":"n","priority":1,"title":"x","trace_id":"t"},"headers":{},"method":"POST","path":{},"query":{},"tool":"t"}`,
+		`{"body":{"note":"n","priority":1,"title":"x","trace_id":"t"},"headers":{},"method":"POST","path":{},"query":{},"tool":"t"}`,
+		`{"body":{"note":"n","priority":1,"title":"x","trace_id":"t"},"headers":{},"method":"POST","path":{},"query":{},"tool":"t"}`,
+	}
+	for i, r := range cfg.Routes {
+		if r.Fingerprint == nil {
+			t.Errorf("route %q: nil Fingerprint", r.Name)
+			continue
+		}
+		doc, err := r.Fingerprint.Document(req)
+		if err != nil || string(doc) != wantDocs[i] {
+			t.Errorf("route %q: Document = %s, %v; want %s", r.Name, doc, err, wantDocs[i])
+		}
+		r.Fingerprint = nil
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		for i := range max(len(cfg.Routes), len(want.Routes)) {
+			if i >= len(cfg.Routes) || i >= len(want.Routes) || !reflect.DeepEqual(cfg.Routes[i], want.Routes[i]) {
+				t.Errorf("routes[%d]:\n got %+v\nwant %+v", i, cfg.Routes[i], want.Routes[i])
+			}
+		}
+		for name, u := range want.Upstreams {
+			if !reflect.DeepEqual(cfg.Upstreams[name], u) {
+				t.Errorf("upstreams.%s:\n got %+v\nwant %+v", name, cfg.Upstreams[name], u)
+			}
+		}
+		if len(cfg.Upstreams) != len(want.Upstreams) {
+			t.Errorf("got %d upstreams, want %d", len(cfg.Upstreams), len(want.Upstreams))
+		}
+	}
+}
+
+// TestParseBuiltinDefaults checks the Default constants on a file without a defaults block.
+func TestParseBuiltinDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseFile(t, "minimal.good.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Routes[0]
+	r.Fingerprint = nil
+	want := &Route{
+		Name:             "create_ticket",
+		Upstream:         cfg.Upstreams["tickets"],
+		Method:           "POST",
+		Path:             "/v1/tickets",
+		Class:            NonIdempotent,
+		Key:              Key{Header: DefaultKeyHeader, Required: true},
+		OnUnknownOutcome: Block,
+		TTL:              DefaultTTL,
+		LockLease:        DefaultLockLease,
+		Concurrency:      Reject,
+		WaitTimeout:      DefaultWaitTimeout,
+		TenantHeader:     DefaultTenantHeader,
+		ActorHeader:      DefaultActorHeader,
+		MaxBodyBytes:     DefaultMaxBodyBytes,
+	}
+	if !reflect.DeepEqual(r, want) {
+		t.Errorf("got  %+v\nwant %+v", r, want)
+	}
+	if u := cfg.Upstreams["tickets"]; u.Timeout != DefaultUpstreamTimeout || u.StripPrefix != "" || u.Headers != nil {
+		t.Errorf("upstream %+v, want the defaults", u)
+	}
+}
+
+func TestParseClassDefaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		route        string
+		wantRequired bool
+		wantPolicy   UnknownPolicy
+	}{
+		{"non_idempotent", "class: non_idempotent", true, Block},
+		{"idempotent", "class: idempotent", false, Release},
+		{"read_only", "class: read_only", false, Release},
+		{"optional key on non_idempotent", "class: non_idempotent\n    key: {required: false}", false, Block},
+		{"required key on idempotent", "class: idempotent\n    key: {required: true}", true, Release},
+		{"block on idempotent", "class: idempotent\n    on_unknown_outcome: block", false, Block},
+		{"release on non_idempotent", "class: non_idempotent\n    on_unknown_outcome: release", true, Release},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			data := "upstreams: {u: {url: 'http://u'}}\nroutes:\n  - name: r\n    upstream: u\n    method: POST\n    path: /\n    " + tt.route + "\n"
+			cfg, err := Parse("t.yaml", []byte(data), lookupTestEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := cfg.Routes[0]
+			if r.Key.Required != tt.wantRequired || r.OnUnknownOutcome != tt.wantPolicy {
+				t.Errorf("Key.Required = %v, OnUnknownOutcome = %q; want %v, %q", r.Key.Required, r.OnUnknownOutcome, tt.wantRequired, tt.wantPolicy)
+			}
+		})
+	}
+}
+
+// TestLoad uses the process environment, so it does not run in parallel.
+func TestLoad(t *testing.T) {
+	t.Setenv("TICKETS_TOKEN", "s3cr3t-from-env")
+	cfg, err := Load("testdata/contract.good.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Upstreams["tickets"].Headers.Header().Get("Authorization"); got != "Bearer s3cr3t-from-env" {
+		t.Errorf("Authorization = %q", got)
+	}
+
+	_, err = Load("testdata/upstreams.bad.yml")
+	if err == nil || !strings.HasPrefix(err.Error(), "testdata/upstreams.bad.yml: ") {
+		t.Errorf("Load: error %v does not name the path", err)
+	}
+
+	_, err = Load("testdata/missing.yml")
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load of a missing file: %v, want os.ErrNotExist", err)
+	}
+}
+
+func TestParseDocuments(t *testing.T) {
+	t.Parallel()
+	const file = "upstreams: {u: {url: 'http://u'}}\nroutes: [{name: r, upstream: u, method: GET, path: /, class: read_only}]\n"
+	tests := []struct {
+		name, data, wantErr string
+	}{
+		{name: "one document", data: file},
+		{name: "explicit start and end", data: "---\n" + file + "...\n"},
+		{name: "trailing document marker", data: file + "---\n"},
+		{name: "trailing comment-only document", data: file + "---\n# nothing\n"},
+		{name: "second document", data: file + "---\nroutes: []\n", wantErr: "t.yaml:3: a routes file holds one YAML document; found a second"},
+		{name: "broken second document", data: file + "---\n[\n", wantErr: "t.yaml:4: did not find expected node content"},
+		{name: "null", data: "~", wantErr: "t.yaml: routes: at least one route is required"},
+		{name: "list", data: "[]", wantErr: "t.yaml:1: cannot unmarshal !!seq into a mapping"},
+		{name: "scalar", data: "5", wantErr: "t.yaml:1: cannot unmarshal !!int `5` into a mapping"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse("t.yaml", []byte(tt.data), nil)
+			var got string
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.wantErr {
+				t.Errorf("Parse: %q, want %q", got, tt.wantErr)
+			}
+		})
+	}
+}

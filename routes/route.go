@@ -1,0 +1,226 @@
+package routes
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/idemgateway/idemgateway/canonical"
+)
+
+// route resolves and validates route i. Its name, and the checks that span routes (unique
+// names, unique method and path), are the caller's.
+func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, defaults settings) *Route {
+	at := routeField(i, raw.Name)
+	field := func(name string) string { return at + ": " + name }
+	rt := &Route{Name: raw.Name, Class: Class(raw.Class)}
+
+	if raw.Upstream == "" {
+		r.addf(field("upstream"), "required")
+	} else if u, ok := upstreams[raw.Upstream]; ok {
+		rt.Upstream = u
+	} else {
+		r.addf(field("upstream"), "%q: no such upstream", raw.Upstream)
+	}
+
+	switch {
+	case raw.Method == "":
+		r.addf(field("method"), "required")
+	case !httpguts.ValidHeaderFieldName(raw.Method): // a method is a token, like a header name
+		r.addf(field("method"), "%q: invalid HTTP method", raw.Method)
+	default:
+		rt.Method = strings.ToUpper(raw.Method)
+	}
+
+	if raw.Path == "" {
+		r.addf(field("path"), "required")
+	} else if err := checkPattern(raw.Path); err != nil {
+		r.addf(field("path"), "%q: %w", raw.Path, err)
+	} else {
+		rt.Path = raw.Path
+	}
+
+	switch rt.Class {
+	case ReadOnly:
+		raw = r.withoutStoreFields(at, raw)
+	case Idempotent, NonIdempotent:
+	case "":
+		r.addf(field("class"), "required: read_only, idempotent or non_idempotent")
+	default:
+		r.addf(field("class"), "%q: must be read_only, idempotent or non_idempotent", raw.Class)
+	}
+
+	s := r.settings(at+": ", raw.rawSettings, defaults)
+	rt.TTL, rt.LockLease, rt.WaitTimeout = s.ttl, s.lockLease, s.waitTimeout
+	rt.Concurrency = s.concurrency
+	rt.TenantHeader, rt.ActorHeader = s.tenantHeader, s.actorHeader
+	rt.MaxBodyBytes = s.maxBodyBytes
+
+	rt.Key = Key{Header: DefaultKeyHeader, Required: rt.Class == NonIdempotent}
+	if k := raw.Key; k != nil {
+		if k.Header != nil {
+			rt.Key.Header = http.CanonicalHeaderKey(*k.Header)
+			if err := checkHeaderName(*k.Header); err != nil {
+				r.add(field("key.header"), err)
+			}
+		}
+		if k.Required != nil {
+			rt.Key.Required = *k.Required
+		}
+	}
+
+	if fields, ok := r.fingerprint(field("fingerprint"), raw.Fingerprint); ok {
+		fp, err := canonical.Compile(fields)
+		if err != nil {
+			r.add(field("fingerprint"), err)
+		}
+		rt.Fingerprint = fp
+	}
+
+	if rc := raw.Receipt; rc != nil {
+		rt.Receipt.RemoteID = r.receiptPointer(field("receipt.remote_id"), rc.RemoteID)
+		rt.Receipt.RemoteURL = r.receiptPointer(field("receipt.remote_url"), rc.RemoteURL)
+	}
+
+	rt.OnUnknownOutcome = Release
+	if rt.Class == NonIdempotent {
+		rt.OnUnknownOutcome = Block
+	}
+	if p := raw.OnUnknownOutcome; p != nil {
+		rt.OnUnknownOutcome = UnknownPolicy(*p)
+		if rt.OnUnknownOutcome != Block && rt.OnUnknownOutcome != Release {
+			r.addf(field("on_unknown_outcome"), "%q: must be block or release", *p)
+		}
+	}
+
+	if o := raw.Outcome; o != nil {
+		rt.Outcome = r.outcome(field("outcome"), o)
+	}
+	return rt
+}
+
+// withoutStoreFields reports every field set on a read_only route that only matters to the store,
+// and returns a copy of raw without them. A read_only route is proxied without touching the store,
+// so these fields would do nothing; setting one is most likely a misclassified route.
+func (r *resolver) withoutStoreFields(at string, raw *rawRoute) *rawRoute {
+	c := *raw
+	drop := func(name string, set bool) {
+		if set {
+			r.addf(at+": "+name, "meaningless on a read_only route, which never touches the store")
+		}
+	}
+	drop("key", c.Key != nil)
+	drop("fingerprint", c.Fingerprint != nil)
+	drop("receipt", c.Receipt != nil)
+	drop("on_unknown_outcome", c.OnUnknownOutcome != nil)
+	drop("outcome", c.Outcome != nil)
+	drop("ttl", c.TTL != nil)
+	drop("lock_lease", c.LockLease != nil)
+	drop("concurrency", c.Concurrency != nil)
+	drop("wait_timeout", c.WaitTimeout != nil)
+	c.Key, c.Fingerprint, c.Receipt, c.OnUnknownOutcome, c.Outcome = nil, nil, nil, nil, nil
+	c.TTL, c.LockLease, c.Concurrency, c.WaitTimeout = nil, nil, nil, nil
+	return &c
+}
+
+// fingerprint validates a fingerprint block and returns it as canonical.Fields; ok is false when
+// it holds a problem, already reported. A nil block is the zero Fields: the whole body, no query
+// parameter, no header.
+func (r *resolver) fingerprint(at string, raw *rawFingerprint) (f canonical.Fields, ok bool) {
+	n := len(r.errs)
+	if raw == nil {
+		return f, true
+	}
+	if b := raw.Body; b != nil {
+		f.Include = r.pointers(at+".body.", "include", b.Include)
+		f.Exclude = r.pointers(at+".body.", "exclude", b.Exclude)
+	}
+	seen := make(map[string]int)
+	for j, q := range raw.Query {
+		fj := fmt.Sprintf("%s.query[%d]", at, j)
+		if q == "" {
+			r.addf(fj, "query parameter name must not be empty")
+		} else if first, dup := seen[q]; dup {
+			r.addf(fj, "%q: duplicate of query[%d]", q, first)
+		} else {
+			seen[q] = j
+		}
+	}
+	f.Query = raw.Query
+	clear(seen)
+	for j, h := range raw.Headers {
+		fj := fmt.Sprintf("%s.headers[%d]", at, j)
+		if err := checkHeaderName(h); err != nil {
+			r.add(fj, err)
+		} else if first, dup := seen[http.CanonicalHeaderKey(h)]; dup {
+			r.addf(fj, "%q: duplicate of headers[%d] (names are case-insensitive)", h, first)
+		} else {
+			seen[http.CanonicalHeaderKey(h)] = j
+		}
+	}
+	f.Headers = raw.Headers
+	return f, len(r.errs) == n
+}
+
+// pointers parses a list of JSON Pointers (RFC 6901), reporting each bad or repeated one at its
+// index.
+// at is the path up to list, the list's name.
+func (r *resolver) pointers(at, list string, raw []string) []canonical.Pointer {
+	if raw == nil {
+		return nil
+	}
+	ps := make([]canonical.Pointer, len(raw))
+	for j, s := range raw {
+		fj := fmt.Sprintf("%s%s[%d]", at, list, j)
+		p, err := canonical.ParsePointer(s)
+		if err != nil {
+			r.add(fj, err)
+		} else if first := slices.Index(ps[:j], p); first >= 0 {
+			r.addf(fj, "%q: duplicate of %s[%d]", s, list, first)
+		}
+		ps[j] = p
+	}
+	return ps
+}
+
+// receiptPointer parses a receipt's JSON Pointer (RFC 6901); "" is the zero Pointer: unset.
+func (r *resolver) receiptPointer(at, s string) canonical.Pointer {
+	if s == "" {
+		return canonical.Pointer{}
+	}
+	p, err := canonical.ParsePointer(s)
+	if err != nil {
+		r.add(at, err)
+	}
+	return p
+}
+
+// outcome validates the status lists of an outcome block: codes from 100 to 599, each in one list
+// once.
+func (r *resolver) outcome(at string, raw *rawOutcome) Outcome {
+	seen := make(map[int]string)
+	check := func(name string, codes []int) []int {
+		for j, code := range codes {
+			fj := fmt.Sprintf("%s.%s[%d]", at, name, j)
+			switch prev, dup := seen[code]; {
+			case code < 100 || code > 599:
+				r.addf(fj, "%d: must be a status code from 100 to 599", code)
+			case dup && prev == name:
+				r.addf(fj, "%d: listed twice", code)
+			case dup:
+				r.addf(fj, "%d: also in outcome.%s; a code may stand in one list only", code, prev)
+			default:
+				seen[code] = name
+			}
+		}
+		return codes
+	}
+	return Outcome{
+		Committed:    check("committed", raw.Committed),
+		NotCommitted: check("not_committed", raw.NotCommitted),
+		Unknown:      check("unknown", raw.Unknown),
+	}
+}
