@@ -1,0 +1,234 @@
+package main
+
+// Fault injection. Every tool endpoint reads these request headers; a concurrent test sets them on
+// its own requests only, so tests do not interfere:
+//
+//	X-Sandbox-Delay: 500ms            Wait this long (time.ParseDuration) before acting. If the
+//	                                  request's context ends meanwhile (the client went away), the
+//	                                  side effect is NOT performed and no response is written.
+//	X-Sandbox-Status: 503             Answer this status (400-599) with an application/problem+json
+//	                                  body WITHOUT performing the side effect. 429 and 503 carry
+//	                                  Retry-After: 1.
+//	X-Sandbox-Fail-After-Commit: drop Perform the side effect, then hijack the connection and close
+//	                                  it without writing a response.
+//	X-Sandbox-Fail-After-Commit: 500  Perform the side effect, then answer this status (400-599)
+//	                                  with a problem body that says "effect_performed": true.
+//	X-Sandbox-Set-Cookie: 1           Add "Set-Cookie: sandbox_session=...; Path=/; HttpOnly" to
+//	                                  the success response (any strconv.ParseBool true value).
+//	X-Sandbox-Body-Bytes: 5242880     Append to the success response's JSON object a member
+//	                                  "sandbox_padding" whose string value is that many bytes
+//	                                  (at most 64 MiB).
+//
+// The faults combine and apply in this order: delay, status, the request's own validation (an
+// invalid request, including a GraphQL document answered with 200 and "errors", is rejected without
+// effect and without further faults), side effect, fail after commit, Set-Cookie and padding. On
+// the read endpoint the faults apply alike, without the side effect. A malformed fault header gets
+// 400 without effect.
+//
+// A client that cannot set headers (the gateway's own client in an end-to-end test, an agent)
+// scripts faults instead: POST /_sandbox/script with
+//
+//	{"fail_next": [{"status": 503}, {}, {"fail_after_commit": "drop", "endpoint": "jira.create_issue"}]}
+//
+// queues faults, with the same fields as the headers (delay, status, fail_after_commit,
+// set_cookie, body_bytes). Each request to a tool endpoint takes the first queued fault whose
+// endpoint is empty or its own, and that fault replaces its headers entirely; {} is a request
+// without fault. The queue is process-wide: scripted tests must not run in parallel.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The fault headers.
+const (
+	headerDelay           = "X-Sandbox-Delay"
+	headerStatus          = "X-Sandbox-Status"
+	headerFailAfterCommit = "X-Sandbox-Fail-After-Commit"
+	headerSetCookie       = "X-Sandbox-Set-Cookie"
+	headerBodyBytes       = "X-Sandbox-Body-Bytes"
+)
+
+// maxPadBytes bounds X-Sandbox-Body-Bytes.
+const maxPadBytes = 64 << 20
+
+// dropConnection is fault.afterCommit for "drop".
+const dropConnection = -1
+
+// fault is what to do wrong with one request. The zero fault does nothing wrong.
+type fault struct {
+	endpoint    string        // scripted faults only: the endpoint it is for; "" is any
+	scripted    bool          // it came from the script, not from headers
+	delay       time.Duration // wait before acting
+	status      int           // answer this status without acting; 0 is none
+	afterCommit int           // after acting: dropConnection, or a status to answer; 0 is none
+	setCookie   bool          // add Set-Cookie to the success response
+	bodyBytes   int           // pad the success response with this many bytes
+}
+
+// faultFor returns the fault for a request to endpoint: the first scripted fault for it, taken off
+// the queue, else the one its headers ask for.
+func (s *sandbox) faultFor(endpoint string, h http.Header) (fault, error) {
+	s.mu.Lock()
+	i := slices.IndexFunc(s.script, func(f fault) bool { return f.endpoint == "" || f.endpoint == endpoint })
+	if i >= 0 {
+		f := s.script[i]
+		s.script = slices.Delete(s.script, i, i+1)
+		s.mu.Unlock()
+		return f, nil
+	}
+	s.mu.Unlock()
+	return faultFromHeaders(h)
+}
+
+// faultFromHeaders reads the X-Sandbox-* headers. An error names the malformed header.
+func faultFromHeaders(h http.Header) (fault, error) {
+	var f faultJSON
+	if v := h.Get(headerDelay); v != "" {
+		f.Delay = v
+	}
+	if v := h.Get(headerStatus); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fault{}, fmt.Errorf("%s: %q is not a status code", headerStatus, v)
+		}
+		f.Status = n
+	}
+	if v := h.Get(headerFailAfterCommit); v != "" {
+		f.FailAfterCommit = json.RawMessage(strconv.Quote(v))
+	}
+	if v := h.Get(headerSetCookie); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fault{}, fmt.Errorf("%s: %q is not a boolean", headerSetCookie, v)
+		}
+		f.SetCookie = b
+	}
+	if v := h.Get(headerBodyBytes); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fault{}, fmt.Errorf("%s: %q is not a number of bytes", headerBodyBytes, v)
+		}
+		f.BodyBytes = n
+	}
+	flt, err := f.toFault()
+	if err != nil {
+		return fault{}, fmt.Errorf("X-Sandbox-%w", err)
+	}
+	return flt, nil
+}
+
+// faultJSON is a fault as scripted in POST /_sandbox/script, e.g.
+// {"endpoint":"jira.create_issue","delay":"500ms","status":503,"fail_after_commit":"drop",
+// "set_cookie":true,"body_bytes":1024}. fail_after_commit is "drop" or a status, as a string or a
+// number.
+type faultJSON struct {
+	Endpoint        string          `json:"endpoint,omitempty"`
+	Delay           string          `json:"delay,omitempty"`
+	Status          int             `json:"status,omitempty"`
+	FailAfterCommit json.RawMessage `json:"fail_after_commit,omitempty"`
+	SetCookie       bool            `json:"set_cookie,omitempty"`
+	BodyBytes       int             `json:"body_bytes,omitempty"`
+}
+
+// toFault validates fj. Its errors start with the field's header name without "X-Sandbox-" (e.g.
+// "Status: 200 is not between 400 and 599"), so that they read well for headers and scripts alike.
+func (fj faultJSON) toFault() (fault, error) {
+	f := fault{endpoint: fj.Endpoint, status: fj.Status, setCookie: fj.SetCookie, bodyBytes: fj.BodyBytes}
+	if fj.Endpoint != "" && !slices.Contains(apiEndpoints, fj.Endpoint) {
+		return fault{}, fmt.Errorf("Endpoint: unknown endpoint %q (one of %s)", fj.Endpoint, strings.Join(apiEndpoints, ", "))
+	}
+	if fj.Delay != "" {
+		d, err := time.ParseDuration(fj.Delay)
+		if err != nil || d < 0 {
+			return fault{}, fmt.Errorf("Delay: %q is not a duration such as 500ms", fj.Delay)
+		}
+		f.delay = d
+	}
+	if fj.Status != 0 && !isErrorStatus(fj.Status) {
+		return fault{}, fmt.Errorf("Status: %d is not between 400 and 599", fj.Status)
+	}
+	if len(fj.FailAfterCommit) > 0 {
+		n, err := parseAfterCommit(fj.FailAfterCommit)
+		if err != nil {
+			return fault{}, fmt.Errorf("Fail-After-Commit: %w", err)
+		}
+		f.afterCommit = n
+	}
+	if fj.BodyBytes < 0 || fj.BodyBytes > maxPadBytes {
+		return fault{}, fmt.Errorf("Body-Bytes: %d is not between 0 and %d", fj.BodyBytes, maxPadBytes)
+	}
+	return f, nil
+}
+
+// parseAfterCommit reads "drop", a status between 400 and 599, or that status as a string.
+func parseAfterCommit(raw json.RawMessage) (int, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return 0, err
+	}
+	s := fmt.Sprint(v)
+	if s == "drop" {
+		return dropConnection, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || !isErrorStatus(n) {
+		return 0, fmt.Errorf("%s is neither \"drop\" nor a status between 400 and 599", raw)
+	}
+	return n, nil
+}
+
+func isErrorStatus(n int) bool { return n >= 400 && n <= 599 }
+
+// toJSON is the inverse of faultJSON.toFault.
+func (f fault) toJSON() faultJSON {
+	fj := faultJSON{Endpoint: f.endpoint, Status: f.status, SetCookie: f.setCookie, BodyBytes: f.bodyBytes}
+	if f.delay > 0 {
+		fj.Delay = f.delay.String()
+	}
+	switch f.afterCommit {
+	case 0:
+	case dropConnection:
+		fj.FailAfterCommit = json.RawMessage(`"drop"`)
+	default:
+		fj.FailAfterCommit = json.RawMessage(strconv.Itoa(f.afterCommit))
+	}
+	return fj
+}
+
+// String describes f for logs and problem bodies, e.g. "delay=500ms,status=503", "script:none".
+func (f fault) String() string {
+	var parts []string
+	if f.delay > 0 {
+		parts = append(parts, "delay="+f.delay.String())
+	}
+	if f.status != 0 {
+		parts = append(parts, "status="+strconv.Itoa(f.status))
+	}
+	switch f.afterCommit {
+	case 0:
+	case dropConnection:
+		parts = append(parts, "fail_after_commit=drop")
+	default:
+		parts = append(parts, "fail_after_commit="+strconv.Itoa(f.afterCommit))
+	}
+	if f.setCookie {
+		parts = append(parts, "set_cookie")
+	}
+	if f.bodyBytes > 0 {
+		parts = append(parts, "body_bytes="+strconv.Itoa(f.bodyBytes))
+	}
+	s := strings.Join(parts, ",")
+	if s == "" {
+		s = "none"
+	}
+	if f.scripted {
+		s = "script:" + s
+	}
+	return s
+}

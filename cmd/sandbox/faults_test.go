@@ -1,0 +1,472 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// newClient returns a client that opens a new connection for every request, so that a dropped
+// connection is never a reused one that the transport might retry on its own.
+func newClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+}
+
+// wantProblem checks an RFC 9457 body of the sandbox.
+func wantProblem(t *testing.T, resp *http.Response, body []byte, status int, effect bool) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("status = %d, want %d; body %s", resp.StatusCode, status, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type = %q, want application/problem+json", ct)
+	}
+	var p problem
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatalf("problem body: %v: %s", err, body)
+	}
+	if p.Status != status || p.Title != http.StatusText(status) || p.Type == "" || p.Detail == "" || p.EffectPerformed != effect {
+		t.Errorf("problem = %+v, want status %d, its title, a type, a detail, effect_performed %v", p, status, effect)
+	}
+}
+
+func TestHeaderFaults(t *testing.T) {
+	t.Parallel()
+	const pad = 5 << 20
+	tests := []struct {
+		name       string
+		header     map[string]string
+		wantStatus int // 0: the connection breaks without a response
+		wantEffect bool
+		check      func(t *testing.T, cr int, resp *http.Response, body []byte, elapsed time.Duration)
+	}{
+		{
+			name: "none", wantStatus: -1, wantEffect: true,
+			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+				if c := resp.Header.Get("Set-Cookie"); c != "" {
+					t.Errorf("Set-Cookie = %q without asking", c)
+				}
+				if strings.Contains(string(body), "sandbox_padding") {
+					t.Error("padding without asking")
+				}
+			},
+		},
+		{
+			name: "status 503 before acting", header: map[string]string{headerStatus: "503"}, wantStatus: 503,
+			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+				wantProblem(t, resp, body, 503, false)
+				if got := resp.Header.Get("Retry-After"); got != "1" {
+					t.Errorf("Retry-After = %q, want 1", got)
+				}
+			},
+		},
+		{
+			name: "status 409 before acting", header: map[string]string{headerStatus: "409"}, wantStatus: 409,
+			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+				wantProblem(t, resp, body, 409, false)
+				if got := resp.Header.Get("Retry-After"); got != "" {
+					t.Errorf("Retry-After = %q on a 409", got)
+				}
+			},
+		},
+		{
+			name: "500 after commit", header: map[string]string{headerFailAfterCommit: "500"}, wantStatus: 500, wantEffect: true,
+			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+				wantProblem(t, resp, body, 500, true)
+			},
+		},
+		{
+			name: "504 after commit", header: map[string]string{headerFailAfterCommit: "504"}, wantStatus: 504, wantEffect: true,
+		},
+		{
+			name: "drop after commit", header: map[string]string{headerFailAfterCommit: "drop"}, wantStatus: 0, wantEffect: true,
+		},
+		{
+			name: "set cookie", header: map[string]string{headerSetCookie: "1"}, wantStatus: -1, wantEffect: true,
+			check: func(t *testing.T, _ int, resp *http.Response, _ []byte, _ time.Duration) {
+				cookies := resp.Cookies()
+				if len(cookies) != 1 || cookies[0].Name != "sandbox_session" || cookies[0].Value == "" || !cookies[0].HttpOnly {
+					t.Errorf("cookies = %v, want one HttpOnly sandbox_session", cookies)
+				}
+			},
+		},
+		{
+			name: "body bytes", header: map[string]string{headerBodyBytes: fmt.Sprint(pad)}, wantStatus: -1, wantEffect: true,
+			check: func(t *testing.T, cr int, resp *http.Response, body []byte, _ time.Duration) {
+				if resp.ContentLength != int64(len(body)) || len(body) <= pad {
+					t.Errorf("Content-Length %d, body %d bytes, want equal and above %d", resp.ContentLength, len(body), pad)
+				}
+				v := decode(t, body)
+				if got, _ := v["sandbox_padding"].(string); len(got) != pad || strings.Trim(got, "x") != "" {
+					t.Errorf("sandbox_padding is %d bytes, want %d", len(got), pad)
+				}
+				if at(v, creates[cr].idPath...) == nil {
+					t.Errorf("padded response lost %v", creates[cr].idPath)
+				}
+			},
+		},
+		{
+			name: "delay", header: map[string]string{headerDelay: "100ms"}, wantStatus: -1, wantEffect: true,
+			check: func(t *testing.T, _ int, _ *http.Response, _ []byte, elapsed time.Duration) {
+				if elapsed < 100*time.Millisecond {
+					t.Errorf("answered after %v, want at least 100ms", elapsed)
+				}
+			},
+		},
+		{
+			name: "delay then status", header: map[string]string{headerDelay: "50ms", headerStatus: "429"}, wantStatus: 429,
+			check: func(t *testing.T, _ int, resp *http.Response, body []byte, elapsed time.Duration) {
+				wantProblem(t, resp, body, 429, false)
+				if elapsed < 50*time.Millisecond {
+					t.Errorf("answered after %v, want at least 50ms", elapsed)
+				}
+			},
+		},
+		{
+			name: "status wins over after commit", header: map[string]string{headerStatus: "503", headerFailAfterCommit: "drop"}, wantStatus: 503,
+		},
+		{
+			name: "all success faults at once", header: map[string]string{headerSetCookie: "true", headerBodyBytes: "1", headerDelay: "1ms"},
+			wantStatus: -1, wantEffect: true,
+			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+				if len(resp.Cookies()) != 1 || at(decode(t, body), "sandbox_padding") != "x" {
+					t.Errorf("want a cookie and one byte of padding: %v %s", resp.Cookies(), body)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		for i, cr := range creates {
+			t.Run(tc.name+"/"+cr.endpoint, func(t *testing.T) {
+				t.Parallel()
+				s, srv := newTestSandbox(t)
+				start := time.Now()
+				resp, body, err := trySend(newClient(), srv.URL, cr.req.with(tc.header))
+				elapsed := time.Since(start)
+				switch {
+				case tc.wantStatus == 0:
+					if err == nil {
+						t.Fatalf("got %d %s, want the connection broken", resp.StatusCode, body)
+					}
+				case err != nil:
+					t.Fatal(err)
+				case tc.wantStatus == -1 && resp.StatusCode >= 300, tc.wantStatus > 0 && resp.StatusCode != tc.wantStatus:
+					t.Fatalf("status = %d, want %d; body %.300s", resp.StatusCode, tc.wantStatus, body)
+				}
+				if tc.check != nil {
+					tc.check(t, i, resp, body, elapsed)
+				}
+				var want int64
+				if tc.wantEffect {
+					want = 1
+				}
+				if st := s.snapshot(); st.Total != want || st.ByEndpoint[cr.endpoint] != want {
+					t.Errorf("effects = %d %v, want %d", st.Total, st.ByEndpoint, want)
+				}
+			})
+		}
+	}
+}
+
+func TestInvalidFaultHeaders(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ header, value string }{
+		{headerDelay, "soon"},
+		{headerDelay, "-1s"},
+		{headerStatus, "abc"},
+		{headerStatus, "200"},
+		{headerStatus, "600"},
+		{headerFailAfterCommit, "later"},
+		{headerFailAfterCommit, "201"},
+		{headerSetCookie, "maybe"},
+		{headerBodyBytes, "-1"},
+		{headerBodyBytes, "1e3"},
+		{headerBodyBytes, fmt.Sprint(maxPadBytes + 1)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.header+"="+tc.value, func(t *testing.T) {
+			t.Parallel()
+			s, srv := newTestSandbox(t)
+			resp, body := send(t, srv.Client(), srv.URL, creates[0].req.with(map[string]string{tc.header: tc.value}))
+			wantProblem(t, resp, body, 400, false)
+			if !strings.Contains(string(body), tc.header) {
+				t.Errorf("detail does not name %s: %s", tc.header, body)
+			}
+			if st := s.snapshot(); st.Total != 0 {
+				t.Errorf("effects = %d, want 0", st.Total)
+			}
+		})
+	}
+}
+
+// TestFaultsSkipRejectedRequests: a request the API rejects has no effect, so there is nothing to
+// fail after, and no cookie or padding on the error.
+func TestFaultsSkipRejectedRequests(t *testing.T) {
+	t.Parallel()
+	s, srv := newTestSandbox(t)
+	rejected := []struct {
+		req        request
+		wantStatus int
+	}{
+		{request{path: "/rest/api/3/issue", body: `{"fields":{}}`}, 400},
+		{request{path: "/graphql", body: `{"query":"{ viewer { id } }"}`}, 200},
+	}
+	for _, rj := range rejected {
+		for _, h := range []map[string]string{
+			{headerFailAfterCommit: "drop"},
+			{headerFailAfterCommit: "500"},
+			{headerSetCookie: "1", headerBodyBytes: "100"},
+		} {
+			resp, body, err := trySend(newClient(), srv.URL, rj.req.with(h))
+			if err != nil {
+				t.Fatalf("%s %v: %v", rj.req.path, h, err)
+			}
+			if resp.StatusCode != rj.wantStatus || len(resp.Cookies()) != 0 || strings.Contains(string(body), "sandbox_padding") {
+				t.Errorf("%s %v: got %d %v %s, want the API's plain %d", rj.req.path, h, resp.StatusCode, resp.Cookies(), body, rj.wantStatus)
+			}
+		}
+	}
+	if st := s.snapshot(); st.Total != 0 {
+		t.Errorf("effects = %d, want 0", st.Total)
+	}
+}
+
+// TestDelayCanceled: the client gives up during the delay; the side effect must not happen, not
+// even later.
+func TestDelayCanceled(t *testing.T) {
+	t.Parallel()
+	for _, cr := range creates {
+		t.Run(cr.endpoint, func(t *testing.T) {
+			t.Parallel()
+			s, srv := newTestSandbox(t)
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer cancel()
+			rq := cr.req.with(map[string]string{headerDelay: "30s"})
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+rq.path, strings.NewReader(rq.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range rq.header {
+				req.Header.Set(k, v)
+			}
+			start := time.Now()
+			if resp, err := newClient().Do(req); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("got %v %v, want the client's deadline", resp, err)
+			}
+			// Close waits for the handler: it must notice the cancellation instead of sleeping on.
+			srv.Close()
+			if d := time.Since(start); d > 15*time.Second {
+				t.Errorf("the handler ran %v after its client went away", d)
+			}
+			if st := s.snapshot(); st.Total != 0 || st.Requests.Total != 1 {
+				t.Errorf("stats = %+v, want 1 request and no effect", st)
+			}
+		})
+	}
+}
+
+func TestFaultsOnRead(t *testing.T) {
+	t.Parallel()
+	_, srv := newTestSandbox(t)
+	send(t, srv.Client(), srv.URL, creates[0].req)
+	get := request{method: "GET", path: "/rest/api/3/issue/OPS-1"}
+
+	resp, body := send(t, srv.Client(), srv.URL, get.with(map[string]string{headerStatus: "502"}))
+	wantProblem(t, resp, body, 502, false)
+	if _, _, err := trySend(newClient(), srv.URL, get.with(map[string]string{headerFailAfterCommit: "drop"})); err == nil {
+		t.Error("drop on a read: got a response")
+	}
+	resp, _ = send(t, srv.Client(), srv.URL, get.with(map[string]string{headerSetCookie: "1"}))
+	if resp.StatusCode != 200 || len(resp.Cookies()) != 1 {
+		t.Errorf("set cookie on a read: %d %v", resp.StatusCode, resp.Cookies())
+	}
+}
+
+// setScript posts a script and returns the response.
+func setScript(t *testing.T, base, script string) (*http.Response, []byte) {
+	t.Helper()
+	return send(t, http.DefaultClient, base, request{path: "/_sandbox/script", contentType: "application/json", body: script})
+}
+
+// getScript reads the queued faults.
+func getScript(t *testing.T, base string) []faultJSON {
+	t.Helper()
+	resp, body := send(t, http.DefaultClient, base, request{method: "GET", path: "/_sandbox/script"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET script: %d %s", resp.StatusCode, body)
+	}
+	var sc script
+	if err := json.Unmarshal(body, &sc); err != nil || sc.FailNext == nil {
+		t.Fatalf("GET script: %v: %s", err, body)
+	}
+	return sc.FailNext
+}
+
+// TestScript503Once is the field case of an upstream that answers 503 once, then recovers, for a
+// client that cannot set headers.
+func TestScript503Once(t *testing.T) {
+	t.Parallel()
+	s, srv := newTestSandbox(t)
+	if resp, body := setScript(t, srv.URL, `{"fail_next":[{"status":503}]}`); resp.StatusCode != 200 {
+		t.Fatalf("script: %d %s", resp.StatusCode, body)
+	}
+	resp, body := send(t, srv.Client(), srv.URL, creates[3].req)
+	wantProblem(t, resp, body, 503, false)
+	if resp, body := send(t, srv.Client(), srv.URL, creates[3].req); resp.StatusCode != 200 {
+		t.Fatalf("retry: %d %s", resp.StatusCode, body)
+	}
+	if st := s.snapshot(); st.Total != 1 || st.Requests.Total != 2 {
+		t.Errorf("stats = %+v, want 2 attempts and 1 effect", st)
+	}
+}
+
+// scriptStep is one request of a scripted test.
+type scriptStep struct {
+	create     int               // index in creates
+	header     map[string]string // the request's own fault headers
+	wantStatus int               // 0: connection broken
+}
+
+func TestScript(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		script      string
+		steps       []scriptStep
+		wantEffects int64
+	}{
+		{
+			name:   "scripted faults replace headers, then headers apply again",
+			script: `{"fail_next":[{"status":503},{}]}`,
+			steps: []scriptStep{
+				{0, nil, 503},
+				{0, map[string]string{headerStatus: "500"}, 201},
+				{0, map[string]string{headerStatus: "502"}, 502},
+			},
+			wantEffects: 1,
+		},
+		{
+			name:   "a fault for an endpoint waits for it",
+			script: `{"fail_next":[{"endpoint":"zendesk.create_ticket","status":503},{"status":429}]}`,
+			steps: []scriptStep{
+				{0, nil, 429},
+				{1, nil, 503},
+				{1, nil, 201},
+				{0, nil, 201},
+			},
+			wantEffects: 2,
+		},
+		{
+			name:   "after-commit faults as number and string",
+			script: `{"fail_next":[{"fail_after_commit":500},{"fail_after_commit":"502"},{"fail_after_commit":"drop","delay":"10ms"}]}`,
+			steps: []scriptStep{
+				{2, nil, 500},
+				{3, nil, 502},
+				{4, nil, 0},
+				{4, nil, 201},
+			},
+			wantEffects: 4,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, srv := newTestSandbox(t)
+			if resp, body := setScript(t, srv.URL, tc.script); resp.StatusCode != 200 {
+				t.Fatalf("script: %d %s", resp.StatusCode, body)
+			}
+			for i, step := range tc.steps {
+				resp, body, err := trySend(newClient(), srv.URL, creates[step.create].req.with(step.header))
+				switch {
+				case step.wantStatus == 0 && err == nil:
+					t.Fatalf("step %d: got %d, want the connection broken", i, resp.StatusCode)
+				case step.wantStatus == 0:
+				case err != nil:
+					t.Fatalf("step %d: %v", i, err)
+				case resp.StatusCode != step.wantStatus:
+					t.Fatalf("step %d: status %d, want %d; %s", i, resp.StatusCode, step.wantStatus, body)
+				}
+			}
+			if st := s.snapshot(); st.Total != tc.wantEffects {
+				t.Errorf("effects = %d, want %d", st.Total, tc.wantEffects)
+			}
+			if left := getScript(t, srv.URL); len(left) != 0 {
+				t.Errorf("faults left: %v", left)
+			}
+		})
+	}
+}
+
+func TestScriptAdmin(t *testing.T) {
+	t.Parallel()
+	_, srv := newTestSandbox(t)
+	const valid = `{"fail_next":[{"endpoint":"jira.create_issue","delay":"1.5s","status":503},{},{"fail_after_commit":"drop","set_cookie":true,"body_bytes":10}]}`
+	resp, body := setScript(t, srv.URL, valid)
+	if resp.StatusCode != 200 {
+		t.Fatalf("script: %d %s", resp.StatusCode, body)
+	}
+	want := `{"fail_next":[{"endpoint":"jira.create_issue","delay":"1.5s","status":503},{},{"fail_after_commit":"drop","set_cookie":true,"body_bytes":10}]}`
+	if string(body) != want {
+		t.Errorf("POST answered %s, want %s", body, want)
+	}
+
+	for _, bad := range []string{
+		`{"fail_next":[{"stat":503}]}`,
+		`{"fail_next":[{"status":200}]}`,
+		`{"fail_next":[{"status":"503"}]}`,
+		`{"fail_next":[{"delay":"soon"}]}`,
+		`{"fail_next":[{"fail_after_commit":"later"}]}`,
+		`{"fail_next":[{"fail_after_commit":true}]}`,
+		`{"fail_next":[{"body_bytes":-1}]}`,
+		`{"fail_next":[{"endpoint":"jira.delete_issue"}]}`,
+		`{"fail_next":`,
+	} {
+		resp, body := setScript(t, srv.URL, bad)
+		wantProblem(t, resp, body, 400, false)
+	}
+	if got := getScript(t, srv.URL); len(got) != 3 {
+		t.Errorf("invalid scripts changed the queue: %v", got)
+	}
+
+	send(t, http.DefaultClient, srv.URL, request{path: "/_sandbox/reset"})
+	if got := getScript(t, srv.URL); len(got) != 0 {
+		t.Errorf("reset left the queue %v", got)
+	}
+}
+
+// TestScriptConcurrent: every scripted fault is taken by exactly one request.
+func TestScriptConcurrent(t *testing.T) {
+	t.Parallel()
+	const faults, requests = 10, 50
+	s, srv := newTestSandbox(t)
+	setScript(t, srv.URL, `{"fail_next":[`+strings.TrimSuffix(strings.Repeat(`{"status":503},`, faults), ",")+`]}`)
+
+	var mu sync.Mutex
+	byStatus := make(map[int]int)
+	var wg sync.WaitGroup
+	for range requests {
+		wg.Go(func() {
+			resp, _, err := trySend(srv.Client(), srv.URL, creates[4].req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			byStatus[resp.StatusCode]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if byStatus[503] != faults || byStatus[201] != requests-faults {
+		t.Errorf("statuses = %v, want %d × 503 and %d × 201", byStatus, faults, requests-faults)
+	}
+	if st := s.snapshot(); st.Total != requests-faults {
+		t.Errorf("effects = %d, want %d", st.Total, requests-faults)
+	}
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// usage is the head of the -h text; the flag defaults follow it.
+const usage = `Usage: sandbox [-listen ADDR]
+
+sandbox plays the APIs of Jira, Zendesk, Linear and Stripe for idemgateway's demo and
+end-to-end tests. It ignores Idempotency-Key, counts every side effect it performs and
+injects faults on request. It prints "sandbox listening on http://ADDR" when ready.
+
+Endpoints (side-effect counter name in brackets):
+  POST /rest/api/3/issue        Jira: create an issue, JSON               [jira.create_issue]
+  GET  /rest/api/3/issue/{id}   Jira: read an issue by id or key; 404 if unknown (no side effect)
+  POST /api/v2/tickets.json     Zendesk: create a ticket, JSON            [zendesk.create_ticket]
+  POST /graphql                 Linear: mutation issueCreate, GraphQL     [linear.issue_create]
+  POST /v1/refunds              Stripe: create a refund, form-encoded     [stripe.create_refund]
+  POST /v1/tickets              generic: create a ticket from any JSON object [tickets.create_ticket]
+  GET  /_sandbox/stats          {"total":N,"by_endpoint":{"jira.create_issue":N,...},
+                                 "requests":{"total":N,"by_endpoint":{...}}}
+  POST /_sandbox/reset          zero the counters, forget created objects, clear the script
+  GET  /_sandbox/script         the faults still queued
+  POST /_sandbox/script         queue faults for the next requests, whatever their headers:
+                                {"fail_next":[{"status":503},{},{"fail_after_commit":"drop",
+                                "endpoint":"jira.create_issue"}]} (replaces the queue; {} = no fault)
+
+Fault headers, per request (a scripted fault replaces them all):
+  X-Sandbox-Delay: 500ms             wait first; if the request ends meanwhile, do nothing
+  X-Sandbox-Status: 503              answer 503 (400-599) WITHOUT performing the side effect
+  X-Sandbox-Fail-After-Commit: drop  perform the side effect, then close the connection unanswered
+  X-Sandbox-Fail-After-Commit: 500   perform the side effect, then answer 500 (400-599)
+  X-Sandbox-Set-Cookie: 1            add a Set-Cookie header to the success response
+  X-Sandbox-Body-Bytes: 5242880      pad the success response with a JSON string field
+                                     "sandbox_padding" of that many bytes (at most 64 MiB)
+
+Flags:
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "sandbox:", err)
+		os.Exit(1)
+	}
+}
+
+// errUsage reports bad flags or arguments; the flag package has already said what is wrong.
+var errUsage = errors.New("usage")
+
+// shutdownTimeout bounds the graceful shutdown; requests still running after it are cut.
+const shutdownTimeout = 10 * time.Second
+
+// run serves the sandbox on the -listen address until ctx ends, then shuts down gracefully. It
+// prints the readiness line to stdout and logs to stderr. It returns flag.ErrHelp for -h.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	listen := fs.String("listen", "127.0.0.1:9000", "`address` to listen on; port 0 picks a free port")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return errUsage
+	}
+
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           newSandbox(logger),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "sandbox listening on http://%s\n", ln.Addr())
+
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Endpoint names: the keys of the counters in GET /_sandbox/stats and the endpoint of log lines and
+// scripted faults.
+const (
+	jiraCreateIssue     = "jira.create_issue"
+	jiraGetIssue        = "jira.get_issue"
+	zendeskCreateTicket = "zendesk.create_ticket"
+	linearIssueCreate   = "linear.issue_create"
+	stripeCreateRefund  = "stripe.create_refund"
+	ticketsCreateTicket = "tickets.create_ticket"
+)
+
+// effectEndpoints are the endpoints that perform a side effect; the stats list each of them, zero
+// or not. apiEndpoints are all the endpoints that play a tool's API.
+var (
+	effectEndpoints = []string{jiraCreateIssue, zendeskCreateTicket, linearIssueCreate, stripeCreateRefund, ticketsCreateTicket}
+	apiEndpoints    = append([]string{jiraGetIssue}, effectEndpoints...)
+)
+
+// maxRequestBytes bounds a request body; larger ones get 413.
+const maxRequestBytes = 10 << 20
+
+// sandbox is the HTTP handler of the sandbox: the tool APIs, the admin endpoints under /_sandbox/
+// and the fault injection. It is safe for concurrent use.
+type sandbox struct {
+	log *slog.Logger
+	mux *http.ServeMux
+
+	// mu guards everything below. A side effect and its count change under one lock (see commit),
+	// so the counters never disagree with the objects created.
+	mu       sync.Mutex
+	effects  counter
+	requests counter
+	script   []fault // queued by POST /_sandbox/script, oldest first
+	jira     jiraState
+	zendesk  zendeskState
+	linear   linearState
+	tickets  ticketsState
+}
+
+// newSandbox returns a sandbox with zero counters that logs one line per request to log.
+func newSandbox(log *slog.Logger) *sandbox {
+	s := &sandbox{
+		log:     log,
+		mux:     http.NewServeMux(),
+		jira:    newJiraState(),
+		zendesk: newZendeskState(),
+		linear:  newLinearState(),
+		tickets: newTicketsState(),
+	}
+	s.resetLocked()
+
+	s.mux.Handle("POST /rest/api/3/issue", s.api(jiraCreateIssue, s.jiraCreateIssue))
+	s.mux.Handle("GET /rest/api/3/issue/{id}", s.api(jiraGetIssue, s.jiraGetIssue))
+	s.mux.Handle("POST /api/v2/tickets.json", s.api(zendeskCreateTicket, s.zendeskCreateTicket))
+	s.mux.Handle("POST /graphql", s.api(linearIssueCreate, s.linearGraphQL))
+	s.mux.Handle("POST /v1/refunds", s.api(stripeCreateRefund, s.stripeCreateRefund))
+	s.mux.Handle("POST /v1/tickets", s.api(ticketsCreateTicket, s.ticketsCreateTicket))
+
+	s.mux.Handle("GET /_sandbox/stats", s.admin("sandbox.stats", s.serveStats))
+	s.mux.Handle("POST /_sandbox/reset", s.admin("sandbox.reset", s.serveReset))
+	s.mux.Handle("GET /_sandbox/script", s.admin("sandbox.script", s.serveScript))
+	s.mux.Handle("POST /_sandbox/script", s.admin("sandbox.script", s.serveSetScript))
+	return s
+}
+
+// resetLocked zeroes the counters, clears the script and forgets the objects created. Identifier
+// sequences go on, so an id is never handed out twice by one process. s.mu must be held.
+func (s *sandbox) resetLocked() {
+	s.effects = newCounter(effectEndpoints)
+	s.requests = newCounter(apiEndpoints)
+	s.script = nil
+	s.jira.forget()
+	s.zendesk.forget()
+}
+
+// commit performs a side effect: it runs apply and counts one effect of endpoint, under s.mu.
+// apply must not take s.mu.
+func (s *sandbox) commit(endpoint string, apply func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	apply()
+	s.effects.add(endpoint)
+}
+
+// call is one request to a tool API, its body already read.
+type call struct {
+	r    *http.Request
+	body []byte
+	base string // scheme://host the client used, for the URLs in responses
+}
+
+// reply is what a tool API answers. The fault's after-commit action, Set-Cookie and padding apply
+// to a success only (see succeeded).
+type reply struct {
+	status   int
+	header   http.Header // extra response headers, e.g. Location
+	body     any         // encoded as JSON
+	effect   bool        // a side effect was performed
+	id       string      // the created or read object, for the log
+	rejected bool        // refused with a 2xx status, as GraphQL answers errors
+}
+
+// succeeded reports whether the call did what it was asked.
+func (rep reply) succeeded() bool { return rep.status < 300 && !rep.rejected }
+
+// apiHandler plays one endpoint of a tool API: it validates the call and, when the call is valid,
+// performs the side effect through commit.
+type apiHandler func(c *call) reply
+
+// api wraps h with the fault injection, in this order: read the body; take the fault (the next
+// scripted one, else the X-Sandbox-* headers); delay; answer an injected status without acting;
+// run h; break the connection or answer an error after acting; else add Set-Cookie and padding.
+func (s *sandbox) api(endpoint string, h apiHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e := entryFrom(r.Context())
+		e.endpoint = endpoint
+		s.mu.Lock()
+		s.requests.add(endpoint)
+		s.mu.Unlock()
+
+		// Read the whole body first: the server notices that the client went away (and ends the
+		// request's context) only once the body has been read.
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+		if err != nil {
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				writeProblem(w, http.StatusRequestEntityTooLarge, "request body larger than "+strconv.Itoa(maxRequestBytes)+" bytes", false, "")
+				return
+			}
+			writeProblem(w, http.StatusBadRequest, "reading the request body: "+err.Error(), false, "")
+			return
+		}
+		f, err := s.faultFor(endpoint, r.Header)
+		if err != nil {
+			e.fault = "invalid"
+			writeProblem(w, http.StatusBadRequest, err.Error(), false, "")
+			return
+		}
+		e.fault = f.String()
+
+		if f.delay > 0 {
+			t := time.NewTimer(f.delay)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				// Nobody is waiting for an answer: act as an upstream that died before acting.
+				e.outcome = "canceled"
+				panic(http.ErrAbortHandler)
+			}
+		}
+		if f.status != 0 {
+			writeProblem(w, f.status, "injected by the sandbox before acting; no side effect was performed", false, f.String())
+			return
+		}
+
+		rep := h(&call{r: r, body: body, base: baseURL(r)})
+		e.effect, e.id = rep.effect, rep.id
+		if !rep.succeeded() {
+			writeJSON(w, rep.status, rep.header, rep.body, 0)
+			return
+		}
+		switch {
+		case f.afterCommit == dropConnection:
+			e.outcome = "dropped"
+			dropConn(w)
+			return
+		case f.afterCommit != 0:
+			detail := "injected by the sandbox after acting; the side effect WAS performed"
+			if !rep.effect {
+				detail = "injected by the sandbox after a read, which has no side effect"
+			}
+			writeProblem(w, f.afterCommit, detail, rep.effect, f.String())
+			return
+		}
+		if f.setCookie {
+			http.SetCookie(w, &http.Cookie{Name: "sandbox_session", Value: randomToken(24), Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		}
+		writeJSON(w, rep.status, rep.header, rep.body, f.bodyBytes)
+	})
+}
+
+// admin wraps an endpoint under /_sandbox/ so that it is logged under name.
+func (s *sandbox) admin(name string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entryFrom(r.Context()).endpoint = name
+		h(w, r)
+	})
+}
+
+// dropConn closes the client's connection without writing anything: the client sees the
+// connection break after its request was sent.
+func dropConn(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// HTTP/2 cannot hijack; aborting resets the stream without a response.
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
+}
+
+// baseURL is the scheme and host the client addressed, e.g. "http://127.0.0.1:9000".
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	host := r.Host
+	if host == "" {
+		host = "localhost"
+	}
+	return scheme + "://" + host
+}
+
+// ServeHTTP routes the request and logs one line for it, also when the handler aborts it.
+func (s *sandbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	e := &logEntry{endpoint: "-", fault: "none"}
+	rec := &recorder{ResponseWriter: w}
+	defer func() { s.logRequest(r, rec, e, time.Since(start)) }()
+	s.mux.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), entryKey{}, e)))
+}
+
+// logEntry collects what the handlers learn about a request for its log line.
+type logEntry struct {
+	endpoint string
+	fault    string
+	effect   bool
+	id       string
+	outcome  string // "dropped" or "canceled" when no response was written
+}
+
+type entryKey struct{}
+
+// entryFrom returns the request's log entry, or a throwaway one outside ServeHTTP.
+func entryFrom(ctx context.Context) *logEntry {
+	if e, ok := ctx.Value(entryKey{}).(*logEntry); ok {
+		return e
+	}
+	return &logEntry{}
+}
+
+func (s *sandbox) logRequest(r *http.Request, rec *recorder, e *logEntry, d time.Duration) {
+	attrs := []slog.Attr{
+		slog.String("endpoint", e.endpoint),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+	}
+	switch {
+	case e.outcome != "":
+		attrs = append(attrs, slog.String("status", e.outcome))
+	case rec.status == 0:
+		attrs = append(attrs, slog.Int("status", http.StatusOK))
+	default:
+		attrs = append(attrs, slog.Int("status", rec.status))
+	}
+	attrs = append(attrs, slog.Bool("effect", e.effect), slog.String("fault", e.fault))
+	if e.id != "" {
+		attrs = append(attrs, slog.String("id", e.id))
+	}
+	attrs = append(attrs, slog.Duration("duration", d))
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
+}
+
+// recorder remembers the status written through it. Unwrap lets http.ResponseController reach
+// the connection to hijack it.
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (rec *recorder) WriteHeader(code int) {
+	if rec.status == 0 {
+		rec.status = code
+	}
+	rec.ResponseWriter.WriteHeader(code)
+}
+
+func (rec *recorder) Write(b []byte) (int, error) {
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	return rec.ResponseWriter.Write(b)
+}
+
+func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
+
+// writeJSON answers status with v encoded as JSON, and the extra headers. When pad > 0, v must
+// encode as a non-empty JSON object; a member "sandbox_padding" whose string value is pad bytes of
+// "x" is appended to it.
+func writeJSON(w http.ResponseWriter, status int, header http.Header, v any, pad int) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, http.StatusInternalServerError, "encoding the response: "+err.Error(), false, "")
+		return
+	}
+	for k, vs := range header {
+		w.Header()[k] = vs
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if pad <= 0 || len(b) < 3 || b[0] != '{' {
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(status)
+		w.Write(b)
+		return
+	}
+	head := append(b[:len(b)-1:len(b)-1], `,"sandbox_padding":"`...)
+	const tail = `"}`
+	w.Header().Set("Content-Length", strconv.Itoa(len(head)+pad+len(tail)))
+	w.WriteHeader(status)
+	w.Write(head)
+	chunk := make([]byte, min(pad, 64<<10))
+	for i := range chunk {
+		chunk[i] = 'x'
+	}
+	for left := pad; left > 0; left -= len(chunk) {
+		if _, err := w.Write(chunk[:min(left, len(chunk))]); err != nil {
+			return
+		}
+	}
+	io.WriteString(w, tail)
+}
+
+// problem is an RFC 9457 problem detail, with two members of the sandbox's own.
+type problem struct {
+	Type            string `json:"type"`
+	Title           string `json:"title"`
+	Status          int    `json:"status"`
+	Detail          string `json:"detail"`
+	EffectPerformed bool   `json:"effect_performed"`
+	SandboxFault    string `json:"sandbox_fault,omitempty"`
+}
+
+// writeProblem answers status with an application/problem+json body. 429 and 503 carry
+// Retry-After: 1.
+func writeProblem(w http.ResponseWriter, status int, detail string, effect bool, fault string) {
+	b, _ := json.Marshal(problem{
+		Type:            "about:blank",
+		Title:           http.StatusText(status),
+		Status:          status,
+		Detail:          detail,
+		EffectPerformed: effect,
+		SandboxFault:    fault,
+	})
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// decodeJSON decodes one JSON value from body into v, keeping numbers as json.Number so that
+// echoed numbers keep every digit.
+func decodeJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("invalid character after top-level value")
+	}
+	return nil
+}
