@@ -1,0 +1,117 @@
+package canonical
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"mime"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// body returns the body part of r's document: the body read by its Content-Type, then projected.
+func (c *Canonicalizer) body(r *Request) (node, error) {
+	if len(r.Body) == 0 {
+		return node{kind: kindNull}, nil
+	}
+	ct := r.Header.Get("Content-Type")
+	var (
+		v   node
+		err error
+	)
+	switch mt := mediaType(ct); {
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		v, err = parse(r.Body)
+	case mt == "application/x-www-form-urlencoded":
+		v, err = parseForm(r.Body)
+	case len(c.include) > 0 || len(c.exclude) > 0:
+		return node{}, fmt.Errorf("%w: fields are fingerprinted but the body is not JSON or a form (Content-Type %q)", ErrInvalidBody, ct)
+	default:
+		sum := sha256.Sum256(r.Body)
+		return node{kind: kindString, str: "sha256:" + hex.EncodeToString(sum[:])}, nil
+	}
+	if err != nil {
+		return node{}, err
+	}
+	return c.project(v), nil
+}
+
+// mediaType returns the lower-case media type of a Content-Type value, or "" when it has none.
+func mediaType(ct string) string {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil && err != mime.ErrInvalidMediaParameter {
+		return ""
+	}
+	return mt
+}
+
+// parseForm reads an application/x-www-form-urlencoded body (the URL query syntax) as an object
+// mapping each name to the array of its values in order.
+func parseForm(body []byte) (node, error) {
+	vals, err := url.ParseQuery(string(body))
+	if err != nil {
+		return node{}, fmt.Errorf("%w: invalid form: %v", ErrInvalidBody, err)
+	}
+	obj := node{kind: kindObject, kids: make([]member, 0, len(vals))}
+	for name, vs := range vals {
+		m := member{name: name, val: node{kind: kindArray, kids: make([]member, len(vs))}}
+		ok := utf8.ValidString(name)
+		for i, s := range vs {
+			ok = ok && utf8.ValidString(s)
+			m.val.kids[i].val = node{kind: kindString, str: s}
+		}
+		if !ok {
+			return node{}, fmt.Errorf("%w: form field %q is not valid UTF-8", ErrInvalidBody, name)
+		}
+		obj.kids = append(obj.kids, m)
+	}
+	slices.SortFunc(obj.kids, func(a, b member) int { return compareUTF16(a.name, b.name) })
+	return obj, nil
+}
+
+// project applies the Exclude and then the Include pointers to v (see Fields).
+func (c *Canonicalizer) project(v node) node {
+	if len(c.exclude) > 0 {
+		exclude(&v, c.exclude)
+	}
+	if len(c.include) == 0 {
+		return v
+	}
+	out := node{kind: kindObject, kids: make([]member, 0, len(c.include))}
+	for _, p := range c.include {
+		if t := resolve(&v, p.toks); t != nil {
+			out.kids = append(out.kids, member{name: p.text, val: *t})
+		}
+	}
+	return out
+}
+
+// exclude removes the values at ps from the tree at root. All pointers are resolved first (so
+// "/a/0" and "/a/1" remove the first two elements of /a), then the marked values are dropped
+// from their parents, deepest parents first, which keeps the other parent pointers valid.
+func exclude(root *node, ps []compiledPointer) {
+	type parent struct {
+		n     *node
+		depth int
+	}
+	var parents []parent
+	for _, p := range ps {
+		up := resolve(root, p.toks[:len(p.toks)-1])
+		if up == nil {
+			continue
+		}
+		t := resolve(up, p.toks[len(p.toks)-1:])
+		if t == nil {
+			continue
+		}
+		t.kind = kindDeleted
+		parents = append(parents, parent{up, len(p.toks) - 1})
+	}
+	slices.SortFunc(parents, func(a, b parent) int { return cmp.Compare(b.depth, a.depth) })
+	for _, p := range parents {
+		p.n.kids = slices.DeleteFunc(p.n.kids, func(m member) bool { return m.val.kind == kindDeleted })
+	}
+}

@@ -1,0 +1,96 @@
+package canonical_test
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"net/url"
+
+	"github.com/idemgateway/idemgateway/canonical"
+)
+
+func ExampleCanonicalizer_Document() {
+	title, _ := canonical.ParsePointer("/title")
+	priority, _ := canonical.ParsePointer("/priority")
+	c, err := canonical.Compile(canonical.Fields{
+		Include: []canonical.Pointer{title, priority},
+		Query:   []string{"dry_run"},
+		Headers: []string{"X-Account"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := &canonical.Request{
+		Tool:       "create_ticket",
+		Method:     http.MethodPost,
+		PathParams: map[string]string{"queue": "it"},
+		Query:      url.Values{"dry_run": {"false"}, "cache": {"no"}},
+		Header: http.Header{
+			"Content-Type": {"application/json"},
+			"X-Account":    {"acme"},
+			"Traceparent":  {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		},
+		Body: []byte(`{"title": "Printer on floor 3", "priority": 2.0, "trace_id": "abc"}`),
+	}
+	doc, err := c.Document(r)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(doc))
+	fmt.Println(canonical.Fingerprint(doc))
+	// Output:
+	// {"body":{"/priority":2,"/title":"Printer on floor 3"},"headers":{"x-account":["acme"]},"method":"POST","path":{"queue":"it"},"query":{"dry_run":["false"]},"tool":"create_ticket"}
+	// sha256:b9524ebe91ffbfa8c338e8ca8c346d0c9dac62db39dd9399ff8171ac314982be
+}
+
+func ExampleCanonicalize() {
+	out, err := canonical.Canonicalize([]byte(`{
+		"b": [1.0, 1e0, 10e-1, -0, 9007199254740993, 1E-7, 1e400],
+		"a": "\u0041\u00e9\ud83d\ude00"
+	}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(out))
+
+	_, err = canonical.Canonicalize([]byte(`{"customer": {"title": 1, "title": 2}}`))
+	fmt.Println(err)
+	// Output:
+	// {"a":"Aé😀","b":[1,1,1,0,9007199254740993,1e-7,1e+400]}
+	// invalid body: duplicate member "title" at /customer
+}
+
+func ExampleFingerprint() {
+	fmt.Println(canonical.Fingerprint([]byte(`{}`)))
+	// Output:
+	// sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a
+}
+
+func ExampleLookup() {
+	id, _ := canonical.ParsePointer("/ticket/id")
+	total, _ := canonical.ParsePointer("/ticket/total")
+	resp := []byte(`{"ticket": {"id": "T-1842", "total": 12.50}}`)
+	v, ok := canonical.Lookup(resp, id)
+	fmt.Println(v, ok)
+	v, ok = canonical.Lookup(resp, total)
+	fmt.Println(v, ok)
+	// Output:
+	// T-1842 true
+	// 12.5 true
+}
+
+func ExampleParsePointer() {
+	for _, s := range []string{"/customer/id", "/a~1b", "title", "/title~2"} {
+		p, err := canonical.ParsePointer(s)
+		if err != nil {
+			fmt.Println("error:", err)
+			continue
+		}
+		fmt.Println(p)
+	}
+	// Output:
+	// /customer/id
+	// /a~1b
+	// error: "title": JSON Pointer must start with "/"
+	// error: "/title~2": invalid JSON Pointer escape
+}

@@ -1,0 +1,124 @@
+// Command idemgateway is the idempotency gateway for AI-agent tools: an HTTP reverse proxy that
+// executes each side-effecting tool call once, replays its receipt to every retry, and refuses a
+// reused key with a different effect. See README.md and CONTRACT.md.
+//
+//	idemgateway [serve]          run the gateway (the default)
+//	idemgateway validate         check the routes file; print every problem; exit 1 on any
+//	idemgateway version          print the version
+//
+// Settings come from IDEMGATEWAY_* environment variables; a flag of the same name overrides.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// version is stamped at build time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "idemgateway:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cmd := "serve"
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "validate" || args[0] == "version") {
+		cmd, args = args[0], args[1:]
+	}
+	s, err := loadSettings(args)
+	if err != nil {
+		return err
+	}
+	switch cmd {
+	case "version":
+		fmt.Println("idemgateway", version)
+		return nil
+	case "validate":
+		if _, err := routes.Load(s.Routes); err != nil {
+			fmt.Fprintln(os.Stdout, err)
+			return errors.New("routes file is not valid")
+		}
+		fmt.Printf("%s: ok\n", s.Routes)
+		return nil
+	}
+	return serve(s)
+}
+
+func serve(s *settings) error {
+	log, err := s.logger()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	cfg, err := routes.Load(s.Routes)
+	if err != nil {
+		return err
+	}
+	shutdownTracing, err := gateway.SetupTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(context.Background())
+	store, closeStore, err := s.openStore(log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	gw, err := gateway.New(cfg, store, gateway.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+
+	proxyLn, err := net.Listen("tcp", s.Listen)
+	if err != nil {
+		return err
+	}
+	adminLn, err := net.Listen("tcp", s.AdminListen)
+	if err != nil {
+		return err
+	}
+	proxy := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	admin := &http.Server{Handler: gw.AdminHandler(s.AdminToken), ReadHeaderTimeout: 10 * time.Second}
+	errs := make(chan error, 2)
+	go func() { errs <- proxy.Serve(proxyLn) }()
+	go func() { errs <- admin.Serve(adminLn) }()
+	log.Info("listening", "proxy", proxyLn.Addr().String(), "admin", adminLn.Addr().String(),
+		"routes", s.Routes, "store", s.storeName(), "version", version)
+
+	select {
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+	}
+	// Stop accepting; let in-flight upstream calls finish and their records settle.
+	grace := shutdownGrace(cfg)
+	log.Info("shutting down", "grace", grace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	return errors.Join(proxy.Shutdown(sctx), admin.Shutdown(sctx))
+}
+
+// shutdownGrace outlasts the longest upstream timeout, so that every call in flight can settle.
+func shutdownGrace(cfg *routes.Config) time.Duration {
+	grace := 5 * time.Second
+	for _, up := range cfg.Upstreams {
+		grace = max(grace, up.Timeout+5*time.Second)
+	}
+	return grace
+}

@@ -1,0 +1,292 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// serveEffect is the decision table of contract §4, top to bottom, for idempotent and
+// non_idempotent routes.
+func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
+	x := g.newExchange(w, r, rt)
+	defer x.logAccess()
+
+	// What operation is this? The key, scoped by tenant and tool.
+	key, present, err := readKey(r, rt.Key.Header)
+	if err != nil {
+		x.reject(err)
+		return
+	}
+	if !present {
+		if rt.Key.Required {
+			x.reject(fmt.Errorf("%w: header %s is required on route %s", ErrMissingKey, rt.Key.Header, rt.Name))
+			return
+		}
+		// An optional key that is absent: the call passes through and nothing is stored. Each
+		// keyless request is its own operation; there is no shared bucket for "no key" (C08).
+		x.decide(DecisionExecute)
+		x.proxy()
+		return
+	}
+	x.setKey(key)
+
+	// Is this the same request? The effect fingerprint.
+	body, err := readBody(w, r, rt.MaxBodyBytes)
+	if err != nil {
+		x.reject(err)
+		return
+	}
+	doc, err := rt.Fingerprint.Document(&canonical.Request{
+		Tool:       rt.Name,
+		Method:     r.Method,
+		PathParams: pathParams(r),
+		Query:      r.URL.Query(),
+		Header:     r.Header,
+		Body:       body,
+	})
+	if err != nil {
+		x.reject(err)
+		return
+	}
+	x.setFingerprint(canonical.Fingerprint(doc))
+	x.body = body
+
+	// Claim the key, or read what it holds. With concurrency: wait, an in-flight duplicate claims
+	// again with a growing back-off until the first settles or wait_timeout passes.
+	waitUntil := time.Now().Add(rt.WaitTimeout)
+	backoff := 20 * time.Millisecond
+	for {
+		claimed, state, stored, err := x.claim()
+		if err != nil {
+			x.reject(err)
+			return
+		}
+		if claimed {
+			x.execute()
+			return
+		}
+		prev, err := decodeRecord(state, stored)
+		if err != nil {
+			x.reject(err)
+			return
+		}
+		switch {
+		case prev.EffectFingerprint != x.fp:
+			// A different effect under a known key is a client error, whatever the state (C05, C12).
+			x.conflict(prev)
+		case state == StateCommitted:
+			x.replay(prev)
+		case state == StateInProgress && rt.Concurrency == routes.Wait && time.Now().Add(backoff).Before(waitUntil) && r.Context().Err() == nil:
+			time.Sleep(backoff)
+			backoff = min(2*backoff, 250*time.Millisecond)
+			continue
+		case state == StateInProgress:
+			x.refuse(DecisionInProgress, fmt.Errorf("%w: started %s ago", ErrInProgress, time.Since(prev.StartedAt).Round(time.Millisecond)))
+		case state == StateUnknown && rt.OnUnknownOutcome == routes.Release:
+			// The executor died or lost its lease before settling: take the record over.
+			if x.reclaim(prev) {
+				x.execute()
+			} else {
+				x.refuse(DecisionInProgress, fmt.Errorf("%w: another request took the key over", ErrInProgress))
+			}
+		case state == StateUnknown:
+			x.refuse(DecisionOutcomeUnknown, fmt.Errorf("%w: %s; an operator must resolve it, or it expires at %s",
+				ErrOutcomeUnknown, prev.Detail, prev.ExpiresAt.Format(time.RFC3339)))
+		default:
+			x.reject(fmt.Errorf("%w: unknown state %q", ErrCorruptRecord, state))
+		}
+		return
+	}
+}
+
+// readBody reads the whole request body, up to limit bytes. Errors wrap ErrBodyTooLarge.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, fmt.Errorf("%w: %d bytes, the route accepts at most %d", ErrBodyTooLarge, r.ContentLength, limit)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)
+	case err != nil:
+		return nil, fmt.Errorf("%w: reading it failed: %v", ErrInvalidBody, err)
+	}
+	return body, nil
+}
+
+func pathParams(r *http.Request) map[string]string {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil || len(rc.URLParams.Keys) == 0 {
+		return nil
+	}
+	params := make(map[string]string, len(rc.URLParams.Keys))
+	for i, k := range rc.URLParams.Keys {
+		params[k] = rc.URLParams.Values[i]
+	}
+	return params
+}
+
+// claim asks the store for the key with a fresh owner token and an in_progress record.
+func (x *exchange) claim() (claimed bool, state string, stored []byte, err error) {
+	x.owner = newToken()
+	now := time.Now().UTC()
+	x.rec = &record{
+		Receipt: Receipt{
+			IdempotencyKey:    x.key,
+			Tenant:            x.tenant,
+			Tool:              x.rt.Name,
+			EffectFingerprint: x.fp,
+			Actor:             x.actor,
+			RemoteSystem:      x.rt.Upstream.Name,
+			ExpiresAt:         now.Add(x.rt.TTL),
+			Executions:        1,
+		},
+		Owner:     x.owner,
+		StartedAt: now,
+	}
+	ctx, cancel := x.storeContext()
+	defer cancel()
+	defer x.timeStore(time.Now())
+	claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
+	if err != nil {
+		return false, "", nil, fmt.Errorf("%w: claim: %v", ErrStoreUnavailable, err)
+	}
+	return claimed, state, stored, nil
+}
+
+// reclaim takes over prev, a record whose outcome is unknown, for a new execution.
+func (x *exchange) reclaim(prev *record) bool {
+	x.rec.Executions = prev.Executions + 1
+	ctx, cancel := x.storeContext()
+	defer cancel()
+	defer x.timeStore(time.Now())
+	ok, err := x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
+	if err != nil {
+		x.log.Warn("reclaim failed", "err", err)
+		return false
+	}
+	return ok
+}
+
+// execute calls the upstream once, holding the lease, and settles the record from the outcome
+// (proxy.go). The call is detached from the client: a client that goes away does not cancel it.
+func (x *exchange) execute() {
+	x.decide(DecisionExecute)
+	x.stopLease = x.keepLease()
+	defer x.stopLease()
+	x.proxy()
+}
+
+// keepLease renews the lease every third of its length until the returned function is called
+// (the record is settled, or the execution ends); calling it again does nothing. A renewal the
+// store refuses means another owner holds the key: the final write will be refused too, and the
+// span and log say so.
+func (x *exchange) keepLease() (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(x.rt.LockLease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				ctx, cancel := x.storeContext()
+				ok, err := x.g.store.Renew(ctx, x.skey, x.owner, x.rt.LockLease)
+				cancel()
+				switch {
+				case err != nil:
+					x.log.Warn("lease renewal failed", "err", err)
+				case !ok:
+					x.log.Error("lease lost: another owner holds the key")
+					x.span.AddEvent("lease.lost")
+					return
+				}
+			}
+		}
+	}()
+	return sync.OnceFunc(func() { close(done); <-finished })
+}
+
+// replay answers with the stored response, without calling the upstream.
+func (x *exchange) replay(prev *record) {
+	x.decide(DecisionReplay)
+	x.setRemoteID(prev.RemoteID)
+	h := x.w.Header()
+	status := prev.ResponseStatus
+	var body []byte
+	if resp := prev.Response; resp != nil {
+		for name, values := range resp.Header {
+			h[name] = values
+		}
+		status, body = resp.Status, resp.Body
+	}
+	h.Set("Idempotent-Replayed", "true")
+	if !prev.ResponseBodyKept {
+		h.Del("Content-Type")
+		h.Set("Idempotency-Replay-Body", "omitted")
+	}
+	h.Set("Content-Length", fmt.Sprint(len(body)))
+	x.w.WriteHeader(status)
+	_, _ = x.w.Write(body)
+}
+
+// conflict answers 422: the key is known with a different effect fingerprint.
+func (x *exchange) conflict(prev *record) {
+	x.decide(DecisionConflict)
+	p := newProblem(fmt.Errorf("%w: key %q was first used for a request with fingerprint %s", ErrConflict, x.key, prev.EffectFingerprint),
+		DecisionConflict, x.key)
+	p.Reason = "idempotency_key_reused_with_different_effect"
+	p.ExistingFingerprint = prev.EffectFingerprint
+	p.ReceivedFingerprint = x.fp
+	p.ExistingRemoteID = prev.RemoteID
+	p.write(x.w, 0)
+}
+
+// refuse answers a 409 with the decision in the header (in_progress, outcome_unknown).
+func (x *exchange) refuse(decision string, err error) {
+	x.decide(decision)
+	newProblem(err, decision, x.key).write(x.w, 1)
+}
+
+// reject answers a request that cannot be decided on (bad key, bad body, store down): no
+// Idempotency-Decision header, decision "rejected" in the problem and the span.
+func (x *exchange) reject(err error) {
+	x.decision = DecisionRejected
+	x.span.SetAttributes(attrDecision.String(DecisionRejected))
+	x.w.Header().Del("Idempotency-Decision")
+	retryAfter := 0
+	if errors.Is(err, ErrStoreUnavailable) {
+		retryAfter = 1
+		x.log.Warn("store unavailable", "err", err)
+	}
+	newProblem(err, DecisionRejected, x.key).write(x.w, retryAfter)
+}
+
+// storeContext bounds one store call. It is detached from the client, so a record is settled even
+// when the client has gone.
+func (x *exchange) storeContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(x.r.Context()), x.g.opts.StoreTimeout)
+}
+
+// newToken returns a random 128-bit owner token, hex encoded.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}

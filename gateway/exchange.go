@@ -1,0 +1,138 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// Span attributes of contract §6.
+var (
+	attrTool        = attribute.Key("agent.tool.name")
+	attrSideEffect  = attribute.Key("agent.tool.side_effect")
+	attrKey         = attribute.Key("agent.idempotency.key")
+	attrFingerprint = attribute.Key("agent.idempotency.fingerprint")
+	attrDecision    = attribute.Key("agent.idempotency.decision")
+	attrRemoteID    = attribute.Key("agent.idempotency.receipt.remote_id")
+	attrTenant      = attribute.Key("agent.tenant")
+	attrActor       = attribute.Key("agent.actor")
+)
+
+// exchange is the state of one request through the gateway: who asks, what was decided, and, for
+// an execution, the owner token and record that the upstream's outcome settles.
+type exchange struct {
+	g    *Gateway
+	rt   *routes.Route
+	w    http.ResponseWriter
+	r    *http.Request
+	span trace.Span
+	log  *slog.Logger
+
+	tenant, actor string
+	key, skey, fp string
+	decision      string
+	body          []byte // the request body, read for the fingerprint; nil when streamed through
+
+	// Set for an execution under a claimed key; settled once the record has been written.
+	owner     string
+	rec       *record
+	settled   bool
+	stopLease func() // stops the lease renewals of an execution
+
+	mayHaveSent atomic.Bool  // a connection to the upstream was obtained: bytes may have reached it
+	attempts    atomic.Int32 // connections obtained for this request (more than one: a safe resend)
+
+	cancelUpstream context.CancelFunc // ends the upstream exchange's context
+	upStart        time.Time          // when the upstream request was built
+
+	start    time.Time
+	storeDur time.Duration // time spent in store calls on the request path
+	upDur    time.Duration // time from the upstream call to its response headers, or its failure
+	status   func() int    // the status written to the client
+}
+
+type exchangeKey struct{}
+
+func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes.Route) *exchange {
+	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+	tenant := r.Header.Get(rt.TenantHeader)
+	if tenant == "" {
+		tenant = routes.DefaultTenant
+	}
+	x := &exchange{
+		g: g, rt: rt, w: ww, r: r,
+		status: ww.Status,
+		span:   trace.SpanFromContext(r.Context()),
+		tenant: tenant,
+		actor:  r.Header.Get(rt.ActorHeader),
+		start:  time.Now(),
+	}
+	x.log = g.log.With("tool", rt.Name, "tenant", x.tenant)
+	x.span.SetName(rt.Method + " " + rt.Path)
+	x.span.SetAttributes(
+		attribute.String("http.route", rt.Path),
+		attrTool.String(rt.Name),
+		attrSideEffect.Bool(rt.Class != routes.ReadOnly),
+		attrTenant.String(x.tenant),
+	)
+	if x.actor != "" {
+		x.span.SetAttributes(attrActor.String(x.actor))
+	}
+	return x
+}
+
+func exchangeFrom(ctx context.Context) *exchange {
+	x, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return x
+}
+
+// request is the inbound request carrying x, for the reverse proxy's hooks.
+func (x *exchange) request() *http.Request {
+	return x.r.WithContext(context.WithValue(x.r.Context(), exchangeKey{}, x))
+}
+
+func (x *exchange) setKey(key string) {
+	x.key = key
+	x.skey = scopeKey(x.tenant, x.rt.Name, key)
+	x.log = x.log.With("key", key)
+	x.span.SetAttributes(attrKey.String(key))
+}
+
+func (x *exchange) setFingerprint(fp string) {
+	x.fp = fp
+	x.w.Header().Set("Idempotency-Fingerprint", fp)
+	x.span.SetAttributes(attrFingerprint.String(fp))
+}
+
+func (x *exchange) setRemoteID(id string) {
+	if id != "" {
+		x.span.SetAttributes(attrRemoteID.String(id))
+	}
+}
+
+func (x *exchange) decide(decision string) {
+	x.decision = decision
+	x.w.Header().Set("Idempotency-Decision", decision)
+	x.span.SetAttributes(attrDecision.String(decision))
+}
+
+// timeStore adds the time since start to the request's store time: `defer x.timeStore(time.Now())`.
+func (x *exchange) timeStore(start time.Time) {
+	x.storeDur += time.Since(start)
+}
+
+// logAccess writes the access line: tool, tenant, key, decision and durations; never bodies.
+func (x *exchange) logAccess() {
+	x.log.Info("request", "method", x.r.Method, "path", x.r.URL.Path, "status", x.status(),
+		"decision", x.decision, "actor", x.actor, "duration", time.Since(x.start),
+		"store_duration", x.storeDur, "upstream_duration", x.upDur, "upstream_attempts", x.attempts.Load())
+}

@@ -1,0 +1,146 @@
+// Package gateway is the HTTP core of idemgateway: it matches a request to an allow-listed route,
+// reads its idempotency key, computes its effect fingerprint, asks the Store what to do, and then
+// executes the upstream call once, replays the stored receipt, or refuses (contract §4).
+//
+// The decision table reads top to bottom in effect.go; the upstream exchange and its outcome
+// classes are in proxy.go; the admin listener is in admin.go.
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// Defaults of Options.
+const (
+	DefaultStoreTimeout        = 2 * time.Second
+	DefaultMaxReceiptBodyBytes = 1 << 20 // 1 MiB
+)
+
+// Options tune a Gateway. The zero value is ready to use.
+type Options struct {
+	// Logger receives one access line per request and every store or upstream fault.
+	// Default: slog.Default().
+	Logger *slog.Logger
+	// Transport makes the upstream calls. Default: NewTransport(). A custom transport must not
+	// resend a request once any byte of it may have reached the upstream.
+	Transport http.RoundTripper
+	// TracerProvider makes the server spans. Default: the global OpenTelemetry provider.
+	TracerProvider trace.TracerProvider
+	// StoreTimeout bounds each store call. Default DefaultStoreTimeout.
+	StoreTimeout time.Duration
+	// MaxReceiptBodyBytes bounds the response body kept in a receipt. A committed response with a
+	// larger body is still passed to the client whole; its receipt keeps status, headers and
+	// remote id, and replays carry no body (Receipt.ResponseBodyKept is false).
+	// Default DefaultMaxReceiptBodyBytes.
+	MaxReceiptBodyBytes int64
+}
+
+// Gateway is the proxy handler. Build it with New; it is safe for concurrent use.
+type Gateway struct {
+	store   Store
+	log     *slog.Logger
+	opts    Options
+	proxy   *httputil.ReverseProxy
+	handler http.Handler
+}
+
+// New validates opts, builds the router of cfg's routes, and returns the Gateway. cfg must come
+// from routes.Load or routes.Parse (already validated); store is where records are kept.
+func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
+	if cfg == nil || len(cfg.Routes) == 0 {
+		return nil, errors.New("gateway: no routes")
+	}
+	if store == nil {
+		return nil, errors.New("gateway: no store")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Transport == nil {
+		opts.Transport = NewTransport()
+	}
+	if opts.StoreTimeout <= 0 {
+		opts.StoreTimeout = DefaultStoreTimeout
+	}
+	if opts.MaxReceiptBodyBytes <= 0 {
+		opts.MaxReceiptBodyBytes = DefaultMaxReceiptBodyBytes
+	}
+	g := &Gateway{store: store, log: opts.Logger, opts: opts}
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite:        g.rewrite,
+		Transport:      opts.Transport,
+		ModifyResponse: g.modifyResponse,
+		ErrorHandler:   g.proxyError,
+		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+	}
+
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
+		newProblem(fmt.Errorf("%w matches %s %s", ErrNoRoute, req.Method, req.URL.Path), "", "").write(w, 0)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		newProblem(fmt.Errorf("%w: no route for %s %s", ErrMethodNotAllowed, req.Method, req.URL.Path), "", "").write(w, 0)
+	})
+	for _, rt := range cfg.Routes {
+		chi.RegisterMethod(rt.Method) // a no-op for the standard methods; chi panics on others
+		r.Method(rt.Method, rt.Path, g.routeHandler(rt))
+	}
+	tp := opts.TracerProvider
+	otelOpts := []otelhttp.Option{otelhttp.WithSpanNameFormatter(func(_ string, req *http.Request) string {
+		return req.Method + " " + req.URL.Path
+	})}
+	if tp != nil {
+		otelOpts = append(otelOpts, otelhttp.WithTracerProvider(tp))
+	}
+	g.handler = otelhttp.NewHandler(r, "idemgateway", otelOpts...)
+	return g, nil
+}
+
+// ServeHTTP serves one request of an agent's HTTP tool.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.handler.ServeHTTP(w, r)
+}
+
+func (g *Gateway) routeHandler(rt *routes.Route) http.HandlerFunc {
+	if rt.Class == routes.ReadOnly {
+		return func(w http.ResponseWriter, r *http.Request) { g.serveReadOnly(w, r, rt) }
+	}
+	return func(w http.ResponseWriter, r *http.Request) { g.serveEffect(w, r, rt) }
+}
+
+// NewTransport returns the upstream transport the gateway uses by default: keep-alive pools sized
+// for a gateway (512 idle connections, 128 per upstream host, against Go's default of 2), bounded
+// dial and TLS handshake times, HTTP/2 where the upstream offers it, and proxies from the
+// environment (HTTPS_PROXY, NO_PROXY).
+//
+// Go's transport resends a request whose connection failed if it deems the request replayable:
+// a GET, or any request with an Idempotency-Key header and a rewindable body. The gateway gives
+// every side-effecting request a body that cannot be rewound, so the transport resends it only when
+// it knows that no byte was written (case C11).
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   128,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}

@@ -1,0 +1,259 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/http/httputil"
+	"slices"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// outcome is what an executed call did upstream (contract §4).
+type outcome int
+
+const (
+	committed    outcome = iota // the upstream acted: store the receipt
+	notCommitted                // the upstream did not act: free the key
+	unknown                     // it may have: block the key or free it, by route policy
+)
+
+// classify maps an upstream status to its outcome: a route's lists first, then 2xx and 3xx
+// committed, 4xx and 503 not committed, any other 5xx unknown.
+func classify(o routes.Outcome, status int) outcome {
+	switch {
+	case slices.Contains(o.Committed, status):
+		return committed
+	case slices.Contains(o.NotCommitted, status):
+		return notCommitted
+	case slices.Contains(o.Unknown, status):
+		return unknown
+	case status < 400:
+		return committed
+	case status < 500, status == http.StatusServiceUnavailable:
+		return notCommitted
+	default:
+		return unknown
+	}
+}
+
+// serveReadOnly proxies a read_only route without touching the store.
+func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
+	x := g.newExchange(w, r, rt)
+	defer x.logAccess()
+	x.proxy()
+}
+
+// proxy runs the reverse proxy for x and then ends the upstream exchange's context.
+func (x *exchange) proxy() {
+	x.g.proxy.ServeHTTP(x.w, x.request())
+	if x.cancelUpstream != nil {
+		x.cancelUpstream()
+	}
+}
+
+// rewrite builds the upstream request: the upstream's URL with the incoming path (less
+// strip_prefix) appended, the upstream's configured headers, and the upstream timeout. A
+// side-effecting request is detached from the client's context, so that a client that goes away
+// does not cancel it, and gets a body the transport cannot rewind, so that it is never resent once
+// bytes may have reached the upstream (C11).
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	x := exchangeFrom(pr.In.Context())
+	up := x.rt.Upstream
+	out := pr.Out
+	if p := up.StripPrefix; p != "" {
+		out.URL.Path = ensureSlash(strings.TrimPrefix(out.URL.Path, p))
+		if out.URL.RawPath != "" {
+			out.URL.RawPath = ensureSlash(strings.TrimPrefix(out.URL.RawPath, p))
+		}
+	}
+	pr.SetURL(up.URL)
+	for name, values := range up.Headers.Header() {
+		out.Header[name] = values
+	}
+
+	ctx := pr.In.Context()
+	if x.rt.Class != routes.ReadOnly {
+		ctx = context.WithoutCancel(ctx)
+		switch {
+		case x.body != nil:
+			out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(x.body)), int64(len(x.body))
+		case out.Body == nil:
+			out.Body = io.NopCloser(strings.NewReader(""))
+		}
+		out.GetBody = nil
+		// Let the transport negotiate and undo compression, so that the receipt's remote id can
+		// be read from the body and replays carry a plain body.
+		out.Header.Del("Accept-Encoding")
+	}
+	ctx, x.cancelUpstream = context.WithTimeout(ctx, up.Timeout)
+	ctx = httptrace.WithClientTrace(ctx, x.clientTrace())
+	x.upStart = time.Now()
+	pr.Out = out.WithContext(ctx)
+}
+
+func ensureSlash(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		return "/" + p
+	}
+	return p
+}
+
+// clientTrace counts the connections obtained for the upstream request and records each as a span
+// event: once one is obtained, bytes of the request may reach the upstream.
+func (x *exchange) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			n := x.attempts.Add(1)
+			x.mayHaveSent.Store(true)
+			x.span.AddEvent("upstream.attempt", trace.WithAttributes(
+				attribute.Int("attempt", int(n)),
+				attribute.Bool("connection.reused", info.Reused),
+			))
+		},
+	}
+}
+
+// modifyResponse settles the record of an execution from the upstream's status, before a byte of
+// the response reaches the client: a committed response's receipt is stored first.
+func (g *Gateway) modifyResponse(resp *http.Response) error {
+	x := exchangeFrom(resp.Request.Context())
+	x.upDur = time.Since(x.upStart)
+	if x.owner == "" { // read_only, or no key: nothing to settle
+		return nil
+	}
+	reason := fmt.Sprintf("upstream answered %d", resp.StatusCode)
+	switch classify(x.rt.Outcome, resp.StatusCode) {
+	case notCommitted:
+		x.release()
+		return nil
+	case unknown:
+		x.unknown(reason)
+		return nil
+	}
+
+	// Committed: keep up to MaxReceiptBodyBytes of the body in the receipt; the client gets the
+	// whole body either way.
+	limit := g.opts.MaxReceiptBodyBytes
+	kept, readErr := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	whole := readErr == nil && int64(len(kept)) <= limit
+	rec := x.rec
+	now := time.Now().UTC()
+	rec.ResponseStatus = resp.StatusCode
+	rec.CommittedAt = &now
+	rec.ExpiresAt = now.Add(x.rt.TTL)
+	rec.Response = &storedResponse{Status: resp.StatusCode, Header: storedHeader(resp.Header)}
+	if whole {
+		rec.Response.Body, rec.ResponseBodyKept = kept, true
+		rec.RemoteID = lookup(kept, x.rt.Receipt.RemoteID)
+		rec.RemoteURL = lookup(kept, x.rt.Receipt.RemoteURL)
+	}
+	x.commit()
+	x.setRemoteID(rec.RemoteID)
+	if readErr != nil {
+		return fmt.Errorf("%w: the response body broke after the upstream committed (receipt stored without it): %v", ErrUpstream, readErr)
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(kept), resp.Body), resp.Body}
+	return nil
+}
+
+func lookup(body []byte, p canonical.Pointer) string {
+	if p.IsZero() {
+		return ""
+	}
+	v, _ := canonical.Lookup(body, p)
+	return v
+}
+
+// proxyError answers an upstream exchange that failed. If no connection to the upstream was
+// obtained, nothing was sent: the key is freed and the client may retry. Otherwise the upstream may
+// have acted: the outcome is unknown.
+func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	x := exchangeFrom(r.Context())
+	if x.upDur == 0 {
+		x.upDur = time.Since(x.upStart)
+	}
+	perr := fmt.Errorf("%w: %v", ErrUpstream, err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		perr = fmt.Errorf("%w after %s", ErrUpstreamTimeout, x.rt.Upstream.Timeout)
+	}
+	retryable := false
+	if x.owner != "" && !x.settled {
+		if x.mayHaveSent.Load() {
+			x.unknown(perr.Error())
+		} else {
+			x.release()
+			retryable = true
+		}
+	}
+	x.log.Warn("upstream exchange failed", "err", err, "may_have_sent", x.mayHaveSent.Load())
+	p := newProblem(perr, x.decision, x.key)
+	p.Retryable = retryable
+	p.write(w, 0)
+}
+
+// commit stores the receipt. If the store refuses or fails, the upstream has still acted, so the
+// client still gets the upstream's response; the record stays in_progress until its lease lapses
+// and then reads as outcome_unknown, so no retry executes again on a block route.
+func (x *exchange) commit() {
+	ctx, cancel := x.storeContext()
+	defer cancel()
+	defer x.timeStore(time.Now())
+	x.stopLease()
+	ok, err := x.g.store.Commit(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL)
+	x.settled = true
+	x.reportWrite("commit", ok, err)
+}
+
+// release frees the key: the upstream did not act.
+func (x *exchange) release() {
+	ctx, cancel := x.storeContext()
+	defer cancel()
+	defer x.timeStore(time.Now())
+	x.stopLease()
+	ok, err := x.g.store.Release(ctx, x.skey, x.owner)
+	x.settled = true
+	x.reportWrite("release", ok, err)
+}
+
+// unknown settles an outcome the gateway cannot know: by route policy, the record is kept as
+// outcome_unknown (block) or the key is freed (release).
+func (x *exchange) unknown(reason string) {
+	if x.rt.OnUnknownOutcome == routes.Release {
+		x.release()
+		return
+	}
+	x.rec.Detail = reason
+	ctx, cancel := x.storeContext()
+	defer cancel()
+	defer x.timeStore(time.Now())
+	x.stopLease()
+	ok, err := x.g.store.MarkUnknown(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL)
+	x.settled = true
+	x.reportWrite("mark_unknown", ok, err)
+}
+
+func (x *exchange) reportWrite(op string, ok bool, err error) {
+	switch {
+	case err != nil:
+		x.log.Error("record not settled: store failed", "op", op, "err", err)
+		x.span.AddEvent("store.write_failed", trace.WithAttributes(attribute.String("op", op)))
+	case !ok:
+		x.log.Error("record not settled: the store refused a stale owner (lease lost)", "op", op)
+		x.span.AddEvent("store.write_refused", trace.WithAttributes(attribute.String("op", op)))
+	}
+}

@@ -1,0 +1,33 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// SetupTracing installs the global OpenTelemetry tracer provider and propagator from the standard
+// OTEL_* environment variables. OTEL_TRACES_EXPORTER is one of otlp, console or none; unlike the
+// SDK's own default (otlp), an unset OTEL_TRACES_EXPORTER means none here (contract §1). The
+// returned function flushes and stops the exporter.
+func SetupTracing(ctx context.Context) (shutdown func(context.Context) error, err error) {
+	var opts []sdktrace.TracerProviderOption
+	if os.Getenv("OTEL_TRACES_EXPORTER") != "" {
+		exporter, err := autoexport.NewSpanExporter(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("OTEL_TRACES_EXPORTER: %w", err)
+		}
+		if !autoexport.IsNoneSpanExporter(exporter) {
+			opts = append(opts, sdktrace.WithBatcher(exporter))
+		}
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	return tp.Shutdown, nil
+}
