@@ -1,0 +1,488 @@
+// Package boltstore is the embedded implementation of gateway.Store, on go.etcd.io/bbolt, for a
+// gateway that runs as a single process with no Redis.
+//
+// The records live in one file, FileName, under a data directory. Every write is one bbolt
+// read-write transaction, fsync'd before the call returns, so a record written survives kill -9 and
+// power loss. bbolt lets one process open the file at a time: a second Open fails after
+// Options.LockTimeout with an error wrapping ErrLocked.
+//
+// Records sit in the bucket "records" keyed by the gateway's opaque key (any bytes). A value is a
+// versioned binary encoding, integers big-endian:
+//
+//	offset  size  field
+//	0       1     format version, 1
+//	1       1     state: 1 in_progress, 2 committed, 3 outcome_unknown
+//	2       8     lease_until, Unix milliseconds (int64)
+//	10      8     expires_at, Unix milliseconds (int64)
+//	18      4     n, length of owner (uint32)
+//	22      n     owner
+//	22+n    rest  payload, byte for byte
+//
+// The bucket "meta" holds the key "format" = "idemgateway-records-v1"; Open refuses a file with
+// another format. A value that does not decode is refused with an error wrapping ErrCorrupt, never
+// overwritten or freed; Delete removes it.
+//
+// Leases and TTLs use the local clock (Options.Now), in milliseconds: a wall clock stepped forward
+// lapses leases and expires records early, stepped backward extends them. An expired record is
+// treated as absent by every operation, and a background sweeper removes expired records every
+// Options.SweepInterval.
+package boltstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/idemgateway/idemgateway/gateway"
+)
+
+// FileName is the name of the database file in the data directory.
+const FileName = "idemgateway.db"
+
+// Defaults of Options.
+const (
+	// DefaultSweepInterval is the default of Options.SweepInterval.
+	DefaultSweepInterval = time.Minute
+	// DefaultLockTimeout is the default of Options.LockTimeout.
+	DefaultLockTimeout = time.Second
+)
+
+// ErrLocked is wrapped by Open's error when another process (or another Open in this one) holds
+// the database file.
+var ErrLocked = errors.New("database file is in use by another process")
+
+// Bucket and format marker.
+var (
+	recordsBucket = []byte("records")
+	metaBucket    = []byte("meta")
+	formatKey     = []byte("format")
+	formatValue   = []byte("idemgateway-records-v1")
+)
+
+// Options configure a Store. The zero value is the default.
+type Options struct {
+	// SweepInterval is how often the background sweeper deletes expired records. Expired records
+	// are treated as absent whether swept or not; sweeping only reclaims space. Default
+	// DefaultSweepInterval (1 minute); a negative value disables the sweeper.
+	SweepInterval time.Duration
+
+	// LockTimeout is how long Open waits for the file lock that another process holds before it
+	// fails with ErrLocked. Default DefaultLockTimeout (1 second).
+	LockTimeout time.Duration
+
+	// Now is the clock of leases and TTLs. Default time.Now.
+	Now func() time.Time
+
+	// Logger receives the sweeper's errors (warn) and counts (debug). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is a gateway.Store in a bbolt file. It is safe for concurrent use.
+type Store struct {
+	db     *bolt.DB
+	now    func() time.Time
+	logger *slog.Logger
+
+	stop      chan struct{} // closed by Close to stop the sweeper
+	swept     chan struct{} // closed when the sweeper has returned
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (creating it if missing) the database FileName in dir, creating dir with mode 0700
+// when it does not exist, and starts the sweeper. It fails with an error wrapping ErrLocked when the
+// file stays locked by another process for Options.LockTimeout, and with an error wrapping ErrCorrupt
+// when the file holds another format.
+func Open(dir string, opts Options) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("boltstore: empty data directory")
+	}
+	if opts.SweepInterval == 0 {
+		opts.SweepInterval = DefaultSweepInterval
+	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("boltstore: create data directory: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, FreelistType: bolt.FreelistMapType})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("boltstore: open %s: %w (bbolt allows one process per file: is another idemgateway using this data directory?)", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	if err := db.Update(initBuckets); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	s := &Store{
+		db:     db,
+		now:    opts.Now,
+		logger: opts.Logger,
+		stop:   make(chan struct{}),
+		swept:  make(chan struct{}),
+	}
+	if opts.SweepInterval > 0 {
+		go s.sweepLoop(opts.SweepInterval)
+	} else {
+		close(s.swept)
+	}
+	return s, nil
+}
+
+// initBuckets creates the buckets of a new file and checks the format marker of an existing one.
+func initBuckets(tx *bolt.Tx) error {
+	meta, err := tx.CreateBucketIfNotExists(metaBucket)
+	if err != nil {
+		return err
+	}
+	switch format := meta.Get(formatKey); {
+	case format == nil:
+		if err := meta.Put(formatKey, formatValue); err != nil {
+			return err
+		}
+	case string(format) != string(formatValue):
+		return fmt.Errorf("%w: file format %q, want %q", ErrCorrupt, format, formatValue)
+	}
+	_, err = tx.CreateBucketIfNotExists(recordsBucket)
+	return err
+}
+
+// Close stops the sweeper and closes the database file. Later calls return the first call's result;
+// operations on a closed Store return errors.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		<-s.swept
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("boltstore: close: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// errNoWrite makes update roll back a transaction that changed nothing, sparing it the fsync.
+var errNoWrite = errors.New("no write")
+
+// update runs fn in a read-write transaction with the records bucket and the current time in Unix
+// milliseconds, read once the transaction holds the writer lock. When fn returns errNoWrite the
+// transaction is rolled back and update returns nil.
+func (s *Store) update(fn func(b *bolt.Bucket, now int64) error) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		return fn(tx.Bucket(recordsBucket), s.now().UnixMilli())
+	})
+	if errors.Is(err, errNoWrite) {
+		return nil
+	}
+	return err
+}
+
+// view runs fn in a read-only transaction with the records bucket and the current time.
+func (s *Store) view(fn func(b *bolt.Bucket, now int64) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		return fn(tx.Bucket(recordsBucket), s.now().UnixMilli())
+	})
+}
+
+// load returns the live record at key, or nil when there is none or it has expired.
+func load(b *bolt.Bucket, key string, now int64) (*record, error) {
+	v := b.Get([]byte(key))
+	if v == nil {
+		return nil, nil
+	}
+	r, err := decode(v)
+	if err != nil {
+		return nil, err
+	}
+	if r.expired(now) {
+		return nil, nil
+	}
+	return r, nil
+}
+
+// put stores r at key.
+func put(b *bolt.Bucket, key string, r *record) error {
+	return b.Put([]byte(key), r.encode())
+}
+
+// Claim implements gateway.Store.Claim. A replay is answered by a read-only transaction; creating a
+// record, or turning a lapsed one into outcome_unknown, is one fsync'd write. When it claims, stored
+// is payload itself. lease and ttl are rounded up to whole milliseconds and must be positive; key
+// and owner must not be empty.
+func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored []byte, err error) {
+	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
+		return false, "", nil, fmt.Errorf("boltstore: claim: %w", err)
+	}
+	// Fast path: a live record that needs no change.
+	var found *record
+	err = s.view(func(b *bolt.Bucket, now int64) error {
+		r, err := load(b, key, now)
+		if r != nil && !r.lapsed(now) {
+			found = r
+		}
+		return err
+	})
+	if err != nil {
+		return false, "", nil, wrap("claim", key, err)
+	}
+	if found != nil {
+		return false, found.state, found.payload, nil
+	}
+	err = s.update(func(b *bolt.Bucket, now int64) error {
+		r, err := load(b, key, now)
+		switch {
+		case err != nil:
+			return err
+		case r == nil:
+			claimed, state, stored = true, gateway.StateInProgress, payload
+			return put(b, key, &record{
+				state:      gateway.StateInProgress,
+				owner:      owner,
+				leaseUntil: now + millis(lease),
+				expiresAt:  now + millis(ttl),
+				payload:    payload,
+			})
+		case r.lapsed(now):
+			r.state = gateway.StateUnknown
+			claimed, state, stored = false, r.state, r.payload
+			return put(b, key, r)
+		default:
+			claimed, state, stored = false, r.state, r.payload
+			return errNoWrite
+		}
+	})
+	if err != nil {
+		return false, "", nil, wrap("claim", key, err)
+	}
+	return claimed, state, stored, nil
+}
+
+// Reclaim implements gateway.Store.Reclaim. lease and ttl are rounded up to whole milliseconds and
+// must be positive; key and owner must not be empty.
+func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []byte, lease, ttl time.Duration) (ok bool, err error) {
+	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
+		return false, fmt.Errorf("boltstore: reclaim: %w", err)
+	}
+	return s.fenced("reclaim", key, func(r *record, now int64) bool {
+		if r.owner != from || (r.state != gateway.StateUnknown && !r.lapsed(now)) {
+			return false
+		}
+		*r = record{
+			state:      gateway.StateInProgress,
+			owner:      owner,
+			leaseUntil: now + millis(lease),
+			expiresAt:  now + millis(ttl),
+			payload:    payload,
+		}
+		return true
+	})
+}
+
+// Renew implements gateway.Store.Renew. The owner of a record that is still in_progress may renew
+// it even after its lease lapsed, as long as no Claim has turned it into outcome_unknown and no
+// Reclaim has taken it over. lease is rounded up to whole milliseconds and must be positive. The
+// record's expiry is unchanged.
+func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duration) (ok bool, err error) {
+	if err := check(ctx, key, owner, positive("lease", lease)); err != nil {
+		return false, fmt.Errorf("boltstore: renew: %w", err)
+	}
+	return s.fenced("renew", key, func(r *record, now int64) bool {
+		if !r.ownedInProgress(owner) {
+			return false
+		}
+		r.leaseUntil = now + millis(lease)
+		return true
+	})
+}
+
+// Commit implements gateway.Store.Commit. ttl is rounded up to whole milliseconds and must be
+// positive.
+func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
+	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
+		return false, fmt.Errorf("boltstore: commit: %w", err)
+	}
+	return s.finish("commit", key, owner, gateway.StateCommitted, payload, ttl)
+}
+
+// MarkUnknown implements gateway.Store.MarkUnknown. ttl is rounded up to whole milliseconds and
+// must be positive.
+func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
+	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
+		return false, fmt.Errorf("boltstore: mark unknown: %w", err)
+	}
+	return s.finish("mark unknown", key, owner, gateway.StateUnknown, payload, ttl)
+}
+
+// finish moves the in_progress record owned by owner to state with payload, expiring after ttl.
+// The owner is kept, so that a later Reclaim can name it.
+func (s *Store) finish(op, key, owner, state string, payload []byte, ttl time.Duration) (bool, error) {
+	return s.fenced(op, key, func(r *record, now int64) bool {
+		if !r.ownedInProgress(owner) {
+			return false
+		}
+		r.state, r.payload, r.expiresAt = state, payload, now+millis(ttl)
+		return true
+	})
+}
+
+// Release implements gateway.Store.Release.
+func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err error) {
+	if err := check(ctx, key, owner); err != nil {
+		return false, fmt.Errorf("boltstore: release: %w", err)
+	}
+	err = s.update(func(b *bolt.Bucket, now int64) error {
+		r, err := load(b, key, now)
+		if err != nil {
+			return err
+		}
+		if r == nil || !r.ownedInProgress(owner) {
+			return errNoWrite
+		}
+		ok = true
+		return b.Delete([]byte(key))
+	})
+	if err != nil {
+		return false, wrap("release", key, err)
+	}
+	return ok, nil
+}
+
+// fenced runs change on the live record at key in a write transaction and stores the record when
+// change reports that it changed it; a missing or expired record is refused.
+func (s *Store) fenced(op, key string, change func(r *record, now int64) bool) (ok bool, err error) {
+	err = s.update(func(b *bolt.Bucket, now int64) error {
+		r, err := load(b, key, now)
+		if err != nil {
+			return err
+		}
+		if r == nil || !change(r, now) {
+			return errNoWrite
+		}
+		ok = true
+		return put(b, key, r)
+	})
+	if err != nil {
+		return false, wrap(op, key, err)
+	}
+	return ok, nil
+}
+
+// Get implements gateway.Store.Get with a read-only transaction. It returns the stored state: an
+// in_progress record whose lease has lapsed is reported in_progress until a Claim observes the lapse.
+// An expired record is reported absent.
+func (s *Store) Get(ctx context.Context, key string) (state string, payload []byte, err error) {
+	if err := checkKey(ctx, key); err != nil {
+		return "", nil, fmt.Errorf("boltstore: get: %w", err)
+	}
+	err = s.view(func(b *bolt.Bucket, now int64) error {
+		r, err := load(b, key, now)
+		if r != nil {
+			state, payload = r.state, r.payload
+		}
+		return err
+	})
+	if err != nil {
+		return "", nil, wrap("get", key, err)
+	}
+	return state, payload, nil
+}
+
+// Delete implements gateway.Store.Delete. It also removes a corrupt record (existed is then true),
+// and an expired one (existed is then false).
+func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error) {
+	if err := checkKey(ctx, key); err != nil {
+		return false, fmt.Errorf("boltstore: delete: %w", err)
+	}
+	err = s.update(func(b *bolt.Bucket, now int64) error {
+		v := b.Get([]byte(key))
+		if v == nil {
+			return errNoWrite
+		}
+		r, err := decode(v)
+		existed = err != nil || !r.expired(now)
+		return b.Delete([]byte(key))
+	})
+	if err != nil {
+		return false, wrap("delete", key, err)
+	}
+	return existed, nil
+}
+
+// Ping implements gateway.Store.Ping: it fails when the Store is closed or its file unreadable.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("boltstore: ping: %w", err)
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(recordsBucket) == nil {
+			return errors.New("records bucket missing")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("boltstore: ping: %w", err)
+	}
+	return nil
+}
+
+// wrap adds the operation and key to err.
+func wrap(op, key string, err error) error {
+	return fmt.Errorf("boltstore: %s %q: %w", op, key, err)
+}
+
+// check validates key, owner and the results of positive, then the context.
+func check(ctx context.Context, key, owner string, durations ...error) error {
+	if key == "" {
+		return errors.New("empty key")
+	}
+	if owner == "" {
+		return errors.New("empty owner")
+	}
+	for _, err := range durations {
+		if err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// checkKey refuses an empty key and a done context.
+func checkKey(ctx context.Context, key string) error {
+	if key == "" {
+		return errors.New("empty key")
+	}
+	return ctx.Err()
+}
+
+// positive refuses a duration that is not positive.
+func positive(name string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%s %s is not positive", name, d)
+	}
+	return nil
+}
+
+// millis returns d in whole milliseconds, rounded up so that a positive duration stays positive.
+func millis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}

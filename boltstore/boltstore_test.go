@@ -1,0 +1,321 @@
+package boltstore_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/idemgateway/idemgateway/boltstore"
+	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/gateway/storetest"
+)
+
+var _ gateway.Store = (*boltstore.Store)(nil)
+
+var ctx = context.Background()
+
+// open opens a store in dir and closes it when the test ends.
+func open(t *testing.T, dir string, opts boltstore.Options) *boltstore.Store {
+	t.Helper()
+	s, err := boltstore.Open(dir, opts)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// clock is a settable clock for Options.Now.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) gateway.Store {
+		return open(t, t.TempDir(), boltstore.Options{})
+	})
+}
+
+func TestOpenCreatesPrivateDirectory(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data", "nested")
+	open(t, dir, boltstore.Options{})
+	info, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := info.Mode().Perm(); perm != 0o700 {
+		t.Errorf("data directory mode = %v, want 0700", perm)
+	}
+	info, err = os.Stat(filepath.Join(dir, boltstore.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := info.Mode().Perm(); perm != 0o600 {
+		t.Errorf("database file mode = %v, want 0600", perm)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	otherFormat := t.TempDir()
+	db, err := bolt.Open(filepath.Join(otherFormat, boltstore.FileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("meta"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("format"), []byte("idemgateway-records-v9"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	cases := []struct {
+		name string
+		dir  string
+		want error
+	}{
+		{"empty dir", "", nil},
+		{"dir is a file", file, nil},
+		{"other format", otherFormat, boltstore.ErrCorrupt},
+	}
+	for _, tc := range cases {
+		s, err := boltstore.Open(tc.dir, boltstore.Options{})
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: Open succeeded", tc.name)
+			continue
+		}
+		if tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%s: Open = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestSecondOpenFailsFast(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first := open(t, dir, boltstore.Options{})
+	start := time.Now()
+	second, err := boltstore.Open(dir, boltstore.Options{LockTimeout: 100 * time.Millisecond})
+	if err == nil {
+		second.Close()
+		t.Fatal("second Open of the same directory succeeded")
+	}
+	if !errors.Is(err, boltstore.ErrLocked) {
+		t.Errorf("second Open = %v, want ErrLocked", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("second Open took %s, want about the lock timeout", took)
+	}
+	t.Logf("second Open: %v", err)
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	open(t, dir, boltstore.Options{}) // the lock is free again
+}
+
+func TestRecordsSurviveCloseAndOpen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	clk := newClock()
+	s := open(t, dir, boltstore.Options{Now: clk.Now})
+	if claimed, _, _, err := s.Claim(ctx, "committed", "owner", []byte("claim"), time.Minute, time.Hour); !claimed || err != nil {
+		t.Fatalf("Claim = %v, %v", claimed, err)
+	}
+	if ok, err := s.Commit(ctx, "committed", "owner", []byte("receipt\x00"), time.Hour); !ok || err != nil {
+		t.Fatalf("Commit = %v, %v", ok, err)
+	}
+	if claimed, _, _, err := s.Claim(ctx, "in-flight", "owner", []byte("claim"), time.Minute, time.Hour); !claimed || err != nil {
+		t.Fatalf("Claim = %v, %v", claimed, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Error("Ping after Close: no error")
+	}
+	if _, _, err := s.Get(ctx, "committed"); err == nil {
+		t.Error("Get after Close: no error")
+	}
+
+	s = open(t, dir, boltstore.Options{Now: clk.Now})
+	for key, want := range map[string]struct{ state, payload string }{
+		"committed": {gateway.StateCommitted, "receipt\x00"},
+		"in-flight": {gateway.StateInProgress, "claim"},
+	} {
+		state, payload, err := s.Get(ctx, key)
+		if err != nil || state != want.state || string(payload) != want.payload {
+			t.Errorf("Get(%s) after reopen = %q, %q, %v; want %q, %q", key, state, payload, err, want.state, want.payload)
+		}
+	}
+	// Leases and expiry are kept too.
+	clk.Advance(2 * time.Minute)
+	if _, state, _, _ := s.Claim(ctx, "in-flight", "other", nil, time.Minute, time.Hour); state != gateway.StateUnknown {
+		t.Errorf("Claim after the lease = %q, want %q", state, gateway.StateUnknown)
+	}
+	clk.Advance(time.Hour)
+	if state, _, _ := s.Get(ctx, "committed"); state != "" {
+		t.Errorf("Get after the TTL = %q, want absent", state)
+	}
+}
+
+func TestExpiredRecordsAreAbsentAndSwept(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := open(t, t.TempDir(), boltstore.Options{Now: clk.Now, SweepInterval: 10 * time.Millisecond})
+	for i := range 5 {
+		ttl := time.Minute
+		if i%2 == 0 {
+			ttl = time.Hour
+		}
+		if claimed, _, _, err := s.Claim(ctx, fmt.Sprint("k", i), "owner", nil, time.Second, ttl); !claimed || err != nil {
+			t.Fatalf("Claim = %v, %v", claimed, err)
+		}
+	}
+	clk.Advance(time.Minute) // exactly the TTL: expired
+	if state, _, err := s.Get(ctx, "k1"); state != "" || err != nil {
+		t.Errorf("Get(expired) = %q, %v; want absent", state, err)
+	}
+	if existed, err := s.Delete(ctx, "k3"); existed || err != nil {
+		t.Errorf("Delete(expired) = %v, %v; want false", existed, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := boltstore.RawCount(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records stored, want the 3 live ones after a sweep", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, key := range []string{"k0", "k2", "k4"} {
+		if state, _, err := s.Get(ctx, key); state != gateway.StateInProgress || err != nil {
+			t.Errorf("Get(%s) = %q, %v; want in_progress", key, state, err)
+		}
+	}
+}
+
+func TestCorruptRecordsAreRefused(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir(), boltstore.Options{})
+	if err := boltstore.PutRaw(s, "k", []byte("not a record")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, claimErr := s.Claim(ctx, "k", "owner", []byte("new"), time.Minute, time.Minute)
+	_, reclaimErr := s.Reclaim(ctx, "k", "owner", "other", []byte("new"), time.Minute, time.Minute)
+	_, renewErr := s.Renew(ctx, "k", "owner", time.Minute)
+	_, commitErr := s.Commit(ctx, "k", "owner", []byte("new"), time.Minute)
+	_, unknownErr := s.MarkUnknown(ctx, "k", "owner", []byte("new"), time.Minute)
+	_, releaseErr := s.Release(ctx, "k", "owner")
+	_, _, getErr := s.Get(ctx, "k")
+	for op, err := range map[string]error{"Claim": claimErr, "Reclaim": reclaimErr, "Renew": renewErr,
+		"Commit": commitErr, "MarkUnknown": unknownErr, "Release": releaseErr, "Get": getErr} {
+		if !errors.Is(err, boltstore.ErrCorrupt) {
+			t.Errorf("%s = %v, want ErrCorrupt", op, err)
+		}
+	}
+	if existed, err := s.Delete(ctx, "k"); !existed || err != nil {
+		t.Errorf("Delete = %v, %v; want true", existed, err)
+	}
+	if claimed, _, _, err := s.Claim(ctx, "k", "owner", nil, time.Minute, time.Minute); !claimed || err != nil {
+		t.Errorf("Claim after Delete = %v, %v; want claimed", claimed, err)
+	}
+}
+
+// crashEnv names the data directory of the child process of TestCommitSurvivesKill9.
+const crashEnv = "BOLTSTORE_TEST_CRASH_DIR"
+
+// TestCommitSurvivesKill9 runs a child process that commits a record, reports it, and is then
+// killed with SIGKILL: the record must be there when the parent opens the file.
+func TestCommitSurvivesKill9(t *testing.T) {
+	if dir := os.Getenv(crashEnv); dir != "" {
+		crashChild(dir)
+		return
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCommitSurvivesKill9$")
+	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "committed\n" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("child said %q, %v", line, err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	s := open(t, dir, boltstore.Options{})
+	state, payload, err := s.Get(ctx, "k")
+	if err != nil || state != gateway.StateCommitted || string(payload) != "receipt" {
+		t.Errorf("Get after kill -9 = %q, %q, %v; want committed receipt", state, payload, err)
+	}
+}
+
+// crashChild commits a record, says so on stdout and waits to be killed.
+func crashChild(dir string) {
+	s, err := boltstore.Open(dir, boltstore.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if _, _, _, err := s.Claim(ctx, "k", "owner", []byte("claim"), time.Minute, time.Hour); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if _, err := s.Commit(ctx, "k", "owner", []byte("receipt"), time.Hour); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println("committed")
+	select {} // never Close: the parent kills this process
+}

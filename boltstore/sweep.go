@@ -1,0 +1,67 @@
+package boltstore
+
+import (
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// sweepBatch bounds the records deleted by one write transaction, so that a large sweep does not
+// hold the writer lock (and delay claims) for long.
+const sweepBatch = 1000
+
+// sweepLoop sweeps every interval until Close.
+func (s *Store) sweepLoop(interval time.Duration) {
+	defer close(s.swept)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			n, err := s.sweep()
+			if err != nil {
+				s.logger.Warn("boltstore: sweep expired records", "error", err, "removed", n)
+			} else if n > 0 {
+				s.logger.Debug("boltstore: swept expired records", "removed", n)
+			}
+		}
+	}
+}
+
+// sweep deletes the expired records and returns how many it deleted. It finds them in a read
+// transaction and deletes them in write transactions of at most sweepBatch records, checking each
+// again, since a Claim may have replaced it meanwhile. Corrupt records are left for Delete.
+func (s *Store) sweep() (removed int, err error) {
+	var expired [][]byte
+	err = s.view(func(b *bolt.Bucket, now int64) error {
+		return b.ForEach(func(k, v []byte) error {
+			if r, err := decode(v); err == nil && r.expired(now) {
+				expired = append(expired, append([]byte{}, k...))
+			}
+			return nil
+		})
+	})
+	for len(expired) > 0 && err == nil {
+		batch := expired[:min(sweepBatch, len(expired))]
+		expired = expired[len(batch):]
+		n := 0
+		err = s.update(func(b *bolt.Bucket, now int64) error {
+			n = 0
+			for _, k := range batch {
+				if r, err := decode(b.Get(k)); err == nil && r.expired(now) {
+					if err := b.Delete(k); err != nil {
+						return err
+					}
+					n++
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			removed += n
+		}
+	}
+	return removed, err
+}

@@ -1,0 +1,645 @@
+// Package storetest is the conformance suite of gateway.Store: every store (the Redis store, the
+// embedded store, and any later one) runs Run against a real instance and must pass all of it.
+//
+// The suite uses short leases (tens of milliseconds) and TTLs (hundreds of milliseconds) and polls
+// with deadlines rather than asserting exact timings, so it runs in a few seconds per store and
+// tolerates the race detector and loaded machines. Subtests run in parallel; each asks newStore for
+// its own store, so a store may share a server between subtests only if the stores keep their
+// records apart (for instance with a key prefix per subtest).
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgateway/idemgateway/gateway"
+)
+
+// Durations used by the suite.
+const (
+	// long is a lease or TTL that does not lapse during a test.
+	long = time.Minute
+	// short is a lease or TTL that a test waits out.
+	short = 100 * time.Millisecond
+	// deadline bounds every poll for a lease or TTL to lapse.
+	deadline = 5 * time.Second
+)
+
+// Run runs the conformance suite against the stores made by newStore, as parallel named subtests.
+// newStore is called once per subtest with that subtest's t; it must return an empty store (or one
+// whose records no other subtest sees) and arrange its own cleanup with t.Cleanup.
+func Run(t *testing.T, newStore func(t *testing.T) gateway.Store) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s gateway.Store)
+	}{
+		{"ClaimEmptyKeyCreatesInProgress", testClaimEmpty},
+		{"SecondClaimReturnsStoredRecord", testSecondClaim},
+		{"CommitByOwner", testCommit},
+		{"FencingRefusesOtherOwnersAndStates", testFencing},
+		{"ReleaseFreesKey", testRelease},
+		{"MarkUnknown", testMarkUnknown},
+		{"LapsedLeaseBecomesUnknownNeverFreed", testLapsedLease},
+		{"OwnerMayFinishAfterLapseNobodyObserved", testFinishAfterLapse},
+		{"Reclaim", testReclaim},
+		{"ConcurrentReclaimOneWins", testConcurrentReclaim},
+		{"RenewExtendsLease", testRenew},
+		{"RenewSetsLeaseFromNow", testRenewShortens},
+		{"TTLExpiryRemovesRecords", testTTLExpiry},
+		{"CommitResetsTTL", testCommitResetsTTL},
+		{"Delete", testDelete},
+		{"GetMissingKey", testGetMissing},
+		{"OddKeysDoNotCollide", testOddKeys},
+		{"PayloadsRoundTripByteForByte", testPayloads},
+		{"ConcurrentClaimsOneWins", testConcurrentClaims},
+		{"InvalidArgumentsRefused", testInvalidArguments},
+		{"CancelledContextFails", testCancelledContext},
+		{"Ping", testPing},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// The helpers below fail the test on a store error: the suite runs against healthy stores.
+
+func claim(t *testing.T, s gateway.Store, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte) {
+	t.Helper()
+	claimed, state, stored, err := s.Claim(context.Background(), key, owner, payload, lease, ttl)
+	if err != nil {
+		t.Fatalf("Claim(%q, %q): %v", key, owner, err)
+	}
+	return claimed, state, stored
+}
+
+// mustClaim claims a new key and fails unless this call created the record.
+func mustClaim(t *testing.T, s gateway.Store, key, owner string, payload []byte, lease, ttl time.Duration) {
+	t.Helper()
+	claimed, state, stored := claim(t, s, key, owner, payload, lease, ttl)
+	if !claimed || state != gateway.StateInProgress || !bytes.Equal(stored, payload) {
+		t.Fatalf("Claim(%q, %q) = %v, %q, %q; want true, %q, %q", key, owner, claimed, state, stored, gateway.StateInProgress, payload)
+	}
+}
+
+func get(t *testing.T, s gateway.Store, key string) (string, []byte) {
+	t.Helper()
+	state, payload, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	return state, payload
+}
+
+// wantRecord fails unless the record at key has state and payload.
+func wantRecord(t *testing.T, s gateway.Store, key, state string, payload []byte) {
+	t.Helper()
+	gotState, gotPayload := get(t, s, key)
+	if gotState != state || !bytes.Equal(gotPayload, payload) {
+		t.Fatalf("Get(%q) = %q, %q; want %q, %q", key, gotState, abbrev(gotPayload), state, abbrev(payload))
+	}
+}
+
+// wantOK fails unless a fencing write returned want and no error.
+func wantOK(t *testing.T, what string, ok bool, err error, want bool) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if ok != want {
+		t.Fatalf("%s = %v, want %v", what, ok, want)
+	}
+}
+
+// eventually polls cond until it holds or deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %s", what, deadline)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// abbrev shortens payloads in failure messages.
+func abbrev(b []byte) string {
+	if len(b) > 64 {
+		return fmt.Sprintf("%q... (%d bytes)", b[:64], len(b))
+	}
+	return fmt.Sprintf("%q", b)
+}
+
+var ctx = context.Background()
+
+func testClaimEmpty(t *testing.T, s gateway.Store) {
+	p := []byte(`{"fingerprint":"sha256:1"}`)
+	mustClaim(t, s, "k", "owner-a", p, long, long)
+	wantRecord(t, s, "k", gateway.StateInProgress, p)
+}
+
+func testSecondClaim(t *testing.T, s gateway.Store) {
+	p1, p2 := []byte("first"), []byte("second")
+	mustClaim(t, s, "k", "owner-a", p1, long, long)
+	for _, owner := range []string{"owner-b", "owner-a"} { // even the owner does not claim twice
+		claimed, state, stored := claim(t, s, "k", owner, p2, long, long)
+		if claimed || state != gateway.StateInProgress || !bytes.Equal(stored, p1) {
+			t.Errorf("second Claim by %s = %v, %q, %q; want false, %q, %q", owner, claimed, state, stored, gateway.StateInProgress, p1)
+		}
+	}
+	wantRecord(t, s, "k", gateway.StateInProgress, p1)
+}
+
+func testCommit(t *testing.T, s gateway.Store) {
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
+	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
+	wantOK(t, "Commit by owner", ok, err, true)
+	wantRecord(t, s, "k", gateway.StateCommitted, []byte("receipt"))
+	claimed, state, stored := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
+	if claimed || state != gateway.StateCommitted || string(stored) != "receipt" {
+		t.Errorf("Claim after commit = %v, %q, %q; want false, %q, %q", claimed, state, stored, gateway.StateCommitted, "receipt")
+	}
+}
+
+// writes are the fencing writes, each applied to key by owner.
+var writes = []struct {
+	name string
+	do   func(s gateway.Store, key, owner string) (bool, error)
+}{
+	{"Commit", func(s gateway.Store, key, owner string) (bool, error) {
+		return s.Commit(ctx, key, owner, []byte("intruder"), long)
+	}},
+	{"Renew", func(s gateway.Store, key, owner string) (bool, error) {
+		return s.Renew(ctx, key, owner, long)
+	}},
+	{"Release", func(s gateway.Store, key, owner string) (bool, error) {
+		return s.Release(ctx, key, owner)
+	}},
+	{"MarkUnknown", func(s gateway.Store, key, owner string) (bool, error) {
+		return s.MarkUnknown(ctx, key, owner, []byte("intruder"), long)
+	}},
+}
+
+func testFencing(t *testing.T, s gateway.Store) {
+	p := []byte("original")
+	setups := []struct {
+		name  string
+		owner string // who attempts the writes
+		setup func(t *testing.T, key string)
+		state string // "" when there is no record
+	}{
+		{"wrong owner on in_progress", "owner-b", func(t *testing.T, key string) {
+			mustClaim(t, s, key, "owner-a", p, long, long)
+		}, gateway.StateInProgress},
+		{"empty owner on in_progress", "", func(t *testing.T, key string) {
+			mustClaim(t, s, key, "owner-a", p, long, long)
+		}, gateway.StateInProgress},
+		{"owner on committed", "owner-a", func(t *testing.T, key string) {
+			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
+			ok, err := s.Commit(ctx, key, "owner-a", p, long)
+			wantOK(t, "Commit", ok, err, true)
+		}, gateway.StateCommitted},
+		{"owner on outcome_unknown", "owner-a", func(t *testing.T, key string) {
+			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
+			ok, err := s.MarkUnknown(ctx, key, "owner-a", p, long)
+			wantOK(t, "MarkUnknown", ok, err, true)
+		}, gateway.StateUnknown},
+		{"missing key", "owner-a", func(t *testing.T, key string) {}, ""},
+	}
+	for _, su := range setups {
+		for _, w := range writes {
+			t.Run(su.name+"/"+w.name, func(t *testing.T) {
+				key := su.name + "/" + w.name
+				su.setup(t, key)
+				ok, err := w.do(s, key, su.owner)
+				if su.owner == "" && err != nil {
+					// Refusing an empty owner with an error is as good as ok == false.
+				} else {
+					wantOK(t, w.name, ok, err, false)
+				}
+				if su.state == "" {
+					wantRecord(t, s, key, "", nil)
+				} else {
+					wantRecord(t, s, key, su.state, p)
+				}
+			})
+		}
+	}
+}
+
+func testRelease(t *testing.T, s gateway.Store) {
+	mustClaim(t, s, "k", "owner-a", []byte("a"), long, long)
+	ok, err := s.Release(ctx, "k", "owner-a")
+	wantOK(t, "Release by owner", ok, err, true)
+	wantRecord(t, s, "k", "", nil)
+	ok, err = s.Release(ctx, "k", "owner-a")
+	wantOK(t, "second Release", ok, err, false)
+	mustClaim(t, s, "k", "owner-b", []byte("b"), long, long)
+	wantRecord(t, s, "k", gateway.StateInProgress, []byte("b"))
+}
+
+func testMarkUnknown(t *testing.T, s gateway.Store) {
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
+	ok, err := s.MarkUnknown(ctx, "k", "owner-a", []byte("unknown"), long)
+	wantOK(t, "MarkUnknown by owner", ok, err, true)
+	wantRecord(t, s, "k", gateway.StateUnknown, []byte("unknown"))
+	claimed, state, stored := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
+	if claimed || state != gateway.StateUnknown || string(stored) != "unknown" {
+		t.Errorf("Claim after MarkUnknown = %v, %q, %q; want false, %q, %q", claimed, state, stored, gateway.StateUnknown, "unknown")
+	}
+}
+
+func testLapsedLease(t *testing.T, s gateway.Store) {
+	p := []byte("claim")
+	mustClaim(t, s, "k", "owner-a", p, short, long)
+	var claimed bool
+	var state string
+	var stored []byte
+	eventually(t, "lease lapses", func() bool {
+		claimed, state, stored = claim(t, s, "k", "owner-b", []byte("retry"), long, long)
+		return state != gateway.StateInProgress
+	})
+	if claimed || state != gateway.StateUnknown || !bytes.Equal(stored, p) {
+		t.Fatalf("Claim after lapse = %v, %q, %q; want false, %q, %q", claimed, state, stored, gateway.StateUnknown, p)
+	}
+	// It stays outcome_unknown: for Get, for later claims, and for the old owner's writes.
+	wantRecord(t, s, "k", gateway.StateUnknown, p)
+	claimed, state, _ = claim(t, s, "k", "owner-c", []byte("retry"), long, long)
+	if claimed || state != gateway.StateUnknown {
+		t.Errorf("third Claim = %v, %q; want false, %q", claimed, state, gateway.StateUnknown)
+	}
+	for _, w := range writes {
+		ok, err := w.do(s, "k", "owner-a")
+		wantOK(t, w.name+" by the owner whose lease lapsed and was observed", ok, err, false)
+	}
+	wantRecord(t, s, "k", gateway.StateUnknown, p)
+}
+
+// testFinishAfterLapse pins down that the lease matters to others only: until a Claim has observed
+// the lapse (turning the record outcome_unknown) or a Reclaim has taken it over, the owner of a
+// still in_progress record may renew or finish it, which loses nothing and fences nobody.
+func testFinishAfterLapse(t *testing.T, s gateway.Store) {
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), 20*time.Millisecond, long)
+	time.Sleep(50 * time.Millisecond) // let the lease lapse
+	ok, err := s.Renew(ctx, "k", "owner-a", long)
+	wantOK(t, "Renew after an unobserved lapse", ok, err, true)
+	ok, err = s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
+	wantOK(t, "Commit after an unobserved lapse", ok, err, true)
+	wantRecord(t, s, "k", gateway.StateCommitted, []byte("receipt"))
+}
+
+func testReclaim(t *testing.T, s gateway.Store) {
+	unknown := func(t *testing.T, key string) {
+		mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
+		ok, err := s.MarkUnknown(ctx, key, "owner-a", []byte("unknown"), long)
+		wantOK(t, "MarkUnknown", ok, err, true)
+	}
+	cases := []struct {
+		name   string
+		setup  func(t *testing.T, key string)
+		from   string
+		wantOK bool
+	}{
+		{"outcome_unknown with right from", unknown, "owner-a", true},
+		{"outcome_unknown with wrong from", unknown, "owner-x", false},
+		{"lapsed in_progress with right from", func(t *testing.T, key string) {
+			mustClaim(t, s, key, "owner-a", []byte("claim"), 20*time.Millisecond, long)
+			time.Sleep(50 * time.Millisecond)
+		}, "owner-a", true},
+		{"lapsed in_progress with wrong from", func(t *testing.T, key string) {
+			mustClaim(t, s, key, "owner-a", []byte("claim"), 20*time.Millisecond, long)
+			time.Sleep(50 * time.Millisecond)
+		}, "owner-x", false},
+		{"live in_progress", func(t *testing.T, key string) {
+			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
+		}, "owner-a", false},
+		{"committed", func(t *testing.T, key string) {
+			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
+			ok, err := s.Commit(ctx, key, "owner-a", []byte("receipt"), long)
+			wantOK(t, "Commit", ok, err, true)
+		}, "owner-a", false},
+		{"missing", func(t *testing.T, key string) {}, "owner-a", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			key := tc.name
+			tc.setup(t, key)
+			beforeState, beforePayload := get(t, s, key)
+			ok, err := s.Reclaim(ctx, key, tc.from, "owner-b", []byte("reclaimed"), long, long)
+			wantOK(t, "Reclaim", ok, err, tc.wantOK)
+			if !tc.wantOK {
+				wantRecord(t, s, key, beforeState, beforePayload)
+				return
+			}
+			wantRecord(t, s, key, gateway.StateInProgress, []byte("reclaimed"))
+			claimed, state, _ := claim(t, s, key, "owner-c", []byte("retry"), long, long)
+			if claimed || state != gateway.StateInProgress {
+				t.Errorf("Claim after Reclaim = %v, %q; want false, %q", claimed, state, gateway.StateInProgress)
+			}
+			// The old owner is fenced off; the new one owns the record.
+			ok, err = s.Commit(ctx, key, "owner-a", []byte("stale"), long)
+			wantOK(t, "Commit by the previous owner", ok, err, false)
+			ok, err = s.Commit(ctx, key, "owner-b", []byte("receipt"), long)
+			wantOK(t, "Commit by the new owner", ok, err, true)
+			wantRecord(t, s, key, gateway.StateCommitted, []byte("receipt"))
+		})
+	}
+}
+
+func testConcurrentReclaim(t *testing.T, s gateway.Store) {
+	const n = 20
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
+	ok, err := s.MarkUnknown(ctx, "k", "owner-a", []byte("unknown"), long)
+	wantOK(t, "MarkUnknown", ok, err, true)
+	var wg sync.WaitGroup
+	won := make([]bool, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			won[i], errs[i] = s.Reclaim(ctx, "k", "owner-a", fmt.Sprintf("reclaimer-%d", i), []byte(fmt.Sprintf("p%d", i)), long, long)
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Reclaim %d: %v", i, errs[i])
+		}
+		if won[i] {
+			if winner >= 0 {
+				t.Fatalf("reclaimers %d and %d both won", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no reclaimer won")
+	}
+	wantRecord(t, s, "k", gateway.StateInProgress, []byte(fmt.Sprintf("p%d", winner)))
+}
+
+func testRenew(t *testing.T, s gateway.Store) {
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), short, long)
+	ok, err := s.Renew(ctx, "k", "owner-a", long)
+	wantOK(t, "Renew by owner", ok, err, true)
+	time.Sleep(3 * short) // well past the original lease
+	claimed, state, _ := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
+	if claimed || state != gateway.StateInProgress {
+		t.Fatalf("Claim after the original lease = %v, %q; want false, %q (renewed)", claimed, state, gateway.StateInProgress)
+	}
+	ok, err = s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
+	wantOK(t, "Commit after renewals", ok, err, true)
+}
+
+func testRenewShortens(t *testing.T, s gateway.Store) {
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
+	ok, err := s.Renew(ctx, "k", "owner-a", short)
+	wantOK(t, "Renew by owner", ok, err, true)
+	eventually(t, "renewed short lease lapses", func() bool {
+		_, state, _ := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
+		return state == gateway.StateUnknown
+	})
+}
+
+func testTTLExpiry(t *testing.T, s gateway.Store) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, key string)
+	}{
+		{"in_progress", func(t *testing.T, key string) {
+			mustClaim(t, s, key, "owner-a", []byte("claim"), long, 2*short)
+		}},
+		{"committed", func(t *testing.T, key string) {
+			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
+			ok, err := s.Commit(ctx, key, "owner-a", []byte("receipt"), 2*short)
+			wantOK(t, "Commit", ok, err, true)
+		}},
+		{"outcome_unknown", func(t *testing.T, key string) {
+			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
+			ok, err := s.MarkUnknown(ctx, key, "owner-a", []byte("unknown"), 2*short)
+			wantOK(t, "MarkUnknown", ok, err, true)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.setup(t, tc.name)
+			eventually(t, "record expires", func() bool {
+				state, _ := get(t, s, tc.name)
+				return state == ""
+			})
+			for _, w := range writes {
+				ok, err := w.do(s, tc.name, "owner-a")
+				wantOK(t, w.name+" on an expired record", ok, err, false)
+			}
+			mustClaim(t, s, tc.name, "owner-b", []byte("again"), long, long)
+		})
+	}
+}
+
+func testCommitResetsTTL(t *testing.T, s gateway.Store) {
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, 3*short)
+	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
+	wantOK(t, "Commit", ok, err, true)
+	time.Sleep(5 * short) // past the claim's TTL
+	wantRecord(t, s, "k", gateway.StateCommitted, []byte("receipt"))
+}
+
+func testDelete(t *testing.T, s gateway.Store) {
+	for _, state := range []string{gateway.StateInProgress, gateway.StateCommitted, gateway.StateUnknown} {
+		t.Run(state, func(t *testing.T) {
+			key := "k-" + state
+			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
+			switch state {
+			case gateway.StateCommitted:
+				ok, err := s.Commit(ctx, key, "owner-a", []byte("receipt"), long)
+				wantOK(t, "Commit", ok, err, true)
+			case gateway.StateUnknown:
+				ok, err := s.MarkUnknown(ctx, key, "owner-a", []byte("unknown"), long)
+				wantOK(t, "MarkUnknown", ok, err, true)
+			}
+			existed, err := s.Delete(ctx, key)
+			wantOK(t, "Delete", existed, err, true)
+			wantRecord(t, s, key, "", nil)
+			existed, err = s.Delete(ctx, key)
+			wantOK(t, "second Delete", existed, err, false)
+			ok, err := s.Commit(ctx, key, "owner-a", []byte("late"), long)
+			wantOK(t, "Commit after Delete", ok, err, false)
+			mustClaim(t, s, key, "owner-b", []byte("again"), long, long)
+		})
+	}
+}
+
+func testGetMissing(t *testing.T, s gateway.Store) {
+	state, payload, err := s.Get(ctx, "never-claimed")
+	if err != nil || state != "" || len(payload) != 0 {
+		t.Errorf("Get(missing) = %q, %q, %v; want \"\", empty, nil", state, payload, err)
+	}
+	existed, err := s.Delete(ctx, "never-claimed")
+	wantOK(t, "Delete(missing)", existed, err, false)
+}
+
+func testOddKeys(t *testing.T, s gateway.Store) {
+	keys := []string{
+		"plain",
+		"{", "}", "{}", "}{", "{plain}", "a{b}c", "a}b", "a%7Db", "a%7db", "a%b", "%", "%25", "%%",
+		"a/b", "a/b/", "/a/b", "a b", " a", "a ", "a\tb", "a\nb",
+		"ü", "u\u0308", "日本語", "🔑", "a\x00b", "a\x00", "\xff\xfe", "idemgateway:{plain}", "idemgateway:plain",
+		"tenant/tool/key", "tenant/tool}/key", "tenant/{tool}/key",
+	}
+	for i, key := range keys {
+		mustClaim(t, s, key, "owner", []byte(fmt.Sprintf("payload %d", i)), long, long)
+	}
+	for i, key := range keys {
+		wantRecord(t, s, key, gateway.StateInProgress, []byte(fmt.Sprintf("payload %d", i)))
+	}
+	existed, err := s.Delete(ctx, "a}b")
+	wantOK(t, "Delete", existed, err, true)
+	for i, key := range keys {
+		if key != "a}b" {
+			wantRecord(t, s, key, gateway.StateInProgress, []byte(fmt.Sprintf("payload %d", i)))
+		}
+	}
+}
+
+func testPayloads(t *testing.T, s gateway.Store) {
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	mib := make([]byte, 1<<20)
+	_, _ = rand.Read(mib)
+	cases := []struct {
+		name    string
+		payload []byte
+	}{
+		{"empty", []byte{}},
+		{"nil", nil},
+		{"NUL", []byte{0}},
+		{"NULs inside", []byte("a\x00b\x00\x00c")},
+		{"invalid UTF-8", []byte{0xff, 0xfe, 0xc3, 0x28, 0x80}},
+		{"all byte values", all},
+		{"CRLF and RESP", []byte("$-1\r\n*3\r\n:1\r\n")},
+		{"1 MiB random", mib},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			key := tc.name
+			mustClaim(t, s, key, "owner-a", tc.payload, long, long)
+			wantRecord(t, s, key, gateway.StateInProgress, tc.payload)
+			_, _, stored := claim(t, s, key, "owner-b", []byte("x"), long, long)
+			if !bytes.Equal(stored, tc.payload) {
+				t.Fatalf("second Claim stored = %s, want %s", abbrev(stored), abbrev(tc.payload))
+			}
+			ok, err := s.Commit(ctx, key, "owner-a", tc.payload, long)
+			wantOK(t, "Commit", ok, err, true)
+			wantRecord(t, s, key, gateway.StateCommitted, tc.payload)
+		})
+	}
+}
+
+func testConcurrentClaims(t *testing.T, s gateway.Store) {
+	const n = 50
+	type result struct {
+		claimed bool
+		state   string
+		stored  []byte
+		err     error
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			var r result
+			r.claimed, r.state, r.stored, r.err = s.Claim(ctx, "k", fmt.Sprintf("owner-%d", i), []byte(fmt.Sprintf("p%d", i)), long, long)
+			results[i] = r
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("Claim %d: %v", i, r.err)
+		}
+		if r.claimed {
+			if winner >= 0 {
+				t.Fatalf("claims %d and %d both claimed", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no claim claimed")
+	}
+	want := []byte(fmt.Sprintf("p%d", winner))
+	for i, r := range results {
+		if r.state != gateway.StateInProgress || !bytes.Equal(r.stored, want) {
+			t.Errorf("Claim %d = %q, %q; want %q, %q", i, r.state, r.stored, gateway.StateInProgress, want)
+		}
+	}
+	wantRecord(t, s, "k", gateway.StateInProgress, want)
+}
+
+func testInvalidArguments(t *testing.T, s gateway.Store) {
+	p := []byte("p")
+	cases := []struct {
+		name string
+		do   func() error
+	}{
+		{"Claim empty key", func() error { _, _, _, err := s.Claim(ctx, "", "o", p, long, long); return err }},
+		{"Claim empty owner", func() error { _, _, _, err := s.Claim(ctx, "k", "", p, long, long); return err }},
+		{"Claim zero lease", func() error { _, _, _, err := s.Claim(ctx, "k", "o", p, 0, long); return err }},
+		{"Claim negative ttl", func() error { _, _, _, err := s.Claim(ctx, "k", "o", p, long, -time.Second); return err }},
+		{"Reclaim empty owner", func() error { _, err := s.Reclaim(ctx, "k", "o", "", p, long, long); return err }},
+		{"Reclaim zero ttl", func() error { _, err := s.Reclaim(ctx, "k", "o", "o2", p, long, 0); return err }},
+		{"Renew zero lease", func() error { _, err := s.Renew(ctx, "k", "o", 0); return err }},
+		{"Commit zero ttl", func() error { _, err := s.Commit(ctx, "k", "o", p, 0); return err }},
+		{"MarkUnknown zero ttl", func() error { _, err := s.MarkUnknown(ctx, "k", "o", p, 0); return err }},
+	}
+	for _, tc := range cases {
+		if err := tc.do(); err == nil {
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+	wantRecord(t, s, "k", "", nil)
+}
+
+func testCancelledContext(t *testing.T, s gateway.Store) {
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
+	cctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, _, err := s.Claim(cctx, "k2", "owner-a", []byte("p"), long, long); err == nil {
+		t.Error("Claim with a cancelled context: no error")
+	}
+	if _, err := s.Commit(cctx, "k", "owner-a", []byte("receipt"), long); err == nil {
+		t.Error("Commit with a cancelled context: no error")
+	}
+	if _, _, err := s.Get(cctx, "k"); err == nil {
+		t.Error("Get with a cancelled context: no error")
+	}
+	wantRecord(t, s, "k", gateway.StateInProgress, []byte("claim"))
+	wantRecord(t, s, "k2", "", nil)
+}
+
+func testPing(t *testing.T, s gateway.Store) {
+	if err := s.Ping(ctx); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+}

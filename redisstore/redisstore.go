@@ -1,0 +1,230 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgateway/idemgateway/gateway"
+)
+
+// DefaultPrefix is the key prefix used when Options.Prefix is empty.
+const DefaultPrefix = "idemgateway:"
+
+// ErrCorrupt is wrapped by the errors of operations on a key that holds a hash which is not a valid
+// record (a field missing or unknown). The store refuses to read, overwrite or free such a record;
+// Delete removes it.
+var ErrCorrupt = errors.New("not a valid idemgateway record")
+
+// Options configure a Store. The zero value is the default.
+type Options struct {
+	// Prefix is prepended to every key the store writes, so that several gateways (or other
+	// applications) can share one Redis. It must not contain "{" or "}", which would break the
+	// hash tag. Default DefaultPrefix ("idemgateway:").
+	Prefix string
+
+	// AllowEviction makes Ping report the store fit even when Redis's maxmemory-policy is not
+	// noeviction, that is when Redis may evict records under memory pressure and so let a retry
+	// execute twice. Default false.
+	AllowEviction bool
+}
+
+// Store is a gateway.Store on Redis. It is safe for concurrent use.
+type Store struct {
+	client        redis.UniversalClient
+	prefix        string
+	allowEviction bool
+}
+
+// New returns a Store that keeps its records in the Redis reached by client (a *redis.Client,
+// *redis.ClusterClient or Sentinel failover client). It does not contact Redis; call Ping for that.
+// It returns an error when client is nil or opts.Prefix contains "{" or "}". The Store takes over
+// client: Store.Close closes it.
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q contains { or }, which would break the hash tag", prefix)
+	}
+	return &Store{client: client, prefix: prefix, allowEviction: opts.AllowEviction}, nil
+}
+
+// Close closes the Redis client passed to New.
+func (s *Store) Close() error {
+	if err := s.client.Close(); err != nil {
+		return fmt.Errorf("redisstore: close: %w", err)
+	}
+	return nil
+}
+
+// Claim implements gateway.Store.Claim with one script (one round trip). When it claims, stored is
+// payload itself. lease and ttl are rounded up to whole milliseconds and must be positive; key and
+// owner must not be empty.
+func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored []byte, err error) {
+	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
+		return false, "", nil, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	res, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, owner, payload, millis(lease), millis(ttl)).Slice()
+	if err != nil {
+		return false, "", nil, wrap("claim", key, err)
+	}
+	if len(res) == 2 && res[0] == int64(1) && res[1] == gateway.StateInProgress {
+		return true, gateway.StateInProgress, payload, nil
+	}
+	if len(res) == 3 && res[0] == int64(0) {
+		state, ok1 := res[1].(string)
+		stored, ok2 := res[2].(string)
+		if ok1 && ok2 {
+			return false, state, []byte(stored), nil
+		}
+	}
+	return false, "", nil, fmt.Errorf("redisstore: claim %q: unexpected script reply of %d elements", key, len(res))
+}
+
+// Reclaim implements gateway.Store.Reclaim with one script. lease and ttl are rounded up to whole
+// milliseconds and must be positive; key and owner must not be empty.
+func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []byte, lease, ttl time.Duration) (ok bool, err error) {
+	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
+		return false, fmt.Errorf("redisstore: reclaim: %w", err)
+	}
+	return s.run(ctx, "reclaim", reclaimScript, key, from, owner, payload, millis(lease), millis(ttl))
+}
+
+// Renew implements gateway.Store.Renew with one script. The owner of a record that is still
+// in_progress may renew it even after its lease lapsed, as long as no Claim has turned it into
+// outcome_unknown and no Reclaim has taken it over. lease is rounded up to whole milliseconds and
+// must be positive. The record's TTL is unchanged.
+func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duration) (ok bool, err error) {
+	if err := check(ctx, key, owner, positive("lease", lease)); err != nil {
+		return false, fmt.Errorf("redisstore: renew: %w", err)
+	}
+	return s.run(ctx, "renew", renewScript, key, owner, millis(lease))
+}
+
+// Commit implements gateway.Store.Commit with one script (one round trip). ttl is rounded up to
+// whole milliseconds and must be positive.
+func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
+	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
+		return false, fmt.Errorf("redisstore: commit: %w", err)
+	}
+	return s.run(ctx, "commit", commitScript, key, owner, payload, millis(ttl))
+}
+
+// MarkUnknown implements gateway.Store.MarkUnknown with one script. ttl is rounded up to whole
+// milliseconds and must be positive.
+func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
+	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
+		return false, fmt.Errorf("redisstore: mark unknown: %w", err)
+	}
+	return s.run(ctx, "mark unknown", markUnknownScript, key, owner, payload, millis(ttl))
+}
+
+// Release implements gateway.Store.Release with one script.
+func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err error) {
+	if err := check(ctx, key, owner); err != nil {
+		return false, fmt.Errorf("redisstore: release: %w", err)
+	}
+	return s.run(ctx, "release", releaseScript, key, owner)
+}
+
+// Get implements gateway.Store.Get with one read-only script. It returns the stored state: an
+// in_progress record whose lease has lapsed is reported in_progress until a Claim observes the lapse.
+func (s *Store) Get(ctx context.Context, key string) (state string, payload []byte, err error) {
+	if err := checkKey(ctx, key); err != nil {
+		return "", nil, fmt.Errorf("redisstore: get: %w", err)
+	}
+	res, err := getScript.Run(ctx, s.client, []string{s.redisKey(key)}).Slice()
+	if err != nil {
+		return "", nil, wrap("get", key, err)
+	}
+	if len(res) == 0 {
+		return "", nil, nil
+	}
+	if len(res) == 2 {
+		state, ok1 := res[0].(string)
+		payload, ok2 := res[1].(string)
+		if ok1 && ok2 {
+			return state, []byte(payload), nil
+		}
+	}
+	return "", nil, fmt.Errorf("redisstore: get %q: unexpected script reply", key)
+}
+
+// Delete implements gateway.Store.Delete with one DEL. It also removes a corrupt record.
+func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error) {
+	if err := checkKey(ctx, key); err != nil {
+		return false, fmt.Errorf("redisstore: delete: %w", err)
+	}
+	n, err := s.client.Del(ctx, s.redisKey(key)).Result()
+	if err != nil {
+		return false, wrap("delete", key, err)
+	}
+	return n > 0, nil
+}
+
+// run runs a fencing script on the record at key and reads its 0 or 1 reply.
+func (s *Store) run(ctx context.Context, op string, script *redis.Script, key string, args ...any) (bool, error) {
+	n, err := script.Run(ctx, s.client, []string{s.redisKey(key)}, args...).Int64()
+	if err != nil {
+		return false, wrap(op, key, err)
+	}
+	return n == 1, nil
+}
+
+// wrap adds the operation and key to err, and ErrCorrupt to a script's CORRUPT error reply.
+func wrap(op, key string, err error) error {
+	if redis.HasErrorPrefix(err, "CORRUPT") {
+		return fmt.Errorf("redisstore: %s %q: %w: %s", op, key, ErrCorrupt, strings.TrimPrefix(err.Error(), "CORRUPT "))
+	}
+	return fmt.Errorf("redisstore: %s %q: %w", op, key, err)
+}
+
+// check validates key, owner and the results of positive, then the context.
+func check(ctx context.Context, key, owner string, durations ...error) error {
+	if key == "" {
+		return errors.New("empty key")
+	}
+	if owner == "" {
+		return errors.New("empty owner")
+	}
+	for _, err := range durations {
+		if err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// checkKey refuses an empty key and a done context.
+func checkKey(ctx context.Context, key string) error {
+	if key == "" {
+		return errors.New("empty key")
+	}
+	return ctx.Err()
+}
+
+// positive refuses a duration that is not positive.
+func positive(name string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%s %s is not positive", name, d)
+	}
+	return nil
+}
+
+// millis returns d in whole milliseconds, rounded up so that a positive duration stays positive.
+func millis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}

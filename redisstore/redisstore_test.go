@@ -1,0 +1,421 @@
+package redisstore_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/gateway/storetest"
+	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/redisstore"
+)
+
+var _ gateway.Store = (*redisstore.Store)(nil)
+
+var ctx = context.Background()
+
+// newClient returns a client of srv, closed when the test ends.
+func newClient(t *testing.T, srv *redistest.Server) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatalf("parse %s: %v", srv.URL(), err)
+	}
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newStore returns a store on srv with its own client and prefix.
+func newStore(t *testing.T, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
+	t.Helper()
+	opts2, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := redisstore.New(redis.NewClient(opts2), opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	storetest.Run(t, func(t *testing.T) gateway.Store {
+		// One server for the whole suite; a prefix per subtest keeps their records apart.
+		prefix := "test:" + strings.NewReplacer("{", "_", "}", "_").Replace(t.Name()) + ":"
+		return newStore(t, srv, redisstore.Options{Prefix: prefix})
+	})
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = client.Close() })
+	cases := []struct {
+		name    string
+		client  redis.UniversalClient
+		opts    redisstore.Options
+		wantErr string
+	}{
+		{"default prefix", client, redisstore.Options{}, ""},
+		{"custom prefix", client, redisstore.Options{Prefix: "app:idem:"}, ""},
+		{"nil client", nil, redisstore.Options{}, "nil client"},
+		{"prefix with {", client, redisstore.Options{Prefix: "a{"}, "hash tag"},
+		{"prefix with }", client, redisstore.Options{Prefix: "a}"}, "hash tag"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := redisstore.New(tc.client, tc.opts)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("New() error = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestKeyLayout(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	raw := newClient(t, srv)
+	cases := []struct {
+		prefix, key, want string
+	}{
+		{"", "t/tool/k", "idemgateway:{t/tool/k}"},
+		{"", "a}b", "idemgateway:{a%7Db}"},
+		{"", "a%7Db", "idemgateway:{a%257Db}"},
+		{"", "{x}", "idemgateway:{{x%7D}"},
+		{"app:", "k", "app:{k}"},
+	}
+	for _, tc := range cases {
+		s := newStore(t, srv, redisstore.Options{Prefix: tc.prefix})
+		if got := redisstore.RedisKey(s, tc.key); got != tc.want {
+			t.Errorf("key of %q with prefix %q = %q, want %q", tc.key, tc.prefix, got, tc.want)
+		}
+		mustClaim(t, s, tc.key, time.Minute, []byte("p"))
+		fields, err := raw.HGetAll(ctx, tc.want).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaseUntil, err := strconv.ParseInt(fields["lease_until"], 10, 64)
+		if fields["state"] != gateway.StateInProgress || fields["owner"] != "owner" || fields["payload"] != "p" || err != nil || leaseUntil < time.Now().Add(-time.Hour).UnixMilli() {
+			t.Errorf("hash %s = %q, want state, owner, payload and lease_until in ms", tc.want, fields)
+		}
+		if pttl := raw.PTTL(ctx, tc.want).Val(); pttl <= 0 || pttl > time.Minute {
+			t.Errorf("PTTL %s = %s, want in (0, 1m]", tc.want, pttl)
+		}
+	}
+}
+
+func mustClaim(t *testing.T, s *redisstore.Store, key string, ttl time.Duration, payload []byte) {
+	t.Helper()
+	claimed, _, _, err := s.Claim(ctx, key, "owner", payload, time.Minute, ttl)
+	if err != nil || !claimed {
+		t.Fatalf("Claim(%q) = %v, %v; want claimed", key, claimed, err)
+	}
+}
+
+func TestPingEvictionPolicy(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name          string
+		args          []string
+		allowEviction bool
+		wantErr       error
+	}{
+		{"noeviction", []string{"--maxmemory-policy", "noeviction"}, false, nil},
+		{"allkeys-lru", []string{"--maxmemory-policy", "allkeys-lru"}, false, redisstore.ErrEvictionPolicy},
+		{"volatile-ttl", []string{"--maxmemory-policy", "volatile-ttl"}, false, redisstore.ErrEvictionPolicy},
+		{"allkeys-lru allowed", []string{"--maxmemory-policy", "allkeys-lru"}, true, nil},
+		// A managed Redis that refuses CONFIG: the policy is unknown and the store counts as fit.
+		{"CONFIG refused", []string{"--maxmemory-policy", "allkeys-lru", "--rename-command", "CONFIG", ""}, false, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t, redistest.Options{Args: tc.args})
+			s := newStore(t, srv, redisstore.Options{AllowEviction: tc.allowEviction})
+			err := s.Ping(ctx)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Errorf("Ping() = %v, want %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestPingUnreachable(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	// Fail fast: no command retries, one dial attempt.
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
+	s, err := redisstore.New(client, redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	srv.Kill()
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("Ping of a killed server: no error")
+	}
+	if _, _, _, err := s.Claim(ctx, "k", "owner", nil, time.Second, time.Second); err == nil {
+		t.Fatal("Claim on a killed server: no error")
+	}
+}
+
+// TestErrorsHideThePassword: errors name the address at most, never the password.
+func TestErrorsHideThePassword(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{Password: "right-password"})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: "wrong-s3cret"})
+	s, err := redisstore.New(client, redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Ping(ctx)
+	if err == nil {
+		t.Fatal("Ping with a wrong password: no error")
+	}
+	_, _, _, claimErr := s.Claim(ctx, "k", "owner", nil, time.Second, time.Second)
+	for _, e := range []error{err, claimErr} {
+		if e == nil || strings.Contains(e.Error(), "s3cret") || strings.Contains(e.Error(), "right-password") {
+			t.Errorf("error %v reveals a password", e)
+		}
+	}
+}
+
+func TestClaimSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		args    []string
+		restart func(*redistest.Server)
+	}{
+		{"graceful restart", nil, (*redistest.Server).Restart},
+		{"kill -9 with appendfsync always", []string{"--appendfsync", "always"}, func(s *redistest.Server) { s.Kill(); s.Restart() }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t, redistest.Options{AppendOnly: true, Args: tc.args})
+			s := newStore(t, srv, redisstore.Options{})
+			payload := []byte("claim\x00payload")
+			mustClaim(t, s, "k", time.Hour, payload)
+			tc.restart(srv)
+			state, got, err := s.Get(ctx, "k")
+			if err != nil || state != gateway.StateInProgress || string(got) != string(payload) {
+				t.Fatalf("Get after restart = %q, %q, %v; want %q, %q", state, got, err, gateway.StateInProgress, payload)
+			}
+			if pttl := newClient(t, srv).PTTL(ctx, redisstore.RedisKey(s, "k")).Val(); pttl <= 0 {
+				t.Errorf("PTTL after restart = %s, want positive", pttl)
+			}
+			ok, err := s.Commit(ctx, "k", "owner", []byte("receipt"), time.Hour)
+			if err != nil || !ok {
+				t.Fatalf("Commit after restart = %v, %v", ok, err)
+			}
+		})
+	}
+}
+
+// commandCalls returns the calls per command from INFO commandstats.
+func commandCalls(t *testing.T, c *redis.Client) map[string]int {
+	t.Helper()
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		// cmdstat_evalsha:calls=3,usec=...
+		name, rest, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+		calls[name] = n
+	}
+	return calls
+}
+
+// countHook counts the commands a client sends, one per round trip (and a pipeline's commands,
+// which share one).
+type countHook struct{ commands atomic.Int64 }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.commands.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.commands.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// TestRoundTrips measures the round trips of each operation twice: the commands the client sends
+// (a hook), and the top-level commands the server ran (INFO commandstats deltas of EVALSHA and EVAL;
+// the commands a script calls are counted there too, so they are not summed). Once the scripts are
+// loaded, a claim, a replay, a commit and a get are each one EVALSHA.
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	stats := newClient(t, srv)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	hook := &countHook{}
+	client.AddHook(hook)
+	s, err := redisstore.New(client, redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+
+	steps := []struct {
+		name string
+		do   func() error
+	}{
+		{"claim", func() error {
+			_, _, _, err := s.Claim(ctx, "k", "owner", []byte("p"), time.Minute, time.Minute)
+			return err
+		}},
+		{"replay claim", func() error {
+			_, _, _, err := s.Claim(ctx, "k", "other", []byte("p"), time.Minute, time.Minute)
+			return err
+		}},
+		{"commit", func() error { _, err := s.Commit(ctx, "k", "owner", []byte("receipt"), time.Minute); return err }},
+		{"replay claim of the receipt", func() error {
+			_, _, _, err := s.Claim(ctx, "k", "other", []byte("p"), time.Minute, time.Minute)
+			return err
+		}},
+		{"get", func() error { _, _, err := s.Get(ctx, "k"); return err }},
+	}
+	// The first run of each script costs EVALSHA (NOSCRIPT) plus EVAL, which loads it.
+	for _, step := range steps {
+		if err := step.do(); err != nil {
+			t.Fatalf("warm-up %s: %v", step.name, err)
+		}
+	}
+	if _, err := s.Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range steps {
+		before, sent := commandCalls(t, stats), hook.commands.Load()
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		after, sent := commandCalls(t, stats), hook.commands.Load()-sent
+		evalsha, eval := after["evalsha"]-before["evalsha"], after["eval"]-before["eval"]
+		t.Logf("%s: %d round trip(s); server ran %d EVALSHA, %d EVAL", step.name, sent, evalsha, eval)
+		if sent != 1 || evalsha != 1 || eval != 0 {
+			t.Errorf("%s: %d round trip(s), %d EVALSHA, %d EVAL; want 1, 1, 0", step.name, sent, evalsha, eval)
+		}
+	}
+}
+
+func TestCorruptRecordsAreRefused(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	raw := newClient(t, srv)
+	s := newStore(t, srv, redisstore.Options{})
+	valid := map[string]any{"state": "in_progress", "owner": "owner", "lease_until": "9999999999999", "payload": "p"}
+	without := func(field string) map[string]any {
+		m := map[string]any{}
+		for k, v := range valid {
+			if k != field {
+				m[k] = v
+			}
+		}
+		return m
+	}
+	with := func(field, value string) map[string]any {
+		m := without(field)
+		m[field] = value
+		return m
+	}
+	cases := []struct {
+		name   string
+		fields map[string]any
+	}{
+		{"no state", without("state")},
+		{"unknown state", with("state", "done")},
+		{"no owner", without("owner")},
+		{"no lease_until", without("lease_until")},
+		{"lease_until not a number", with("lease_until", "soon")},
+		{"no payload", without("payload")},
+		{"foreign hash", map[string]any{"name": "someone else's"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			key := tc.name
+			rkey := redisstore.RedisKey(s, key)
+			if err := raw.HSet(ctx, rkey, tc.fields).Err(); err != nil {
+				t.Fatal(err)
+			}
+			_, _, _, claimErr := s.Claim(ctx, key, "owner", []byte("new"), time.Minute, time.Minute)
+			_, reclaimErr := s.Reclaim(ctx, key, "owner", "other", []byte("new"), time.Minute, time.Minute)
+			_, renewErr := s.Renew(ctx, key, "owner", time.Minute)
+			_, commitErr := s.Commit(ctx, key, "owner", []byte("new"), time.Minute)
+			_, unknownErr := s.MarkUnknown(ctx, key, "owner", []byte("new"), time.Minute)
+			_, releaseErr := s.Release(ctx, key, "owner")
+			_, _, getErr := s.Get(ctx, key)
+			for op, err := range map[string]error{"Claim": claimErr, "Reclaim": reclaimErr, "Renew": renewErr,
+				"Commit": commitErr, "MarkUnknown": unknownErr, "Release": releaseErr, "Get": getErr} {
+				if !errors.Is(err, redisstore.ErrCorrupt) {
+					t.Errorf("%s = %v, want ErrCorrupt", op, err)
+				}
+			}
+			if got := raw.HLen(ctx, rkey).Val(); got != int64(len(tc.fields)) {
+				t.Errorf("record has %d fields after the refused writes, want %d (unchanged)", got, len(tc.fields))
+			}
+			if existed, err := s.Delete(ctx, key); !existed || err != nil {
+				t.Errorf("Delete = %v, %v; want true", existed, err)
+			}
+			mustClaim(t, s, key, time.Minute, []byte("fresh"))
+		})
+	}
+	t.Run("wrong type", func(t *testing.T) {
+		rkey := redisstore.RedisKey(s, "string")
+		raw.Set(ctx, rkey, "x", 0)
+		if _, _, _, err := s.Claim(ctx, "string", "owner", nil, time.Minute, time.Minute); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("Claim on a string key = %v, want WRONGTYPE", err)
+		}
+		if v := raw.Get(ctx, rkey).Val(); v != "x" {
+			t.Errorf("string key = %q after Claim, want unchanged", v)
+		}
+	})
+}
+
+// TestServerClockDecidesLapse: lease deadlines are server time, stored in milliseconds.
+func TestLeaseUsesServerTime(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	raw := newClient(t, srv)
+	s := newStore(t, srv, redisstore.Options{})
+	serverNow, err := raw.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustClaim(t, s, "k", time.Minute, nil)
+	leaseUntil, err := raw.HGet(ctx, redisstore.RedisKey(s, "k"), "lease_until").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.UnixMilli(leaseUntil).Sub(serverNow); d < time.Minute-time.Second || d > time.Minute+5*time.Second {
+		t.Errorf("lease_until - server TIME = %s, want about 1m", d)
+	}
+}

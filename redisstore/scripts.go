@@ -1,0 +1,38 @@
+package redisstore
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Lua sources, one per transition, each prefixed with the shared helpers of record.lua.
+var (
+	//go:embed scripts/record.lua
+	recordLua string
+	//go:embed scripts/claim.lua
+	claimLua string
+	//go:embed scripts/reclaim.lua
+	reclaimLua string
+	//go:embed scripts/renew.lua
+	renewLua string
+	//go:embed scripts/commit.lua
+	commitLua string
+	//go:embed scripts/mark_unknown.lua
+	markUnknownLua string
+	//go:embed scripts/release.lua
+	releaseLua string
+	//go:embed scripts/get.lua
+	getLua string
+)
+
+// The scripts, run with Script.Run: EVALSHA, and EVAL when the server answers NOSCRIPT.
+var (
+	claimScript       = redis.NewScript(recordLua + claimLua)
+	reclaimScript     = redis.NewScript(recordLua + reclaimLua)
+	renewScript       = redis.NewScript(recordLua + renewLua)
+	commitScript      = redis.NewScript(recordLua + commitLua)
+	markUnknownScript = redis.NewScript(recordLua + markUnknownLua)
+	releaseScript     = redis.NewScript(recordLua + releaseLua)
+	getScript         = redis.NewScript(recordLua + getLua)
+)

@@ -1,0 +1,19 @@
+-- claim: ARGV owner, payload, lease_ms, ttl_ms. Returns {claimed, state, payload}.
+-- No record: create it in_progress for owner, lease from now, PEXPIRE ttl; return {1, 'in_progress'}
+-- (the caller already has the payload). A record: return it as {0, state, payload}, first turning
+-- an in_progress record whose lease has lapsed into outcome_unknown (never freeing it).
+local rec, err = load(KEYS[1])
+if err then
+  return redis.error_reply(err)
+end
+if not rec then
+  redis.call('HSET', KEYS[1], 'state', 'in_progress', 'owner', ARGV[1],
+    'lease_until', ms(now_ms() + tonumber(ARGV[3])), 'payload', ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  return {1, 'in_progress'}
+end
+if rec.state == 'in_progress' and now_ms() >= rec.lease_until then
+  redis.call('HSET', KEYS[1], 'state', 'outcome_unknown')
+  rec.state = 'outcome_unknown'
+end
+return {0, rec.state, rec.payload}

@@ -1,0 +1,13 @@
+-- commit: ARGV owner, payload, ttl_ms. Returns 1 when committed, else 0.
+-- The in_progress record owned by owner becomes committed with payload and PEXPIRE ttl from now; the
+-- owner is kept (harmless: only reclaim reads it, and it refuses committed records).
+local rec, err = load(KEYS[1])
+if err then
+  return redis.error_reply(err)
+end
+if not rec or rec.state ~= 'in_progress' or rec.owner ~= ARGV[1] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'state', 'committed', 'payload', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1

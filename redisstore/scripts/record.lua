@@ -1,0 +1,36 @@
+-- record.lua is prepended to every script (see scripts.go). KEYS[1] is the record's hash, with the
+-- fields state, owner, lease_until (Redis server time, milliseconds since the Unix epoch) and payload.
+
+-- now_ms returns the server's clock (TIME) in milliseconds since the Unix epoch. Redis replicates a
+-- script's effects, not the script, so reading TIME before writing is allowed and replicas agree.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- ms formats a number of milliseconds as an integer string (tostring could give 1.7e+12).
+local function ms(n)
+  return string.format('%.0f', n)
+end
+
+-- load returns nil when there is no record at key, the record as a table otherwise, or nil and an
+-- error message when the key holds a hash that is not a valid record: scripts then refuse with an
+-- error instead of overwriting or freeing a record they do not understand. A key of another type
+-- makes HMGET fail with WRONGTYPE, which also aborts the script.
+local function load(key)
+  local f = redis.call('HMGET', key, 'state', 'owner', 'lease_until', 'payload')
+  local state, owner, lease_until, payload = f[1], f[2], tonumber(f[3] or ''), f[4]
+  if not state then
+    if redis.call('EXISTS', key) == 0 then
+      return nil
+    end
+    return nil, 'CORRUPT hash has no state field'
+  end
+  if state ~= 'in_progress' and state ~= 'committed' and state ~= 'outcome_unknown' then
+    return nil, 'CORRUPT unknown state'
+  end
+  if not owner or not lease_until or not payload then
+    return nil, 'CORRUPT missing or invalid owner, lease_until or payload field'
+  end
+  return {state = state, owner = owner, lease_until = lease_until, payload = payload}
+end
