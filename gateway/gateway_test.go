@@ -1,0 +1,311 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/idemgateway/idemgateway/boltstore"
+	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+var _ gateway.Store = (*boltstore.Store)(nil)
+
+// newGateway serves a gateway on the embedded store in front of upstream, with one
+// non_idempotent route POST /v1/tickets (receipt remote_id /id) plus extra route YAML.
+func newGateway(t *testing.T, upstream string, opts gateway.Options) (*httptest.Server, gateway.Store) {
+	t.Helper()
+	yaml := fmt.Sprintf(`
+upstreams:
+  tickets: {url: %q, timeout: 5s}
+defaults: {lock_lease: 2s}
+routes:
+  - name: create_ticket
+    upstream: tickets
+    method: POST
+    path: /v1/tickets
+    class: non_idempotent
+    receipt: {remote_id: /id}
+`, upstream)
+	cfg, err := routes.Parse("routes.yaml", []byte(yaml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := boltstore.Open(t.TempDir(), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	gw, err := gateway.New(cfg, store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	return srv, store
+}
+
+func post(t *testing.T, url, key, body string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/tickets", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// TestC11_NoResendAfterBytesMayHaveReachedUpstream: the upstream reads a request on a reused
+// keep-alive connection and closes it without answering. Go's transport would resend a request
+// that carries an Idempotency-Key header and a rewindable body; the gateway's must not.
+func TestC11_NoResendAfterBytesMayHaveReachedUpstream(t *testing.T) {
+	t.Parallel()
+	var received atomic.Int32
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for n := 1; ; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					received.Add(1)
+					if req.Header.Get("Idempotency-Key") == "drop" {
+						return // acted, then the connection broke: no response
+					}
+					body := `{"id":"T-1"}`
+					fmt.Fprintf(conn, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				}
+			}()
+		}
+	}()
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	srv, store := newGateway(t, "http://"+ln.Addr().String(), gateway.Options{TracerProvider: tp})
+
+	if resp, _ := post(t, srv.URL, "first", `{"title":"a"}`); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("first: status %d", resp.StatusCode)
+	}
+	resp, body := post(t, srv.URL, "drop", `{"title":"b"}`)
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Idempotency-Decision") != "execute" {
+		t.Fatalf("dropped: status %d decision %q, want 502 execute; body %s", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), body)
+	}
+	if n := received.Load(); n != 2 {
+		t.Fatalf("upstream received %d requests, want 2 (the dropped one must not be resent)", n)
+	}
+	state, _, err := store.Get(context.Background(), "default/create_ticket/drop")
+	if err != nil || state != gateway.StateUnknown {
+		t.Fatalf("record state = %q, %v; want outcome_unknown", state, err)
+	}
+	// Every attempt is a span event.
+	var attempts int
+	for _, s := range spans.GetSpans() {
+		for _, e := range s.Events {
+			if e.Name == "upstream.attempt" && hasAttr(s, "agent.idempotency.key", "drop") {
+				attempts++
+			}
+		}
+	}
+	if attempts != 1 {
+		t.Errorf("upstream.attempt events for key drop = %d, want 1", attempts)
+	}
+}
+
+func hasAttr(s tracetest.SpanStub, key, value string) bool {
+	for _, a := range s.Attributes {
+		if string(a.Key) == key && a.Value.Emit() == value {
+			return true
+		}
+	}
+	return false
+}
+
+// TestClientGoneUpstreamFinishes: the client gives up while the upstream works; the gateway
+// finishes the call and stores the receipt, so the retry replays (contract §4).
+func TestClientGoneUpstreamFinishes(t *testing.T) {
+	t.Parallel()
+	var executions atomic.Int32
+	release := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		n := executions.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"T-%d"}`, n)
+	}))
+	t.Cleanup(upstream.Close)
+	srv, store := newGateway(t, upstream.URL, gateway.Options{})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "gone")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, func() bool { s, _, _ := store.Get(context.Background(), "default/create_ticket/gone"); return s == gateway.StateInProgress })
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the client's request should have been cancelled")
+	}
+	close(release)
+	waitFor(t, func() bool { s, _, _ := store.Get(context.Background(), "default/create_ticket/gone"); return s == gateway.StateCommitted })
+
+	resp, body := post(t, srv.URL, "gone", `{}`)
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotency-Decision") != "replay" || body != `{"id":"T-1"}` {
+		t.Fatalf("retry: %d %q %s; want 201 replay {\"id\":\"T-1\"}", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), body)
+	}
+	if n := executions.Load(); n != 1 {
+		t.Fatalf("upstream executed %d times, want 1", n)
+	}
+}
+
+// TestLargeResponseNotKept: a committed response larger than MaxReceiptBodyBytes reaches the
+// client whole; the receipt keeps status and remote id is absent, and the replay says the body
+// was not kept (case C10's bounded outcome).
+func TestLargeResponseNotKept(t *testing.T) {
+	t.Parallel()
+	big := `{"id":"T-9","pad":"` + strings.Repeat("x", 4096) + `"}`
+	var executions atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		executions.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, big)
+	}))
+	t.Cleanup(upstream.Close)
+	srv, _ := newGateway(t, upstream.URL, gateway.Options{MaxReceiptBodyBytes: 1024})
+
+	if resp, body := post(t, srv.URL, "big", `{}`); resp.StatusCode != 201 || body != big {
+		t.Fatalf("first: %d, %d bytes; want 201 and the whole body", resp.StatusCode, len(body))
+	}
+	resp, body := post(t, srv.URL, "big", `{}`)
+	if resp.StatusCode != 201 || resp.Header.Get("Idempotency-Decision") != "replay" ||
+		resp.Header.Get("Idempotency-Replay-Body") != "omitted" || body != "" {
+		t.Fatalf("replay: %d %q %q body %d bytes", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), resp.Header.Get("Idempotency-Replay-Body"), len(body))
+	}
+	if n := executions.Load(); n != 1 {
+		t.Fatalf("upstream executed %d times, want 1", n)
+	}
+}
+
+// TestSpanAttributes: the server span carries the attributes of contract §6.
+func TestSpanAttributes(t *testing.T) {
+	t.Parallel()
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"T-7"}`)
+	}))
+	t.Cleanup(upstream.Close)
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	srv, _ := newGateway(t, upstream.URL, gateway.Options{TracerProvider: tp})
+	post(t, srv.URL, "k-span", `{"a":1}`)
+	resp, _ := post(t, srv.URL, "k-span", `{"a":1}`)
+
+	got := spans.GetSpans()
+	if len(got) != 2 {
+		t.Fatalf("%d spans, want 2", len(got))
+	}
+	for i, decision := range []string{"execute", "replay"} {
+		want := map[string]string{
+			"agent.tool.name":                     "create_ticket",
+			"agent.tool.side_effect":              "true",
+			"agent.idempotency.key":               "k-span",
+			"agent.idempotency.fingerprint":       resp.Header.Get("Idempotency-Fingerprint"),
+			"agent.idempotency.decision":          decision,
+			"agent.idempotency.receipt.remote_id": "T-7",
+			"agent.tenant":                        "default",
+		}
+		for k, v := range want {
+			if !hasAttr(got[i], k, v) {
+				t.Errorf("span %d (%s): attribute %s != %q; attributes %v", i, got[i].Name, k, v, got[i].Attributes)
+			}
+		}
+	}
+}
+
+// TestConcurrentDuplicates: ten identical requests at once: one execution.
+func TestConcurrentDuplicates(t *testing.T) {
+	t.Parallel()
+	var executions atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		executions.Add(1)
+		time.Sleep(200 * time.Millisecond)
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"T-1"}`)
+	}))
+	t.Cleanup(upstream.Close)
+	srv, _ := newGateway(t, upstream.URL, gateway.Options{})
+	var wg sync.WaitGroup
+	decisions := make(chan string, 10)
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, _ := post(t, srv.URL, "dup", `{"x":1}`)
+			decisions <- fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("Idempotency-Decision"))
+		}()
+	}
+	wg.Wait()
+	close(decisions)
+	count := map[string]int{}
+	for d := range decisions {
+		count[d]++
+	}
+	if count["201 execute"] != 1 || count["409 in_progress"] != 9 || executions.Load() != 1 {
+		t.Fatalf("decisions %v, executions %d; want 1 execute, 9 in_progress, 1 execution", count, executions.Load())
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var _ = json.Marshal

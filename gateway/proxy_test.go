@@ -1,0 +1,74 @@
+package gateway
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	override := routes.Outcome{Committed: []int{402}, NotCommitted: []int{504}, Unknown: []int{409}}
+	tests := []struct {
+		status   int
+		outcome  routes.Outcome
+		expected outcome
+	}{
+		{200, routes.Outcome{}, committed},
+		{201, routes.Outcome{}, committed},
+		{302, routes.Outcome{}, committed},
+		{400, routes.Outcome{}, notCommitted},
+		{409, routes.Outcome{}, notCommitted},
+		{429, routes.Outcome{}, notCommitted},
+		{503, routes.Outcome{}, notCommitted},
+		{500, routes.Outcome{}, unknown},
+		{502, routes.Outcome{}, unknown},
+		{504, routes.Outcome{}, unknown},
+		{507, routes.Outcome{}, unknown},
+		{402, override, committed},
+		{504, override, notCommitted},
+		{409, override, unknown},
+		{500, override, unknown},
+	}
+	for _, tt := range tests {
+		if got := classify(tt.outcome, tt.status); got != tt.expected {
+			t.Errorf("classify(%v, %d) = %v, want %v", tt.outcome, tt.status, got, tt.expected)
+		}
+	}
+}
+
+func TestStoredHeader(t *testing.T) {
+	t.Parallel()
+	h := http.Header{
+		"Content-Type":          {"application/json"},
+		"Location":              {"/v1/tickets/T-1"},
+		"Etag":                  {`"v1"`},
+		"X-Custom":              {"kept"},
+		"X-Hop":                 {"named in Connection"},
+		"Connection":            {"X-Hop"},
+		"Set-Cookie":            {"session=secret"},
+		"Authorization":         {"Bearer secret"},
+		"Www-Authenticate":      {"Bearer"},
+		"Proxy-Authenticate":    {"Basic"},
+		"Date":                  {"Mon, 30 Nov 2026 00:00:00 GMT"},
+		"Content-Length":        {"42"},
+		"Transfer-Encoding":     {"chunked"},
+		"Keep-Alive":            {"timeout=5"},
+		"Ratelimit-Remaining":   {"9"},
+		"X-Ratelimit-Remaining": {"9"},
+		"X-Rate-Limit-Limit":    {"10"},
+		"Retry-After":           {"1"},
+		"Idempotency-Decision":  {"execute"},
+	}
+	got := storedHeader(h)
+	want := []string{"Content-Type", "Location", "Etag", "X-Custom"}
+	if len(got) != len(want) {
+		t.Fatalf("storedHeader kept %v, want only %v", got, want)
+	}
+	for _, name := range want {
+		if got.Get(name) != h.Get(name) {
+			t.Errorf("%s = %q, want %q", name, got.Get(name), h.Get(name))
+		}
+	}
+}
