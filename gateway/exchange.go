@@ -133,6 +133,8 @@ func (x *exchange) timeStore(start time.Time) {
 // logAccess writes the access line: tool, tenant, key, decision and durations; never bodies.
 func (x *exchange) logAccess() {
 	x.log.Info("request", "method", x.r.Method, "path", x.r.URL.Path, "status", x.status(),
-		"decision", x.decision, "actor", x.actor, "duration", time.Since(x.start),
-		"store_duration", x.storeDur, "upstream_duration", x.upDur, "upstream_attempts", x.attempts.Load())
+		"decision", x.decision, "actor", x.actor, "duration_ms", ms(time.Since(x.start)),
+		"store_ms", ms(x.storeDur), "upstream_ms", ms(x.upDur), "upstream_attempts", x.attempts.Load())
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

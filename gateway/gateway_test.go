@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,13 +26,17 @@ import (
 var _ gateway.Store = (*boltstore.Store)(nil)
 
 // newGateway serves a gateway on the embedded store in front of upstream, with one
-// non_idempotent route POST /v1/tickets (receipt remote_id /id) plus extra route YAML.
-func newGateway(t *testing.T, upstream string, opts gateway.Options) (*httptest.Server, gateway.Store) {
+// non_idempotent route POST /v1/tickets (receipt remote_id /id); defaults is the YAML flow
+// mapping of the file's defaults block.
+func newGateway(t *testing.T, upstream string, opts gateway.Options, defaults ...string) (*httptest.Server, gateway.Store) {
 	t.Helper()
+	if len(defaults) == 0 {
+		defaults = []string{"{lock_lease: 2s}"}
+	}
 	yaml := fmt.Sprintf(`
 upstreams:
   tickets: {url: %q, timeout: 5s}
-defaults: {lock_lease: 2s}
+defaults: %s
 routes:
   - name: create_ticket
     upstream: tickets
@@ -41,7 +44,7 @@ routes:
     path: /v1/tickets
     class: non_idempotent
     receipt: {remote_id: /id}
-`, upstream)
+`, upstream, defaults[0])
 	cfg, err := routes.Parse("routes.yaml", []byte(yaml), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -264,9 +267,25 @@ func TestSpanAttributes(t *testing.T) {
 	}
 }
 
-// TestConcurrentDuplicates: ten identical requests at once: one execution.
+// TestConcurrentDuplicates: ten identical requests at once: one execution. With concurrency
+// reject the nine others get 409 in_progress; with wait they get the replay (case C01).
 func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
+	for _, tt := range []struct {
+		concurrency string
+		others      string
+	}{
+		{"reject", "409 in_progress"},
+		{"wait", "201 replay"},
+	} {
+		t.Run(tt.concurrency, func(t *testing.T) {
+			t.Parallel()
+			testConcurrentDuplicates(t, "{concurrency: "+tt.concurrency+", wait_timeout: 5s}", tt.others)
+		})
+	}
+}
+
+func testConcurrentDuplicates(t *testing.T, defaults, others string) {
 	var executions atomic.Int32
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		executions.Add(1)
@@ -275,7 +294,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 		io.WriteString(w, `{"id":"T-1"}`)
 	}))
 	t.Cleanup(upstream.Close)
-	srv, _ := newGateway(t, upstream.URL, gateway.Options{})
+	srv, _ := newGateway(t, upstream.URL, gateway.Options{}, defaults)
 	var wg sync.WaitGroup
 	decisions := make(chan string, 10)
 	for range 10 {
@@ -292,8 +311,8 @@ func TestConcurrentDuplicates(t *testing.T) {
 	for d := range decisions {
 		count[d]++
 	}
-	if count["201 execute"] != 1 || count["409 in_progress"] != 9 || executions.Load() != 1 {
-		t.Fatalf("decisions %v, executions %d; want 1 execute, 9 in_progress, 1 execution", count, executions.Load())
+	if count["201 execute"] != 1 || count[others] != 9 || executions.Load() != 1 {
+		t.Fatalf("decisions %v, executions %d; want 1 execute, 9 %s, 1 execution", count, executions.Load(), others)
 	}
 }
 
@@ -307,5 +326,3 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
-var _ = json.Marshal
