@@ -185,13 +185,19 @@ func TestClientGoneUpstreamFinishes(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, func() bool { s, _, _ := store.Get(context.Background(), "default/create_ticket/gone"); return s == gateway.StateInProgress })
+	waitFor(t, func() bool {
+		s, _, _ := store.Get(context.Background(), "default/create_ticket/gone")
+		return s == gateway.StateInProgress
+	})
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("the client's request should have been cancelled")
 	}
 	close(release)
-	waitFor(t, func() bool { s, _, _ := store.Get(context.Background(), "default/create_ticket/gone"); return s == gateway.StateCommitted })
+	waitFor(t, func() bool {
+		s, _, _ := store.Get(context.Background(), "default/create_ticket/gone")
+		return s == gateway.StateCommitted
+	})
 
 	resp, body := post(t, srv.URL, "gone", `{}`)
 	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotency-Decision") != "replay" || body != `{"id":"T-1"}` {
