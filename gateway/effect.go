@@ -162,7 +162,9 @@ func (x *exchange) claim() (claimed bool, state string, stored []byte, err error
 	defer x.timeStore(time.Now())
 	claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
 	if err != nil {
-		return false, "", nil, fmt.Errorf("%w: claim: %v", ErrStoreUnavailable, err)
+		// The store's error may name its address: log it, tell the client only what failed.
+		x.log.Error("claim failed", "err", err)
+		return false, "", nil, fmt.Errorf("%w: the claim of the key failed", ErrStoreUnavailable)
 	}
 	return claimed, state, stored, nil
 }
@@ -199,7 +201,7 @@ func (x *exchange) keepLease() (stop func()) {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(x.rt.LockLease / 3)
+		t := time.NewTicker(max(x.rt.LockLease/3, time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
@@ -273,7 +275,6 @@ func (x *exchange) reject(err error) {
 	retryAfter := 0
 	if errors.Is(err, ErrStoreUnavailable) {
 		retryAfter = 1
-		x.log.Warn("store unavailable", "err", err)
 	}
 	newProblem(err, DecisionRejected, x.key).write(x.w, retryAfter)
 }

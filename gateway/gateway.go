@@ -98,8 +98,10 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 		r.Method(rt.Method, rt.Path, g.routeHandler(rt))
 	}
 	tp := opts.TracerProvider
+	// The span is named by method here and renamed "METHOD /route/pattern" once a route matches:
+	// raw paths would give span names without bound.
 	otelOpts := []otelhttp.Option{otelhttp.WithSpanNameFormatter(func(_ string, req *http.Request) string {
-		return req.Method + " " + req.URL.Path
+		return req.Method
 	})}
 	if tp != nil {
 		otelOpts = append(otelOpts, otelhttp.WithTracerProvider(tp))

@@ -56,11 +56,15 @@ func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *rout
 }
 
 // proxy runs the reverse proxy for x and then ends the upstream exchange's context.
+// The deferred cancel also runs when the reverse proxy aborts the handler with
+// http.ErrAbortHandler (the client went away while the body was copied).
 func (x *exchange) proxy() {
+	defer func() {
+		if x.cancelUpstream != nil {
+			x.cancelUpstream()
+		}
+	}()
 	x.g.proxy.ServeHTTP(x.w, x.request())
-	if x.cancelUpstream != nil {
-		x.cancelUpstream()
-	}
 }
 
 // rewrite builds the upstream request: the upstream's URL with the incoming path (less
