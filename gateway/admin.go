@@ -9,12 +9,14 @@ import (
 	"net/url"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // AdminHandler serves the admin listener (contract §1, §5):
 //
 //	GET    /healthz                          200 while the process runs
 //	GET    /readyz                           200 while the store is reachable and fit, else 503
+//	GET    /metrics                          Prometheus exposition of Options.Metrics
 //	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped), 404 if none
 //	DELETE /v1/records/{tenant}/{tool}/{key} removes the record, 204; 404 if none
 //
@@ -36,6 +38,7 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ready\n"))
 	})
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.opts.Metrics, promhttp.HandlerOpts{}))
 	r.Group(func(r chi.Router) {
 		r.Use(requireBearer(token))
 		r.Get("/v1/records/{tenant}/{tool}/{key}", g.getRecord)

@@ -157,10 +157,10 @@ func (x *exchange) claim() (claimed bool, state string, stored []byte, err error
 		Owner:     x.owner,
 		StartedAt: now,
 	}
-	ctx, cancel := x.storeContext()
-	defer cancel()
-	defer x.timeStore(time.Now())
-	claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
+	err = x.storeCall("claim", func(ctx context.Context) (err error) {
+		claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
+		return err
+	})
 	if err != nil {
 		// The store's error may name its address: log it, tell the client only what failed.
 		x.log.Error("claim failed", "err", err)
@@ -172,15 +172,13 @@ func (x *exchange) claim() (claimed bool, state string, stored []byte, err error
 // reclaim takes over prev, a record whose outcome is unknown, for a new execution.
 func (x *exchange) reclaim(prev *record) bool {
 	x.rec.Executions = prev.Executions + 1
-	ctx, cancel := x.storeContext()
-	defer cancel()
-	defer x.timeStore(time.Now())
-	ok, err := x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
-	if err != nil {
+	err := x.storeCall("reclaim", func(ctx context.Context) error {
+		return refused(x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL))
+	})
+	if err != nil && !errors.Is(err, errRefused) {
 		x.log.Warn("reclaim failed", "err", err)
-		return false
 	}
-	return ok
+	return err == nil
 }
 
 // execute calls the upstream once, holding the lease, and settles the record from the outcome
@@ -208,16 +206,20 @@ func (x *exchange) keepLease() (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				ctx, cancel := x.storeContext()
+				ctx, cancel := x.g.storeContext(x.r.Context())
 				ok, err := x.g.store.Renew(ctx, x.skey, x.owner, x.rt.LockLease)
 				cancel()
 				switch {
 				case err != nil:
+					x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "error").Inc()
 					x.log.Warn("lease renewal failed", "err", err)
 				case !ok:
+					x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "lost").Inc()
 					x.log.Error("lease lost: another owner holds the key")
 					x.span.AddEvent("lease.lost")
 					return
+				default:
+					x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "ok").Inc()
 				}
 			}
 		}
@@ -271,6 +273,7 @@ func (x *exchange) refuse(decision string, err error) {
 func (x *exchange) reject(err error) {
 	x.decision = DecisionRejected
 	x.span.SetAttributes(attrDecision.String(DecisionRejected))
+	x.g.metrics.decisions.WithLabelValues(x.rt.Name, DecisionRejected).Inc()
 	x.w.Header().Del("Idempotency-Decision")
 	retryAfter := 0
 	if errors.Is(err, ErrStoreUnavailable) {
@@ -281,8 +284,39 @@ func (x *exchange) reject(err error) {
 
 // storeContext bounds one store call. It is detached from the client, so a record is settled even
 // when the client has gone.
-func (x *exchange) storeContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(x.r.Context()), x.g.opts.StoreTimeout)
+func (g *Gateway) storeContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(parent), g.opts.StoreTimeout)
+}
+
+// errRefused marks a write the store refused to a stale owner (fencing), in storeCall.
+var errRefused = errors.New("refused: the record is gone or owned by another execution")
+
+// refused turns a store write's (ok, err) into one error: err, errRefused, or nil.
+func refused(ok bool, err error) error {
+	if err == nil && !ok {
+		return errRefused
+	}
+	return err
+}
+
+// storeCall runs one store call on the request path: bounded by StoreTimeout, detached from the
+// client, timed into the access log and idemgateway_store_duration_seconds{op,result}.
+func (x *exchange) storeCall(op string, call func(ctx context.Context) error) error {
+	ctx, cancel := x.g.storeContext(x.r.Context())
+	defer cancel()
+	start := time.Now()
+	err := call(ctx)
+	d := time.Since(start)
+	x.storeDur += d
+	result := "ok"
+	switch {
+	case errors.Is(err, errRefused):
+		result = "refused"
+	case err != nil:
+		result = "error"
+	}
+	x.g.metrics.store.WithLabelValues(op, result).Observe(d.Seconds())
+	return err
 }
 
 // newToken returns a random 128-bit owner token, hex encoded.

@@ -121,13 +121,9 @@ func (x *exchange) setRemoteID(id string) {
 
 func (x *exchange) decide(decision string) {
 	x.decision = decision
+	x.g.metrics.decisions.WithLabelValues(x.rt.Name, decision).Inc()
 	x.w.Header().Set("Idempotency-Decision", decision)
 	x.span.SetAttributes(attrDecision.String(decision))
-}
-
-// timeStore adds the time since start to the request's store time: `defer x.timeStore(time.Now())`.
-func (x *exchange) timeStore(start time.Time) {
-	x.storeDur += time.Since(start)
 }
 
 // logAccess writes the access line: tool, tenant, key, decision and durations; never bodies.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
 
@@ -40,6 +41,9 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// StoreTimeout bounds each store call. Default DefaultStoreTimeout.
 	StoreTimeout time.Duration
+	// Metrics is the registry the gateway's series are registered on and that the admin
+	// listener's /metrics serves. Default: NewRegistry().
+	Metrics *prometheus.Registry
 	// MaxReceiptBodyBytes bounds the response body kept in a receipt. A committed response with a
 	// larger body is still passed to the client whole; its receipt keeps status, headers and
 	// remote id, and replays carry no body (Receipt.ResponseBodyKept is false).
@@ -52,6 +56,7 @@ type Gateway struct {
 	store   Store
 	log     *slog.Logger
 	opts    Options
+	metrics *metrics
 	proxy   *httputil.ReverseProxy
 	handler http.Handler
 }
@@ -74,10 +79,13 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	if opts.StoreTimeout <= 0 {
 		opts.StoreTimeout = DefaultStoreTimeout
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewRegistry()
+	}
 	if opts.MaxReceiptBodyBytes <= 0 {
 		opts.MaxReceiptBodyBytes = DefaultMaxReceiptBodyBytes
 	}
-	g := &Gateway{store: store, log: opts.Logger, opts: opts}
+	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics)}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
 		Transport:      opts.Transport,

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -330,5 +331,35 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestDecisionMetrics: every decision is counted in idemgateway_decisions_total{tool,decision}.
+func TestDecisionMetrics(t *testing.T) {
+	t.Parallel()
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"T-1"}`)
+	}))
+	t.Cleanup(upstream.Close)
+	reg := gateway.NewRegistry()
+	srv, _ := newGateway(t, upstream.URL, gateway.Options{Metrics: reg})
+	post(t, srv.URL, "m", `{"a":1}`)
+	post(t, srv.URL, "m", `{"a":1}`)
+	post(t, srv.URL, "m", `{"a":2}`)
+	post(t, srv.URL, "", `{"a":2}`)
+	want := `
+# HELP idemgateway_decisions_total Decisions on side-effecting routes: execute, replay, conflict, in_progress, outcome_unknown, rejected.
+# TYPE idemgateway_decisions_total counter
+idemgateway_decisions_total{decision="conflict",tool="create_ticket"} 1
+idemgateway_decisions_total{decision="execute",tool="create_ticket"} 1
+idemgateway_decisions_total{decision="rejected",tool="create_ticket"} 1
+idemgateway_decisions_total{decision="replay",tool="create_ticket"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "idemgateway_decisions_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "idemgateway_store_duration_seconds", "idemgateway_upstream_duration_seconds"); err != nil || n == 0 {
+		t.Fatalf("store and upstream histograms: %d series, %v", n, err)
 	}
 }

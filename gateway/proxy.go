@@ -59,7 +59,10 @@ func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *rout
 // The deferred cancel also runs when the reverse proxy aborts the handler with
 // http.ErrAbortHandler (the client went away while the body was copied).
 func (x *exchange) proxy() {
+	inFlight := x.g.metrics.inFlight.WithLabelValues(x.rt.Name)
+	inFlight.Inc()
 	defer func() {
+		inFlight.Dec()
 		if x.cancelUpstream != nil {
 			x.cancelUpstream()
 		}
@@ -135,17 +138,20 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	x := exchangeFrom(resp.Request.Context())
 	x.upDur = time.Since(x.upStart)
 	if x.owner == "" { // read_only, or no key: nothing to settle
+		x.observeUpstream(outcomePassThrough)
 		return nil
 	}
-	reason := fmt.Sprintf("upstream answered %d", resp.StatusCode)
 	switch classify(x.rt.Outcome, resp.StatusCode) {
 	case notCommitted:
+		x.observeUpstream(outcomeNotCommitted)
 		x.release()
 		return nil
 	case unknown:
-		x.unknown(reason)
+		x.observeUpstream(outcomeUnknown)
+		x.unknown(fmt.Sprintf("upstream answered %d", resp.StatusCode))
 		return nil
 	}
+	x.observeUpstream(outcomeCommitted)
 
 	// Committed: keep up to MaxReceiptBodyBytes of the body in the receipt; the client gets the
 	// whole body either way.
@@ -175,6 +181,10 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
+func (x *exchange) observeUpstream(outcome string) {
+	x.g.metrics.upstream.WithLabelValues(x.rt.Name, outcome).Observe(x.upDur.Seconds())
+}
+
 func lookup(body []byte, p canonical.Pointer) string {
 	if p.IsZero() {
 		return ""
@@ -196,13 +206,16 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		perr = fmt.Errorf("%w after %s", ErrUpstreamTimeout, x.rt.Upstream.Timeout)
 	}
 	retryable := false
-	if x.owner != "" && !x.settled {
-		if x.mayHaveSent.Load() {
-			x.unknown(perr.Error())
-		} else {
-			x.release()
-			retryable = true
-		}
+	switch {
+	case x.owner == "" || x.settled: // nothing to settle, or settled before the body broke
+		x.observeUpstream(outcomePassThrough)
+	case x.mayHaveSent.Load():
+		x.observeUpstream(outcomeUnknown)
+		x.unknown(perr.Error())
+	default:
+		x.observeUpstream(outcomeNotCommitted)
+		x.release()
+		retryable = true
 	}
 	x.log.Warn("upstream exchange failed", "err", err, "may_have_sent", x.mayHaveSent.Load())
 	p := newProblem(perr, x.decision, x.key)
@@ -214,24 +227,16 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 // client still gets the upstream's response; the record stays in_progress until its lease lapses
 // and then reads as outcome_unknown, so no retry executes again on a block route.
 func (x *exchange) commit() {
-	ctx, cancel := x.storeContext()
-	defer cancel()
-	defer x.timeStore(time.Now())
-	x.stopLease()
-	ok, err := x.g.store.Commit(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL)
-	x.settled = true
-	x.reportWrite("commit", ok, err)
+	x.settle("commit", func(ctx context.Context) (bool, error) {
+		return x.g.store.Commit(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL)
+	})
 }
 
 // release frees the key: the upstream did not act.
 func (x *exchange) release() {
-	ctx, cancel := x.storeContext()
-	defer cancel()
-	defer x.timeStore(time.Now())
-	x.stopLease()
-	ok, err := x.g.store.Release(ctx, x.skey, x.owner)
-	x.settled = true
-	x.reportWrite("release", ok, err)
+	x.settle("release", func(ctx context.Context) (bool, error) {
+		return x.g.store.Release(ctx, x.skey, x.owner)
+	})
 }
 
 // unknown settles an outcome the gateway cannot know: by route policy, the record is kept as
@@ -242,22 +247,23 @@ func (x *exchange) unknown(reason string) {
 		return
 	}
 	x.rec.Detail = reason
-	ctx, cancel := x.storeContext()
-	defer cancel()
-	defer x.timeStore(time.Now())
-	x.stopLease()
-	ok, err := x.g.store.MarkUnknown(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL)
-	x.settled = true
-	x.reportWrite("mark_unknown", ok, err)
+	x.settle("mark_unknown", func(ctx context.Context) (bool, error) {
+		return x.g.store.MarkUnknown(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL)
+	})
 }
 
-func (x *exchange) reportWrite(op string, ok bool, err error) {
+// settle writes the execution's final state: it stops the lease renewals, makes the write, and
+// reports a failed or refused one (the span and log say so; the client's answer does not change).
+func (x *exchange) settle(op string, write func(ctx context.Context) (bool, error)) {
+	x.stopLease()
+	x.settled = true
+	err := x.storeCall(op, func(ctx context.Context) error { return refused(write(ctx)) })
 	switch {
+	case errors.Is(err, errRefused):
+		x.log.Error("record not settled: the store refused a stale owner (lease lost)", "op", op)
+		x.span.AddEvent("store.write_refused", trace.WithAttributes(attribute.String("op", op)))
 	case err != nil:
 		x.log.Error("record not settled: store failed", "op", op, "err", err)
 		x.span.AddEvent("store.write_failed", trace.WithAttributes(attribute.String("op", op)))
-	case !ok:
-		x.log.Error("record not settled: the store refused a stale owner (lease lost)", "op", op)
-		x.span.AddEvent("store.write_refused", trace.WithAttributes(attribute.String("op", op)))
 	}
 }

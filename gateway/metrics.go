@@ -1,0 +1,61 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the gateway's Prometheus series, namespace idemgateway. Labels take few values:
+// tool (the routes file's names), decision, outcome, op, result.
+type metrics struct {
+	decisions     *prometheus.CounterVec   // idemgateway_decisions_total{tool,decision}
+	upstream      *prometheus.HistogramVec // idemgateway_upstream_duration_seconds{tool,outcome}
+	store         *prometheus.HistogramVec // idemgateway_store_duration_seconds{op,result}
+	inFlight      *prometheus.GaugeVec     // idemgateway_upstream_in_flight{tool}
+	leaseRenewals *prometheus.CounterVec   // idemgateway_lease_renewals_total{tool,result}
+}
+
+// Outcome labels of idemgateway_upstream_duration_seconds.
+const (
+	outcomeCommitted    = "committed"
+	outcomeNotCommitted = "not_committed"
+	outcomeUnknown      = "unknown"
+	outcomePassThrough  = "pass_through" // read_only routes and keyless calls: nothing to settle
+)
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "idemgateway", Name: "decisions_total",
+			Help: "Decisions on side-effecting routes: execute, replay, conflict, in_progress, outcome_unknown, rejected.",
+		}, []string{"tool", "decision"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "idemgateway", Name: "upstream_duration_seconds",
+			Help:    "Time from the upstream request to its response headers or failure, by outcome.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"tool", "outcome"}),
+		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "idemgateway", Name: "store_duration_seconds",
+			Help:    "Store calls by operation; result is ok, refused (fencing: stale owner) or error.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"op", "result"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "idemgateway", Name: "upstream_in_flight",
+			Help: "Upstream calls under way.",
+		}, []string{"tool"}),
+		leaseRenewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "idemgateway", Name: "lease_renewals_total",
+			Help: "Lease renewals while upstream calls run; result is ok, lost (another owner holds the key) or error.",
+		}, []string{"tool", "result"}),
+	}
+	reg.MustRegister(m.decisions, m.upstream, m.store, m.inFlight, m.leaseRenewals)
+	return m
+}
+
+// NewRegistry returns a Prometheus registry with the Go runtime and process collectors, for
+// Options.Metrics.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
