@@ -1,0 +1,143 @@
+package routes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/idemgateway/idemgateway/canonical"
+)
+
+// Sources of a key template field and of key.from.
+const (
+	SourceTenant = "tenant" // {tenant}: the request's tenant
+	SourcePath   = "path"   // {path:name}: a path parameter
+	SourceBody   = "body"   // {body:/pointer}: a member of the JSON body (RFC 6901)
+	SourceQuery  = "query"  // {query:name}: the first value of a query parameter
+	SourceHeader = "header" // {header:Name}: a request header
+)
+
+// KeyTemplate builds the idempotency key of a request that carries none (key.derive), from the
+// business operation: e.g. "{tenant}:{body:/incident_id}:create_ticket". Text outside braces is
+// literal and may not contain '{' or '}'. Build one with ParseKeyTemplate.
+type KeyTemplate struct {
+	text  string
+	parts []templatePart
+}
+
+type templatePart struct {
+	literal string // set for literal text
+	source  string // else the field's source and name
+	name    string
+	pointer canonical.Pointer
+}
+
+// ParseKeyTemplate parses a key.derive template. Fields are {tenant}, {path:NAME}, {body:/POINTER},
+// {query:NAME} and {header:NAME}; at least one field is required.
+func ParseKeyTemplate(s string) (*KeyTemplate, error) {
+	t := &KeyTemplate{text: s}
+	rest := s
+	fields := 0
+	for rest != "" {
+		open := strings.IndexAny(rest, "{}")
+		if open < 0 {
+			t.parts = append(t.parts, templatePart{literal: rest})
+			break
+		}
+		if rest[open] == '}' {
+			return nil, fmt.Errorf("%q: unmatched '}'", s)
+		}
+		if open > 0 {
+			t.parts = append(t.parts, templatePart{literal: rest[:open]})
+		}
+		end := strings.IndexAny(rest[open+1:], "{}")
+		if end < 0 || rest[open+1+end] != '}' {
+			return nil, fmt.Errorf("%q: unterminated '{'", s)
+		}
+		p, err := parseField(rest[open+1 : open+1+end])
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", s, err)
+		}
+		t.parts = append(t.parts, p)
+		fields++
+		rest = rest[open+1+end+1:]
+	}
+	if fields == 0 {
+		return nil, fmt.Errorf("%q: a template needs at least one {field}", s)
+	}
+	return t, nil
+}
+
+// ParseKeySource parses key.from: "body:/pointer", "query:NAME" or "header:NAME".
+func ParseKeySource(s string) (source, name string, pointer canonical.Pointer, err error) {
+	p, err := parseField(s)
+	if err == nil && p.source == SourceTenant {
+		err = fmt.Errorf("%q: the tenant is not a key", s)
+	}
+	if err != nil {
+		return "", "", canonical.Pointer{}, err
+	}
+	return p.source, p.name, p.pointer, nil
+}
+
+func parseField(f string) (templatePart, error) {
+	if f == SourceTenant {
+		return templatePart{source: SourceTenant}, nil
+	}
+	source, name, ok := strings.Cut(f, ":")
+	if !ok || name == "" {
+		return templatePart{}, fmt.Errorf("field {%s}: want {tenant}, {path:NAME}, {body:/POINTER}, {query:NAME} or {header:NAME}", f)
+	}
+	switch source {
+	case SourcePath, SourceQuery, SourceHeader:
+		return templatePart{source: source, name: name}, nil
+	case SourceBody:
+		p, err := canonical.ParsePointer(name)
+		if err != nil {
+			return templatePart{}, fmt.Errorf("field {%s}: %w", f, err)
+		}
+		return templatePart{source: source, name: name, pointer: p}, nil
+	}
+	return templatePart{}, fmt.Errorf("field {%s}: unknown source %q (want tenant, path, body, query or header)", f, source)
+}
+
+// String returns the template as written.
+func (t *KeyTemplate) String() string { return t.text }
+
+// Render builds the key. lookup returns the value of one field (source, name, and for body fields
+// the parsed pointer); a field it reports absent or empty is an error naming the field. A key that
+// would not be a valid idempotency key (over 255 bytes, or not printable ASCII) is replaced by
+// "sha256:" and the hex SHA-256 of it, so any business value can name an operation.
+func (t *KeyTemplate) Render(lookup func(source, name string, pointer canonical.Pointer) (string, bool)) (string, error) {
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.source == "" {
+			b.WriteString(p.literal)
+			continue
+		}
+		v, ok := lookup(p.source, p.name, p.pointer)
+		if !ok || v == "" {
+			if p.source == SourceTenant {
+				return "", fmt.Errorf("field {tenant} is missing")
+			}
+			return "", fmt.Errorf("field {%s:%s} is missing", p.source, p.name)
+		}
+		b.WriteString(v)
+	}
+	return KeyOrDigest(b.String()), nil
+}
+
+// KeyOrDigest returns k when it is a valid idempotency key (1 to 255 bytes of printable ASCII),
+// else "sha256:" and the hex SHA-256 of k.
+func KeyOrDigest(k string) string {
+	valid := len(k) > 0 && len(k) <= 255
+	for i := 0; valid && i < len(k); i++ {
+		valid = k[i] >= 0x20 && k[i] <= 0x7e
+	}
+	if valid {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
