@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idemgateway/idemgateway/routes"
 )
 
 // AdminHandler serves the admin listener (contract §1, §5):
@@ -19,6 +23,12 @@ import (
 //	GET    /metrics                          Prometheus exposition of Options.Metrics
 //	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped), 404 if none
 //	DELETE /v1/records/{tenant}/{tool}/{key} removes the record, 204; 404 if none
+//	POST   /v1/records/{tenant}/{tool}/{key}/resolve
+//	       settles an outcome_unknown record (or one whose executor's lease lapsed):
+//	       {"outcome":"committed","remote_id":"…","remote_url":"…","response_status":201}
+//	       stores it as committed (replays then answer response_status, default 200, with no
+//	       body); {"outcome":"not_committed"} frees the key. 200 with the receipt, or 204.
+//	       409 when the record is committed, or in progress with a live lease.
 //
 // When token is not empty, the records API requires `Authorization: Bearer <token>`, compared in
 // constant time; health endpoints never do. Errors are RFC 9457 problems.
@@ -43,6 +53,7 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 		r.Use(requireBearer(token))
 		r.Get("/v1/records/{tenant}/{tool}/{key}", g.getRecord)
 		r.Delete("/v1/records/{tenant}/{tool}/{key}", g.deleteRecord)
+		r.Post("/v1/records/{tenant}/{tool}/{key}/resolve", g.resolveRecord)
 	})
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		newProblem(fmt.Errorf("%w at %s", ErrNoRoute, req.URL.Path), "", "").write(w, 0)
@@ -88,20 +99,21 @@ func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
 		newProblem(err, "", "").write(w, 0)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), g.opts.StoreTimeout)
-	defer cancel()
-	state, payload, err := g.store.Get(ctx, key)
-	switch {
-	case err != nil:
-		newProblem(fmt.Errorf("%w: %v", ErrStoreUnavailable, err), "", "").write(w, 1)
-		return
-	case state == "":
-		newProblem(fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord), "", "").write(w, 0)
-		return
+	var state string
+	var payload []byte
+	err = g.storeOp(r.Context(), func(ctx context.Context) (err error) {
+		state, payload, err = g.store.Get(ctx, key)
+		return err
+	})
+	if err == nil && state == "" {
+		err = fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord)
 	}
-	rec, err := decodeRecord(state, payload)
+	var rec *record
+	if err == nil {
+		rec, err = decodeRecord(state, payload)
+	}
 	if err != nil {
-		newProblem(err, "", "").write(w, 0)
+		newProblem(err, "", "").write(w, 1)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -115,15 +127,131 @@ func (g *Gateway) deleteRecord(w http.ResponseWriter, r *http.Request) {
 		newProblem(err, "", "").write(w, 0)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), g.opts.StoreTimeout)
-	defer cancel()
-	existed, err := g.store.Delete(ctx, key)
+	var existed bool
+	err = g.storeOp(r.Context(), func(ctx context.Context) (err error) {
+		existed, err = g.store.Delete(ctx, key)
+		return err
+	})
+	if err == nil && !existed {
+		err = fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord)
+	}
+	if err != nil {
+		newProblem(err, "", "").write(w, 1)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// resolution is the body of POST .../resolve.
+type resolution struct {
+	Outcome        string `json:"outcome"` // committed | not_committed
+	RemoteID       string `json:"remote_id"`
+	RemoteURL      string `json:"remote_url"`
+	ResponseStatus int    `json:"response_status"` // default 200
+}
+
+// errResolve is a resolve request that cannot be carried out as asked: 409.
+var errResolve = errors.New("cannot resolve")
+
+func (g *Gateway) resolveRecord(w http.ResponseWriter, r *http.Request) {
+	key, err := recordKey(r)
+	if err != nil {
+		newProblem(err, "", "").write(w, 0)
+		return
+	}
+	var res resolution
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&res); err != nil {
+		newProblem(fmt.Errorf("%w: resolve: %v", ErrInvalidBody, err), "", "").write(w, 0)
+		return
+	}
+	switch {
+	case res.Outcome != "committed" && res.Outcome != "not_committed":
+		newProblem(fmt.Errorf("%w: resolve: outcome %q: want committed or not_committed", ErrInvalidBody, res.Outcome), "", "").write(w, 0)
+		return
+	case res.ResponseStatus == 0:
+		res.ResponseStatus = http.StatusOK
+	case res.ResponseStatus < 200 || res.ResponseStatus > 399:
+		newProblem(fmt.Errorf("%w: resolve: response_status %d: a committed call answers 2xx or 3xx", ErrInvalidBody, res.ResponseStatus), "", "").write(w, 0)
+		return
+	}
+	receipt, err := g.resolve(r.Context(), key, res)
+	switch {
+	case errors.Is(err, errResolve):
+		(&problem{Type: ProblemTypePrefix + "cannot-resolve", Title: "Cannot resolve", Status: http.StatusConflict, Detail: err.Error()}).write(w, 0)
+	case err != nil:
+		newProblem(err, "", "").write(w, 1)
+	case receipt == nil:
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(receipt)
+	}
+}
+
+// resolve settles the record at key as res says: it takes the record over from its last owner
+// (the store refuses when the record is committed, or in progress under a live lease), then commits
+// or releases it under the new owner token, so a concurrent execution can never be overwritten.
+func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*Receipt, error) {
+	var state string
+	var payload []byte
+	err := g.storeOp(ctx, func(ctx context.Context) (err error) {
+		state, payload, err = g.store.Get(ctx, key)
+		return err
+	})
 	switch {
 	case err != nil:
-		newProblem(fmt.Errorf("%w: %v", ErrStoreUnavailable, err), "", "").write(w, 1)
-	case !existed:
-		newProblem(fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord), "", "").write(w, 0)
-	default:
-		w.WriteHeader(http.StatusNoContent)
+		return nil, err
+	case state == "":
+		return nil, fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord)
+	case state == StateCommitted:
+		return nil, fmt.Errorf("%w: the record is committed already", errResolve)
 	}
+	rec, err := decodeRecord(state, payload)
+	if err != nil {
+		return nil, err
+	}
+	ttl, lease := routes.DefaultTTL, routes.DefaultLockLease
+	if rt := g.routes[rec.Tool]; rt != nil {
+		ttl, lease = rt.TTL, rt.LockLease
+	}
+	from := rec.Owner
+	rec.Owner = newToken()
+	var ok bool
+	if err := g.storeOp(ctx, func(ctx context.Context) (err error) {
+		ok, err = g.store.Reclaim(ctx, key, from, rec.Owner, rec.encode(), lease, ttl)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: the record is in progress under a live lease, or changed meanwhile", errResolve)
+	}
+	if res.Outcome == "not_committed" {
+		return nil, g.storeOp(ctx, func(ctx context.Context) error {
+			_, err := g.store.Release(ctx, key, rec.Owner)
+			return err
+		})
+	}
+	now := time.Now().UTC()
+	rec.State, rec.CommittedAt, rec.ExpiresAt = StateCommitted, &now, now.Add(ttl)
+	rec.RemoteID, rec.RemoteURL, rec.ResponseStatus = res.RemoteID, res.RemoteURL, res.ResponseStatus
+	rec.Response, rec.ResponseBodyKept = nil, false
+	rec.Detail = "resolved as committed by an operator"
+	err = g.storeOp(ctx, func(ctx context.Context) error {
+		_, err := g.store.Commit(ctx, key, rec.Owner, rec.encode(), ttl)
+		return err
+	})
+	return &rec.Receipt, err
+}
+
+// storeOp runs one admin store call, bounded by StoreTimeout; errors wrap ErrStoreUnavailable.
+func (g *Gateway) storeOp(ctx context.Context, call func(ctx context.Context) error) error {
+	ctx, cancel := g.storeContext(ctx)
+	defer cancel()
+	if err := call(ctx); err != nil {
+		return fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+	}
+	return nil
 }

@@ -57,6 +57,7 @@ type Gateway struct {
 	log     *slog.Logger
 	opts    Options
 	metrics *metrics
+	routes  map[string]*routes.Route // by tool name
 	proxy   *httputil.ReverseProxy
 	handler http.Handler
 }
@@ -101,7 +102,9 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		newProblem(fmt.Errorf("%w: no route for %s %s", ErrMethodNotAllowed, req.Method, req.URL.Path), "", "").write(w, 0)
 	})
+	g.routes = make(map[string]*routes.Route, len(cfg.Routes))
 	for _, rt := range cfg.Routes {
+		g.routes[rt.Name] = rt
 		chi.RegisterMethod(rt.Method) // a no-op for the standard methods; chi panics on others
 		r.Method(rt.Method, rt.Path, g.routeHandler(rt))
 	}

@@ -28,8 +28,8 @@ var _ gateway.Store = (*boltstore.Store)(nil)
 
 // newGateway serves a gateway on the embedded store in front of upstream, with one
 // non_idempotent route POST /v1/tickets (receipt remote_id /id); defaults is the YAML flow
-// mapping of the file's defaults block.
-func newGateway(t *testing.T, upstream string, opts gateway.Options, defaults ...string) (*httptest.Server, gateway.Store) {
+// mapping of the file's defaults block. It returns the server, the store and the gateway.
+func newGateway(t *testing.T, upstream string, opts gateway.Options, defaults ...string) (*httptest.Server, gateway.Store, *gateway.Gateway) {
 	t.Helper()
 	if len(defaults) == 0 {
 		defaults = []string{"{lock_lease: 2s}"}
@@ -64,7 +64,7 @@ routes:
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
-	return srv, store
+	return srv, store, gw
 }
 
 func post(t *testing.T, url, key, body string) (*http.Response, string) {
@@ -119,7 +119,7 @@ func TestC11_NoResendAfterBytesMayHaveReachedUpstream(t *testing.T) {
 	}()
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	srv, store := newGateway(t, "http://"+ln.Addr().String(), gateway.Options{TracerProvider: tp})
+	srv, store, _ := newGateway(t, "http://"+ln.Addr().String(), gateway.Options{TracerProvider: tp})
 
 	if resp, _ := post(t, srv.URL, "first", `{"title":"a"}`); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("first: status %d", resp.StatusCode)
@@ -172,7 +172,7 @@ func TestClientGoneUpstreamFinishes(t *testing.T) {
 		fmt.Fprintf(w, `{"id":"T-%d"}`, n)
 	}))
 	t.Cleanup(upstream.Close)
-	srv, store := newGateway(t, upstream.URL, gateway.Options{})
+	srv, store, _ := newGateway(t, upstream.URL, gateway.Options{})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{}`))
@@ -223,7 +223,7 @@ func TestLargeResponseNotKept(t *testing.T) {
 		io.WriteString(w, big)
 	}))
 	t.Cleanup(upstream.Close)
-	srv, _ := newGateway(t, upstream.URL, gateway.Options{MaxReceiptBodyBytes: 1024})
+	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{MaxReceiptBodyBytes: 1024})
 
 	if resp, body := post(t, srv.URL, "big", `{}`); resp.StatusCode != 201 || body != big {
 		t.Fatalf("first: %d, %d bytes; want 201 and the whole body", resp.StatusCode, len(body))
@@ -248,7 +248,7 @@ func TestSpanAttributes(t *testing.T) {
 	t.Cleanup(upstream.Close)
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	srv, _ := newGateway(t, upstream.URL, gateway.Options{TracerProvider: tp})
+	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{TracerProvider: tp})
 	post(t, srv.URL, "k-span", `{"a":1}`)
 	resp, _ := post(t, srv.URL, "k-span", `{"a":1}`)
 
@@ -301,7 +301,7 @@ func testConcurrentDuplicates(t *testing.T, defaults, others string) {
 		io.WriteString(w, `{"id":"T-1"}`)
 	}))
 	t.Cleanup(upstream.Close)
-	srv, _ := newGateway(t, upstream.URL, gateway.Options{}, defaults)
+	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{}, defaults)
 	var wg sync.WaitGroup
 	decisions := make(chan string, 10)
 	for range 10 {
@@ -343,7 +343,7 @@ func TestDecisionMetrics(t *testing.T) {
 	}))
 	t.Cleanup(upstream.Close)
 	reg := gateway.NewRegistry()
-	srv, _ := newGateway(t, upstream.URL, gateway.Options{Metrics: reg})
+	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{Metrics: reg})
 	post(t, srv.URL, "m", `{"a":1}`)
 	post(t, srv.URL, "m", `{"a":1}`)
 	post(t, srv.URL, "m", `{"a":2}`)
