@@ -13,6 +13,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -96,10 +98,24 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	}
 
 	r := chi.NewRouter()
+	var methods []string // of the routes, in file order, once each
+	for _, rt := range cfg.Routes {
+		if !slices.Contains(methods, rt.Method) {
+			methods = append(methods, rt.Method)
+		}
+	}
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		newProblem(fmt.Errorf("%w matches %s %s", ErrNoRoute, req.Method, req.URL.Path), "", "").write(w, 0)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// RFC 9110 §15.5.6: a 405 lists the methods the path has routes for.
+		var allow []string
+		for _, m := range methods {
+			if r.Match(chi.NewRouteContext(), m, req.URL.Path) {
+				allow = append(allow, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
 		newProblem(fmt.Errorf("%w: no route for %s %s", ErrMethodNotAllowed, req.Method, req.URL.Path), "", "").write(w, 0)
 	})
 	g.routes = make(map[string]*routes.Route, len(cfg.Routes))

@@ -166,9 +166,10 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	rec.Response = &storedResponse{Status: resp.StatusCode, Header: storedHeader(resp.Header)}
 	if whole {
 		rec.Response.Body, rec.ResponseBodyKept = kept, true
-		rec.RemoteID = lookup(kept, x.rt.Receipt.RemoteID)
-		rec.RemoteURL = lookup(kept, x.rt.Receipt.RemoteURL)
 	}
+	// A body cut off at the limit (or broken) still names the remote id when it comes early.
+	rec.RemoteID = lookup(kept, whole, x.rt.Receipt.RemoteID)
+	rec.RemoteURL = lookup(kept, whole, x.rt.Receipt.RemoteURL)
 	x.commit()
 	x.setRemoteID(rec.RemoteID)
 	if readErr != nil {
@@ -185,11 +186,16 @@ func (x *exchange) observeUpstream(outcome string) {
 	x.g.metrics.upstream.WithLabelValues(x.rt.Name, outcome).Observe(x.upDur.Seconds())
 }
 
-func lookup(body []byte, p canonical.Pointer) string {
+// lookup reads the receipt pointer p from a response body, whole or only its first bytes.
+func lookup(body []byte, whole bool, p canonical.Pointer) string {
 	if p.IsZero() {
 		return ""
 	}
-	v, _ := canonical.Lookup(body, p)
+	if whole {
+		v, _ := canonical.Lookup(body, p)
+		return v
+	}
+	v, _ := canonical.LookupPrefix(body, p)
 	return v
 }
 
