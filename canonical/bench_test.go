@@ -26,9 +26,29 @@ func benchBody(size int) []byte {
 	return []byte(b.String())
 }
 
+// benchGraphQLBody returns a deterministic GraphQL issueCreate request of about size bytes: a
+// mutation with a short selection set, and variables holding a description and a list of
+// comments.
+func benchGraphQLBody(size int) []byte {
+	var v strings.Builder
+	v.WriteString(`{"input":{"teamId":"9cfb482a-81e3-4154-b5b9-2c805e70a02d","title":"Printer on floor 3 is out of toner","priority":2,` +
+		`"labelIds":["l3","l1","l2"],"comments":[`)
+	const query = `mutation IssueCreate($input: IssueCreateInput!) {\n  # create the issue\n  issueCreate(input: $input) {\n    success\n    issue { id identifier title url team { key } labels { nodes { id name } } }\n  }\n}`
+	for i := 0; v.Len()+len(query) < size-64; i++ {
+		if i > 0 {
+			v.WriteByte(',')
+		}
+		fmt.Fprintf(&v, `{"author":"agent-%d","text":"Checked the tray \u00e9 twice; still empty (%d).","score":%s}`,
+			i%7, i, strconv.FormatFloat(float64(i)*1.25, 'g', -1, 64))
+	}
+	v.WriteString("]}}")
+	return []byte(`{"query":"` + query + `","operationName":"IssueCreate","variables":` + v.String() + `}`)
+}
+
 // BenchmarkDocument measures Document on 1 KiB and 64 KiB JSON bodies (with one Exclude pointer
 // and one listed header) beside encoding/json's Unmarshal of the same body into any, so one run
-// gives the ratio of the two.
+// gives the ratio of the two; then the same for GraphQL requests under the graphql format (the
+// query parsed and printed), and for the JSON body under rules of every kind.
 func BenchmarkDocument(b *testing.B) {
 	c, err := Compile(Fields{Exclude: []Pointer{mustPointer(b, "/trace_id")}, Headers: []string{"X-Account"}})
 	if err != nil {
@@ -53,15 +73,55 @@ func BenchmarkDocument(b *testing.B) {
 			}
 		})
 		b.Run(name+"/encoding-json-Unmarshal", func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				var v any
-				if err := json.Unmarshal(body, &v); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchUnmarshal(b, body)
 		})
+		rules, err := Compile(Fields{
+			Exclude:   []Pointer{mustPointer(b, "/trace_id")},
+			Headers:   []string{"X-Account"},
+			Sets:      []Pointer{mustPointer(b, "/labels")},
+			Defaults:  []Default{{mustPointer(b, "/metadata"), []byte(`{}`)}},
+			Normalize: []Normalization{{mustPointer(b, "/title"), []string{"trim", "collapse_space", "nfc", "casefold", "nfc"}}},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name+"/Document-rules", func(b *testing.B) {
+			benchDocument(b, rules, r)
+		})
+
+		gql := benchGraphQLBody(size)
+		gr := &Request{Tool: "linear_issue_create", Method: http.MethodPost, Header: http.Header{"Content-Type": {"application/json"}}, Body: gql}
+		gc, err := Compile(Fields{Format: FormatGraphQL, Sets: []Pointer{mustPointer(b, "/variables/input/labelIds")}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name+"/graphql/Document", func(b *testing.B) {
+			benchDocument(b, gc, gr)
+		})
+		b.Run(name+"/graphql/encoding-json-Unmarshal", func(b *testing.B) {
+			benchUnmarshal(b, gql)
+		})
+	}
+}
+
+func benchDocument(b *testing.B, c *Canonicalizer, r *Request) {
+	b.SetBytes(int64(len(r.Body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Document(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchUnmarshal(b *testing.B, body []byte) {
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var v any
+		if err := json.Unmarshal(body, &v); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

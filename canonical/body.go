@@ -12,31 +12,44 @@ import (
 	"unicode/utf8"
 )
 
-// body returns the body part of r's document: the body read by its Content-Type, then projected.
-func (c *Canonicalizer) body(r *Request) (node, error) {
+// body returns the body part of r's document: the body read by the format, then the rules.
+func (c *Canonicalizer) body(r *Request, tr *trace) (node, error) {
 	if len(r.Body) == 0 {
+		tr.add("/body", actionAbsent, "empty body: null whatever the rules")
 		return node{kind: kindNull}, nil
 	}
-	ct := r.Header.Get("Content-Type")
 	var (
 		v   node
 		err error
 	)
-	switch mt := mediaType(ct); {
-	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+	switch c.format {
+	case FormatJSON:
 		v, err = parse(r.Body)
-	case mt == "application/x-www-form-urlencoded":
+	case FormatForm:
 		v, err = parseForm(r.Body)
-	case len(c.include) > 0 || len(c.exclude) > 0:
-		return node{}, fmt.Errorf("%w: fields are fingerprinted but the body is not JSON or a form (Content-Type %q)", ErrInvalidBody, ct)
+	case FormatGraphQL:
+		v, err = graphqlBody(r.Body, tr)
+	case FormatJSONRPC:
+		v, err = jsonrpcBody(r.Body, tr)
 	default:
-		sum := sha256.Sum256(r.Body)
-		return node{kind: kindString, str: "sha256:" + hex.EncodeToString(sum[:])}, nil
+		ct := r.Header.Get("Content-Type")
+		switch mt := mediaType(ct); {
+		case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+			v, err = parse(r.Body)
+		case mt == "application/x-www-form-urlencoded":
+			v, err = parseForm(r.Body)
+		case c.hasBodyRules():
+			return node{}, fmt.Errorf("%w: fields are fingerprinted but the body is not JSON or a form (Content-Type %q)", ErrInvalidBody, ct)
+		default:
+			sum := sha256.Sum256(r.Body)
+			tr.add("/body", actionIncluded, "the Content-Type is not JSON or a form: the SHA-256 of the bytes")
+			return node{kind: kindString, str: "sha256:" + hex.EncodeToString(sum[:])}, nil
+		}
 	}
 	if err != nil {
 		return node{}, err
 	}
-	return c.project(v), nil
+	return c.apply(v, tr), nil
 }
 
 // mediaType returns the lower-case media type of a Content-Type value, or "" when it has none.
@@ -72,18 +85,34 @@ func parseForm(body []byte) (node, error) {
 	return obj, nil
 }
 
-// project applies the Exclude and then the Include pointers to v (see Fields).
-func (c *Canonicalizer) project(v node) node {
+// apply applies the rules to the body part v, in the order of Document: defaults, exclude,
+// normalize, sets, include.
+func (c *Canonicalizer) apply(v node, tr *trace) node {
+	for _, d := range c.defaults {
+		d.apply(&v, tr)
+	}
 	if len(c.exclude) > 0 {
-		exclude(&v, c.exclude)
+		exclude(&v, c.exclude, tr)
+	}
+	for _, n := range c.normalize {
+		n.apply(&v, tr)
+	}
+	for _, p := range c.sets {
+		applySet(&v, p, tr)
 	}
 	if len(c.include) == 0 {
+		tr.add("/body", actionIncluded, "the whole body (no include pointers)")
 		return v
 	}
 	out := node{kind: kindObject, kids: make([]member, 0, len(c.include))}
 	for _, p := range c.include {
 		if t := resolve(&v, p.toks); t != nil {
 			out.kids = append(out.kids, member{name: p.text, val: *t})
+			if tr != nil {
+				tr.add(p.at, actionIncluded, fmt.Sprintf("include: the body member %q", p.text))
+			}
+		} else {
+			tr.add(p.at, actionAbsent, "include: nothing at this pointer; left out of the document")
 		}
 	}
 	return out
@@ -92,7 +121,7 @@ func (c *Canonicalizer) project(v node) node {
 // exclude removes the values at ps from the tree at root. All pointers are resolved first (so
 // "/a/0" and "/a/1" remove the first two elements of /a), then the marked values are dropped
 // from their parents, deepest parents first, which keeps the other parent pointers valid.
-func exclude(root *node, ps []compiledPointer) {
+func exclude(root *node, ps []compiledPointer, tr *trace) {
 	type parent struct {
 		n     *node
 		depth int
@@ -100,13 +129,15 @@ func exclude(root *node, ps []compiledPointer) {
 	var parents []parent
 	for _, p := range ps {
 		up := resolve(root, p.toks[:len(p.toks)-1])
-		if up == nil {
-			continue
+		var t *node
+		if up != nil {
+			t = resolve(up, p.toks[len(p.toks)-1:])
 		}
-		t := resolve(up, p.toks[len(p.toks)-1:])
 		if t == nil {
+			tr.add(p.at, actionAbsent, "exclude: nothing to remove")
 			continue
 		}
+		tr.add(p.at, actionExcluded, "exclude: removed")
 		t.kind = kindDeleted
 		parents = append(parents, parent{up, len(p.toks) - 1})
 	}

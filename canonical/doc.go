@@ -10,6 +10,19 @@
 // parameter. The fingerprint is "sha256:" followed by the lowercase hex SHA-256 of that document
 // ([Fingerprint]).
 //
+// # Rules
+//
+// A route's [Fields] say which parts of a request are its effect. Beside the body members to
+// include or exclude and the listed query parameters and headers, they hold rules that make
+// genuine retries of real APIs compare equal: a Format that reads the body as JSON, a form, a
+// GraphQL request (its document parsed and printed canonically) or a JSON-RPC request (its id
+// dropped); Defaults for absent members; Normalize for strings whose white space, case or
+// normalization form does not matter; and Sets for arrays whose order and duplicates do not
+// matter. They apply in the order format, defaults, exclude, normalize, sets, include
+// ([Canonicalizer.Document] tells the details). [Canonicalizer.Explain] returns the document with
+// the steps that made it, and [DifferingFields] names, without values, where two documents
+// differ, for a conflict to explain itself.
+//
 // # Canonical JSON
 //
 // Canonical JSON follows RFC 8785 (JSON Canonicalization Scheme) for everything but numbers:

@@ -28,6 +28,21 @@ func TestCompileErrors(t *testing.T) {
 		{"empty header name", Fields{Headers: []string{""}}, `headers[0]: "": invalid header name`},
 		{"header name with colon", Fields{Headers: []string{"X-A:"}}, `headers[0]: "X-A:": invalid header name`},
 		{"duplicate header name", Fields{Headers: []string{"X-Account", "x-account"}}, `headers[1]: duplicate header "x-account"`},
+		{"unset set pointer", Fields{Sets: []Pointer{{}}}, `sets[0]: unset JSON Pointer`},
+		{"duplicate set pointer", Fields{Sets: []Pointer{mustPointer(t, "/labels"), mustPointer(t, "/labels")}}, `sets[1]: duplicate JSON Pointer "/labels"`},
+		{"unset default pointer", Fields{Defaults: []Default{{Value: []byte(`{}`)}}}, `defaults[0]: unset JSON Pointer`},
+		{"duplicate default pointer", Fields{Defaults: []Default{{mustPointer(t, "/m"), []byte(`{}`)}, {mustPointer(t, "/m"), []byte(`1`)}}}, `defaults[1]: duplicate JSON Pointer "/m"`},
+		{"empty default value", Fields{Defaults: []Default{{mustPointer(t, "/metadata"), nil}}}, `defaults[0]: "/metadata": value is not one JSON text: unexpected end of JSON input at offset 0`},
+		{"invalid default value", Fields{Defaults: []Default{{mustPointer(t, "/metadata"), []byte(`{`)}}}, `defaults[0]: "/metadata": value is not one JSON text: unexpected end of JSON input at offset 1`},
+		{"default value with two texts", Fields{Defaults: []Default{{mustPointer(t, "/m"), []byte(`{} {}`)}}}, `defaults[0]: "/m": value is not one JSON text: data after the top-level value at offset 3`},
+		{"default value with a duplicate member", Fields{Defaults: []Default{{mustPointer(t, "/m"), []byte(`{"a":1,"a":2}`)}}}, `defaults[0]: "/m": value is not one JSON text: duplicate member "a" at the top level`},
+		{"unset normalize pointer", Fields{Normalize: []Normalization{{Ops: []string{"trim"}}}}, `normalize[0]: unset JSON Pointer`},
+		{"duplicate normalize pointer", Fields{Normalize: []Normalization{{mustPointer(t, "/t"), []string{"trim"}}, {mustPointer(t, "/t"), []string{"nfc"}}}}, `normalize[1]: duplicate JSON Pointer "/t"`},
+		{"no ops", Fields{Normalize: []Normalization{{mustPointer(t, "/title"), nil}}}, `normalize[0]: "/title": no ops (want trim, collapse_space, casefold or nfc)`},
+		{"unknown op", Fields{Normalize: []Normalization{{mustPointer(t, "/title"), []string{"trim", "upper"}}}}, `normalize[0]: "/title": ops[1]: "upper": unknown normalization (want trim, collapse_space, casefold or nfc)`},
+		{"op in the wrong case", Fields{Normalize: []Normalization{{mustPointer(t, "/title"), []string{"NFC"}}}}, `normalize[0]: "/title": ops[0]: "NFC": unknown normalization (want trim, collapse_space, casefold or nfc)`},
+		{"unknown format", Fields{Format: "xml"}, `format: "xml": unknown format (want json, form, graphql or jsonrpc)`},
+		{"format in the wrong case", Fields{Format: "JSON"}, `format: "JSON": unknown format (want json, form, graphql or jsonrpc)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

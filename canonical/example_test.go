@@ -94,3 +94,85 @@ func ExampleParsePointer() {
 	// error: "title": JSON Pointer must start with "/"
 	// error: "/title~2": invalid JSON Pointer escape
 }
+
+func ExampleCanonicalizer_Explain() {
+	metadata, _ := canonical.ParsePointer("/metadata")
+	labels, _ := canonical.ParsePointer("/labels")
+	title, _ := canonical.ParsePointer("/title")
+	c, err := canonical.Compile(canonical.Fields{
+		Defaults:  []canonical.Default{{Pointer: metadata, Value: []byte(`{}`)}},
+		Normalize: []canonical.Normalization{{Pointer: title, Ops: []string{"trim", "collapse_space"}}},
+		Sets:      []canonical.Pointer{labels},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	doc, steps, err := c.Explain(&canonical.Request{
+		Tool:   "create_issue",
+		Method: http.MethodPost,
+		Header: http.Header{"Content-Type": {"application/json"}},
+		Body:   []byte(`{"title": "  Disk full  on db-1", "labels": ["db", "disk", "db"]}`),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(doc))
+	for _, s := range steps {
+		fmt.Printf("%s %s: %s\n", s.Pointer, s.Action, s.Detail)
+	}
+	// Output:
+	// {"body":{"labels":["db","disk"],"metadata":{},"title":"Disk full on db-1"},"headers":{},"method":"POST","path":{},"query":{},"tool":"create_issue"}
+	// /body/metadata defaulted: defaults: absent, counts as {}
+	// /body/title normalized: normalize: trim, collapse_space (changed)
+	// /body/labels set: sets: 3 elements compared as a set of 2
+	// /body included: the whole body (no include pointers)
+}
+
+func ExampleDifferingFields() {
+	amount, _ := canonical.ParsePointer("/amount")
+	c, err := canonical.Compile(canonical.Fields{Include: []canonical.Pointer{amount}, Query: []string{"dry_run"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	doc := func(body, dryRun string) []byte {
+		d, err := c.Document(&canonical.Request{
+			Tool: "refund", Method: http.MethodPost, Query: url.Values{"dry_run": {dryRun}},
+			Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body),
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return d
+	}
+	first := doc(`{"amount": "10.00"}`, "false")
+	reused := doc(`{"amount": "99.00"}`, "true")
+	fmt.Println(canonical.DifferingFields(first, reused, 10))
+	// Output:
+	// [/body/~1amount /query/dry_run]
+}
+
+func ExampleFields_graphql() {
+	c, err := canonical.Compile(canonical.Fields{Format: canonical.FormatGraphQL})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, body := range []string{
+		`{"query": "mutation IssueCreate($input: IssueCreateInput!) { issueCreate(input: $input) { success issue { id url } } }",
+		  "variables": {"input": {"title": "Disk full"}}}`,
+		`{"operationName": "IssueCreate", "extensions": {"persistedQuery": {"version": 1}},
+		  "query": "mutation IssueCreate($input: IssueCreateInput!) {\n  # a retry\n  issueCreate(input: $input) { issue { url, id } success }\n}",
+		  "variables": {"input": {"title": "Disk full"}}}`,
+	} {
+		doc, err := c.Document(&canonical.Request{Tool: "linear_issue_create", Method: http.MethodPost, Body: []byte(body)})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(canonical.Fingerprint(doc))
+	}
+	doc, _ := c.Document(&canonical.Request{Tool: "t", Method: http.MethodPost, Body: []byte(`{"query": "{ b a }"}`)})
+	fmt.Println(string(doc))
+	// Output:
+	// sha256:482071ea49ddbce033a49965be24e14381083163bd37e63db503808d9497c2ff
+	// sha256:482071ea49ddbce033a49965be24e14381083163bd37e63db503808d9497c2ff
+	// {"body":{"document":"query{a b}","operationName":null,"variables":{}},"headers":{},"method":"POST","path":{},"query":{},"tool":"t"}
+}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -24,8 +26,30 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 		}
 	}
 	for _, s := range []string{`{"a":1,"a":2}`, `{"a":{"b":1,"\u0062":2}}`, "\"\xff\"", `"\ud800"`, `{"a":1}x`,
-		`1 2`, `[1,]`, `-0.0e-0`, `1E+999999999999999999999999`, `123456789012345678901234567890.123e-45`} {
+		`1 2`, `[1,]`, `-0.0e-0`, `1E+999999999999999999999999`, `123456789012345678901234567890.123e-45`,
+		// GraphQL and JSON-RPC requests, for the formats of FuzzDocument.
+		`{"query":"mutation M($i: In!) { c(input: $i) { id ... on T { x } } } fragment F on T { y }","variables":{"i":{"t":" x "}},"extensions":{}}`,
+		`{"query":"{ a(","operationName":1}`, `[{"query":"{ a }"}]`, `{"query":"query A { a } query B { b }","operationName":"B","variables":null}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"title":" T "},"_meta":{"progressToken":1}}}`,
+		`[{"jsonrpc":"2.0","method":"m"}]`, `{"method":1}`, `{"jsonrpc":"2.0","method":"m","params":[1,"a"]}`,
+		`{"items":[3,1,2,1],"title":" Stra\u00dfe  \u212b ","meta":null}`} {
 		seeds = append(seeds, []byte(s))
+	}
+	payloads, err := filepath.Glob("../examples/payloads/*.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	forms, err := filepath.Glob("../examples/payloads/*.form")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	payloads = append(payloads, forms...)
+	for _, file := range payloads {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		seeds = append(seeds, data)
 	}
 	return seeds
 }
@@ -86,21 +110,43 @@ func FuzzDocument(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	// The same body under each format, with rules of every kind on the members they make.
+	rules := Fields{
+		Sets:      []Pointer{mustPointer(f, "/items"), mustPointer(f, "/variables/i/l"), mustPointer(f, "/params/arguments/tags")},
+		Defaults:  []Default{{mustPointer(f, "/meta"), []byte(`{}`)}, {mustPointer(f, "/params/arguments/x/y"), []byte(`[1]`)}},
+		Normalize: []Normalization{{mustPointer(f, "/title"), []string{"trim", "collapse_space", "nfc", "casefold", "nfc"}}, {mustPointer(f, "/variables/i/t"), []string{"trim"}}},
+		Exclude:   []Pointer{mustPointer(f, "/items/0")},
+	}
+	formats := []*Canonicalizer{c}
+	for _, format := range []string{"", FormatJSON, FormatForm, FormatGraphQL, FormatJSONRPC} {
+		ff := rules
+		ff.Format = format
+		fc, err := Compile(ff)
+		if err != nil {
+			f.Fatal(err)
+		}
+		formats = append(formats, fc)
+	}
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
 		r := &Request{Tool: "t", Method: "POST", Header: http.Header{"Content-Type": {contentType}, "X-A": {contentType}}, Body: body}
-		doc, err := c.Document(r)
-		doc2, err2 := c.Document(r)
-		if !bytes.Equal(doc, doc2) || (err == nil) != (err2 == nil) {
-			t.Fatalf("not deterministic: %q, %v then %q, %v", doc, err, doc2, err2)
-		}
-		if err != nil {
-			if !errors.Is(err, ErrInvalidBody) {
-				t.Fatalf("error does not wrap ErrInvalidBody: %v", err)
+		for _, c := range formats {
+			doc, err := c.Document(r)
+			doc2, steps, err2 := c.Explain(r)
+			if !bytes.Equal(doc, doc2) || (err == nil) != (err2 == nil) {
+				t.Fatalf("not deterministic, or Explain differs: %q, %v then %q, %v", doc, err, doc2, err2)
 			}
-			return
-		}
-		if again, err := Canonicalize(doc); err != nil || !bytes.Equal(again, doc) {
-			t.Fatalf("document is not canonical: %q -> %q, %v", doc, again, err)
+			if err != nil {
+				if !errors.Is(err, ErrInvalidBody) {
+					t.Fatalf("error does not wrap ErrInvalidBody: %v", err)
+				}
+				continue
+			}
+			if len(steps) == 0 {
+				t.Fatalf("Explain gives no step")
+			}
+			if again, err := Canonicalize(doc); err != nil || !bytes.Equal(again, doc) {
+				t.Fatalf("document is not canonical: %q -> %q, %v", doc, again, err)
+			}
 		}
 	})
 }

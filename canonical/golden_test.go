@@ -28,10 +28,14 @@ type goldenCase struct {
 }
 
 type goldenFields struct {
-	Include []string `json:"include"`
-	Exclude []string `json:"exclude"`
-	Query   []string `json:"query"`
-	Headers []string `json:"headers"`
+	Include   []string                   `json:"include"`
+	Exclude   []string                   `json:"exclude"`
+	Query     []string                   `json:"query"`
+	Headers   []string                   `json:"headers"`
+	Sets      []string                   `json:"sets"`
+	Defaults  map[string]json.RawMessage `json:"defaults"` // pointer: value, embedded as is
+	Normalize map[string][]string        `json:"normalize"`
+	Format    string                     `json:"format"`
 }
 
 type goldenRequest struct {
@@ -96,6 +100,16 @@ func (c goldenCase) compile(tb testing.TB) *Canonicalizer {
 			f.Exclude = append(f.Exclude, mustPointer(tb, s))
 		}
 		f.Query, f.Headers = c.Fields.Query, c.Fields.Headers
+		for _, s := range c.Fields.Sets {
+			f.Sets = append(f.Sets, mustPointer(tb, s))
+		}
+		for p, v := range c.Fields.Defaults {
+			f.Defaults = append(f.Defaults, Default{mustPointer(tb, p), v})
+		}
+		for p, ops := range c.Fields.Normalize {
+			f.Normalize = append(f.Normalize, Normalization{mustPointer(tb, p), ops})
+		}
+		f.Format = c.Fields.Format
 	}
 	can, err := Compile(f)
 	if err != nil {

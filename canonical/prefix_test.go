@@ -26,7 +26,7 @@ func TestLookupPrefix(t *testing.T) {
 		{len(body) - 50, "/key", "OPS-1", true},
 		{len(body) - 50, "/ticket/url", "https://x/1", true},
 		{len(body) - 50, "/pad", "", false},
-		{40, "/ticket/id", "", false}, // cut inside the ticket object, before id is whole
+		{40, "/ticket/id", "", false},                         // cut inside the ticket object, before id is whole
 		{strings.Index(body, `"key"`) + 9, "/key", "", false}, // cut inside the value
 	}
 	for _, tt := range tests {

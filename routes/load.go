@@ -106,8 +106,12 @@ type rawFingerprint struct {
 }
 
 type rawBody struct {
-	Include []string `yaml:"include"`
-	Exclude []string `yaml:"exclude"`
+	Include   []string             `yaml:"include"`
+	Exclude   []string             `yaml:"exclude"`
+	Sets      []string             `yaml:"sets"`
+	Defaults  map[string]yaml.Node `yaml:"defaults"` // converted to JSON by yamlToJSON
+	Normalize map[string][]string  `yaml:"normalize"`
+	Format    string               `yaml:"format"`
 }
 
 type rawReceipt struct {

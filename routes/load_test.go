@@ -124,6 +124,7 @@ var badFiles = map[string][]string{
 		`read_only.bad.yml: routes[0] "get_ticket": lock_lease: meaningless on a read_only route, which never touches the store`,
 		`read_only.bad.yml: routes[0] "get_ticket": concurrency: meaningless on a read_only route, which never touches the store`,
 		`read_only.bad.yml: routes[0] "get_ticket": wait_timeout: meaningless on a read_only route, which never touches the store`,
+		`read_only.bad.yml: routes[1] "list_tickets": fingerprint: meaningless on a read_only route, which never touches the store`,
 	},
 	"routes.bad.yml": {
 		`routes.bad.yml: routes[1] "create_ticket": name: duplicate route name; first used by routes[0]`,
@@ -146,6 +147,29 @@ var badFiles = map[string][]string{
 		`routes.bad.yml: routes[11] "p6": path: "/a/{}": parameter at byte 3 has no name`,
 		`routes.bad.yml: routes[12] "p7": path: "/a?b=1": must not contain white space, control characters, "?" or "#"`,
 		`routes.bad.yml: routes[13] "p8": path: "/a b": must not contain white space, control characters, "?" or "#"`,
+	},
+	"rules.bad.yml": {
+		`rules.bad.yml: routes[0] "x": fingerprint.body.sets[1]: "labels": JSON Pointer must start with "/"`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.sets[2]: "/labels": duplicate of sets[0]`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.sets[3]: "/a~": invalid JSON Pointer escape`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.defaults["/deep"]: line 20: duplicate mapping key "a"`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.defaults["/meta~2"]: "/meta~2": invalid JSON Pointer escape`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.defaults["/nan"]: line 18: ".nan": number cannot be written as JSON`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.defaults["/priority"]: line 17: ".inf": number cannot be written as JSON`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.defaults["metadata"]: "metadata": JSON Pointer must start with "/"`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.normalize["/name"]: no operations (want a list of trim, collapse_space, casefold or nfc)`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.normalize["/tags"][1]: "NFC": unknown normalization (want trim, collapse_space, casefold or nfc)`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.normalize["/title"][1]: "upper": unknown normalization (want trim, collapse_space, casefold or nfc)`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.normalize["title"]: "title": JSON Pointer must start with "/"`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.format: "xml": unknown format (want json, form, graphql or jsonrpc)`,
+		`rules.bad.yml: routes[1] "y": fingerprint.body.format: "GraphQL": unknown format (want json, form, graphql or jsonrpc)`,
+	},
+	"rules_decode.bad.yml": {
+		"rules_decode.bad.yml:13: cannot unmarshal !!str `/labels` into a list of strings",
+		"rules_decode.bad.yml:14: cannot unmarshal !!seq into a mapping",
+		"rules_decode.bad.yml:16: cannot unmarshal !!str `trim` into a list of strings",
+		"rules_decode.bad.yml:17: cannot unmarshal !!seq into a string",
+		`rules_decode.bad.yml:18: unknown field "reorder"`,
 	},
 	"syntax.bad.yml": {
 		`syntax.bad.yml:4: did not find expected key`,
@@ -342,6 +366,28 @@ func TestParseFull(t *testing.T) {
 			},
 		},
 	}
+	for _, r := range []struct{ name, path string }{
+		{"create_issue", "/tickets/v1/issues"},
+		{"issue_create", "/tickets/graphql"},
+		{"mcp", "/tickets/mcp"},
+	} { // the canonicalization rules: body rules only, else as update_ticket
+		want.Routes = append(want.Routes, &Route{
+			Name:             r.name,
+			Upstream:         tickets,
+			Method:           "POST",
+			Path:             r.path,
+			Class:            NonIdempotent,
+			Key:              Key{Header: DefaultKeyHeader, Required: true},
+			OnUnknownOutcome: Block,
+			TTL:              48 * time.Hour,
+			LockLease:        15 * time.Second,
+			Concurrency:      Wait,
+			WaitTimeout:      5 * time.Second,
+			TenantHeader:     "X-Org-Id",
+			ActorHeader:      "X-Agent",
+			MaxBodyBytes:     65536,
+		})
+	}
 	// Canonicalizers are opaque: check what each keeps of one request, then compare the rest.
 	req := &canonical.Request{
 		Tool:   "t",
@@ -355,11 +401,26 @@ func TestParseFull(t *testing.T) {
 		`{"body":{"note":"n","priority":1,"title":"x","trace_id":"t"},"headers":{},"method":"POST","path":{},"query":{},"tool":"t"}`,
 		`{"body":{"note":"n","priority":1,"title":"x","trace_id":"t"},"headers":{},"method":"POST","path":{},"query":{},"tool":"t"}`,
 		`{"body":{"note":"n","priority":1,"title":"x","trace_id":"t"},"headers":{},"method":"POST","path":{},"query":{},"tool":"t"}`,
+		`{"body":{"/assignee":{"escalate":false,"ids":[31,1000],"level":1.5,"team":"ops"},"/labels":["a","b"],"/metadata":{},"/title":"disk full on db-1"},"headers":{},"method":"POST","path":{},"query":{},"tool":"t"}`,
+		`{"body":{"document":"mutation IssueCreate($input:IssueCreateInput!){issueCreate(input:$input){issue{id url} success}}","operationName":"IssueCreate","variables":{"input":{"title":"x"}}},"headers":{},"method":"POST","path":{},"query":{},"tool":"t"}`,
+		`{"body":{"method":"tools/call","params":{"arguments":{"title":"x"},"name":"create_ticket"}},"headers":{},"method":"POST","path":{},"query":{},"tool":"t"}`,
+	}
+	// The routes with canonicalization rules get a body of their format, sent as text/plain
+	// (the format, not the Content-Type, says how to read it).
+	bodies := map[string]string{
+		"create_issue": `{"title":"  Disk  FULL on\tdb-1 ","labels":["b","a","b"],"priority":1}`,
+		"issue_create": `{"query":"mutation IssueCreate($input: IssueCreateInput!) { issueCreate(input: $input) { success issue { url id } } }",` +
+			`"variables":{"input":{"title":"x","clientMutationId":"c1"}},"extensions":{"persistedQuery":{"version":1}}}`,
+		"mcp": `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":" x "},"_meta":{"progressToken":"p1"}}}`,
 	}
 	for i, r := range cfg.Routes {
 		if r.Fingerprint == nil {
 			t.Errorf("route %q: nil Fingerprint", r.Name)
 			continue
+		}
+		req := req
+		if body, ok := bodies[r.Name]; ok {
+			req = &canonical.Request{Tool: "t", Method: "POST", Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte(body)}
 		}
 		doc, err := r.Fingerprint.Document(req)
 		if err != nil || string(doc) != wantDocs[i] {

@@ -128,7 +128,8 @@ func (r *resolver) withoutStoreFields(at string, raw *rawRoute) *rawRoute {
 
 // fingerprint validates a fingerprint block and returns it as canonical.Fields; ok is false when
 // it holds a problem, already reported. A nil block is the zero Fields: the whole body, no query
-// parameter, no header.
+// parameter, no header. The body rules (include, exclude, sets, defaults, normalize, format) are
+// checked here with their field paths, so that canonical.Compile finds nothing left to refuse.
 func (r *resolver) fingerprint(at string, raw *rawFingerprint) (f canonical.Fields, ok bool) {
 	n := len(r.errs)
 	if raw == nil {
@@ -137,6 +138,13 @@ func (r *resolver) fingerprint(at string, raw *rawFingerprint) (f canonical.Fiel
 	if b := raw.Body; b != nil {
 		f.Include = r.pointers(at+".body.", "include", b.Include)
 		f.Exclude = r.pointers(at+".body.", "exclude", b.Exclude)
+		f.Sets = r.pointers(at+".body.", "sets", b.Sets)
+		f.Defaults = r.defaults(at+".body.defaults", b.Defaults)
+		f.Normalize = r.normalizations(at+".body.normalize", b.Normalize)
+		if err := canonical.CheckFormat(b.Format); err != nil {
+			r.add(at+".body.format", err)
+		}
+		f.Format = b.Format
 	}
 	seen := make(map[string]int)
 	for j, q := range raw.Query {
