@@ -1,0 +1,380 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The field cases of shared/cases/README.md, one test each, named after the case.
+
+func TestC01_SimultaneousDuplicates(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		req := request{Key: "c01", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "500ms"}}
+		resps := sendAll(t, e.gw, []request{req, req})
+
+		var executed *response
+		for i, r := range resps {
+			switch r.decision() {
+			case "execute":
+				if executed != nil {
+					t.Errorf("both requests executed")
+				}
+				expectCreated(t, r)
+				executed = &resps[i]
+			default:
+				expectProblem(t, r, http.StatusConflict, "request-in-progress", "in_progress", true)
+				expectRetryAfter(t, r)
+			}
+		}
+		if executed == nil {
+			t.Fatalf("no request executed: %d %q, %d %q", resps[0].Status, resps[0].decision(), resps[1].Status, resps[1].decision())
+		}
+		expectReplayOf(t, e.gw.do(t, request{Key: "c01", Body: ticketBody}), *executed)
+		expectUp(t, e.sb, 1)
+	})
+}
+
+// TestC02_LeaseRenewedDuringLongCall: the upstream takes 3× the lock lease (create_ticket_lease has
+// 500ms); a retry after 2 leases finds the call still in progress, not lost, and the receipt is
+// committed at the end.
+func TestC02_LeaseRenewedDuringLongCall(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		const lease = 500 * time.Millisecond
+		req := request{Path: pathLease, Key: "c02", Body: ticketBody}
+		slow := req
+		slow.Header = map[string]string{"X-Sandbox-Delay": (3 * lease).String()}
+		sent := time.Now()
+		first := goSend(e.gw, slow)
+		e.gw.waitState(t, "create_ticket_lease", "c02", "in_progress")
+
+		time.Sleep(2*lease - time.Since(sent)) // the scenario: the retry comes after two leases
+		r := e.gw.do(t, req)
+		rec := e.gw.mustRecord(t, "create_ticket_lease", "c02")
+		if late := time.Since(sent); late > 3*lease {
+			t.Fatalf("the retry was answered %s after the first request, after the upstream's %s: this machine is too slow for the scenario", late, 3*lease)
+		}
+		expectProblem(t, r, http.StatusConflict, "request-in-progress", "in_progress", true)
+		if rec.State != "in_progress" {
+			t.Errorf("record state %q after 2 leases of a running call, want in_progress (lease not renewed?)", rec.State)
+		}
+
+		fr := first.wait(t)
+		expectCreated(t, fr)
+		expectReplayOf(t, e.gw.do(t, req), fr)
+		if rec := e.gw.mustRecord(t, "create_ticket_lease", "c02"); rec.State != "committed" || rec.Executions != 1 {
+			t.Errorf("record state %q, executions %d; want committed, 1", rec.State, rec.Executions)
+		}
+		expectUp(t, e.sb, 1)
+	})
+}
+
+// expectUnknownExecution checks the answer to an execution whose connection broke after the
+// request was sent: 502 or 504, decision execute, not retryable.
+func expectUnknownExecution(t *testing.T, r response) {
+	t.Helper()
+	switch r.Status {
+	case http.StatusBadGateway:
+		expectProblem(t, r, r.Status, "upstream-failed", "execute", false)
+	case http.StatusGatewayTimeout:
+		expectProblem(t, r, r.Status, "upstream-timeout", "execute", false)
+	default:
+		t.Errorf("status %d, want 502 or 504; body %.300s", r.Status, r.Body)
+	}
+}
+
+// TestC03_CommitThenConnectionDrop: the upstream acts, then breaks the connection unanswered.
+func TestC03_CommitThenConnectionDrop(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		first := e.gw.do(t, request{Key: "c03", Body: ticketBody, Header: map[string]string{"X-Sandbox-Fail-After-Commit": "drop"}})
+		expectUnknownExecution(t, first)
+		rec := e.gw.mustRecord(t, "create_ticket", "c03")
+		if rec.State != "outcome_unknown" {
+			t.Errorf("record state %q, want outcome_unknown", rec.State)
+		}
+
+		r := e.gw.do(t, request{Key: "c03", Body: ticketBody})
+		expectProblem(t, r, http.StatusConflict, "outcome-unknown", "outcome_unknown", false)
+		expectUp(t, e.sb, 1)
+		expectAttempts(t, e.sb, 1)
+	})
+}
+
+// TestC04_503ThenRecovery: the upstream answers 503 without acting, then recovers. The same
+// request is sent twice; the sandbox's script makes the first attempt fail.
+func TestC04_503ThenRecovery(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		e.sb.script(t, `[{"status":503}]`)
+		req := request{Key: "c04", Body: ticketBody}
+
+		first := e.gw.do(t, req)
+		expectDecision(t, first, http.StatusServiceUnavailable, "execute")
+		if !strings.Contains(string(first.Body), "injected by the sandbox") {
+			t.Errorf("the 503 is not the upstream's: %.300s", first.Body)
+		}
+		if rec, found := e.gw.record(t, "default", "create_ticket", "c04"); found {
+			t.Errorf("a 503 was stored: %+v", rec)
+		}
+
+		second := e.gw.do(t, req)
+		id := expectCreated(t, second)
+		if rec := e.gw.mustRecord(t, "create_ticket", "c04"); rec.State != "committed" || rec.RemoteID != id {
+			t.Errorf("receipt state %q, remote_id %q; want committed, %q", rec.State, rec.RemoteID, id)
+		}
+		expectReplayOf(t, e.gw.do(t, req), second)
+		expectAttempts(t, e.sb, 2)
+		expectUp(t, e.sb, 1)
+	})
+}
+
+// TestC05_AmountChanged: a key reused for another amount is refused with the three fields; the
+// first body still replays.
+func TestC05_AmountChanged(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		first := e.gw.do(t, request{Key: "c05", Body: `{"amount":"10.00"}`})
+		id := expectCreated(t, first)
+
+		r := e.gw.do(t, request{Key: "c05", Body: `{"amount":"99.00"}`})
+		expectConflict(t, r, first.Header.Get("Idempotency-Fingerprint"), id)
+
+		expectReplayOf(t, e.gw.do(t, request{Key: "c05", Body: `{"amount":"10.00"}`}), first)
+		expectUp(t, e.sb, 1)
+	})
+}
+
+// TestC06_ReorderedBody: key order, white space, escapes and number spelling do not change the
+// effect.
+func TestC06_ReorderedBody(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		first := e.gw.do(t, request{Key: "c06", Body: `{"event":"E1","qty":2}`})
+		expectCreated(t, first)
+		for _, body := range []string{
+			"{ \"qty\": 2,\n \"event\":\"E1\" }",
+			`{"event":"\u0045\u0031","qty":2}`,
+			`{"qty":2.0,"event":"E1"}`,
+			`{"qty":2e0,"event":"E1"}`,
+		} {
+			r := e.gw.do(t, request{Key: "c06", Body: body})
+			if r.decision() != "replay" {
+				t.Errorf("body %q: %d %q, want a replay", body, r.Status, r.decision())
+				continue
+			}
+			expectReplayOf(t, r, first)
+		}
+		expectUp(t, e.sb, 1)
+	})
+}
+
+// TestC07_DefaultedMember: {"name":"w1"} and {"name":"w1","metadata":{}} are different effects,
+// unless the route's fingerprint.body.defaults says that /metadata defaults to {}.
+func TestC07_DefaultedMember(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, routes string
+		sameEffect   bool
+	}{
+		{"without a rule", "routes.yaml.tmpl", false},
+		{"with a rule", "routes_defaults.yaml.tmpl", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, embeddedStore, envOptions{routes: tc.routes})
+			first := e.gw.do(t, request{Key: "c07", Body: `{"name":"w1"}`})
+			id := expectCreated(t, first)
+			r := e.gw.do(t, request{Key: "c07", Body: `{"name":"w1","metadata":{}}`})
+			if tc.sameEffect {
+				expectReplayOf(t, r, first)
+				// A value other than the default is another effect.
+				r := e.gw.do(t, request{Key: "c07", Body: `{"name":"w1","metadata":{"a":1}}`})
+				expectConflict(t, r, first.Header.Get("Idempotency-Fingerprint"), id)
+			} else {
+				expectConflict(t, r, first.Header.Get("Idempotency-Fingerprint"), id)
+			}
+			expectUp(t, e.sb, 1)
+		})
+	}
+}
+
+// TestC08_NoOrBlankKey: no key, an empty key and a blank key are refused on a route that requires
+// one; on a route where it is optional, keyless requests pass through, each on its own.
+func TestC08_NoOrBlankKey(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		for _, tc := range []struct {
+			name    string
+			req     request
+			problem string
+		}{
+			{"no key", request{NoKey: true}, "missing-idempotency-key"},
+			{"empty key", request{Key: ""}, "invalid-idempotency-key"},
+			{"whitespace-only key", request{Key: "   "}, "invalid-idempotency-key"},
+			{"whitespace-only sf-string", request{Key: `"   "`}, "invalid-idempotency-key"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				for range 2 {
+					req := tc.req
+					req.Body = ticketBody
+					expectProblem(t, e.gw.do(t, req), http.StatusBadRequest, tc.problem, "", false)
+				}
+				expectUp(t, e.sb, 0)
+			})
+		}
+		t.Run("optional key", func(t *testing.T) {
+			var ids []string
+			for range 2 {
+				r := e.gw.do(t, request{Path: pathOptional, NoKey: true, Body: ticketBody})
+				expectDecision(t, r, http.StatusCreated, "execute")
+				if r.Status == http.StatusCreated {
+					id, _ := r.json(t)["id"].(string)
+					ids = append(ids, id)
+				}
+			}
+			if len(ids) == 2 && ids[0] == ids[1] {
+				t.Errorf("both keyless requests got ticket %s: a shared bucket for no key", ids[0])
+			}
+			expectUp(t, e.sb, 2)
+		})
+	})
+}
+
+// TestC09_SetCookieNotReplayed: a replay has the body, status and Content-Type, never Set-Cookie.
+func TestC09_SetCookieNotReplayed(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		first := e.gw.do(t, request{Key: "c09", Body: ticketBody, Header: map[string]string{"X-Sandbox-Set-Cookie": "1"}})
+		expectCreated(t, first)
+		if first.Header.Get("Set-Cookie") == "" {
+			t.Errorf("the sandbox set no cookie: the test proves nothing")
+		}
+		for _, hdr := range []map[string]string{nil, {"X-Sandbox-Set-Cookie": "1"}} {
+			r := e.gw.do(t, request{Key: "c09", Body: ticketBody, Header: hdr})
+			expectReplayOf(t, r, first)
+			if v := r.Header.Values("Set-Cookie"); len(v) > 0 {
+				t.Errorf("replay carries Set-Cookie %q", v)
+			}
+			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+				t.Errorf("replay Content-Type %q, want application/json", ct)
+			}
+		}
+		expectUp(t, e.sb, 1)
+	})
+}
+
+// TestC10_LargeResponseBody: a committed response of 5 MiB reaches the client whole; the receipt
+// keeps status and remote id and marks the body as not kept; the replay says so.
+func TestC10_LargeResponseBody(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		const pad = 5 << 20
+		first := e.gw.do(t, request{Key: "c10", Body: ticketBody, Header: map[string]string{"X-Sandbox-Body-Bytes": "5242880"}})
+		id := expectCreated(t, first)
+		if len(first.Body) < pad {
+			t.Errorf("first response body %d bytes, want the whole %d-byte padding", len(first.Body), pad)
+		}
+
+		rec := e.gw.mustRecord(t, "create_ticket", "c10")
+		if rec.State != "committed" || rec.ResponseStatus != http.StatusCreated {
+			t.Errorf("receipt state %q, response_status %d; want committed, 201", rec.State, rec.ResponseStatus)
+		}
+		if rec.RemoteID != id {
+			t.Errorf("receipt remote_id %q, want %q: C10 wants the remote id kept when the body is not", rec.RemoteID, id)
+		}
+		if rec.ResponseBodyKept == nil || *rec.ResponseBodyKept {
+			t.Errorf("receipt response_body_kept %v, want false", rec.ResponseBodyKept)
+		}
+
+		r := e.gw.do(t, request{Key: "c10", Body: ticketBody})
+		expectDecision(t, r, http.StatusCreated, "replay")
+		if r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("Idempotent-Replayed %q, want true", r.Header.Get("Idempotent-Replayed"))
+		}
+		if len(r.Body) >= pad {
+			t.Errorf("replay body %d bytes: the receipt was to keep a bounded body", len(r.Body))
+		}
+		if r.Header.Get("Idempotency-Replay-Body") == "" {
+			t.Errorf("the replay does not say that the body was not kept (no Idempotency-Replay-Body header); headers %v", r.Header)
+		}
+		expectUp(t, e.sb, 1)
+	})
+}
+
+// TestC11_KeepAliveDropNotResent: the gateway's transport must not resend a request that carries
+// Idempotency-Key after the upstream closed the reused connection without answering.
+func TestC11_KeepAliveDropNotResent(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		// An ordinary call first, so that the gateway holds a keep-alive connection to the sandbox.
+		expectCreated(t, e.gw.do(t, request{Key: "c11-warm", Body: ticketBody}))
+
+		r := e.gw.do(t, request{Key: "c11", Body: ticketBody, Header: map[string]string{"X-Sandbox-Fail-After-Commit": "drop"}})
+		expectUnknownExecution(t, r)
+		if rec := e.gw.mustRecord(t, "create_ticket", "c11"); rec.State != "outcome_unknown" || rec.Executions != 1 {
+			t.Errorf("record state %q, executions %d; want outcome_unknown, 1", rec.State, rec.Executions)
+		}
+		expectAttempts(t, e.sb, 2) // one each: the drop was not resent
+		expectUp(t, e.sb, 2)
+	})
+}
+
+// TestC12_InFlightDifferentBody: a retry with another body while the first is in flight is a
+// conflict (422), not 409.
+func TestC12_InFlightDifferentBody(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		first := goSend(e.gw, request{Key: "c12", Body: `{"amount":"10.00"}`, Header: map[string]string{"X-Sandbox-Delay": "700ms"}})
+		e.gw.waitState(t, "create_ticket", "c12", "in_progress")
+
+		r := e.gw.do(t, request{Key: "c12", Body: `{"amount":"99.00"}`})
+		fr := first.wait(t)
+		expectConflict(t, r, fr.Header.Get("Idempotency-Fingerprint"), "")
+		expectCreated(t, fr)
+		expectUp(t, e.sb, 1)
+	})
+}
+
+// TestC13_TwoReplicasShareRedis: two gateway processes on one Redis get the same key at the same
+// moment: one executes. (The failover part of C13 needs a Redis replica set; see the report.)
+func TestC13_TwoReplicasShareRedis(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, redisStore)
+	other := e.startGateway(t)
+	req := request{Key: "c13", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "400ms"}}
+
+	start := make(chan struct{})
+	var ps []*pending
+	for i := range 6 {
+		g := e.gw
+		if i%2 == 1 {
+			g = other
+		}
+		ps = append(ps, goSendAfter(start, g, req))
+	}
+	close(start)
+	executed := 0
+	for _, p := range ps {
+		r := p.wait(t)
+		switch r.decision() {
+		case "execute":
+			executed++
+			expectCreated(t, r)
+		default:
+			expectProblem(t, r, http.StatusConflict, "request-in-progress", "in_progress", true)
+		}
+	}
+	if executed != 1 {
+		t.Errorf("%d requests executed, want 1", executed)
+	}
+	for _, g := range []*gateway{e.gw, other} {
+		if r := g.do(t, request{Key: "c13", Body: ticketBody}); r.decision() != "replay" {
+			t.Errorf("retry: %d %q, want a replay", r.Status, r.decision())
+		}
+	}
+	expectUp(t, e.sb, 1)
+}

@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/idemgateway/idemgateway/internal/redistest"
+)
+
+// TestReceiptsSurviveKill9: a committed receipt survives a crash of the gateway (SIGKILL); a new
+// gateway process on the same store replays it.
+func TestReceiptsSurviveKill9(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		kind      storeKind
+		opts      envOptions
+		killRedis bool
+	}{
+		{"embedded", embeddedStore, envOptions{}, false},
+		{"redis", redisStore, envOptions{redis: redistest.Options{AppendOnly: true}}, false},
+		// Redis crashes too; with appendfsync always no acknowledged write is lost.
+		{"redis killed too", redisStore, envOptions{redis: redistest.Options{AppendOnly: true, Args: []string{"--appendfsync", "always"}}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tc.kind, tc.opts)
+			first := e.gw.do(t, request{Key: "kill-1", Body: ticketBody})
+			id := expectCreated(t, first)
+
+			e.gw.kill9(t)
+			if tc.killRedis {
+				e.redis.Kill()
+				e.redis.Restart()
+			}
+			g := e.startGateway(t)
+			expectReplayOf(t, g.do(t, request{Key: "kill-1", Body: ticketBody}), first)
+			if rec := g.mustRecord(t, "create_ticket", "kill-1"); rec.State != "committed" || rec.RemoteID != id {
+				t.Errorf("record after the crash: state %q, remote_id %q; want committed, %q", rec.State, rec.RemoteID, id)
+			}
+			expectUp(t, e.sb, 1)
+		})
+	}
+}
+
+// TestKill9InFlight: a gateway that crashes during the upstream call leaves a record that no
+// retry executes again on a block route: in progress while the lease runs, then outcome unknown.
+func TestKill9InFlight(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		req := request{Path: pathLease, Key: "kill-2", Body: ticketBody}
+		slow := req
+		slow.Header = map[string]string{"X-Sandbox-Delay": "2s"}
+		first := goSend(e.gw, slow)
+		e.gw.waitState(t, "create_ticket_lease", "kill-2", "in_progress")
+		eventually(t, 5*time.Second, "the request to reach the sandbox", func() bool {
+			return e.sb.stats(t).Requests.ByEndpoint[ticketsEndpoint] == 1
+		})
+		e.gw.kill9(t)
+		<-first.done // the client sees the connection break
+
+		g := e.startGateway(t)
+		eventually(t, 5*time.Second, "the record to become outcome_unknown after its lease", func() bool {
+			r, err := g.send(req)
+			if err != nil {
+				t.Fatalf("retry: %v", err)
+			}
+			if r.decision() != "in_progress" && r.decision() != "outcome_unknown" {
+				t.Fatalf("retry after the crash: %d %q, want 409 in_progress or outcome_unknown", r.Status, r.decision())
+			}
+			return r.decision() == "outcome_unknown"
+		})
+		// The sandbox saw the gateway go away during the delay and did not act.
+		expectUp(t, e.sb, 0)
+		expectAttempts(t, e.sb, 1)
+	})
+}
+
+// TestConcurrentDuplicates: ten identical requests at the same moment: one upstream execution.
+func TestConcurrentDuplicates(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		req := request{Key: "dup-10", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "400ms"}}
+		reqs := make([]request, 10)
+		for i := range reqs {
+			reqs[i] = req
+		}
+		var executed *response
+		resps := sendAll(t, e.gw, reqs)
+		for i, r := range resps {
+			if r.decision() == "execute" {
+				if executed != nil {
+					t.Errorf("requests executed twice")
+				}
+				expectCreated(t, r)
+				executed = &resps[i]
+				continue
+			}
+			expectProblem(t, r, http.StatusConflict, "request-in-progress", "in_progress", true)
+			expectRetryAfter(t, r)
+		}
+		if executed == nil {
+			t.Fatalf("no request executed")
+		}
+		expectReplayOf(t, e.gw.do(t, request{Key: "dup-10", Body: ticketBody}), *executed)
+		expectUp(t, e.sb, 1)
+		expectAttempts(t, e.sb, 1)
+	})
+}
+
+// TestClientDisconnectMidCall: the client gives up during the upstream call; the gateway finishes
+// the call and stores the receipt, so the client's retry gets the replay.
+func TestClientDisconnectMidCall(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+		defer cancel()
+		_, err := e.gw.send(request{Key: "gone-1", Body: ticketBody, Ctx: ctx, Header: map[string]string{"X-Sandbox-Delay": "500ms"}})
+		if err == nil {
+			t.Fatalf("the client did not give up: the test proves nothing")
+		}
+		e.gw.waitState(t, "create_ticket", "gone-1", "committed")
+
+		r := e.gw.do(t, request{Key: "gone-1", Body: ticketBody})
+		expectDecision(t, r, http.StatusCreated, "replay")
+		rec := e.gw.mustRecord(t, "create_ticket", "gone-1")
+		if id, _ := r.json(t)["id"].(string); id == "" || id != rec.RemoteID {
+			t.Errorf("replayed id %q, receipt remote_id %q", id, rec.RemoteID)
+		}
+		expectUp(t, e.sb, 1)
+	})
+}
+
+// TestGracefulShutdownFinishesInFlight: SIGTERM during an upstream call lets it finish and commit;
+// the next gateway process replays it.
+func TestGracefulShutdownFinishesInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, embeddedStore)
+	first := goSend(e.gw, request{Key: "term-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "500ms"}})
+	e.gw.waitState(t, "create_ticket", "term-1", "in_progress")
+	e.gw.stop(t)
+
+	fr := first.wait(t)
+	expectCreated(t, fr)
+	g := e.startGateway(t)
+	expectReplayOf(t, g.do(t, request{Key: "term-1", Body: ticketBody}), fr)
+	expectUp(t, e.sb, 1)
+}

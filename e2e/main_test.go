@@ -1,0 +1,81 @@
+// Package e2e runs the built idemgateway binary in front of the built sandbox upstream, on the
+// embedded store and on a real redis-server, and checks the decision table of contract §4 and the
+// field cases C01–C13 (shared/cases/README.md) from the outside: status, Idempotency-Decision,
+// problem members, and the number of side effects the sandbox counted.
+package e2e
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// bin holds the paths of the binaries TestMain builds.
+var bin struct {
+	gateway, sandbox string
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "idemgateway-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	code := 1
+	if err := buildBinaries(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildBinaries builds ./cmd/idemgateway and ./cmd/sandbox into dir, at the same time. The gateway
+// is built with -race when the tests are, so that a data race in the real binary fails the test
+// that provoked it (see process.stop).
+func buildBinaries(dir string) error {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin.gateway = filepath.Join(dir, "idemgateway")
+	bin.sandbox = filepath.Join(dir, "sandbox")
+	gatewayArgs := []string{"build", "-o", bin.gateway}
+	if raceEnabled {
+		gatewayArgs = append(gatewayArgs, "-race")
+	}
+	builds := [][]string{
+		append(gatewayArgs, "./cmd/idemgateway"),
+		{"build", "-o", bin.sandbox, "./cmd/sandbox"},
+	}
+	errs := make([]error, len(builds))
+	var wg sync.WaitGroup
+	for i, args := range builds {
+		wg.Go(func() {
+			cmd := exec.Command(goTool, args...)
+			cmd.Dir = moduleRoot()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("go %v: %v\n%s", args, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// moduleRoot is the directory the binaries are built from: E2E_MODULE_ROOT when set (to test
+// another checkout), else the module that holds this package.
+func moduleRoot() string {
+	if dir := os.Getenv("E2E_MODULE_ROOT"); dir != "" {
+		return dir
+	}
+	return ".."
+}
