@@ -11,14 +11,14 @@ type Step struct {
 	// the pointer of a body rule (the body part as its format reads it, e.g. "/body/title",
 	// "/body/variables/input/title") or "/body" for the whole body; "/query/<name>" for a listed
 	// query parameter; "/headers/<lower-case name>" for a listed header.
-	Pointer string
+	Pointer string `json:"pointer"`
 	// Action is one of "included", "excluded", "defaulted", "normalized", "set" (compared as a
 	// set) and "absent" (a rule or listed name that matched nothing).
-	Action string
+	Action string `json:"action"`
 	// Detail says which rule acted and how, in words, e.g. `defaults: absent, counts as {}` or
 	// `normalize: trim, casefold (changed)`. It may quote a rule's pointer or default value from
 	// the Fields, never a value of the request.
-	Detail string
+	Detail string `json:"detail"`
 }
 
 // The actions of Step.

@@ -23,45 +23,46 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 	x := g.newExchange(w, r, rt)
 	defer x.logAccess()
 
-	// What operation is this? The key, scoped by tenant and tool.
+	// What operation is this? The key, scoped by tenant and tool: the header, else key.from,
+	// else key.derive. The body is read only when the key or the fingerprint needs it.
 	key, present, err := readKey(r, rt.Key.Header)
 	if err != nil {
 		x.reject(err)
 		return
 	}
-	if !present {
-		if rt.Key.Required {
-			x.reject(fmt.Errorf("%w: header %s is required on route %s", ErrMissingKey, rt.Key.Header, rt.Name))
-			return
-		}
-		// An optional key that is absent: the call passes through and nothing is stored. Each
-		// keyless request is its own operation; there is no shared bucket for "no key" (C08).
-		x.decide(DecisionExecute)
-		x.proxy()
+	derivable := !rt.Key.From.IsZero() || rt.Key.Derive != nil
+	if !present && !derivable {
+		x.keyless()
 		return
 	}
-	x.setKey(key)
-
-	// Is this the same request? The effect fingerprint.
 	body, err := readBody(w, r, rt.MaxBodyBytes)
 	if err != nil {
 		x.reject(err)
 		return
 	}
-	doc, err := rt.Fingerprint.Document(&canonical.Request{
-		Tool:       rt.Name,
-		Method:     r.Method,
-		PathParams: pathParams(r),
-		Query:      r.URL.Query(),
-		Header:     r.Header,
-		Body:       body,
-	})
+	x.body = body
+	source := keyFromHeader
+	if !present {
+		key, source, err = deriveKey(rt, r, x.tenant, body)
+		switch {
+		case err != nil && (rt.Key.Required || errors.Is(err, ErrInvalidKey)):
+			x.reject(err)
+			return
+		case err != nil:
+			x.keyless()
+			return
+		}
+	}
+	x.setKey(key, source)
+
+	// Is this the same request? The effect fingerprint.
+	doc, err := rt.Fingerprint.Document(canonicalRequest(rt, r, body))
 	if err != nil {
 		x.reject(err)
 		return
 	}
 	x.setFingerprint(canonical.Fingerprint(doc))
-	x.body = body
+	x.doc = doc
 
 	// Claim the key, or read what it holds. With concurrency: wait, an in-flight duplicate claims
 	// again with a growing back-off until the first settles or wait_timeout passes.
@@ -111,6 +112,29 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 	}
 }
 
+// keyless passes a request without a key through: nothing is stored, and each keyless request is
+// its own operation; there is no shared bucket for "no key" (C08). A route that requires a key
+// refuses it.
+func (x *exchange) keyless() {
+	if x.rt.Key.Required {
+		x.reject(fmt.Errorf("%w: header %s is required on route %s", ErrMissingKey, x.rt.Key.Header, x.rt.Name))
+		return
+	}
+	x.decide(DecisionExecute)
+	x.proxy()
+}
+
+func canonicalRequest(rt *routes.Route, r *http.Request, body []byte) *canonical.Request {
+	return &canonical.Request{
+		Tool:       rt.Name,
+		Method:     r.Method,
+		PathParams: pathParams(r),
+		Query:      r.URL.Query(),
+		Header:     r.Header,
+		Body:       body,
+	}
+}
+
 // readBody reads the whole request body, up to limit bytes. Errors wrap ErrBodyTooLarge.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
@@ -156,6 +180,9 @@ func (x *exchange) claim() (claimed bool, state string, stored []byte, err error
 		},
 		Owner:     x.owner,
 		StartedAt: now,
+	}
+	if len(x.doc) <= MaxRecordDocumentBytes {
+		x.rec.Document = x.doc
 	}
 	err = x.storeCall("claim", func(ctx context.Context) (err error) {
 		claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
@@ -259,6 +286,9 @@ func (x *exchange) conflict(prev *record) {
 	p.ExistingFingerprint = prev.EffectFingerprint
 	p.ReceivedFingerprint = x.fp
 	p.ExistingRemoteID = prev.RemoteID
+	if prev.Document != nil && x.doc != nil {
+		p.DifferingFields = canonical.DifferingFields(prev.Document, x.doc, maxDifferingFields)
+	}
 	p.write(x.w, 0)
 }
 

@@ -20,6 +20,7 @@ var (
 	attrTool        = attribute.Key("agent.tool.name")
 	attrSideEffect  = attribute.Key("agent.tool.side_effect")
 	attrKey         = attribute.Key("agent.idempotency.key")
+	attrKeySource   = attribute.Key("agent.idempotency.key_source") // header, from or derive
 	attrFingerprint = attribute.Key("agent.idempotency.fingerprint")
 	attrDecision    = attribute.Key("agent.idempotency.decision")
 	attrRemoteID    = attribute.Key("agent.idempotency.receipt.remote_id")
@@ -40,7 +41,8 @@ type exchange struct {
 	tenant, actor string
 	key, skey, fp string
 	decision      string
-	body          []byte // the request body, read for the fingerprint; nil when streamed through
+	body          []byte // the request body, read for the key or fingerprint; nil when streamed through
+	doc           []byte // the canonical document
 
 	// Set for an execution under a claimed key; settled once the record has been written.
 	owner     string
@@ -100,11 +102,11 @@ func (x *exchange) request() *http.Request {
 	return x.r.WithContext(context.WithValue(x.r.Context(), exchangeKey{}, x))
 }
 
-func (x *exchange) setKey(key string) {
+func (x *exchange) setKey(key, source string) {
 	x.key = key
 	x.skey = scopeKey(x.tenant, x.rt.Name, key)
-	x.log = x.log.With("key", key)
-	x.span.SetAttributes(attrKey.String(key))
+	x.log = x.log.With("key", key, "key_source", source)
+	x.span.SetAttributes(attrKey.String(key), attrKeySource.String(source))
 }
 
 func (x *exchange) setFingerprint(fp string) {

@@ -46,6 +46,12 @@ routes:
     class: non_idempotent
     receipt: {remote_id: /id}
 `, upstream, defaults[0])
+	return newGatewayYAML(t, yaml, opts)
+}
+
+// newGatewayYAML serves a gateway on the embedded store with the routes file yaml.
+func newGatewayYAML(t *testing.T, yaml string, opts gateway.Options) (*httptest.Server, gateway.Store, *gateway.Gateway) {
+	t.Helper()
 	cfg, err := routes.Parse("routes.yaml", []byte(yaml), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"github.com/dunglas/httpsfv"
+
+	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/routes"
 )
 
 // MaxKeyBytes is the longest idempotency key accepted, in bytes (contract §4).
@@ -34,18 +37,71 @@ func readKey(r *http.Request, h string) (key string, present bool, err error) {
 		}
 		key = s
 	}
+	return key, true, checkKey(key)
+}
+
+// checkKey reports whether key is 1 to MaxKeyBytes bytes of printable ASCII, not only spaces.
+// Errors wrap ErrInvalidKey.
+func checkKey(key string) error {
 	switch {
 	case strings.TrimSpace(key) == "":
-		return "", true, fmt.Errorf("%w: empty", ErrInvalidKey)
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
 	case len(key) > MaxKeyBytes:
-		return "", true, fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidKey, len(key), MaxKeyBytes)
+		return fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidKey, len(key), MaxKeyBytes)
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x20 || key[i] > 0x7e {
-			return "", true, fmt.Errorf("%w: byte %d is not printable ASCII", ErrInvalidKey, i)
+			return fmt.Errorf("%w: byte %d is not printable ASCII", ErrInvalidKey, i)
 		}
 	}
-	return key, true, nil
+	return nil
+}
+
+// Where a request's key came from (agent.idempotency.key_source).
+const (
+	keyFromHeader = "header"
+	keyFromFrom   = "from"
+	keyFromDerive = "derive"
+)
+
+// deriveKey finds the key of a request that sent no key header: key.from, then key.derive.
+// A key read by key.from is checked like a header's; a derived key that would be invalid is
+// replaced by its digest (routes.KeyOrDigest). Errors wrap ErrMissingKey or ErrInvalidKey and
+// name the field that is missing.
+func deriveKey(rt *routes.Route, r *http.Request, tenant string, body []byte) (key, source string, err error) {
+	lookup := func(source, name string, p canonical.Pointer) (string, bool) {
+		switch source {
+		case routes.SourceTenant:
+			return tenant, true
+		case routes.SourcePath:
+			return pathParams(r)[name], true
+		case routes.SourceBody:
+			return canonical.Lookup(body, p)
+		case routes.SourceQuery:
+			return r.URL.Query().Get(name), true
+		case routes.SourceHeader:
+			return r.Header.Get(name), true
+		}
+		return "", false
+	}
+	var errs []string
+	if from := rt.Key.From; !from.IsZero() {
+		if key, ok := lookup(from.Source, from.Name, from.Pointer); ok && key != "" {
+			if err := checkKey(key); err != nil {
+				return "", "", fmt.Errorf("%w (key.from %s)", err, from)
+			}
+			return key, keyFromFrom, nil
+		}
+		errs = append(errs, fmt.Sprintf("key.from %s is missing", from))
+	}
+	if rt.Key.Derive != nil {
+		key, err := rt.Key.Derive.Render(lookup)
+		if err == nil {
+			return key, keyFromDerive, nil
+		}
+		errs = append(errs, "key.derive: "+err.Error())
+	}
+	return "", "", fmt.Errorf("%w: no header %s, and %s", ErrMissingKey, rt.Key.Header, strings.Join(errs, "; "))
 }
 
 // scopeKey is the store key of an idempotency key: tenant, tool and key, each URL-escaped (so no

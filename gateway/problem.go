@@ -84,7 +84,14 @@ type problem struct {
 	ExistingFingerprint string `json:"existing_fingerprint,omitempty"`
 	ReceivedFingerprint string `json:"received_fingerprint,omitempty"`
 	ExistingRemoteID    string `json:"existing_remote_id,omitempty"`
+	// DifferingFields are the JSON Pointers into the canonical document whose values differ
+	// (never the values), at most maxDifferingFields; absent when the record kept no document.
+	DifferingFields []string `json:"differing_fields,omitempty"`
 }
+
+// maxDifferingFields bounds the differing_fields of a 422; the last entry is then
+// canonical.TruncatedMarker.
+const maxDifferingFields = 32
 
 // newProblem builds the problem for err; detail is err's message.
 func newProblem(err error, decision, key string) *problem {

@@ -49,7 +49,14 @@ type record struct {
 	Owner     string          `json:"owner"`
 	StartedAt time.Time       `json:"started_at"`
 	Response  *storedResponse `json:"response,omitempty"`
+	// Document is the canonical document of the request that claimed the key, kept so that a
+	// conflict can name the fields that differ; absent when larger than MaxRecordDocumentBytes.
+	Document json.RawMessage `json:"document,omitempty"`
 }
+
+// MaxRecordDocumentBytes bounds the canonical document a record keeps (64 KiB). A request whose
+// document is larger still gets its fingerprint checked; its conflicts carry no differing_fields.
+const MaxRecordDocumentBytes = 64 << 10
 
 // storedResponse is what a replay sends: the upstream's status, filtered headers and body.
 type storedResponse struct {

@@ -136,8 +136,15 @@ type Key struct {
 	// Header names the header, in canonical form (http.CanonicalHeaderKey). Default
 	// DefaultKeyHeader.
 	Header string
-	// Required: default true for NonIdempotent routes, false otherwise.
+	// Required: default true for NonIdempotent routes, false otherwise. A route with From or
+	// Derive asks for a key only when neither yields one.
 	Required bool
+	// From says where the key is read when the header is absent (key.from: "body:/pointer",
+	// "query:NAME" or "header:NAME"), for clients that cannot set headers. Zero: unset.
+	From KeySource
+	// Derive builds the key from the business operation when the request carries none
+	// (key.derive), e.g. "{tenant}:{body:/incident_id}:create_ticket". Nil: unset.
+	Derive *KeyTemplate
 }
 
 // Receipt holds JSON Pointers (RFC 6901) into the upstream's response body; empty means unset.

@@ -69,16 +69,35 @@ func ParseKeyTemplate(s string) (*KeyTemplate, error) {
 	return t, nil
 }
 
+// KeySource is where key.from reads a key: Source is SourceBody (Pointer set), SourceQuery or
+// SourceHeader (Name set). The zero KeySource is unset.
+type KeySource struct {
+	Source  string
+	Name    string
+	Pointer canonical.Pointer
+}
+
+// IsZero reports whether ks is unset.
+func (ks KeySource) IsZero() bool { return ks.Source == "" }
+
+// String returns ks as written in the routes file.
+func (ks KeySource) String() string {
+	if ks.IsZero() {
+		return ""
+	}
+	return ks.Source + ":" + ks.Name
+}
+
 // ParseKeySource parses key.from: "body:/pointer", "query:NAME" or "header:NAME".
-func ParseKeySource(s string) (source, name string, pointer canonical.Pointer, err error) {
+func ParseKeySource(s string) (KeySource, error) {
 	p, err := parseField(s)
-	if err == nil && p.source == SourceTenant {
-		err = fmt.Errorf("%q: the tenant is not a key", s)
+	switch {
+	case err != nil:
+		return KeySource{}, fmt.Errorf("%q: %w", s, err)
+	case p.source == SourceTenant, p.source == SourcePath:
+		return KeySource{}, fmt.Errorf("%q: want body:/POINTER, query:NAME or header:NAME", s)
 	}
-	if err != nil {
-		return "", "", canonical.Pointer{}, err
-	}
-	return p.source, p.name, p.pointer, nil
+	return KeySource{Source: p.source, Name: p.name, Pointer: p.pointer}, nil
 }
 
 func parseField(f string) (templatePart, error) {

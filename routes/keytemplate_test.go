@@ -71,10 +71,13 @@ func TestParseKeyTemplateErrors(t *testing.T) {
 			t.Errorf("ParseKeyTemplate(%q) = %v, want %q", template, err, want)
 		}
 	}
-	if _, _, _, err := ParseKeySource("tenant"); err == nil {
-		t.Error("ParseKeySource(tenant) succeeded")
+	for _, bad := range []string{"tenant", "path:id", "cookie:x", "body:x"} {
+		if _, err := ParseKeySource(bad); err == nil {
+			t.Errorf("ParseKeySource(%q) succeeded", bad)
+		}
 	}
-	if source, _, p, err := ParseKeySource("body:/params/_meta/idempotency_key"); err != nil || source != SourceBody || p.String() != "/params/_meta/idempotency_key" {
-		t.Errorf("ParseKeySource = %q %v %v", source, p, err)
+	ks, err := ParseKeySource("body:/params/_meta/idempotency_key")
+	if err != nil || ks.Source != SourceBody || ks.Pointer.String() != "/params/_meta/idempotency_key" || ks.String() != "body:/params/_meta/idempotency_key" {
+		t.Errorf("ParseKeySource = %+v, %v", ks, err)
 	}
 }

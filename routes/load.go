@@ -97,6 +97,8 @@ type rawRoute struct {
 type rawKey struct {
 	Header   *string `yaml:"header"`
 	Required *bool   `yaml:"required"`
+	From     *string `yaml:"from"`
+	Derive   *string `yaml:"derive"`
 }
 
 type rawFingerprint struct {

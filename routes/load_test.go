@@ -164,6 +164,12 @@ var badFiles = map[string][]string{
 		`rules.bad.yml: routes[0] "x": fingerprint.body.format: "xml": unknown format (want json, form, graphql or jsonrpc)`,
 		`rules.bad.yml: routes[1] "y": fingerprint.body.format: "GraphQL": unknown format (want json, form, graphql or jsonrpc)`,
 	},
+	"key.bad.yml": {
+		`key.bad.yml: routes[0] "x": key.from: "tenant": want body:/POINTER, query:NAME or header:NAME`,
+		`key.bad.yml: routes[0] "x": key.derive: "create_ticket": a template needs at least one {field}`,
+		`key.bad.yml: routes[1] "y": key.from: "body:meta/key": field {body:meta/key}: "meta/key": JSON Pointer must start with "/"`,
+		`key.bad.yml: routes[1] "y": key.derive: "{tenant}:{body:/a~2}": field {body:/a~2}: "/a~2": invalid JSON Pointer escape`,
+	},
 	"rules_decode.bad.yml": {
 		"rules_decode.bad.yml:13: cannot unmarshal !!str `/labels` into a list of strings",
 		"rules_decode.bad.yml:14: cannot unmarshal !!seq into a mapping",
@@ -256,6 +262,15 @@ func assertNoSecret(t *testing.T, s string) {
 }
 
 // mustPointer parses a JSON Pointer that a test knows to be valid.
+func mustTemplate(t *testing.T, s string) *KeyTemplate {
+	t.Helper()
+	kt, err := ParseKeyTemplate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kt
+}
+
 func mustPointer(t *testing.T, s string) canonical.Pointer {
 	t.Helper()
 	p, err := canonical.ParsePointer(s)
@@ -297,7 +312,9 @@ func TestParseFull(t *testing.T) {
 				Method:   "POST",
 				Path:     "/tickets/v1/tickets",
 				Class:    NonIdempotent,
-				Key:      Key{Header: "X-Request-Key", Required: false},
+				Key: Key{Header: "X-Request-Key", Required: false,
+					From:   KeySource{Source: SourceBody, Name: "/request_key", Pointer: mustPointer(t, "/request_key")},
+					Derive: mustTemplate(t, "{tenant}:{body:/customer_id}:create_ticket")},
 				Receipt: Receipt{
 					RemoteID:  mustPointer(t, "/id"),
 					RemoteURL: mustPointer(t, "/url"),

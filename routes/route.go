@@ -70,6 +70,20 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 		if k.Required != nil {
 			rt.Key.Required = *k.Required
 		}
+		if k.From != nil {
+			ks, err := ParseKeySource(*k.From)
+			if err != nil {
+				r.add(field("key.from"), err)
+			}
+			rt.Key.From = ks
+		}
+		if k.Derive != nil {
+			kt, err := ParseKeyTemplate(*k.Derive)
+			if err != nil {
+				r.add(field("key.derive"), err)
+			}
+			rt.Key.Derive = kt
+		}
 	}
 
 	if fields, ok := r.fingerprint(field("fingerprint"), raw.Fingerprint); ok {

@@ -4,6 +4,7 @@
 //
 //	idemgateway [serve]          run the gateway (the default)
 //	idemgateway validate         check the routes file; print every problem; exit 1 on any
+//	idemgateway fingerprint      print the canonical document, fingerprint and key of a request
 //	idemgateway version          print the version
 //
 // Settings come from IDEMGATEWAY_* environment variables; a flag of the same name overrides.
@@ -36,7 +37,10 @@ func main() {
 
 func run(args []string) error {
 	cmd := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "validate" || args[0] == "version") {
+	switch {
+	case len(args) > 0 && args[0] == "fingerprint":
+		return fingerprint(args[1:], os.Stdin, os.Stdout)
+	case len(args) > 0 && (args[0] == "serve" || args[0] == "validate" || args[0] == "version"):
 		cmd, args = args[0], args[1:]
 	}
 	s, err := loadSettings(args)
