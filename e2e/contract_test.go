@@ -120,7 +120,7 @@ func TestContract_InvalidBody(t *testing.T) {
 		{"two documents", `{"title":"a"} {"title":"b"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.gw.do(t, request{Key: "key-" + tc.name, Body: tc.body})
+			r := e.gw.do(t, request{Key: "key-" + strings.ReplaceAll(tc.name, ",", ""), Body: tc.body}) // an unquoted key may not hold a comma
 			expectProblem(t, r, http.StatusBadRequest, "invalid-body", "", false)
 			expectAttempts(t, e.sb, 0)
 		})

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -19,7 +19,7 @@ import (
 // AdminHandler serves the admin listener (contract §1, §5):
 //
 //	GET    /healthz                          200 while the process runs
-//	GET    /readyz                           200 while the store is reachable and fit, else 503
+//	GET    /readyz                           200 while the store is reachable, fit and takes writes, else 503
 //	GET    /metrics                          Prometheus exposition of Options.Metrics
 //	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped), 404 if none
 //	DELETE /v1/records/{tenant}/{tool}/{key} removes the record, 204; 404 if none
@@ -39,10 +39,8 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
-		ctx, cancel := context.WithTimeout(req.Context(), g.opts.StoreTimeout)
-		defer cancel()
-		if err := g.store.Ping(ctx); err != nil {
-			newProblem(fmt.Errorf("%w: %v", ErrStoreUnavailable, err), "", "").write(w, 1)
+		if err := g.storeOp(req.Context(), g.probeStore); err != nil {
+			newProblem(err, "", "").write(w, 1)
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -66,9 +64,11 @@ func requireBearer(token string) func(http.Handler) http.Handler {
 		if token == "" {
 			return next
 		}
-		want := []byte("Bearer " + token)
+		want := []byte(token)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			// The scheme is case-insensitive (RFC 9110 §11.1); the token is compared in constant time.
+			if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="idemgateway-admin"`)
 				(&problem{Type: ProblemTypePrefix + "unauthorized", Title: "Unauthorized", Status: http.StatusUnauthorized,
 					Detail: "the records API needs the admin bearer token"}).write(w, 0)
@@ -79,29 +79,18 @@ func requireBearer(token string) func(http.Handler) http.Handler {
 	}
 }
 
-// recordKey is the store key named by the admin path. chi matches on the escaped path, so each
-// segment is unescaped here and escaped again the one way scopeKey does.
-func recordKey(r *http.Request) (string, error) {
-	var parts [3]string
-	for i, name := range []string{"tenant", "tool", "key"} {
-		v, err := url.PathUnescape(chi.URLParam(r, name))
-		if err != nil {
-			return "", fmt.Errorf("%w: path segment %s: %v", ErrInvalidKey, name, err)
-		}
-		parts[i] = v
-	}
-	return scopeKey(parts[0], parts[1], parts[2]), nil
+// recordKey is the store key named by the admin path /v1/records/{tenant}/{tool}/{key}[/resolve],
+// whose segments are URL-escaped once (contract §5).
+func recordKey(r *http.Request) string {
+	p := pathParams(r)
+	return scopeKey(p["tenant"], p["tool"], p["key"])
 }
 
 func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
-	key, err := recordKey(r)
-	if err != nil {
-		newProblem(err, "", "").write(w, 0)
-		return
-	}
+	key := recordKey(r)
 	var state string
 	var payload []byte
-	err = g.storeOp(r.Context(), func(ctx context.Context) (err error) {
+	err := g.storeOp(r.Context(), func(ctx context.Context) (err error) {
 		state, payload, err = g.store.Get(ctx, key)
 		return err
 	})
@@ -122,13 +111,9 @@ func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) deleteRecord(w http.ResponseWriter, r *http.Request) {
-	key, err := recordKey(r)
-	if err != nil {
-		newProblem(err, "", "").write(w, 0)
-		return
-	}
+	key := recordKey(r)
 	var existed bool
-	err = g.storeOp(r.Context(), func(ctx context.Context) (err error) {
+	err := g.storeOp(r.Context(), func(ctx context.Context) (err error) {
 		existed, err = g.store.Delete(ctx, key)
 		return err
 	})
@@ -154,11 +139,7 @@ type resolution struct {
 var errResolve = errors.New("cannot resolve")
 
 func (g *Gateway) resolveRecord(w http.ResponseWriter, r *http.Request) {
-	key, err := recordKey(r)
-	if err != nil {
-		newProblem(err, "", "").write(w, 0)
-		return
-	}
+	key := recordKey(r)
 	var res resolution
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
@@ -252,6 +233,23 @@ func (g *Gateway) storeOp(ctx context.Context, call func(ctx context.Context) er
 	defer cancel()
 	if err := call(ctx); err != nil {
 		return fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+	}
+	return nil
+}
+
+// probeStore checks that the store can be reached, is fit (Ping) and takes writes: it claims and
+// releases a probe key that no request key can equal (a scope key has three segments), since a
+// store can answer reads while its writes fail (a full disk).
+func (g *Gateway) probeStore(ctx context.Context) error {
+	if err := g.store.Ping(ctx); err != nil {
+		return err
+	}
+	key, owner := "readyz/"+newToken(), newToken()
+	if _, _, _, err := g.store.Claim(ctx, key, owner, []byte("{}"), time.Second, 10*time.Second); err != nil {
+		return fmt.Errorf("write probe: %w", err)
+	}
+	if _, err := g.store.Release(ctx, key, owner); err != nil {
+		return fmt.Errorf("write probe: %w", err)
 	}
 	return nil
 }

@@ -71,6 +71,13 @@ func TestAdminRecords(t *testing.T) {
 	if code, _ := adminDo(t, admin, "GET", base+"ok%20key", "wrong", ""); code != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %d", code)
 	}
+	lower := httptest.NewRequest("GET", base+"ok%20key", nil)
+	lower.Header.Set("Authorization", "bearer s3cret") // the scheme is case-insensitive
+	w := httptest.NewRecorder()
+	admin.ServeHTTP(w, lower)
+	if w.Code != http.StatusOK {
+		t.Fatalf("lower-case scheme: %d", w.Code)
+	}
 	code, rec := adminDo(t, admin, "GET", base+"ok%20key", "s3cret", "")
 	if code != 200 || rec["state"] != "committed" || rec["remote_id"] != "T-1" || rec["tenant"] != "acme/eu" ||
 		rec["idempotency_key"] != "ok key" || rec["executions"] != float64(1) || rec["response_status"] != float64(201) {

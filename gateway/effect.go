@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -22,6 +23,11 @@ import (
 func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
 	x := g.newExchange(w, r, rt)
 	defer x.logAccess()
+
+	if n := len(r.Header.Values(rt.TenantHeader)); n > 1 {
+		x.reject(fmt.Errorf("%w: %s sent %d times", ErrInvalidRequest, rt.TenantHeader, n))
+		return
+	}
 
 	// What operation is this? The key, scoped by tenant and tool: the header, else key.from,
 	// else key.derive. The body is read only when the key or the fingerprint needs it.
@@ -56,13 +62,17 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 	x.setKey(key, source)
 
 	// Is this the same request? The effect fingerprint.
-	doc, err := rt.Fingerprint.Document(canonicalRequest(rt, r, body))
+	req, err := canonicalRequest(rt, r, body)
+	if err == nil {
+		var doc []byte
+		doc, err = rt.Fingerprint.Document(req)
+		x.doc = doc
+	}
 	if err != nil {
 		x.reject(err)
 		return
 	}
-	x.setFingerprint(canonical.Fingerprint(doc))
-	x.doc = doc
+	x.setFingerprint(canonical.Fingerprint(x.doc))
 
 	// Claim the key, or read what it holds. With concurrency: wait, an in-flight duplicate claims
 	// again with a growing back-off until the first settles or wait_timeout passes.
@@ -103,8 +113,12 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 				x.refuse(DecisionInProgress, fmt.Errorf("%w: another request took the key over", ErrInProgress))
 			}
 		case state == StateUnknown:
+			why := prev.Detail
+			if why == "" {
+				why = "the execution's lease lapsed before it settled (its gateway died or lost the store)"
+			}
 			x.refuse(DecisionOutcomeUnknown, fmt.Errorf("%w: %s; an operator must resolve it, or it expires at %s",
-				ErrOutcomeUnknown, prev.Detail, prev.ExpiresAt.Format(time.RFC3339)))
+				ErrOutcomeUnknown, why, prev.ExpiresAt.Format(time.RFC3339)))
 		default:
 			x.reject(fmt.Errorf("%w: unknown state %q", ErrCorruptRecord, state))
 		}
@@ -120,19 +134,43 @@ func (x *exchange) keyless() {
 		x.reject(fmt.Errorf("%w: header %s is required on route %s", ErrMissingKey, x.rt.Key.Header, x.rt.Name))
 		return
 	}
+	if x.body == nil && !x.limitBody() {
+		return
+	}
 	x.decide(DecisionExecute)
 	x.proxy()
 }
 
-func canonicalRequest(rt *routes.Route, r *http.Request, body []byte) *canonical.Request {
+// limitBody holds a body that streams through to the route's max_body_bytes: a declared length
+// over it is refused at once (false), a longer stream breaks off with 413 (proxyError).
+func (x *exchange) limitBody() bool {
+	if x.r.ContentLength > x.rt.MaxBodyBytes {
+		x.reject(fmt.Errorf("%w: %d bytes, the route accepts at most %d", ErrBodyTooLarge, x.r.ContentLength, x.rt.MaxBodyBytes))
+		return false
+	}
+	x.r.Body = http.MaxBytesReader(x.w, x.r.Body, x.rt.MaxBodyBytes)
+	return true
+}
+
+// canonicalRequest is what the fingerprint reads of r. A query string that does not parse (a bad
+// escape, a ';') or a Content-Type sent twice is refused: the gateway and the upstream could read
+// such a request differently. Errors wrap ErrInvalidRequest.
+func canonicalRequest(rt *routes.Route, r *http.Request, body []byte) (*canonical.Request, error) {
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("%w: query: %v", ErrInvalidRequest, err)
+	}
+	if n := len(r.Header.Values("Content-Type")); n > 1 {
+		return nil, fmt.Errorf("%w: Content-Type sent %d times", ErrInvalidRequest, n)
+	}
 	return &canonical.Request{
 		Tool:       rt.Name,
 		Method:     r.Method,
 		PathParams: pathParams(r),
-		Query:      r.URL.Query(),
+		Query:      query,
 		Header:     r.Header,
 		Body:       body,
-	}
+	}, nil
 }
 
 // readBody reads the whole request body, up to limit bytes. Errors wrap ErrBodyTooLarge.
@@ -151,6 +189,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return body, nil
 }
 
+// pathParams returns the path parameters chi matched, each decoded exactly once. chi matches the
+// escaped path (r.URL.RawPath) when the URL has one, and the decoded path otherwise (Go keeps no
+// RawPath when escaping the decoded path gives the original back): so /t/a%2Fb gives "a/b",
+// /t/a%252Fb gives "a%2Fb", and /t/%41 and /t/A both give "A".
 func pathParams(r *http.Request) map[string]string {
 	rc := chi.RouteContext(r.Context())
 	if rc == nil || len(rc.URLParams.Keys) == 0 {
@@ -158,7 +200,13 @@ func pathParams(r *http.Request) map[string]string {
 	}
 	params := make(map[string]string, len(rc.URLParams.Keys))
 	for i, k := range rc.URLParams.Keys {
-		params[k] = rc.URLParams.Values[i]
+		v := rc.URLParams.Values[i]
+		if r.URL.RawPath != "" {
+			if u, err := url.PathUnescape(v); err == nil { // RawPath is valid escaping: no error
+				v = u
+			}
+		}
+		params[k] = v
 	}
 	return params
 }

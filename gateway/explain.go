@@ -50,7 +50,11 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Ex
 	chi.RegisterMethod(rt.Method)
 	mux.Method(rt.Method, rt.Path, http.NotFoundHandler())
 	rctx := chi.NewRouteContext()
-	if r.Method != rt.Method || !mux.Match(rctx, rt.Method, r.URL.Path) {
+	path := r.URL.Path
+	if r.URL.RawPath != "" { // as chi matches: see pathParams
+		path = r.URL.RawPath
+	}
+	if r.Method != rt.Method || !mux.Match(rctx, rt.Method, path) {
 		return nil, fmt.Errorf("%s %s does not match route %q (%s %s)", r.Method, r.URL.Path, route, rt.Method, rt.Path)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx))
@@ -74,7 +78,10 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Ex
 		e.Key, e.KeySource = key, source
 	}
 
-	req := canonicalRequest(rt, r, body)
+	req, err := canonicalRequest(rt, r, body)
+	if err != nil {
+		return nil, err
+	}
 	if steps {
 		e.Document, e.Steps, err = rt.Fingerprint.Explain(req)
 	} else {

@@ -124,6 +124,12 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 		chi.RegisterMethod(rt.Method) // a no-op for the standard methods; chi panics on others
 		r.Method(rt.Method, rt.Path, g.routeHandler(rt))
 	}
+	// A read_only GET answers HEAD too (RFC 9110 §9.3.2), unless a route claims HEAD there.
+	for _, rt := range cfg.Routes {
+		if rt.Class == routes.ReadOnly && rt.Method == http.MethodGet && !r.Match(chi.NewRouteContext(), http.MethodHead, rt.Path) {
+			r.Method(http.MethodHead, rt.Path, g.routeHandler(rt))
+		}
+	}
 	tp := opts.TracerProvider
 	// The span is named by method here and renamed "METHOD /route/pattern" once a route matches:
 	// raw paths would give span names without bound.
@@ -137,8 +143,16 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// ServeHTTP serves one request of an agent's HTTP tool.
+// ServeHTTP serves one request of an agent's HTTP tool. A path with a dot-segment ("." or "..",
+// escaped or not) is refused before routing: an upstream that resolves it could serve a path no
+// route allows.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for _, seg := range strings.Split(r.URL.Path, "/") {
+		if seg == "." || seg == ".." {
+			newProblem(fmt.Errorf("%w: the path %q has a dot-segment", ErrInvalidRequest, r.URL.Path), "", "").write(w, 0)
+			return
+		}
+	}
 	g.handler.ServeHTTP(w, r)
 }
 

@@ -36,6 +36,9 @@ func readKey(r *http.Request, h string) (key string, present bool, err error) {
 			return "", true, fmt.Errorf("%w: quoted value is not an RFC 8941 sf-string", ErrInvalidKey)
 		}
 		key = s
+	} else if strings.Contains(key, ",") {
+		// A proxy folds a header sent twice into one line joined by commas (RFC 9110 §5.3).
+		return "", true, fmt.Errorf("%w: a comma in an unquoted key (the header may have been sent twice and folded); send a key with a comma as an sf-string", ErrInvalidKey)
 	}
 	return key, true, checkKey(key)
 }

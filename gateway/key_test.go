@@ -30,6 +30,8 @@ func TestReadKey(t *testing.T) {
 		{name: "not ASCII", values: []string{"clé"}, present: true, invalid: true},
 		{name: "control byte", values: []string{"a\x01b"}, present: true, invalid: true},
 		{name: "sent twice", values: []string{"a", "a"}, present: true, invalid: true},
+		{name: "folded by a proxy", values: []string{"k1, k1"}, present: true, invalid: true},
+		{name: "sf-string with a comma", values: []string{`"k1, k1"`}, key: "k1, k1", present: true},
 		{name: "unterminated sf-string", values: []string{`"abc`}, present: true, invalid: true},
 		{name: "sf-string with parameters", values: []string{`"abc";x=1`}, present: true, invalid: true},
 		{name: "sf-string with a bad escape", values: []string{`"a\nb"`}, present: true, invalid: true},

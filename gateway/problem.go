@@ -16,6 +16,7 @@ var (
 	ErrInvalidKey       = errors.New("invalid idempotency key")
 	ErrBodyTooLarge     = errors.New("request body too large")
 	ErrInvalidBody      = canonical.ErrInvalidBody
+	ErrInvalidRequest   = errors.New("invalid request")
 	ErrConflict         = errors.New("idempotency key reused with a different effect")
 	ErrInProgress       = errors.New("a request with this idempotency key is in progress")
 	ErrOutcomeUnknown   = errors.New("the outcome of the request with this idempotency key is unknown")
@@ -50,6 +51,7 @@ func problemOf(err error) problemKind {
 		{ErrInvalidKey, problemKind{http.StatusBadRequest, "invalid-idempotency-key", "Invalid idempotency key", false}},
 		{ErrBodyTooLarge, problemKind{http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large", false}},
 		{ErrInvalidBody, problemKind{http.StatusBadRequest, "invalid-body", "Invalid request body", false}},
+		{ErrInvalidRequest, problemKind{http.StatusBadRequest, "invalid-request", "Invalid request", false}},
 		{ErrConflict, problemKind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused", false}},
 		{ErrInProgress, problemKind{http.StatusConflict, "request-in-progress", "Request in progress", true}},
 		{ErrOutcomeUnknown, problemKind{http.StatusConflict, "outcome-unknown", "Outcome unknown", false}},

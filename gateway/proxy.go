@@ -52,7 +52,9 @@ func classify(o routes.Outcome, status int) outcome {
 func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
 	x := g.newExchange(w, r, rt)
 	defer x.logAccess()
-	x.proxy()
+	if x.limitBody() {
+		x.proxy()
+	}
 }
 
 // proxy runs the reverse proxy for x and then ends the upstream exchange's context.
@@ -208,8 +210,12 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		x.upDur = time.Since(x.upStart)
 	}
 	perr := fmt.Errorf("%w: %v", ErrUpstream, err)
-	if errors.Is(err, context.DeadlineExceeded) {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		perr = fmt.Errorf("%w after %s", ErrUpstreamTimeout, x.rt.Upstream.Timeout)
+	case errors.As(err, &tooLarge): // a streamed body over max_body_bytes
+		perr = fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, tooLarge.Limit)
 	}
 	retryable := false
 	switch {
@@ -218,6 +224,7 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	case x.mayHaveSent.Load():
 		x.observeUpstream(outcomeUnknown)
 		x.unknown(perr.Error())
+		retryable = x.rt.OnUnknownOutcome == routes.Release // the key was freed
 	default:
 		x.observeUpstream(outcomeNotCommitted)
 		x.release()

@@ -19,6 +19,7 @@ import (
 const (
 	DefaultTTL             = 24 * time.Hour
 	DefaultLockLease       = 10 * time.Second
+	MinLockLease           = 100 * time.Millisecond // shorter leases lapse under ordinary scheduling delays
 	DefaultWaitTimeout     = 10 * time.Second
 	DefaultUpstreamTimeout = 30 * time.Second
 	DefaultTenantHeader    = "X-Tenant-ID"

@@ -92,6 +92,7 @@ var badFiles = map[string][]string{
 		`defaults.bad.yml: defaults.actor_header: header name must not be empty`,
 		`defaults.bad.yml: defaults.max_body_bytes: 0: must be positive`,
 		`defaults.bad.yml: routes[0] "create_ticket": ttl: -1h0m0s: must be positive`,
+		`defaults.bad.yml: routes[0] "create_ticket": lock_lease: 1ms: must be at least 100ms (the lease is renewed every third of it)`,
 		`defaults.bad.yml: routes[0] "create_ticket": concurrency: "": must be reject or wait`,
 		`defaults.bad.yml: routes[0] "create_ticket": tenant_header: "X-Tenant:": invalid header name`,
 		`defaults.bad.yml: routes[0] "create_ticket": max_body_bytes: -5: must be positive`,

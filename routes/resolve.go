@@ -243,6 +243,9 @@ func (r *resolver) settings(at string, raw rawSettings, base settings) settings 
 	}
 	duration("ttl", raw.TTL, &s.ttl)
 	duration("lock_lease", raw.LockLease, &s.lockLease)
+	if raw.LockLease != nil && *raw.LockLease > 0 && *raw.LockLease < MinLockLease {
+		r.addf(at+"lock_lease", "%s: must be at least %s (the lease is renewed every third of it)", *raw.LockLease, MinLockLease)
+	}
 	if raw.Concurrency != nil {
 		s.concurrency = Concurrency(*raw.Concurrency)
 		if s.concurrency != Reject && s.concurrency != Wait {

@@ -121,7 +121,7 @@ func (a *agent) scenario() error {
 	// 1. The first call executes.
 	a.step("create the incident issue with key inc-1", a.create("inc-1", issue, nil, 0))
 	// 2. The model times out while the upstream is still working, and retries.
-	a.step("same call, slow upstream (2s), agent gives up after 0.5s", a.create("inc-2", issue, map[string]string{"X-Sandbox-Delay": "2s"}, 500*time.Millisecond))
+	a.step("new issue inc-2; upstream slow (2s), agent gives up at 0.5s", a.create("inc-2", issue, map[string]string{"X-Sandbox-Delay": "2s"}, 500*time.Millisecond))
 	a.step("agent retries at once", a.create("inc-2", issue, nil, 0))
 	time.Sleep(2 * time.Second)
 	a.step("agent retries after 2s", a.create("inc-2", issue, nil, 0))

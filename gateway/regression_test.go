@@ -1,0 +1,176 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemgateway/idemgateway/gateway"
+)
+
+// Regression tests for what a hostile first user found (issue 2's fresh-eyes review): each input
+// below once got through, or got the wrong answer.
+
+// countingUpstream answers 201 {"id":"T-<n>"} to every request (502 when X-Fail is set) and counts.
+func countingUpstream(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		i := n.Add(1)
+		if r.Header.Get("X-Fail") != "" {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"T-%d"}`, i)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+const regressionRoutes = `
+upstreams:
+  up: {url: %s}
+defaults: {max_body_bytes: 64}
+routes:
+  - {name: create, upstream: up, method: POST, path: /v1/tickets, class: non_idempotent,
+     fingerprint: {query: [dry_run]}, receipt: {remote_id: /id}}
+  - {name: comment, upstream: up, method: POST, path: "/t/{id}/comment", class: non_idempotent}
+  - {name: put, upstream: up, method: PUT, path: /v1/tickets, class: idempotent, on_unknown_outcome: release}
+  - {name: read, upstream: up, method: GET, path: "/v1/tickets/{id}", class: read_only}
+`
+
+type answer struct {
+	status  int
+	header  http.Header
+	problem map[string]any
+}
+
+func do(t *testing.T, method, url string, header http.Header, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, header: resp.Header}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		_ = json.Unmarshal(b, &a.problem)
+	}
+	return a
+}
+
+func TestRegressionRequests(t *testing.T) {
+	t.Parallel()
+	up, executions := countingUpstream(t)
+	srv, _, _ := newGatewayYAML(t, fmt.Sprintf(regressionRoutes, up.URL), gateway.Options{})
+	json := http.Header{"Content-Type": {"application/json"}}
+	withKey := func(key string, extra ...string) http.Header {
+		h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}
+		for i := 0; i+1 < len(extra); i += 2 {
+			h[extra[i]] = append(h[extra[i]], extra[i+1])
+		}
+		return h
+	}
+	tests := []struct {
+		name, method, path string
+		header             http.Header
+		body               string
+		status             int
+		problem            string // type suffix, or ""
+		decision           string
+		executed           bool
+	}{
+		// Path parameters are decoded exactly once: a%2Fb names "a/b", a%252Fb names "a%2Fb".
+		{"path param escaped slash", "POST", "/t/a%2Fb/comment", withKey("p1"), `{}`, 201, "", "execute", true},
+		{"path param escaped percent is another resource", "POST", "/t/a%252Fb/comment", withKey("p1"), `{}`, 422, "idempotency-key-reused", "conflict", false},
+		{"path param A", "POST", "/t/A/comment", withKey("p2"), `{}`, 201, "", "execute", true},
+		{"path param %41 is the same resource", "POST", "/t/%41/comment", withKey("p2"), `{}`, 201, "", "replay", false},
+		// A query that does not parse could be read differently upstream.
+		{"query with a semicolon", "POST", "/v1/tickets?dry_run=1;x=1", withKey("q1"), `{}`, 400, "invalid-request", "", false},
+		{"query with a bad escape", "POST", "/v1/tickets?dry_run=%zz", withKey("q1"), `{}`, 400, "invalid-request", "", false},
+		{"Content-Type twice", "POST", "/v1/tickets", withKey("q2", "Content-Type", "text/plain"), `{}`, 400, "invalid-request", "", false},
+		{"tenant twice", "POST", "/v1/tickets", withKey("q3", "X-Tenant-Id", "a", "X-Tenant-Id", "b"), `{}`, 400, "invalid-request", "", false},
+		{"key folded by a proxy", "POST", "/v1/tickets", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k1, k1"}}, `{}`, 400, "invalid-idempotency-key", "", false},
+		// Dot-segments are never routed.
+		{"dot-dot in a read_only path", "GET", "/v1/tickets/..", nil, "", 400, "invalid-request", "", false},
+		{"escaped dot-dot", "GET", "/v1/tickets/%2e%2e", nil, "", 400, "invalid-request", "", false},
+		// max_body_bytes holds on calls that stream through.
+		{"keyless body over the limit", "PUT", "/v1/tickets", json, strings.Repeat("x", 65), 413, "body-too-large", "", false},
+		{"read_only body over the limit", "GET", "/v1/tickets/1", nil, strings.Repeat("x", 65), 413, "body-too-large", "", false},
+		{"keyless body at the limit", "PUT", "/v1/tickets", json, strings.Repeat("x", 64), 201, "", "execute", true},
+		// A read_only GET answers HEAD; a known path with another method gets 405 and Allow.
+		{"HEAD on a read_only GET", "HEAD", "/v1/tickets/1", nil, "", 201, "", "", true},
+		{"wrong method", "DELETE", "/v1/tickets", nil, "", 405, "method-not-allowed", "", false},
+	}
+	for _, tt := range tests {
+		before := executions.Load()
+		a := do(t, tt.method, srv.URL+tt.path, tt.header, tt.body)
+		executed := executions.Load() > before
+		if a.status != tt.status || a.header.Get("Idempotency-Decision") != tt.decision || executed != tt.executed ||
+			(tt.problem != "" && !strings.HasSuffix(fmt.Sprint(a.problem["type"]), ":"+tt.problem)) {
+			t.Errorf("%s: %d %q executed=%v problem=%v; want %d %q executed=%v %s",
+				tt.name, a.status, a.header.Get("Idempotency-Decision"), executed, a.problem, tt.status, tt.decision, tt.executed, tt.problem)
+		}
+		if tt.status == 405 && a.header.Get("Allow") != "POST, PUT" {
+			t.Errorf("%s: Allow = %q, want \"POST, PUT\"", tt.name, a.header.Get("Allow"))
+		}
+	}
+
+	// An upstream 502 on a release route frees the key: the retry executes.
+	if a := do(t, "PUT", srv.URL+"/v1/tickets", withKey("r1", "X-Fail", "1"), `{}`); a.status != 502 {
+		t.Fatalf("failing PUT: %d", a.status)
+	}
+	if a := do(t, "PUT", srv.URL+"/v1/tickets", withKey("r1"), `{}`); a.status != 201 || a.header.Get("Idempotency-Decision") != "execute" {
+		t.Fatalf("retry of a released unknown outcome: %d %s", a.status, a.header.Get("Idempotency-Decision"))
+	}
+}
+
+// TestRegressionAdminPathDecodedOnce: the admin path's segments are URL-escaped once; a key with
+// a '%' must not reach another key's record (a DELETE there once freed the wrong key and let a
+// retry execute twice).
+func TestRegressionAdminPathDecodedOnce(t *testing.T) {
+	t.Parallel()
+	up, executions := countingUpstream(t)
+	srv, _, gw := newGatewayYAML(t, fmt.Sprintf(regressionRoutes, up.URL), gateway.Options{})
+	admin := gw.AdminHandler("")
+	for _, key := range []string{"pct%41", "pctA"} {
+		if a := do(t, "POST", srv.URL+"/v1/tickets", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}, `{}`); a.status != 201 {
+			t.Fatalf("create %s: %d", key, a.status)
+		}
+	}
+	do(t, "POST", srv.URL+"/v1/tickets", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k"}, "X-Tenant-Id": {"a/b"}}, `{}`)
+
+	code, rec := adminDo(t, admin, "GET", "/v1/records/default/create/pct%2541", "", "")
+	if code != 200 || rec["idempotency_key"] != "pct%41" {
+		t.Fatalf("GET pct%%2541: %d %v", code, rec)
+	}
+	if code, rec = adminDo(t, admin, "GET", "/v1/records/a%2Fb/create/k", "", ""); code != 200 || rec["tenant"] != "a/b" {
+		t.Fatalf("GET tenant a%%2Fb: %d %v", code, rec)
+	}
+	if code, _ = adminDo(t, admin, "GET", "/v1/records/a%252Fb/create/k", "", ""); code != 404 {
+		t.Fatalf("GET tenant a%%252Fb (the tenant \"a%%2Fb\"): %d, want 404", code)
+	}
+	if code, _ = adminDo(t, admin, "DELETE", "/v1/records/default/create/pct%2541", "", ""); code != 204 {
+		t.Fatalf("DELETE: %d", code)
+	}
+	a := do(t, "POST", srv.URL+"/v1/tickets", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"pctA"}}, `{}`)
+	if a.status != 201 || a.header.Get("Idempotency-Decision") != "replay" || executions.Load() != 3 {
+		t.Fatalf("pctA after deleting pct%%41: %d %s, %d executions; want a replay and 3", a.status, a.header.Get("Idempotency-Decision"), executions.Load())
+	}
+}
