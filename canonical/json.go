@@ -75,6 +75,23 @@ func Lookup(data []byte, p Pointer) (value string, ok bool) {
 	return string(appendValue(nil, v)), true
 }
 
+// LookupJSON returns the canonical JSON text of the value at p in the JSON text data (a string
+// quoted, unlike Lookup). ok is false when data is not valid JSON or p is absent.
+func LookupJSON(data []byte, p Pointer) (value []byte, ok bool) {
+	if p.IsZero() {
+		return nil, false
+	}
+	root, err := parse(data)
+	if err != nil {
+		return nil, false
+	}
+	v := resolve(&root, p.tokens())
+	if v == nil {
+		return nil, false
+	}
+	return appendValue(nil, v), true
+}
+
 // resolve returns the value at the reference tokens toks below v (RFC 6901 §4), or nil when there
 // is none. Values marked deleted are absent.
 func resolve(v *node, toks []string) *node {

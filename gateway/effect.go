@@ -73,6 +73,10 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 		return
 	}
 	x.setFingerprint(canonical.Fingerprint(x.doc))
+	if err := x.inject(); err != nil {
+		x.reject(err)
+		return
+	}
 
 	// Claim the key, or read what it holds. With concurrency: wait, an in-flight duplicate claims
 	// again with a growing back-off until the first settles or wait_timeout passes.
@@ -105,9 +109,11 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 			continue
 		case state == StateInProgress:
 			x.refuse(DecisionInProgress, fmt.Errorf("%w: started %s ago", ErrInProgress, time.Since(prev.StartedAt).Round(time.Millisecond)))
+		case state == StateUnknown && rt.Reconcile != nil:
+			x.reconcile(prev)
 		case state == StateUnknown && rt.OnUnknownOutcome == routes.Release:
 			// The executor died or lost its lease before settling: take the record over.
-			if x.reclaim(prev) {
+			if x.reclaim(prev, prev.Executions+1) {
 				x.execute()
 			} else {
 				x.refuse(DecisionInProgress, fmt.Errorf("%w: another request took the key over", ErrInProgress))
@@ -244,9 +250,11 @@ func (x *exchange) claim() (claimed bool, state string, stored []byte, err error
 	return claimed, state, stored, nil
 }
 
-// reclaim takes over prev, a record whose outcome is unknown, for a new execution.
-func (x *exchange) reclaim(prev *record) bool {
-	x.rec.Executions = prev.Executions + 1
+// reclaim takes over prev, a record whose outcome is unknown, for a new execution or a
+// reconciliation;
+// executions is what the record counts once taken over.
+func (x *exchange) reclaim(prev *record, executions int) bool {
+	x.rec.Executions = executions
 	err := x.storeCall("reclaim", func(ctx context.Context) error {
 		return refused(x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL))
 	})

@@ -91,6 +91,9 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	for name, values := range up.Headers.Header() {
 		out.Header[name] = values
 	}
+	if up.ForwardKey != "" && x.owner != "" { // an execution under a key: the upstream de-duplicates by it
+		out.Header.Set(up.ForwardKey, x.forwardedKey())
+	}
 
 	ctx := pr.In.Context()
 	if x.rt.Class != routes.ReadOnly {

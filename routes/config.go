@@ -81,6 +81,38 @@ type Upstream struct {
 	// in canonical form; nil when none. They often hold credentials: never log them. Secrets and
 	// Upstream print them redacted whatever the fmt verb.
 	Headers Secrets
+	// ForwardKey names the header on which the gateway sends its scoped key (tenant, tool and
+	// idempotency key; ForwardedKey) to an upstream that de-duplicates by it, such as Stripe's
+	// and Zendesk's Idempotency-Key. Then re-executing an unknown outcome is safe, and
+	// non_idempotent routes release unknown outcomes by default. Default "": not sent.
+	ForwardKey string
+}
+
+// Reconcile is a read-only lookup that settles an unknown outcome: when a request meets a record
+// in outcome_unknown, the gateway asks the upstream whether the effect exists, then replays a
+// receipt made from the answer (found) or executes the call again (not found).
+type Reconcile struct {
+	// Inject, when set, writes a value into the JSON body of every executed request (typically
+	// the scoped key into an external-id field), so that the lookup can find the effect.
+	Inject *Inject
+	// Path is the lookup's path and query, appended to the upstream's URL, a template with the
+	// fields of ParseTemplate, e.g. "/v1/tickets?external_id={key}"; values are URL-escaped.
+	// The method is GET.
+	Path *KeyTemplate
+	// Found points into the lookup's JSON answer at what exists when the effect happened (e.g.
+	// "/results/0"); absent or null means it did not.
+	Found canonical.Pointer
+	// RemoteID and RemoteURL point into the lookup's answer for the receipt; unset: none.
+	RemoteID, RemoteURL canonical.Pointer
+	// Status is the status replays of a receipt made by reconciliation answer. Default 200.
+	Status int
+}
+
+// Inject writes Value, a template with the fields of ParseTemplate, as a JSON string at
+// BodyPointer of the request body (RFC 6901; the parent must be an object).
+type Inject struct {
+	BodyPointer canonical.Pointer
+	Value       *KeyTemplate
 }
 
 // Secrets are headers whose values must never reach a log, an error or a receipt. Their String,
@@ -109,7 +141,11 @@ type Route struct {
 	Fingerprint *canonical.Canonicalizer
 	// Receipt says what the receipt records of the upstream's response.
 	Receipt Receipt
-	// OnUnknownOutcome: default Block for NonIdempotent routes, Release otherwise.
+	// Reconcile settles unknown outcomes by a lookup; nil: none (outcome_unknown records wait for
+	// an operator or their expiry).
+	Reconcile *Reconcile
+	// OnUnknownOutcome: default Block for NonIdempotent routes (Release when the upstream has a
+	// ForwardKey and the route no Reconcile), Release otherwise.
 	OnUnknownOutcome UnknownPolicy
 	// Outcome overrides the default status classes of contract §4.
 	Outcome Outcome

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/idemgateway/idemgateway/canonical"
@@ -16,14 +17,16 @@ const (
 	SourceBody   = "body"   // {body:/pointer}: a member of the JSON body (RFC 6901)
 	SourceQuery  = "query"  // {query:name}: the first value of a query parameter
 	SourceHeader = "header" // {header:Name}: a request header
+	SourceKey    = "key"    // {key}: the gateway's scoped key (reconcile templates only)
 )
 
 // KeyTemplate builds the idempotency key of a request that carries none (key.derive), from the
 // business operation: e.g. "{tenant}:{body:/incident_id}:create_ticket". Text outside braces is
 // literal and may not contain '{' or '}'. Build one with ParseKeyTemplate.
 type KeyTemplate struct {
-	text  string
-	parts []templatePart
+	text   string
+	parts  []templatePart
+	fields int
 }
 
 type templatePart struct {
@@ -36,6 +39,21 @@ type templatePart struct {
 // ParseKeyTemplate parses a key.derive template. Fields are {tenant}, {path:NAME}, {body:/POINTER},
 // {query:NAME} and {header:NAME}; at least one field is required.
 func ParseKeyTemplate(s string) (*KeyTemplate, error) {
+	t, err := ParseTemplate(s)
+	switch {
+	case err != nil:
+		return nil, err
+	case t.fields == 0:
+		return nil, fmt.Errorf("%q: a template needs at least one {field}", s)
+	case slices.ContainsFunc(t.parts, func(p templatePart) bool { return p.source == SourceKey }):
+		return nil, fmt.Errorf("%q: {key} is what this template makes", s)
+	}
+	return t, nil
+}
+
+// ParseTemplate parses a template of a reconcile block: the fields of ParseKeyTemplate and {key},
+// the gateway's scoped key (ForwardedKey). Text may also stand without fields.
+func ParseTemplate(s string) (*KeyTemplate, error) {
 	t := &KeyTemplate{text: s}
 	rest := s
 	fields := 0
@@ -63,9 +81,7 @@ func ParseKeyTemplate(s string) (*KeyTemplate, error) {
 		fields++
 		rest = rest[open+1+end+1:]
 	}
-	if fields == 0 {
-		return nil, fmt.Errorf("%q: a template needs at least one {field}", s)
-	}
+	t.fields = fields
 	return t, nil
 }
 
@@ -94,19 +110,19 @@ func ParseKeySource(s string) (KeySource, error) {
 	switch {
 	case err != nil:
 		return KeySource{}, fmt.Errorf("%q: %w", s, err)
-	case p.source == SourceTenant, p.source == SourcePath:
+	case p.source == SourceTenant, p.source == SourceKey, p.source == SourcePath:
 		return KeySource{}, fmt.Errorf("%q: want body:/POINTER, query:NAME or header:NAME", s)
 	}
 	return KeySource{Source: p.source, Name: p.name, Pointer: p.pointer}, nil
 }
 
 func parseField(f string) (templatePart, error) {
-	if f == SourceTenant {
-		return templatePart{source: SourceTenant}, nil
+	if f == SourceTenant || f == SourceKey {
+		return templatePart{source: f}, nil
 	}
 	source, name, ok := strings.Cut(f, ":")
 	if !ok || name == "" {
-		return templatePart{}, fmt.Errorf("field {%s}: want {tenant}, {path:NAME}, {body:/POINTER}, {query:NAME} or {header:NAME}", f)
+		return templatePart{}, fmt.Errorf("field {%s}: want {tenant}, {key}, {path:NAME}, {body:/POINTER}, {query:NAME} or {header:NAME}", f)
 	}
 	switch source {
 	case SourcePath, SourceQuery, SourceHeader:
@@ -118,17 +134,26 @@ func parseField(f string) (templatePart, error) {
 		}
 		return templatePart{source: source, name: name, pointer: p}, nil
 	}
-	return templatePart{}, fmt.Errorf("field {%s}: unknown source %q (want tenant, path, body, query or header)", f, source)
+	return templatePart{}, fmt.Errorf("field {%s}: unknown source %q (want tenant, key, path, body, query or header)", f, source)
 }
 
 // String returns the template as written.
 func (t *KeyTemplate) String() string { return t.text }
 
-// Render builds the key. lookup returns the value of one field (source, name, and for body fields
-// the parsed pointer); a field it reports absent or empty is an error naming the field. A key that
-// would not be a valid idempotency key (over 255 bytes, or not printable ASCII) is replaced by
-// "sha256:" and the hex SHA-256 of it, so any business value can name an operation.
+// Render builds a key with Expand. A key that would not be a valid idempotency key (over 255
+// bytes, or not printable ASCII) is replaced by "sha256:" and the hex SHA-256 of it, so any
+// business value can name an operation.
 func (t *KeyTemplate) Render(lookup func(source, name string, pointer canonical.Pointer) (string, bool)) (string, error) {
+	s, err := t.Expand(lookup)
+	if err != nil {
+		return "", err
+	}
+	return KeyOrDigest(s), nil
+}
+
+// Expand fills the template's fields. lookup returns the value of one field (source, name, and for
+// body fields the parsed pointer); a field it reports absent or empty is an error naming the field.
+func (t *KeyTemplate) Expand(lookup func(source, name string, pointer canonical.Pointer) (string, bool)) (string, error) {
 	var b strings.Builder
 	for _, p := range t.parts {
 		if p.source == "" {
@@ -137,14 +162,14 @@ func (t *KeyTemplate) Render(lookup func(source, name string, pointer canonical.
 		}
 		v, ok := lookup(p.source, p.name, p.pointer)
 		if !ok || v == "" {
-			if p.source == SourceTenant {
-				return "", fmt.Errorf("field {tenant} is missing")
+			if p.name == "" {
+				return "", fmt.Errorf("field {%s} is missing", p.source)
 			}
 			return "", fmt.Errorf("field {%s:%s} is missing", p.source, p.name)
 		}
 		b.WriteString(v)
 	}
-	return KeyOrDigest(b.String()), nil
+	return b.String(), nil
 }
 
 // KeyOrDigest returns k when it is a valid idempotency key (1 to 255 bytes of printable ASCII),

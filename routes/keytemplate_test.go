@@ -58,13 +58,14 @@ func TestKeyTemplate(t *testing.T) {
 func TestParseKeyTemplateErrors(t *testing.T) {
 	t.Parallel()
 	tests := map[string]string{
-		"create_ticket": `"create_ticket": a template needs at least one {field}`,
-		"{tenant":       `"{tenant": unterminated '{'`,
-		"a}b{tenant}":   `"a}b{tenant}": unmatched '}'`,
-		"{{tenant}}":    `"{{tenant}}": unterminated '{'`,
-		"{body:title}":  `"{body:title}": field {body:title}: "title": JSON Pointer must start with "/"`,
-		"{cookie:x}":    `"{cookie:x}": field {cookie:x}: unknown source "cookie" (want tenant, path, body, query or header)`,
-		"{path}":        `"{path}": field {path}: want {tenant}, {path:NAME}, {body:/POINTER}, {query:NAME} or {header:NAME}`,
+		"create_ticket":  `"create_ticket": a template needs at least one {field}`,
+		"{tenant":        `"{tenant": unterminated '{'`,
+		"a}b{tenant}":    `"a}b{tenant}": unmatched '}'`,
+		"{{tenant}}":     `"{{tenant}}": unterminated '{'`,
+		"{body:title}":   `"{body:title}": field {body:title}: "title": JSON Pointer must start with "/"`,
+		"{cookie:x}":     `"{cookie:x}": field {cookie:x}: unknown source "cookie" (want tenant, key, path, body, query or header)`,
+		"{path}":         `"{path}": field {path}: want {tenant}, {key}, {path:NAME}, {body:/POINTER}, {query:NAME} or {header:NAME}`,
+		"{tenant}:{key}": `"{tenant}:{key}": {key} is what this template makes`,
 	}
 	for template, want := range tests {
 		if _, err := ParseKeyTemplate(template); err == nil || err.Error() != want {

@@ -67,6 +67,7 @@ type rawUpstream struct {
 	Timeout     *time.Duration    `yaml:"timeout"`
 	StripPrefix string            `yaml:"strip_prefix"`
 	Headers     map[string]string `yaml:"headers"`
+	ForwardKey  string            `yaml:"forward_key"`
 }
 
 // rawSettings are the fields of the defaults block, which a route may set too.
@@ -91,7 +92,22 @@ type rawRoute struct {
 	Receipt          *rawReceipt     `yaml:"receipt"`
 	OnUnknownOutcome *string         `yaml:"on_unknown_outcome"`
 	Outcome          *rawOutcome     `yaml:"outcome"`
+	Reconcile        *rawReconcile   `yaml:"reconcile"`
 	rawSettings      `yaml:",inline"`
+}
+
+type rawReconcile struct {
+	Inject    *rawInject `yaml:"inject"`
+	Path      string     `yaml:"path"`
+	Found     string     `yaml:"found"`
+	RemoteID  string     `yaml:"remote_id"`
+	RemoteURL string     `yaml:"remote_url"`
+	Status    int        `yaml:"status"`
+}
+
+type rawInject struct {
+	BodyPointer string `yaml:"body_pointer"`
+	Value       string `yaml:"value"`
 }
 
 type rawKey struct {

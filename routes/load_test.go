@@ -171,6 +171,16 @@ var badFiles = map[string][]string{
 		`key.bad.yml: routes[1] "y": key.from: "body:meta/key": field {body:meta/key}: "meta/key": JSON Pointer must start with "/"`,
 		`key.bad.yml: routes[1] "y": key.derive: "{tenant}:{body:/a~2}": field {body:/a~2}: "/a~2": invalid JSON Pointer escape`,
 	},
+	"reconcile.bad.yml": {
+		`reconcile.bad.yml: upstreams.t.forward_key: "Idempotency Key": invalid header name`,
+		`reconcile.bad.yml: routes[0] "x": reconcile.inject.body_pointer: "external_id": JSON Pointer must start with "/"`,
+		`reconcile.bad.yml: routes[0] "x": reconcile.inject.value: "{nope}": field {nope}: want {tenant}, {key}, {path:NAME}, {body:/POINTER}, {query:NAME} or {header:NAME}`,
+		`reconcile.bad.yml: routes[0] "x": reconcile.path: "v1/x?id={key}": must start with "/"`,
+		`reconcile.bad.yml: routes[0] "x": reconcile.found: required: a JSON Pointer to what exists when the effect happened`,
+		`reconcile.bad.yml: routes[0] "x": reconcile.status: 404: a found effect replays a 2xx status`,
+		`reconcile.bad.yml: routes[0] "x": on_unknown_outcome: release frees unknown outcomes at once, so reconcile would never run; use block`,
+		`reconcile.bad.yml: routes[1] "y": reconcile: meaningless on a read_only route, which never touches the store`,
+	},
 	"rules_decode.bad.yml": {
 		"rules_decode.bad.yml:13: cannot unmarshal !!str `/labels` into a list of strings",
 		"rules_decode.bad.yml:14: cannot unmarshal !!seq into a mapping",

@@ -133,6 +133,12 @@ func (r *resolver) upstream(name string, raw rawUpstream) *Upstream {
 		r.addf(at+".strip_prefix", `%q: must start with "/" and hold no white space, "?" or "#"`, p)
 	}
 	u.Headers = r.headers(at+".headers", raw.Headers)
+	if h := raw.ForwardKey; h != "" {
+		u.ForwardKey = http.CanonicalHeaderKey(h)
+		if err := checkHeaderName(h); err != nil {
+			r.add(at+".forward_key", err)
+		}
+	}
 	return u
 }
 

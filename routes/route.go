@@ -99,14 +99,21 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 		rt.Receipt.RemoteURL = r.receiptPointer(field("receipt.remote_url"), rc.RemoteURL)
 	}
 
+	if rc := raw.Reconcile; rc != nil {
+		rt.Reconcile = r.reconcile(field("reconcile"), rc)
+	}
+
 	rt.OnUnknownOutcome = Release
-	if rt.Class == NonIdempotent {
+	if rt.Class == NonIdempotent && (rt.Upstream == nil || rt.Upstream.ForwardKey == "" || rt.Reconcile != nil) {
 		rt.OnUnknownOutcome = Block
 	}
 	if p := raw.OnUnknownOutcome; p != nil {
 		rt.OnUnknownOutcome = UnknownPolicy(*p)
-		if rt.OnUnknownOutcome != Block && rt.OnUnknownOutcome != Release {
+		switch {
+		case rt.OnUnknownOutcome != Block && rt.OnUnknownOutcome != Release:
 			r.addf(field("on_unknown_outcome"), "%q: must be block or release", *p)
+		case rt.OnUnknownOutcome == Release && rt.Reconcile != nil:
+			r.addf(field("on_unknown_outcome"), "release frees unknown outcomes at once, so reconcile would never run; use block")
 		}
 	}
 
@@ -131,11 +138,12 @@ func (r *resolver) withoutStoreFields(at string, raw *rawRoute) *rawRoute {
 	drop("receipt", c.Receipt != nil)
 	drop("on_unknown_outcome", c.OnUnknownOutcome != nil)
 	drop("outcome", c.Outcome != nil)
+	drop("reconcile", c.Reconcile != nil)
 	drop("ttl", c.TTL != nil)
 	drop("lock_lease", c.LockLease != nil)
 	drop("concurrency", c.Concurrency != nil)
 	drop("wait_timeout", c.WaitTimeout != nil)
-	c.Key, c.Fingerprint, c.Receipt, c.OnUnknownOutcome, c.Outcome = nil, nil, nil, nil, nil
+	c.Key, c.Fingerprint, c.Receipt, c.OnUnknownOutcome, c.Outcome, c.Reconcile = nil, nil, nil, nil, nil, nil
 	c.TTL, c.LockLease, c.Concurrency, c.WaitTimeout = nil, nil, nil, nil
 	return &c
 }
@@ -245,4 +253,48 @@ func (r *resolver) outcome(at string, raw *rawOutcome) Outcome {
 		NotCommitted: check("not_committed", raw.NotCommitted),
 		Unknown:      check("unknown", raw.Unknown),
 	}
+}
+
+// reconcile validates a reconcile block.
+func (r *resolver) reconcile(at string, raw *rawReconcile) *Reconcile {
+	rc := &Reconcile{Status: raw.Status}
+	if in := raw.Inject; in != nil {
+		rc.Inject = &Inject{}
+		if p, err := canonical.ParsePointer(in.BodyPointer); err != nil {
+			r.add(at+".inject.body_pointer", err)
+		} else {
+			rc.Inject.BodyPointer = p
+		}
+		if t, err := ParseTemplate(in.Value); err != nil {
+			r.add(at+".inject.value", err)
+		} else {
+			rc.Inject.Value = t
+		}
+	}
+	switch {
+	case raw.Path == "":
+		r.addf(at+".path", "required")
+	case !strings.HasPrefix(raw.Path, "/"):
+		r.addf(at+".path", "%q: must start with \"/\"", raw.Path)
+	default:
+		t, err := ParseTemplate(raw.Path)
+		if err != nil {
+			r.add(at+".path", err)
+		}
+		rc.Path = t
+	}
+	if raw.Found == "" {
+		r.addf(at+".found", "required: a JSON Pointer to what exists when the effect happened")
+	} else {
+		rc.Found = r.receiptPointer(at+".found", raw.Found)
+	}
+	rc.RemoteID = r.receiptPointer(at+".remote_id", raw.RemoteID)
+	rc.RemoteURL = r.receiptPointer(at+".remote_url", raw.RemoteURL)
+	switch {
+	case rc.Status == 0:
+		rc.Status = http.StatusOK
+	case rc.Status < 200 || rc.Status > 299:
+		r.addf(at+".status", "%d: a found effect replays a 2xx status", rc.Status)
+	}
+	return rc
 }

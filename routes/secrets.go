@@ -142,8 +142,8 @@ func isEnvName(s string) bool {
 // value (a Route, a Config) without calling the methods of its fields, values and all.
 func (u Upstream) Format(f fmt.State, verb rune) {
 	if verb == 'v' && f.Flag('#') {
-		fmt.Fprintf(f, "routes.Upstream{Name:%q, URL:%#v, Timeout:%d, StripPrefix:%q, Headers:%#v}",
-			u.Name, u.URL, u.Timeout, u.StripPrefix, u.Headers)
+		fmt.Fprintf(f, "routes.Upstream{Name:%q, URL:%#v, Timeout:%d, StripPrefix:%q, Headers:%#v, ForwardKey:%q}",
+			u.Name, u.URL, u.Timeout, u.StripPrefix, u.Headers, u.ForwardKey)
 		return
 	}
 	type fields Upstream // the same fields without the methods, so that fmt does not recurse

@@ -1,0 +1,150 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// forwardedKey is the key the gateway sends upstream on the upstream's forward_key header and
+// offers as {key} to reconcile templates: the scope key (tenant, tool and idempotency key,
+// URL-escaped), or its digest when longer than 255 bytes. Unlike the client's key it cannot
+// collide across tenants or tools at the upstream.
+func (x *exchange) forwardedKey() string {
+	return routes.KeyOrDigest(x.skey)
+}
+
+// templateValue looks up a field of a reconcile template for this request.
+func (x *exchange) templateValue(source, name string, p canonical.Pointer) (string, bool) {
+	switch source {
+	case routes.SourceKey:
+		return x.forwardedKey(), true
+	case routes.SourceTenant:
+		return x.tenant, true
+	case routes.SourcePath:
+		return pathParams(x.r)[name], true
+	case routes.SourceBody:
+		return canonical.Lookup(x.body, p)
+	case routes.SourceQuery:
+		return x.r.URL.Query().Get(name), true
+	case routes.SourceHeader:
+		return x.r.Header.Get(name), true
+	}
+	return "", false
+}
+
+// inject writes the route's reconcile.inject value into the body sent upstream (after the
+// fingerprint was taken: the value is the gateway's, not the client's). Errors wrap
+// ErrInvalidBody.
+func (x *exchange) inject() error {
+	if x.rt.Reconcile == nil || x.rt.Reconcile.Inject == nil {
+		return nil
+	}
+	in := x.rt.Reconcile.Inject
+	value, err := in.Value.Expand(x.templateValue)
+	if err != nil {
+		return fmt.Errorf("%w: reconcile.inject: %v", ErrInvalidBody, err)
+	}
+	body, err := canonical.SetString(x.body, in.BodyPointer, value)
+	if err != nil {
+		return fmt.Errorf("reconcile.inject needs a JSON body: %w", err)
+	}
+	x.body = body
+	return nil
+}
+
+// reconcile settles prev, a record whose outcome is unknown, by the route's lookup: it takes the
+// record over (so one request reconciles it), asks the upstream whether the effect exists, then
+// commits a receipt made from the answer and replays it (found), executes the call again (not
+// found), or leaves the record outcome_unknown (the lookup failed).
+func (x *exchange) reconcile(prev *record) {
+	if !x.reclaim(prev, prev.Executions) {
+		x.refuse(DecisionInProgress, fmt.Errorf("%w: another request is settling the key", ErrInProgress))
+		return
+	}
+	x.stopLease = x.keepLease()
+	defer x.stopLease()
+	rc := x.rt.Reconcile
+	found, answer, err := x.lookupEffect(rc)
+	switch {
+	case err != nil:
+		x.rec.Detail = "reconciliation failed: " + err.Error()
+		x.log.Warn("reconciliation failed", "err", err)
+		x.settle("mark_unknown", func(ctx context.Context) (bool, error) {
+			return x.g.store.MarkUnknown(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL)
+		})
+		x.refuse(DecisionOutcomeUnknown, fmt.Errorf("%w: %s", ErrOutcomeUnknown, x.rec.Detail))
+	case found != "":
+		now := time.Now().UTC()
+		rec := x.rec
+		rec.ResponseStatus, rec.CommittedAt, rec.ExpiresAt = rc.Status, &now, now.Add(x.rt.TTL)
+		rec.Response = &storedResponse{Status: rc.Status, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(found)}
+		rec.ResponseBodyKept = true
+		rec.RemoteID = lookup(answer, true, rc.RemoteID)
+		rec.RemoteURL = lookup(answer, true, rc.RemoteURL)
+		rec.Detail = "reconciled: the upstream has the effect"
+		x.commit()
+		x.w.Header().Set("Idempotency-Reconciled", "found")
+		x.replay(rec)
+	default:
+		x.rec.Executions = prev.Executions + 1
+		x.w.Header().Set("Idempotency-Reconciled", "not-found")
+		x.execute()
+	}
+}
+
+// lookupEffect runs the reconcile lookup: GET the upstream's URL with rc.Path. found is the JSON
+// of the value at rc.Found ("" when absent, null, or the lookup answers 404); answer is the body.
+func (x *exchange) lookupEffect(rc *routes.Reconcile) (found string, answer []byte, err error) {
+	target, err := rc.Path.Expand(func(source, name string, p canonical.Pointer) (string, bool) {
+		v, ok := x.templateValue(source, name, p)
+		return strings.ReplaceAll(url.QueryEscape(v), "+", "%20"), ok // valid in a path and a query
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	up := x.rt.Upstream
+	u := *up.URL
+	path, query, _ := strings.Cut(target, "?")
+	u.Path, u.RawPath = strings.TrimSuffix(u.Path, "/")+path, ""
+	u.RawQuery = query
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.r.Context()), up.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return "", nil, err
+	}
+	req.Header = up.Headers.Header()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := x.g.opts.Transport.RoundTrip(req)
+	if err != nil {
+		return "", nil, fmt.Errorf("lookup: %w", err)
+	}
+	defer resp.Body.Close()
+	answer, err = io.ReadAll(io.LimitReader(resp.Body, x.g.opts.MaxReceiptBodyBytes+1))
+	switch {
+	case err != nil:
+		return "", nil, fmt.Errorf("lookup: reading the answer: %w", err)
+	case resp.StatusCode == http.StatusNotFound:
+		return "", answer, nil
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return "", nil, fmt.Errorf("lookup answered %d", resp.StatusCode)
+	case int64(len(answer)) > x.g.opts.MaxReceiptBodyBytes:
+		return "", nil, fmt.Errorf("lookup answer larger than %d bytes", x.g.opts.MaxReceiptBodyBytes)
+	}
+	v, ok := canonical.LookupJSON(answer, rc.Found)
+	if !ok || string(v) == "null" {
+		return "", answer, nil
+	}
+	return string(v), answer, nil
+}

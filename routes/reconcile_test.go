@@ -1,0 +1,44 @@
+package routes
+
+import "testing"
+
+// TestForwardKeyAndReconcile: forward_key makes release the default for non_idempotent routes
+// (re-executing is then safe), unless the route reconciles; a reconcile block resolves whole.
+func TestForwardKeyAndReconcile(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse("routes.yaml", []byte(`
+upstreams:
+  stripe: {url: "http://127.0.0.1:9000", forward_key: idempotency-key}
+  plain: {url: "http://127.0.0.1:9001"}
+routes:
+  - {name: refund, upstream: stripe, method: POST, path: /v1/refunds, class: non_idempotent}
+  - {name: plain, upstream: plain, method: POST, path: /v1/plain, class: non_idempotent}
+  - name: ticket
+    upstream: stripe
+    method: POST
+    path: /v1/tickets
+    class: non_idempotent
+    reconcile:
+      inject: {body_pointer: /external_id, value: "{key}"}
+      path: "/v1/tickets?external_id={key}"
+      found: /data/0
+      remote_id: /data/0/id
+      status: 201
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund, plain, ticket := cfg.Routes[0], cfg.Routes[1], cfg.Routes[2]
+	if refund.Upstream.ForwardKey != "Idempotency-Key" || refund.OnUnknownOutcome != Release {
+		t.Errorf("refund: forward_key %q, on_unknown_outcome %q; want Idempotency-Key, release", refund.Upstream.ForwardKey, refund.OnUnknownOutcome)
+	}
+	if plain.OnUnknownOutcome != Block {
+		t.Errorf("plain: on_unknown_outcome %q, want block", plain.OnUnknownOutcome)
+	}
+	rc := ticket.Reconcile
+	if ticket.OnUnknownOutcome != Block || rc == nil || rc.Inject == nil || rc.Inject.BodyPointer.String() != "/external_id" ||
+		rc.Inject.Value.String() != "{key}" || rc.Path.String() != "/v1/tickets?external_id={key}" ||
+		rc.Found.String() != "/data/0" || rc.RemoteID.String() != "/data/0/id" || !rc.RemoteURL.IsZero() || rc.Status != 201 {
+		t.Errorf("ticket: %q %+v", ticket.OnUnknownOutcome, rc)
+	}
+}
