@@ -15,6 +15,7 @@ import (
 	"net/http/httputil"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -60,8 +61,10 @@ type Gateway struct {
 	opts    Options
 	metrics *metrics
 	routes  map[string]*routes.Route // by tool name
-	proxy   *httputil.ReverseProxy
-	handler http.Handler
+
+	inFlight sync.Map // *execution -> struct{}: calls under way, for Abandon
+	proxy    *httputil.ReverseProxy
+	handler  http.Handler
 }
 
 // New validates opts, builds the router of cfg's routes, and returns the Gateway. cfg must come

@@ -369,3 +369,37 @@ idemgateway_decisions_total{decision="replay",tool="create_ticket"} 1
 		t.Fatalf("store and upstream histograms: %d series, %v", n, err)
 	}
 }
+
+// TestAbandon: a shutdown whose grace ran out marks the calls still under way outcome_unknown:
+// never free, so no retry executes again; the cut-off call's own commit is then refused.
+func TestAbandon(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var executions atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		executions.Add(1)
+		<-release
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"T-1"}`)
+	}))
+	t.Cleanup(upstream.Close)
+	srv, store, gw := newGateway(t, upstream.URL, gateway.Options{})
+	done := make(chan int, 1)
+	go func() {
+		resp, _ := post(t, srv.URL, "cut", `{}`)
+		done <- resp.StatusCode
+	}()
+	waitFor(t, func() bool { return executions.Load() == 1 })
+	if n := gw.Abandon(context.Background()); n != 1 {
+		t.Fatalf("Abandon marked %d records, want 1", n)
+	}
+	if state, _, _ := store.Get(context.Background(), "default/create_ticket/cut"); state != gateway.StateUnknown {
+		t.Fatalf("state after Abandon = %q", state)
+	}
+	close(release)
+	<-done
+	resp, _ := post(t, srv.URL, "cut", `{}`)
+	if resp.StatusCode != http.StatusConflict || resp.Header.Get("Idempotency-Decision") != "outcome_unknown" || executions.Load() != 1 {
+		t.Fatalf("retry: %d %q, %d executions; want 409 outcome_unknown, 1", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), executions.Load())
+	}
+}

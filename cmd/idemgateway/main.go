@@ -110,12 +110,18 @@ func serve(s *settings) error {
 		return err
 	case <-ctx.Done():
 	}
-	// Stop accepting; let in-flight upstream calls finish and their records settle.
+	// Stop accepting; let in-flight upstream calls finish and their records settle. Calls the
+	// grace period cuts off are marked outcome_unknown: they may have reached the upstream.
 	grace := shutdownGrace(cfg)
 	log.Info("shutting down", "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	return errors.Join(proxy.Shutdown(sctx), admin.Shutdown(sctx))
+	err = proxy.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		n := gw.Abandon(context.Background())
+		log.Warn("grace period over: calls still under way are left outcome_unknown", "records", n)
+	}
+	return errors.Join(err, admin.Shutdown(sctx))
 }
 
 // shutdownGrace outlasts the longest upstream timeout, so that every call in flight can settle.

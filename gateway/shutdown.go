@@ -1,0 +1,49 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// execution is an upstream call under way, as Abandon needs it: the record's key and owner, and
+// the payload that says the gateway gave up on it.
+type execution struct {
+	key, owner string
+	payload    []byte
+	ttl        time.Duration
+}
+
+// Abandon marks every upstream call still under way outcome_unknown, for a shutdown whose grace
+// period ran out: a call that is cut off may have reached the upstream, so its key must block
+// retries (or be released by route policy when a retry meets it), never be free. A call that
+// settles meanwhile wins: the store refuses the later of the two writes (fencing). It returns how
+// many records it marked.
+func (g *Gateway) Abandon(ctx context.Context) int {
+	var (
+		mu     sync.Mutex
+		marked int
+		wg     sync.WaitGroup
+	)
+	g.inFlight.Range(func(k, _ any) bool {
+		e := k.(*execution)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := g.storeContext(ctx)
+			defer cancel()
+			ok, err := g.store.MarkUnknown(sctx, e.key, e.owner, e.payload, e.ttl)
+			if err != nil {
+				g.log.Error("abandoning a call: store failed; its lease will lapse to outcome_unknown", "err", err)
+			}
+			if ok {
+				mu.Lock()
+				marked++
+				mu.Unlock()
+			}
+		}()
+		return true
+	})
+	wg.Wait()
+	return marked
+}
