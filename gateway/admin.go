@@ -194,7 +194,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*Rec
 		return nil, err
 	}
 	ttl, lease := routes.DefaultTTL, routes.DefaultLockLease
-	if rt := g.routes[rec.Tool]; rt != nil {
+	if rt := g.table.Load().routes[rec.Tool]; rt != nil {
 		ttl, lease = rt.TTL, rt.LockLease
 	}
 	from := rec.Owner

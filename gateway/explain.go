@@ -50,11 +50,7 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Ex
 	chi.RegisterMethod(rt.Method)
 	mux.Method(rt.Method, rt.Path, http.NotFoundHandler())
 	rctx := chi.NewRouteContext()
-	path := r.URL.Path
-	if r.URL.RawPath != "" { // as chi matches: see pathParams
-		path = r.URL.RawPath
-	}
-	if r.Method != rt.Method || !mux.Match(rctx, rt.Method, path) {
+	if r.Method != rt.Method || !mux.Match(rctx, rt.Method, routingPath(r)) {
 		return nil, fmt.Errorf("%s %s does not match route %q (%s %s)", r.Method, r.URL.Path, route, rt.Method, rt.Path)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx))

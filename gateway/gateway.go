@@ -13,14 +13,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgateway/idemgateway/routes"
@@ -60,19 +58,15 @@ type Gateway struct {
 	log     *slog.Logger
 	opts    Options
 	metrics *metrics
-	routes  map[string]*routes.Route // by tool name
+	proxy   *httputil.ReverseProxy
+	table   atomic.Pointer[routeTable] // the routes in force; Reload swaps it
 
 	inFlight sync.Map // *execution -> struct{}: calls under way, for Abandon
-	proxy    *httputil.ReverseProxy
-	handler  http.Handler
 }
 
 // New validates opts, builds the router of cfg's routes, and returns the Gateway. cfg must come
 // from routes.Load or routes.Parse (already validated); store is where records are kept.
 func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
-	if cfg == nil || len(cfg.Routes) == 0 {
-		return nil, errors.New("gateway: no routes")
-	}
 	if store == nil {
 		return nil, errors.New("gateway: no store")
 	}
@@ -100,49 +94,9 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 	}
 
-	r := chi.NewRouter()
-	var methods []string // of the routes, in file order, once each
-	for _, rt := range cfg.Routes {
-		if !slices.Contains(methods, rt.Method) {
-			methods = append(methods, rt.Method)
-		}
+	if err := g.Reload(cfg); err != nil {
+		return nil, err
 	}
-	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
-		newProblem(fmt.Errorf("%w matches %s %s", ErrNoRoute, req.Method, req.URL.Path), "", "").write(w, 0)
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
-		// RFC 9110 §15.5.6: a 405 lists the methods the path has routes for.
-		var allow []string
-		for _, m := range methods {
-			if r.Match(chi.NewRouteContext(), m, req.URL.Path) {
-				allow = append(allow, m)
-			}
-		}
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		newProblem(fmt.Errorf("%w: no route for %s %s", ErrMethodNotAllowed, req.Method, req.URL.Path), "", "").write(w, 0)
-	})
-	g.routes = make(map[string]*routes.Route, len(cfg.Routes))
-	for _, rt := range cfg.Routes {
-		g.routes[rt.Name] = rt
-		chi.RegisterMethod(rt.Method) // a no-op for the standard methods; chi panics on others
-		r.Method(rt.Method, rt.Path, g.routeHandler(rt))
-	}
-	// A read_only GET answers HEAD too (RFC 9110 §9.3.2), unless a route claims HEAD there.
-	for _, rt := range cfg.Routes {
-		if rt.Class == routes.ReadOnly && rt.Method == http.MethodGet && !r.Match(chi.NewRouteContext(), http.MethodHead, rt.Path) {
-			r.Method(http.MethodHead, rt.Path, g.routeHandler(rt))
-		}
-	}
-	tp := opts.TracerProvider
-	// The span is named by method here and renamed "METHOD /route/pattern" once a route matches:
-	// raw paths would give span names without bound.
-	otelOpts := []otelhttp.Option{otelhttp.WithSpanNameFormatter(func(_ string, req *http.Request) string {
-		return req.Method
-	})}
-	if tp != nil {
-		otelOpts = append(otelOpts, otelhttp.WithTracerProvider(tp))
-	}
-	g.handler = otelhttp.NewHandler(r, "idemgateway", otelOpts...)
 	return g, nil
 }
 
@@ -156,7 +110,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	g.handler.ServeHTTP(w, r)
+	g.table.Load().handler.ServeHTTP(w, r)
 }
 
 func (g *Gateway) routeHandler(rt *routes.Route) http.HandlerFunc {

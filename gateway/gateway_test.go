@@ -403,3 +403,51 @@ func TestAbandon(t *testing.T) {
 		t.Fatalf("retry: %d %q, %d executions; want 409 outcome_unknown, 1", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), executions.Load())
 	}
 }
+
+// TestReloadKeepsRequestsUnderWay: a request under way finishes under the routes it started with;
+// the next one sees the new routes.
+func TestReloadKeepsRequestsUnderWay(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var executions atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		executions.Add(1)
+		<-release
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"T-1"}`)
+	}))
+	t.Cleanup(upstream.Close)
+	srv, store, gw := newGateway(t, upstream.URL, gateway.Options{})
+	done := make(chan int, 1)
+	go func() {
+		resp, _ := post(t, srv.URL, "old", `{}`)
+		done <- resp.StatusCode
+	}()
+	waitFor(t, func() bool { return executions.Load() == 1 })
+
+	cfg, err := routes.Parse("routes.yaml", []byte(`
+upstreams:
+  tickets: {url: `+upstream.URL+`}
+routes:
+  - {name: create_ticket_v2, upstream: tickets, method: POST, path: /v2/tickets, class: non_idempotent}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Reload(&routes.Config{}); err == nil {
+		t.Fatal("Reload of a config without routes succeeded")
+	}
+	if resp, _ := post(t, srv.URL, "new", `{}`); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a new request on the removed route: %d, want 404", resp.StatusCode)
+	}
+	close(release)
+	if status := <-done; status != http.StatusCreated {
+		t.Fatalf("the request under way: %d, want 201", status)
+	}
+	if state, _, _ := store.Get(context.Background(), "default/create_ticket/old"); state != gateway.StateCommitted {
+		t.Fatalf("its record: %q, want committed", state)
+	}
+}

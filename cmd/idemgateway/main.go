@@ -74,6 +74,7 @@ func serve(s *settings) error {
 	if err != nil {
 		return err
 	}
+	watcher := routes.NewWatcher(s.Routes)
 	shutdownTracing, err := gateway.SetupTracing(ctx)
 	if err != nil {
 		return err
@@ -88,6 +89,17 @@ func serve(s *settings) error {
 	if err != nil {
 		return err
 	}
+
+	go watcher.Run(ctx, 2*time.Second, hangups(ctx), func(cfg *routes.Config, err error) {
+		if err == nil {
+			err = gw.Reload(cfg)
+		}
+		if err != nil {
+			log.Error("routes file refused; the routes in force stay", "err", err)
+			return
+		}
+		log.Info("routes reloaded", "routes", len(cfg.Routes))
+	})
 
 	proxyLn, err := net.Listen("tcp", s.Listen)
 	if err != nil {
@@ -122,6 +134,29 @@ func serve(s *settings) error {
 		log.Warn("grace period over: calls still under way are left outcome_unknown", "records", n)
 	}
 	return errors.Join(err, admin.Shutdown(sctx))
+}
+
+// hangups turns SIGHUP into reload requests until ctx ends.
+func hangups(ctx context.Context) <-chan struct{} {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGHUP)
+	now := make(chan struct{})
+	go func() {
+		defer signal.Stop(sig)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sig:
+				select {
+				case now <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return now
 }
 
 // shutdownGrace outlasts the longest upstream timeout, so that every call in flight can settle.

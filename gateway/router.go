@@ -1,0 +1,84 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// routeTable is one loaded routes file: its router (wrapped in the server span) and its routes by
+// tool name. A request keeps the table it started with, so a reload never changes the rules of a
+// request under way.
+type routeTable struct {
+	handler http.Handler
+	routes  map[string]*routes.Route
+}
+
+// Reload puts cfg's routes in force for the requests that start after it returns; requests under
+// way finish under the routes they started with. Records, metrics and the upstream connection
+// pools are kept. cfg must come from routes.Load or routes.Parse (already validated); a nil cfg or
+// one without routes is refused and the routes in force stay.
+func (g *Gateway) Reload(cfg *routes.Config) error {
+	if cfg == nil || len(cfg.Routes) == 0 {
+		return errors.New("gateway: no routes")
+	}
+	r := chi.NewRouter()
+	var methods []string // of the routes, in file order, once each
+	for _, rt := range cfg.Routes {
+		if !slices.Contains(methods, rt.Method) {
+			methods = append(methods, rt.Method)
+		}
+	}
+	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
+		newProblem(fmt.Errorf("%w matches %s %s", ErrNoRoute, req.Method, req.URL.Path), "", "").write(w, 0)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// RFC 9110 §15.5.6: a 405 lists the methods the path has routes for.
+		var allow []string
+		for _, m := range methods {
+			if r.Match(chi.NewRouteContext(), m, routingPath(req)) {
+				allow = append(allow, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		newProblem(fmt.Errorf("%w: no route for %s %s", ErrMethodNotAllowed, req.Method, req.URL.Path), "", "").write(w, 0)
+	})
+	t := &routeTable{routes: make(map[string]*routes.Route, len(cfg.Routes))}
+	for _, rt := range cfg.Routes {
+		t.routes[rt.Name] = rt
+		chi.RegisterMethod(rt.Method) // a no-op for the standard methods; chi panics on others
+		r.Method(rt.Method, rt.Path, g.routeHandler(rt))
+	}
+	// A read_only GET answers HEAD too (RFC 9110 §9.3.2), unless a route claims HEAD there.
+	for _, rt := range cfg.Routes {
+		if rt.Class == routes.ReadOnly && rt.Method == http.MethodGet && !r.Match(chi.NewRouteContext(), http.MethodHead, rt.Path) {
+			r.Method(http.MethodHead, rt.Path, g.routeHandler(rt))
+		}
+	}
+	// The span is named by method here and renamed "METHOD /route/pattern" once a route matches:
+	// raw paths would give span names without bound.
+	otelOpts := []otelhttp.Option{otelhttp.WithSpanNameFormatter(func(_ string, req *http.Request) string {
+		return req.Method
+	})}
+	if tp := g.opts.TracerProvider; tp != nil {
+		otelOpts = append(otelOpts, otelhttp.WithTracerProvider(tp))
+	}
+	t.handler = otelhttp.NewHandler(r, "idemgateway", otelOpts...)
+	g.table.Store(t)
+	return nil
+}
+
+// routingPath is the path chi routes r by: the escaped path when the URL has one (see pathParams).
+func routingPath(r *http.Request) string {
+	if r.URL.RawPath != "" {
+		return r.URL.RawPath
+	}
+	return r.URL.Path
+}

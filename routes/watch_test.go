@@ -1,0 +1,73 @@
+package routes
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWatch(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "routes.yaml")
+	file := func(route string) []byte {
+		return []byte("upstreams:\n  t: {url: \"http://127.0.0.1:9000\"}\nroutes:\n  - {name: " + route + ", upstream: t, method: POST, path: /x, class: non_idempotent}\n")
+	}
+	if err := os.WriteFile(path, file("first"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, 10)
+	now := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go NewWatcher(path).Run(ctx, 10*time.Millisecond, now, func(cfg *Config, err error) {
+		if err != nil {
+			results <- result{err: err}
+			return
+		}
+		results <- result{name: cfg.Routes[0].Name}
+	})
+	next := func() result {
+		t.Helper()
+		select {
+		case r := <-results:
+			return r
+		case <-time.After(5 * time.Second):
+			t.Fatal("no reload within 5s")
+			return result{}
+		}
+	}
+	if err := os.WriteFile(path, file("second"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := next(); r.name != "second" || r.err != nil {
+		t.Fatalf("after a change: %+v", r)
+	}
+	if err := os.WriteFile(path, []byte("routes: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := next(); r.err == nil || !strings.Contains(r.err.Error(), "routes.yaml") {
+		t.Fatalf("after a bad change: %+v", r)
+	}
+	now <- struct{}{} // SIGHUP: load at once, even unchanged
+	if r := next(); r.err == nil {
+		t.Fatalf("forced reload of the bad file: %+v", r)
+	}
+	if err := os.WriteFile(path, file("third"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := next(); r.name != "third" {
+		t.Fatalf("after the fix: %+v", r)
+	}
+	select {
+	case r := <-results:
+		t.Fatalf("a reload without a change: %+v", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
