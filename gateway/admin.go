@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -21,7 +22,8 @@ import (
 //	GET    /healthz                          200 while the process runs
 //	GET    /readyz                           200 while the store is reachable, fit and takes writes, else 503
 //	GET    /metrics                          Prometheus exposition of Options.Metrics
-//	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped), 404 if none
+//	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped), 404 if none;
+//	       ?credential=<credential_scope> on every records path addresses a credential-scoped key
 //	DELETE /v1/records/{tenant}/{tool}/{key} removes the record, 204; 404 if none
 //	POST   /v1/records/{tenant}/{tool}/{key}/resolve
 //	       settles an outcome_unknown record (or one whose executor's lease lapsed):
@@ -83,7 +85,11 @@ func requireBearer(token string) func(http.Handler) http.Handler {
 // whose segments are URL-escaped once (contract §5).
 func recordKey(r *http.Request) string {
 	p := pathParams(r)
-	return scopeKey(p["tenant"], p["tool"], p["key"])
+	key := scopeKey(p["tenant"], p["tool"], p["key"])
+	if c := r.URL.Query().Get("credential"); c != "" { // a route with scope.credential
+		key += "/" + url.PathEscape(c)
+	}
+	return key
 }
 
 func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {

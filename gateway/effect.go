@@ -59,7 +59,10 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 			return
 		}
 	}
-	x.setKey(key, source)
+	if err := x.setKey(key, source); err != nil {
+		x.reject(err)
+		return
+	}
 
 	// Is this the same request? The effect fingerprint.
 	req, err := canonicalRequest(rt, r, body)
@@ -89,6 +92,10 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 			return
 		}
 		if claimed {
+			if x.g.churn.observe(x.tenant, rt.Name, x.fp, x.key, time.Now()) {
+				x.g.metrics.keyChurn.WithLabelValues(rt.Name).Inc()
+				x.log.Warn("the same effect executed under another key within a minute: the client may mint a new key per retry")
+			}
 			x.execute()
 			return
 		}
@@ -226,6 +233,7 @@ func (x *exchange) claim() (claimed bool, state string, stored []byte, err error
 			IdempotencyKey:    x.key,
 			Tenant:            x.tenant,
 			Tool:              x.rt.Name,
+			CredentialScope:   x.credential,
 			EffectFingerprint: x.fp,
 			Actor:             x.actor,
 			RemoteSystem:      x.rt.Upstream.Name,
@@ -242,7 +250,10 @@ func (x *exchange) claim() (claimed bool, state string, stored []byte, err error
 		claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
 		return err
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrCorruptRecord): // the record exists but cannot be read: never execute
+		return false, "", nil, err
+	case err != nil:
 		// The store's error may name its address: log it, tell the client only what failed.
 		x.log.Error("claim failed", "err", err)
 		return false, "", nil, fmt.Errorf("%w: the claim of the key failed", ErrStoreUnavailable)

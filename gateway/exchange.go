@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +42,7 @@ type exchange struct {
 
 	tenant, actor string
 	key, skey, fp string
+	credential    string // the credential scope of the key, "" when the route has none
 	decision      string
 	body          []byte // the request body, read for the key or fingerprint; nil when streamed through
 	doc           []byte // the canonical document
@@ -102,11 +105,23 @@ func (x *exchange) request() *http.Request {
 	return x.r.WithContext(context.WithValue(x.r.Context(), exchangeKey{}, x))
 }
 
-func (x *exchange) setKey(key, source string) {
+// setKey sets the idempotency key and its scope: tenant, tool and key, and with scope.credential
+// a hash of the caller's credential (never the credential). A missing credential is an error
+// wrapping ErrInvalidRequest.
+func (x *exchange) setKey(key, source string) error {
 	x.key = key
 	x.skey = scopeKey(x.tenant, x.rt.Name, key)
+	if h := x.rt.Scope.CredentialHeader; h != "" {
+		cred := x.r.Header.Get(h)
+		if cred == "" {
+			return fmt.Errorf("%w: keys of route %s are scoped by the credential in %s, and it is missing", ErrInvalidRequest, x.rt.Name, h)
+		}
+		x.credential = credentialScope(cred)
+		x.skey += "/" + url.PathEscape(x.credential)
+	}
 	x.log = x.log.With("key", key, "key_source", source)
 	x.span.SetAttributes(attrKey.String(key), attrKeySource.String(source))
+	return nil
 }
 
 func (x *exchange) setFingerprint(fp string) {

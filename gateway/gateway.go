@@ -62,6 +62,7 @@ type Gateway struct {
 	table   atomic.Pointer[routeTable] // the routes in force; Reload swaps it
 
 	inFlight sync.Map // *execution -> struct{}: calls under way, for Abandon
+	churn    *churn   // recent executions, to count keys minted per retry
 }
 
 // New validates opts, builds the router of cfg's routes, and returns the Gateway. cfg must come
@@ -85,7 +86,7 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	if opts.MaxReceiptBodyBytes <= 0 {
 		opts.MaxReceiptBodyBytes = DefaultMaxReceiptBodyBytes
 	}
-	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics)}
+	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000)}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
 		Transport:      opts.Transport,
@@ -114,10 +115,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) routeHandler(rt *routes.Route) http.HandlerFunc {
+	serve := g.serveEffect
 	if rt.Class == routes.ReadOnly {
-		return func(w http.ResponseWriter, r *http.Request) { g.serveReadOnly(w, r, rt) }
+		serve = g.serveReadOnly
 	}
-	return func(w http.ResponseWriter, r *http.Request) { g.serveEffect(w, r, rt) }
+	return func(w http.ResponseWriter, r *http.Request) {
+		if rt.TenantRequired && r.Header.Get(rt.TenantHeader) == "" {
+			newProblem(fmt.Errorf("%w: header %s is required on route %s", ErrMissingTenant, rt.TenantHeader, rt.Name), DecisionRejected, "").write(w, 0)
+			return
+		}
+		serve(w, r, rt)
+	}
 }
 
 // NewTransport returns the upstream transport the gateway uses by default: keep-alive pools sized

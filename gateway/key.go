@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -105,6 +107,13 @@ func deriveKey(rt *routes.Route, r *http.Request, tenant string, body []byte) (k
 		errs = append(errs, "key.derive: "+err.Error())
 	}
 	return "", "", fmt.Errorf("%w: no header %s, and %s", ErrMissingKey, rt.Key.Header, strings.Join(errs, "; "))
+}
+
+// credentialScope is the credential part of a key's scope: "sha256:" and the first 128 bits of
+// the credential's SHA-256, in hex. It tells credentials apart without keeping them.
+func credentialScope(credential string) string {
+	sum := sha256.Sum256([]byte(credential))
+	return "sha256:" + hex.EncodeToString(sum[:16])
 }
 
 // scopeKey is the store key of an idempotency key: tenant, tool and key, each URL-escaped (so no

@@ -13,6 +13,8 @@ type metrics struct {
 	store         *prometheus.HistogramVec // idemgateway_store_duration_seconds{op,result}
 	inFlight      *prometheus.GaugeVec     // idemgateway_upstream_in_flight{tool}
 	leaseRenewals *prometheus.CounterVec   // idemgateway_lease_renewals_total{tool,result}
+	unknown       *prometheus.CounterVec   // idemgateway_outcome_unknown_records_total{tool}
+	keyChurn      *prometheus.CounterVec   // idemgateway_key_churn_total{tool}
 }
 
 // Outcome labels of idemgateway_upstream_duration_seconds.
@@ -48,7 +50,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Lease renewals while upstream calls run; result is ok, lost (another owner holds the key) or error.",
 		}, []string{"tool", "result"}),
 	}
-	reg.MustRegister(m.decisions, m.upstream, m.store, m.inFlight, m.leaseRenewals)
+	m.unknown = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "idemgateway", Name: "outcome_unknown_records_total",
+		Help: "Records left outcome_unknown: the upstream may or may not have acted; an operator or reconciliation must settle them.",
+	}, []string{"tool"})
+	m.keyChurn = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "idemgateway", Name: "key_churn_total",
+		Help: "Executions of an effect (tenant, tool, fingerprint) that executed under another key within a minute: a client minting a new key per retry (counted per gateway process).",
+	}, []string{"tool"})
+	reg.MustRegister(m.decisions, m.upstream, m.store, m.inFlight, m.leaseRenewals, m.unknown, m.keyChurn)
 	return m
 }
 

@@ -13,6 +13,7 @@ import (
 // to its HTTP status and problem type; wrap them with %w to add a precise detail.
 var (
 	ErrMissingKey       = errors.New("missing idempotency key")
+	ErrMissingTenant    = errors.New("missing tenant")
 	ErrInvalidKey       = errors.New("invalid idempotency key")
 	ErrBodyTooLarge     = errors.New("request body too large")
 	ErrInvalidBody      = canonical.ErrInvalidBody
@@ -48,6 +49,7 @@ func problemOf(err error) problemKind {
 		kind problemKind
 	}{
 		{ErrMissingKey, problemKind{http.StatusBadRequest, "missing-idempotency-key", "Missing idempotency key", false}},
+		{ErrMissingTenant, problemKind{http.StatusBadRequest, "missing-tenant", "Missing tenant", false}},
 		{ErrInvalidKey, problemKind{http.StatusBadRequest, "invalid-idempotency-key", "Invalid idempotency key", false}},
 		{ErrBodyTooLarge, problemKind{http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large", false}},
 		{ErrInvalidBody, problemKind{http.StatusBadRequest, "invalid-body", "Invalid request body", false}},

@@ -275,6 +275,8 @@ func (x *exchange) settle(op string, write func(ctx context.Context) (bool, erro
 	x.settled = true
 	err := x.storeCall(op, func(ctx context.Context) error { return refused(write(ctx)) })
 	switch {
+	case err == nil && op == "mark_unknown":
+		x.g.metrics.unknown.WithLabelValues(x.rt.Name).Inc()
 	case errors.Is(err, errRefused):
 		x.log.Error("record not settled: the store refused a stale owner (lease lost)", "op", op)
 		x.span.AddEvent("store.write_refused", trace.WithAttributes(attribute.String("op", op)))

@@ -22,9 +22,12 @@ const (
 // Receipt is what the gateway tells of one idempotency record (contract §5), as served by the
 // admin API. Times are UTC, RFC 3339.
 type Receipt struct {
-	IdempotencyKey    string     `json:"idempotency_key"`
-	Tenant            string     `json:"tenant"`
-	Tool              string     `json:"tool"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Tenant         string `json:"tenant"`
+	Tool           string `json:"tool"`
+	// CredentialScope is the hash of the caller's credential on routes with scope.credential;
+	// the admin API addresses such a record with ?credential=<this>.
+	CredentialScope   string     `json:"credential_scope,omitempty"`
 	EffectFingerprint string     `json:"effect_fingerprint"`
 	State             string     `json:"state"` // one of the State constants
 	Actor             string     `json:"actor,omitempty"`

@@ -88,6 +88,15 @@ type Upstream struct {
 	ForwardKey string
 }
 
+// Scope widens the scope of a key. The zero Scope is (tenant, tool, key).
+type Scope struct {
+	// CredentialHeader, when set (scope.credential: true; default header Authorization), binds
+	// keys to a hash of the caller's credential in that header, so that two users of one tenant
+	// cannot replay each other's receipts. A credential that changes (a refreshed token) then
+	// starts a new scope: a retry with the new credential executes again.
+	CredentialHeader string
+}
+
 // Reconcile is a read-only lookup that settles an unknown outcome: when a request meets a record
 // in outcome_unknown, the gateway asks the upstream whether the effect exists, then replays a
 // receipt made from the answer (found) or executes the call again (not found).
@@ -161,6 +170,11 @@ type Route struct {
 	// TenantHeader names the header that carries the tenant; absent means DefaultTenant.
 	// Canonical form (http.CanonicalHeaderKey). Default DefaultTenantHeader.
 	TenantHeader string
+	// TenantRequired refuses a request without the tenant header (400 missing-tenant) instead of
+	// taking the tenant DefaultTenant. Default false.
+	TenantRequired bool
+	// Scope widens the scope of a key beyond (tenant, tool, key).
+	Scope Scope
 	// ActorHeader names the header that carries who asks; recorded, never part of the scope.
 	// Canonical form. Default DefaultActorHeader.
 	ActorHeader string

@@ -72,13 +72,14 @@ type rawUpstream struct {
 
 // rawSettings are the fields of the defaults block, which a route may set too.
 type rawSettings struct {
-	TTL          *time.Duration `yaml:"ttl"`
-	LockLease    *time.Duration `yaml:"lock_lease"`
-	Concurrency  *string        `yaml:"concurrency"`
-	WaitTimeout  *time.Duration `yaml:"wait_timeout"`
-	TenantHeader *string        `yaml:"tenant_header"`
-	ActorHeader  *string        `yaml:"actor_header"`
-	MaxBodyBytes *int64         `yaml:"max_body_bytes"`
+	TTL            *time.Duration `yaml:"ttl"`
+	LockLease      *time.Duration `yaml:"lock_lease"`
+	Concurrency    *string        `yaml:"concurrency"`
+	WaitTimeout    *time.Duration `yaml:"wait_timeout"`
+	TenantHeader   *string        `yaml:"tenant_header"`
+	TenantRequired *bool          `yaml:"tenant_required"`
+	ActorHeader    *string        `yaml:"actor_header"`
+	MaxBodyBytes   *int64         `yaml:"max_body_bytes"`
 }
 
 type rawRoute struct {
@@ -93,7 +94,13 @@ type rawRoute struct {
 	OnUnknownOutcome *string         `yaml:"on_unknown_outcome"`
 	Outcome          *rawOutcome     `yaml:"outcome"`
 	Reconcile        *rawReconcile   `yaml:"reconcile"`
+	Scope            *rawScope       `yaml:"scope"`
 	rawSettings      `yaml:",inline"`
+}
+
+type rawScope struct {
+	Credential       bool   `yaml:"credential"`
+	CredentialHeader string `yaml:"credential_header"`
 }
 
 type rawReconcile struct {

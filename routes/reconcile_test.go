@@ -42,3 +42,37 @@ routes:
 		t.Errorf("ticket: %q %+v", ticket.OnUnknownOutcome, rc)
 	}
 }
+
+// TestScopeAndTenantRequired: tenant_required and scope.credential resolve with their defaults
+// and field checks.
+func TestScopeAndTenantRequired(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse("routes.yaml", []byte(`
+upstreams:
+  t: {url: "http://127.0.0.1:9000"}
+defaults: {tenant_required: true}
+routes:
+  - {name: a, upstream: t, method: POST, path: /a, class: non_idempotent, scope: {credential: true}}
+  - {name: b, upstream: t, method: POST, path: /b, class: non_idempotent, tenant_required: false,
+     scope: {credential: true, credential_header: x-api-key}}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := cfg.Routes[0], cfg.Routes[1]
+	if !a.TenantRequired || a.Scope.CredentialHeader != "Authorization" || b.TenantRequired || b.Scope.CredentialHeader != "X-Api-Key" {
+		t.Fatalf("a: %v %+v; b: %v %+v", a.TenantRequired, a.Scope, b.TenantRequired, b.Scope)
+	}
+	_, err = Parse("bad.yaml", []byte(`
+upstreams:
+  t: {url: "http://127.0.0.1:9000"}
+routes:
+  - {name: a, upstream: t, method: POST, path: /a, class: non_idempotent, scope: {credential_header: "X Key"}}
+  - {name: r, upstream: t, method: GET, path: /r, class: read_only, scope: {credential: true}}
+`), nil)
+	want := `bad.yaml: routes[0] "a": scope.credential_header: set without credential: true
+bad.yaml: routes[1] "r": scope: meaningless on a read_only route, which never touches the store`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+}

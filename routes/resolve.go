@@ -45,6 +45,7 @@ type settings struct {
 	ttl, lockLease, waitTimeout time.Duration
 	concurrency                 Concurrency
 	tenantHeader, actorHeader   string
+	tenantRequired              bool
 	maxBodyBytes                int64
 }
 
@@ -268,6 +269,9 @@ func (r *resolver) settings(at string, raw rawSettings, base settings) settings 
 		}
 	}
 	header("tenant_header", raw.TenantHeader, &s.tenantHeader)
+	if raw.TenantRequired != nil {
+		s.tenantRequired = *raw.TenantRequired
+	}
 	header("actor_header", raw.ActorHeader, &s.actorHeader)
 	if raw.MaxBodyBytes != nil {
 		s.maxBodyBytes = *raw.MaxBodyBytes

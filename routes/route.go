@@ -56,7 +56,7 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 	s := r.settings(at+": ", raw.rawSettings, defaults)
 	rt.TTL, rt.LockLease, rt.WaitTimeout = s.ttl, s.lockLease, s.waitTimeout
 	rt.Concurrency = s.concurrency
-	rt.TenantHeader, rt.ActorHeader = s.tenantHeader, s.actorHeader
+	rt.TenantHeader, rt.ActorHeader, rt.TenantRequired = s.tenantHeader, s.actorHeader, s.tenantRequired
 	rt.MaxBodyBytes = s.maxBodyBytes
 
 	rt.Key = Key{Header: DefaultKeyHeader, Required: rt.Class == NonIdempotent}
@@ -99,6 +99,18 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 		rt.Receipt.RemoteURL = r.receiptPointer(field("receipt.remote_url"), rc.RemoteURL)
 	}
 
+	if sc := raw.Scope; sc != nil && sc.Credential {
+		rt.Scope.CredentialHeader = "Authorization"
+		if h := sc.CredentialHeader; h != "" {
+			rt.Scope.CredentialHeader = http.CanonicalHeaderKey(h)
+			if err := checkHeaderName(h); err != nil {
+				r.add(field("scope.credential_header"), err)
+			}
+		}
+	} else if sc != nil && sc.CredentialHeader != "" {
+		r.addf(field("scope.credential_header"), "set without credential: true")
+	}
+
 	if rc := raw.Reconcile; rc != nil {
 		rt.Reconcile = r.reconcile(field("reconcile"), rc)
 	}
@@ -139,11 +151,12 @@ func (r *resolver) withoutStoreFields(at string, raw *rawRoute) *rawRoute {
 	drop("on_unknown_outcome", c.OnUnknownOutcome != nil)
 	drop("outcome", c.Outcome != nil)
 	drop("reconcile", c.Reconcile != nil)
+	drop("scope", c.Scope != nil)
 	drop("ttl", c.TTL != nil)
 	drop("lock_lease", c.LockLease != nil)
 	drop("concurrency", c.Concurrency != nil)
 	drop("wait_timeout", c.WaitTimeout != nil)
-	c.Key, c.Fingerprint, c.Receipt, c.OnUnknownOutcome, c.Outcome, c.Reconcile = nil, nil, nil, nil, nil, nil
+	c.Key, c.Fingerprint, c.Receipt, c.OnUnknownOutcome, c.Outcome, c.Reconcile, c.Scope = nil, nil, nil, nil, nil, nil, nil
 	c.TTL, c.LockLease, c.Concurrency, c.WaitTimeout = nil, nil, nil, nil
 	return &c
 }

@@ -2,10 +2,12 @@ package routes
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,8 +108,19 @@ func expandEnv(value string, lookupEnv func(string) (string, bool)) (string, []e
 		}
 		name := value[:end]
 		value = value[end+1:]
+		if path, ok := strings.CutPrefix(name, "file:"); ok {
+			// A mounted secret (Kubernetes Secret volume, Docker secret): the file's content,
+			// less a final line break.
+			data, err := os.ReadFile(path)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("${file:%s}: %w", path, errors.Unwrap(err)))
+				continue
+			}
+			b.WriteString(strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r"))
+			continue
+		}
 		if !isEnvName(name) {
-			errs = append(errs, fmt.Errorf("malformed ${...} reference; want ${NAME}, NAME of letters, digits and underscores"))
+			errs = append(errs, fmt.Errorf("malformed ${...} reference; want ${NAME}, NAME of letters, digits and underscores, or ${file:/PATH}"))
 			continue
 		}
 		v, ok := lookupEnv(name)

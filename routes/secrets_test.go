@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -99,6 +101,10 @@ func TestExpandEnv(t *testing.T) {
 		v, ok := map[string]string{"A": "1", "B_2": "two", "EMPTY": ""}[name]
 		return v, ok
 	}
+	secretFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(secretFile, []byte("s3cret-from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, in, want string
 		wantErrs       []string
@@ -113,8 +119,11 @@ func TestExpandEnv(t *testing.T) {
 			wantErrs: []string{"environment variable NOPE is not set", "environment variable NOPE2 is not set"}},
 		{name: "unterminated", in: "x ${A", want: "x ",
 			wantErrs: []string{"unterminated ${ reference; want ${NAME}"}},
+		{name: "mounted file", in: "Bearer ${file:" + secretFile + "}", want: "Bearer s3cret-from-file"},
+		{name: "missing file", in: "${file:/nonexistent/token}", want: "",
+			wantErrs: []string{"${file:/nonexistent/token}: no such file or directory"}},
 		{name: "malformed", in: "${} ${1A} ${A-B} ${A}", want: "   1",
-			wantErrs: slices.Repeat([]string{"malformed ${...} reference; want ${NAME}, NAME of letters, digits and underscores"}, 3)},
+			wantErrs: slices.Repeat([]string{"malformed ${...} reference; want ${NAME}, NAME of letters, digits and underscores, or ${file:/PATH}"}, 3)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

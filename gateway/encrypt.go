@@ -1,0 +1,91 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"fmt"
+	"time"
+)
+
+// encryptedMagic starts every payload that Encrypted writes: a version, so the format can change.
+var encryptedMagic = []byte("idg1")
+
+// Encrypted returns a Store that keeps every payload (the receipt, the stored response and the
+// canonical document) in store encrypted with AES-256-GCM (NIST SP 800-38D) under key, 32 bytes.
+// Each payload gets a random 96-bit nonce, and its record key is the additional authenticated
+// data, so a payload copied under another key does not decrypt. The state, owner token, lease and
+// expiry stay in the clear: the store's state machine needs them. A payload that does not decrypt
+// (another key, tampering, or written before encryption was turned on) makes the call fail with
+// ErrCorruptRecord: records written in the clear are not readable once encryption is on.
+func Encrypted(store Store, key []byte) (Store, error) {
+	if len(key) != 32 {
+		return nil, fmt.Errorf("gateway: encryption key: %d bytes, want 32 (AES-256)", len(key))
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &encryptedStore{Store: store, aead: aead}, nil
+}
+
+type encryptedStore struct {
+	Store
+	aead cipher.AEAD
+}
+
+func (s *encryptedStore) seal(key string, payload []byte) []byte {
+	out := make([]byte, len(encryptedMagic)+s.aead.NonceSize(), len(encryptedMagic)+s.aead.NonceSize()+len(payload)+s.aead.Overhead())
+	copy(out, encryptedMagic)
+	nonce := out[len(encryptedMagic):]
+	_, _ = rand.Read(nonce) // crypto/rand.Read never fails (Go 1.24+)
+	return s.aead.Seal(out, nonce, payload, []byte(key))
+}
+
+func (s *encryptedStore) open(key string, payload []byte) ([]byte, error) {
+	n := len(encryptedMagic) + s.aead.NonceSize()
+	if len(payload) < n || !bytes.HasPrefix(payload, encryptedMagic) {
+		return nil, fmt.Errorf("%w: the payload is not encrypted (written before encryption was turned on?)", ErrCorruptRecord)
+	}
+	plain, err := s.aead.Open(nil, payload[len(encryptedMagic):n], payload[n:], []byte(key))
+	if err != nil {
+		return nil, fmt.Errorf("%w: the payload does not decrypt with this key", ErrCorruptRecord)
+	}
+	return plain, nil
+}
+
+func (s *encryptedStore) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte, error) {
+	claimed, state, stored, err := s.Store.Claim(ctx, key, owner, s.seal(key, payload), lease, ttl)
+	if err != nil || claimed {
+		return claimed, state, payload, err
+	}
+	plain, err := s.open(key, stored)
+	return claimed, state, plain, err
+}
+
+func (s *encryptedStore) Reclaim(ctx context.Context, key, from, owner string, payload []byte, lease, ttl time.Duration) (bool, error) {
+	return s.Store.Reclaim(ctx, key, from, owner, s.seal(key, payload), lease, ttl)
+}
+
+func (s *encryptedStore) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (bool, error) {
+	return s.Store.Commit(ctx, key, owner, s.seal(key, payload), ttl)
+}
+
+func (s *encryptedStore) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (bool, error) {
+	return s.Store.MarkUnknown(ctx, key, owner, s.seal(key, payload), ttl)
+}
+
+func (s *encryptedStore) Get(ctx context.Context, key string) (string, []byte, error) {
+	state, payload, err := s.Store.Get(ctx, key)
+	if err != nil || state == "" {
+		return state, payload, err
+	}
+	plain, err := s.open(key, payload)
+	return state, plain, err
+}

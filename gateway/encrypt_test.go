@@ -1,0 +1,76 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemgateway/idemgateway/boltstore"
+	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/gateway/storetest"
+)
+
+func newEncrypted(t *testing.T, key byte) (gateway.Store, gateway.Store) {
+	t.Helper()
+	plain, err := boltstore.Open(t.TempDir(), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	enc, err := gateway.Encrypted(plain, bytes.Repeat([]byte{key}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enc, plain
+}
+
+// TestEncryptedConformance: the encrypting store is still a store.
+func TestEncryptedConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) gateway.Store {
+		enc, _ := newEncrypted(t, 7)
+		return enc
+	})
+}
+
+// TestEncryptedAtRest: what reaches the store is ciphertext bound to its key; another key, a
+// moved payload and a clear payload all fail as corrupt, never as a record.
+func TestEncryptedAtRest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	enc, plain := newEncrypted(t, 7)
+	secret := []byte(`{"customer":"alice@example.com"}`)
+	if claimed, _, _, err := enc.Claim(ctx, "k1", "o1", secret, time.Minute, time.Hour); err != nil || !claimed {
+		t.Fatal(claimed, err)
+	}
+	if _, raw, _ := plain.Get(ctx, "k1"); bytes.Contains(raw, []byte("alice")) || !bytes.HasPrefix(raw, []byte("idg1")) {
+		t.Fatalf("stored payload %q is not ciphertext", raw)
+	}
+	if _, got, err := enc.Get(ctx, "k1"); err != nil || !bytes.Equal(got, secret) {
+		t.Fatalf("Get = %q, %v", got, err)
+	}
+	if _, _, stored, err := enc.Claim(ctx, "k1", "o2", []byte("x"), time.Minute, time.Hour); err != nil || !bytes.Equal(stored, secret) {
+		t.Fatalf("second Claim = %q, %v", stored, err)
+	}
+
+	other, err := gateway.Encrypted(plain, bytes.Repeat([]byte{8}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := other.Get(ctx, "k1"); !errors.Is(err, gateway.ErrCorruptRecord) {
+		t.Fatalf("Get with another key: %v", err)
+	}
+	_, raw, _ := plain.Get(ctx, "k1")
+	plain.Claim(ctx, "k2", "o", raw, time.Minute, time.Hour) // the ciphertext moved under another key
+	if _, _, err := enc.Get(ctx, "k2"); !errors.Is(err, gateway.ErrCorruptRecord) {
+		t.Fatalf("Get of a moved payload: %v", err)
+	}
+	plain.Claim(ctx, "k3", "o", []byte(`{"clear":true}`), time.Minute, time.Hour)
+	if _, _, _, err := enc.Claim(ctx, "k3", "o", []byte("x"), time.Minute, time.Hour); !errors.Is(err, gateway.ErrCorruptRecord) {
+		t.Fatalf("Claim over a clear payload: %v", err)
+	}
+	if _, err := gateway.Encrypted(plain, []byte("short")); err == nil {
+		t.Fatal("a 5-byte key was accepted")
+	}
+}
