@@ -366,8 +366,14 @@ func (x *exchange) conflict(prev *record) {
 
 // refuse answers a 409 with the decision in the header (in_progress, outcome_unknown).
 func (x *exchange) refuse(decision string, err error) {
+	x.refuseFor(decision, err, time.Second)
+}
+
+// refuseFor is refuse with a Retry-After of wait, rounded up to whole seconds (on retryable
+// problems only).
+func (x *exchange) refuseFor(decision string, err error, wait time.Duration) {
 	x.decide(decision)
-	newProblem(err, decision, x.key).write(x.w, 1)
+	newProblem(err, decision, x.key).write(x.w, int((wait+time.Second-1)/time.Second))
 }
 
 // reject answers a request that cannot be decided on (bad key, bad body, store down): no

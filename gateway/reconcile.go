@@ -60,11 +60,20 @@ func (x *exchange) inject() error {
 	return nil
 }
 
-// reconcile settles prev, a record whose outcome is unknown, by the route's lookup: it takes the
-// record over (so one request reconciles it), asks the upstream whether the effect exists, then
+// reconcile settles prev, a record whose outcome is unknown, by the route's lookup once
+// reconcile.after has passed since its call started: it takes the record over (so one request
+// reconciles it), asks the upstream whether the effect exists, then
 // commits a receipt made from the answer and replays it (found), executes the call again (not
 // found), or leaves the record outcome_unknown (the lookup failed).
 func (x *exchange) reconcile(prev *record) {
+	// The upstream may still be working on the call whose outcome is unknown (the gateway stopped
+	// waiting, or died; the upstream did not). A lookup now could miss an effect that lands a
+	// moment later, and the re-execution would make it twice: wait reconcile.after from the start.
+	if wait := time.Until(prev.StartedAt.Add(x.rt.Reconcile.After)); wait > 0 {
+		x.refuseFor(DecisionInProgress, fmt.Errorf("%w: the outcome of the call is unknown; the upstream is asked %s after the call started, in %s",
+			ErrInProgress, x.rt.Reconcile.After, wait.Round(time.Millisecond)), wait)
+		return
+	}
 	if !x.reclaim(prev, prev.Executions) {
 		x.refuse(DecisionInProgress, fmt.Errorf("%w: another request is settling the key", ErrInProgress))
 		return

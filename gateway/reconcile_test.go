@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemgateway/idemgateway/gateway"
 )
@@ -124,7 +125,7 @@ func TestReconcile(t *testing.T) {
 	t.Cleanup(upstream.Close)
 	srv, _, gw := newGatewayYAML(t, `
 upstreams:
-  tickets: {url: `+upstream.URL+`}
+  tickets: {url: `+upstream.URL+`, timeout: 200ms}
 routes:
   - name: create_ticket
     upstream: tickets
@@ -138,6 +139,7 @@ routes:
       found: /data/0
       remote_id: /data/0/id
       status: 201
+      after: 200ms
 `, gateway.Options{})
 	admin := gw.AdminHandler("")
 	send := func(key, drop string) answer {
@@ -147,12 +149,26 @@ routes:
 		}
 		return do(t, "POST", srv.URL+"/v1/tickets", h, `{"title":"disk full"}`)
 	}
+	// retry sends key again until reconcile.after has passed: before, the call may still be
+	// under way upstream, and the answer is 409 in_progress with Retry-After.
+	retry := func(key string) answer {
+		t.Helper()
+		a := send(key, "")
+		if a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "in_progress" || a.header.Get("Retry-After") != "1" {
+			t.Fatalf("%s, retry before reconcile.after: %d %q %q", key, a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Retry-After"))
+		}
+		for a.status == http.StatusConflict && a.header.Get("Idempotency-Decision") == "in_progress" {
+			time.Sleep(20 * time.Millisecond)
+			a = send(key, "")
+		}
+		return a
+	}
 
 	// Found: the upstream acted, then the connection broke.
 	if a := send("found", "after"); a.status != http.StatusBadGateway {
 		t.Fatalf("found, first: %d", a.status)
 	}
-	a := send("found", "")
+	a := retry("found")
 	if a.status != 201 || a.header.Get("Idempotency-Decision") != "replay" || a.header.Get("Idempotency-Reconciled") != "found" {
 		t.Fatalf("found, retry: %d %q %q", a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Idempotency-Reconciled"))
 	}
@@ -167,7 +183,7 @@ routes:
 	if a = send("missing", "before"); a.status != http.StatusBadGateway {
 		t.Fatalf("missing, first: %d", a.status)
 	}
-	a = send("missing", "")
+	a = retry("missing")
 	if a.status != 201 || a.header.Get("Idempotency-Decision") != "execute" || a.header.Get("Idempotency-Reconciled") != "not-found" {
 		t.Fatalf("missing, retry: %d %q %q", a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Idempotency-Reconciled"))
 	}
@@ -180,7 +196,7 @@ routes:
 	mu.Lock()
 	lookupFails = true
 	mu.Unlock()
-	a = send("broken", "")
+	a = retry("broken")
 	if a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "outcome_unknown" ||
 		!strings.Contains(fmt.Sprint(a.problem["detail"]), "reconciliation failed: lookup answered 500") {
 		t.Fatalf("broken lookup: %d %q %v", a.status, a.header.Get("Idempotency-Decision"), a.problem)

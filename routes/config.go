@@ -20,6 +20,7 @@ const (
 	DefaultTTL             = 24 * time.Hour
 	DefaultLockLease       = 10 * time.Second
 	MinLockLease           = 100 * time.Millisecond // shorter leases lapse under ordinary scheduling delays
+	DefaultReconcileAfter  = time.Minute
 	DefaultWaitTimeout     = 10 * time.Second
 	DefaultUpstreamTimeout = 30 * time.Second
 	DefaultTenantHeader    = "X-Tenant-ID"
@@ -115,6 +116,12 @@ type Reconcile struct {
 	RemoteID, RemoteURL canonical.Pointer
 	// Status is the status replays of a receipt made by reconciliation answer. Default 200.
 	Status int
+	// After is how long after the unknown call started the lookup may run: the upstream may still
+	// be working on the call after the gateway stopped waiting (or died), and a lookup before it
+	// lands would miss the effect, then execute it again. Until then, requests get 409
+	// request-in-progress with Retry-After. At least the upstream's timeout; default
+	// DefaultReconcileAfter or twice the upstream's timeout, whichever is longer.
+	After time.Duration
 }
 
 // Inject writes Value, a template with the fields of ParseTemplate, as a JSON string at

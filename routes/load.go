@@ -104,12 +104,13 @@ type rawScope struct {
 }
 
 type rawReconcile struct {
-	Inject    *rawInject `yaml:"inject"`
-	Path      string     `yaml:"path"`
-	Found     string     `yaml:"found"`
-	RemoteID  string     `yaml:"remote_id"`
-	RemoteURL string     `yaml:"remote_url"`
-	Status    int        `yaml:"status"`
+	Inject    *rawInject     `yaml:"inject"`
+	Path      string         `yaml:"path"`
+	Found     string         `yaml:"found"`
+	RemoteID  string         `yaml:"remote_id"`
+	RemoteURL string         `yaml:"remote_url"`
+	Status    int            `yaml:"status"`
+	After     *time.Duration `yaml:"after"`
 }
 
 type rawInject struct {

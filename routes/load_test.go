@@ -177,6 +177,7 @@ var badFiles = map[string][]string{
 		`reconcile.bad.yml: routes[0] "x": reconcile.inject.value: "{nope}": field {nope}: want {tenant}, {key}, {path:NAME}, {body:/POINTER}, {query:NAME} or {header:NAME}`,
 		`reconcile.bad.yml: routes[0] "x": reconcile.path: "v1/x?id={key}": must start with "/"`,
 		`reconcile.bad.yml: routes[0] "x": reconcile.found: required: a JSON Pointer to what exists when the effect happened`,
+		`reconcile.bad.yml: routes[0] "x": reconcile.after: 1s: must be at least the upstream's timeout (5s): the lookup must not run while the call may be under way`,
 		`reconcile.bad.yml: routes[0] "x": reconcile.status: 404: a found effect replays a 2xx status`,
 		`reconcile.bad.yml: routes[0] "x": on_unknown_outcome: release frees unknown outcomes at once, so reconcile would never run; use block`,
 		`reconcile.bad.yml: routes[1] "y": reconcile: meaningless on a read_only route, which never touches the store`,

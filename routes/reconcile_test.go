@@ -38,7 +38,8 @@ routes:
 	rc := ticket.Reconcile
 	if ticket.OnUnknownOutcome != Block || rc == nil || rc.Inject == nil || rc.Inject.BodyPointer.String() != "/external_id" ||
 		rc.Inject.Value.String() != "{key}" || rc.Path.String() != "/v1/tickets?external_id={key}" ||
-		rc.Found.String() != "/data/0" || rc.RemoteID.String() != "/data/0/id" || !rc.RemoteURL.IsZero() || rc.Status != 201 {
+		rc.Found.String() != "/data/0" || rc.RemoteID.String() != "/data/0/id" || !rc.RemoteURL.IsZero() || rc.Status != 201 ||
+		rc.After != DefaultReconcileAfter {
 		t.Errorf("ticket: %q %+v", ticket.OnUnknownOutcome, rc)
 	}
 }

@@ -112,7 +112,7 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 	}
 
 	if rc := raw.Reconcile; rc != nil {
-		rt.Reconcile = r.reconcile(field("reconcile"), rc)
+		rt.Reconcile = r.reconcile(field("reconcile"), rc, rt.Upstream)
 	}
 
 	rt.OnUnknownOutcome = Release
@@ -269,8 +269,13 @@ func (r *resolver) outcome(at string, raw *rawOutcome) Outcome {
 }
 
 // reconcile validates a reconcile block.
-func (r *resolver) reconcile(at string, raw *rawReconcile) *Reconcile {
-	rc := &Reconcile{Status: raw.Status}
+func (r *resolver) reconcile(at string, raw *rawReconcile, up *Upstream) *Reconcile {
+	rc := &Reconcile{Status: raw.Status, After: DefaultReconcileAfter}
+	timeout := DefaultUpstreamTimeout
+	if up != nil {
+		timeout = up.Timeout
+	}
+	rc.After = max(rc.After, 2*timeout)
 	if in := raw.Inject; in != nil {
 		rc.Inject = &Inject{}
 		if p, err := canonical.ParsePointer(in.BodyPointer); err != nil {
@@ -303,6 +308,12 @@ func (r *resolver) reconcile(at string, raw *rawReconcile) *Reconcile {
 	}
 	rc.RemoteID = r.receiptPointer(at+".remote_id", raw.RemoteID)
 	rc.RemoteURL = r.receiptPointer(at+".remote_url", raw.RemoteURL)
+	if raw.After != nil {
+		rc.After = *raw.After
+		if rc.After < timeout {
+			r.addf(at+".after", "%s: must be at least the upstream's timeout (%s): the lookup must not run while the call may be under way", rc.After, timeout)
+		}
+	}
 	switch {
 	case rc.Status == 0:
 		rc.Status = http.StatusOK
