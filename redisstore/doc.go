@@ -32,6 +32,41 @@
 //
 // Records are as durable as the Redis deployment makes them: run Redis with appendonly yes (and
 // appendfsync always when a lost second of claims after a crash is not acceptable), and with
-// maxmemory-policy noeviction, which Ping checks. Redis replication is asynchronous, so a failover can
-// lose the last acknowledged writes; the store does not use WAIT.
+// maxmemory-policy noeviction, which Ping checks.
+//
+// # Replication and WAIT
+//
+// Redis replicates asynchronously: the primary answers a write before any replica has it. When the
+// primary dies, Sentinel or Cluster promotes a replica that may lack the last writes. A lost Commit
+// leaves the record as the Claim wrote it: in_progress, then outcome_unknown once its lease lapses,
+// so a retry is blocked (on_unknown_outcome: block) but not executed twice. A lost Claim leaves no
+// record, so a retry executes again: a duplicate effect.
+//
+// Options.WaitReplicas = n > 0 makes Commit and MarkUnknown send WAIT n WaitTimeout right after
+// their script, in the same pipeline, so on the same connection and in the same round trip; the
+// call then lasts until n replicas have acknowledged the write, or WaitTimeout. (A script that
+// Redis does not know yet costs a second round trip, EVAL and WAIT, as without WAIT.)
+//
+// What this guarantees: when Commit returns without calling Options.OnUnreplicated, n replicas held
+// the receipt in memory when it returned; a failover that promotes one of them keeps it, and
+// Sentinel and Cluster promote the most up-to-date replica they can reach. What it does not:
+//
+//   - WAIT makes nothing strongly consistent. A failover can still promote a replica that did not
+//     acknowledge (with more replicas than n, or when the acknowledging ones are cut off too), and
+//     the replicas keep the write in memory, not necessarily on disk.
+//   - A write that too few replicas acknowledged is not undone: it stands on the primary, which
+//     serves every replay from it, and the upstream has acted, so the receipt is the best record
+//     there is. Commit and MarkUnknown therefore return ok == true and a nil error, exactly as
+//     without WAIT, and call Options.OnUnreplicated with an Unreplicated that says how many
+//     replicas acknowledged. The gateway's Store contract reserves errors for a store that could
+//     not be asked; an error here would make the gateway report a receipt as not stored when it is.
+//   - Claim, Reclaim, Renew and Release do not wait, so a claim lost in a failover still lets a
+//     retry execute a second time. Waiting on every claim would add the replicas' round trip to
+//     every request, including replays.
+//
+// On Redis Cluster the pipeline is sent to the master that serves the record's slot (WAIT has no
+// key, so the cluster client would send it to any node). If that node answers MOVED, ASK, TRYAGAIN
+// or CLUSTERDOWN, it did not run the script; the store runs the script again through the cluster
+// client, which follows the redirection, and reports the write with Unreplicated.Acked == -1,
+// since WAIT can no longer be sent on the connection that wrote.
 package redisstore

@@ -31,19 +31,44 @@ type Options struct {
 	// noeviction, that is when Redis may evict records under memory pressure and so let a retry
 	// execute twice. Default false.
 	AllowEviction bool
+
+	// WaitReplicas, when positive, makes Commit and MarkUnknown send WAIT WaitReplicas
+	// WaitTimeout in the same round trip as their script, so that they return only once that
+	// many replicas have acknowledged the write or WaitTimeout has passed. A write that fewer
+	// replicas acknowledged still stands (it is on the primary) and the call still succeeds;
+	// OnUnreplicated is told. See the package documentation, "Replication and WAIT". Default 0:
+	// no WAIT.
+	WaitReplicas int
+
+	// WaitTimeout is how long WAIT blocks for the replicas' acknowledgements, rounded up to whole
+	// milliseconds. It must be shorter than the client's read timeout, or the read of WAIT's reply
+	// times out first. Default DefaultWaitTimeout (100 ms); used only with WaitReplicas.
+	WaitTimeout time.Duration
+
+	// OnUnreplicated, when not nil, is called (synchronously, before Commit or MarkUnknown
+	// returns) after a write that WAIT reports fewer than WaitReplicas replicas acknowledged, or
+	// whose WAIT reply was lost. It must not block; log or count there. Default nil.
+	OnUnreplicated func(ctx context.Context, u Unreplicated)
 }
+
+// DefaultWaitTimeout is the WAIT timeout used when Options.WaitTimeout is zero.
+const DefaultWaitTimeout = 100 * time.Millisecond
 
 // Store is a gateway.Store on Redis. It is safe for concurrent use.
 type Store struct {
-	client        redis.UniversalClient
-	prefix        string
-	allowEviction bool
+	client         redis.UniversalClient
+	prefix         string
+	allowEviction  bool
+	waitReplicas   int
+	waitTimeout    time.Duration
+	onUnreplicated func(ctx context.Context, u Unreplicated)
 }
 
 // New returns a Store that keeps its records in the Redis reached by client (a *redis.Client,
 // *redis.ClusterClient or Sentinel failover client). It does not contact Redis; call Ping for that.
-// It returns an error when client is nil or opts.Prefix contains "{" or "}". The Store takes over
-// client: Store.Close closes it.
+// It returns an error when client is nil, opts.Prefix contains "{" or "}", opts.WaitReplicas or
+// opts.WaitTimeout is negative, or (for a *redis.Client or *redis.ClusterClient) WaitTimeout is not
+// shorter than the client's read timeout. The Store takes over client: Store.Close closes it.
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
@@ -55,7 +80,22 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: prefix %q contains { or }, which would break the hash tag", prefix)
 	}
-	return &Store{client: client, prefix: prefix, allowEviction: opts.AllowEviction}, nil
+	if opts.WaitReplicas < 0 {
+		return nil, fmt.Errorf("redisstore: wait replicas %d is negative", opts.WaitReplicas)
+	}
+	if opts.WaitTimeout < 0 {
+		return nil, fmt.Errorf("redisstore: wait timeout %s is negative", opts.WaitTimeout)
+	}
+	if opts.WaitTimeout == 0 {
+		opts.WaitTimeout = DefaultWaitTimeout
+	}
+	if opts.WaitReplicas > 0 {
+		if rt := readTimeout(client); rt > 0 && opts.WaitTimeout >= rt {
+			return nil, fmt.Errorf("redisstore: wait timeout %s is not shorter than the client's read timeout %s", opts.WaitTimeout, rt)
+		}
+	}
+	return &Store{client: client, prefix: prefix, allowEviction: opts.AllowEviction,
+		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, onUnreplicated: opts.OnUnreplicated}, nil
 }
 
 // Close closes the Redis client passed to New.
@@ -111,21 +151,23 @@ func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duratio
 }
 
 // Commit implements gateway.Store.Commit with one script (one round trip). ttl is rounded up to
-// whole milliseconds and must be positive.
+// whole milliseconds and must be positive. With Options.WaitReplicas, WAIT follows the script in
+// the same round trip (see the package documentation).
 func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
 	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: commit: %w", err)
 	}
-	return s.run(ctx, "commit", commitScript, key, owner, payload, millis(ttl))
+	return s.runReplicated(ctx, OpCommit, commitScript, key, owner, payload, millis(ttl))
 }
 
 // MarkUnknown implements gateway.Store.MarkUnknown with one script. ttl is rounded up to whole
-// milliseconds and must be positive.
+// milliseconds and must be positive. With Options.WaitReplicas, WAIT follows the script in the same
+// round trip (see the package documentation).
 func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
 	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: mark unknown: %w", err)
 	}
-	return s.run(ctx, "mark unknown", markUnknownScript, key, owner, payload, millis(ttl))
+	return s.runReplicated(ctx, OpMarkUnknown, markUnknownScript, key, owner, payload, millis(ttl))
 }
 
 // Release implements gateway.Store.Release with one script.

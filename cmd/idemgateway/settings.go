@@ -1,35 +1,49 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/kelseyhightower/envconfig"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
-	"github.com/idemgateway/idemgateway/redisstore"
 )
 
-// settings are the process settings of contract §1.
+// settings are the process settings of contract §1, plus the Redis connection settings of
+// redis.go. String hides the secrets.
 type settings struct {
 	Routes             string   `default:"routes.yaml"`
 	Listen             string   `default:":8080"`
 	AdminListen        string   `default:"127.0.0.1:9090" split_words:"true"`
-	AdminToken         string   `split_words:"true"`
-	RedisURL           string   `split_words:"true"`
+	AdminToken         string   `split_words:"true"` // secret
+	RedisURL           string   `split_words:"true"` // secret: may hold a password
 	RedisAddrs         []string `split_words:"true"`
 	RedisMaster        string   `split_words:"true"`
 	RedisAllowEviction bool     `split_words:"true"`
 	DataDir            string   `default:"./data" split_words:"true"`
 	LogLevel           string   `default:"info" split_words:"true"`
 	LogFormat          string   `default:"json" split_words:"true"`
+
+	// Redis connection settings (redis.go). Zero pool size means go-redis's default.
+	RedisUsername         string        `split_words:"true"`
+	RedisPassword         string        `split_words:"true"` // secret
+	RedisSentinelUsername string        `split_words:"true"`
+	RedisSentinelPassword string        `split_words:"true"` // secret
+	RedisTLS              bool          `envconfig:"REDIS_TLS"`
+	RedisTLSCAFile        string        `envconfig:"REDIS_TLS_CA_FILE"`
+	RedisPoolSize         int           `split_words:"true"`
+	RedisDialTimeout      time.Duration `default:"5s" split_words:"true"`
+	RedisReadTimeout      time.Duration `default:"3s" split_words:"true"`
+	RedisWriteTimeout     time.Duration `default:"3s" split_words:"true"`
+	RedisWaitReplicas     int           `split_words:"true"`
+	RedisWaitTimeout      time.Duration `default:"100ms" split_words:"true"`
 }
 
 // loadSettings reads IDEMGATEWAY_* variables, then the flags of the same names in args.
@@ -59,8 +73,33 @@ func loadSettings(args []string) (*settings, error) {
 	if ip := net.ParseIP(host); s.AdminToken == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("IDEMGATEWAY_ADMIN_LISTEN %q is not a loopback address: set IDEMGATEWAY_ADMIN_TOKEN", s.AdminListen)
 	}
+	if err := s.checkRedis(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
+
+// String returns the settings with every secret replaced by "[redacted]" (and the Redis URL's
+// password by "xxxxx"), so that %v, %+v and %#v never print one.
+func (s *settings) String() string {
+	c := *s
+	for _, secret := range []*string{&c.AdminToken, &c.RedisPassword, &c.RedisSentinelPassword} {
+		if *secret != "" {
+			*secret = "[redacted]"
+		}
+	}
+	if c.RedisURL != "" {
+		c.RedisURL = "[redacted]"
+		if u, err := url.Parse(s.RedisURL); err == nil {
+			c.RedisURL = u.Redacted()
+		}
+	}
+	type plain settings // without the String method
+	return fmt.Sprintf("%+v", plain(c))
+}
+
+// GoString is String, for %#v.
+func (s *settings) GoString() string { return s.String() }
 
 func (s *settings) logger() (*slog.Logger, error) {
 	var level slog.Level
@@ -77,6 +116,8 @@ func (s *settings) logger() (*slog.Logger, error) {
 	return nil, fmt.Errorf("IDEMGATEWAY_LOG_FORMAT %q: want json or text", s.LogFormat)
 }
 
+// storeName names the store for the log: "redis", "redis-sentinel", "redis-cluster" or
+// "embedded:<data dir>".
 func (s *settings) storeName() string {
 	switch {
 	case s.RedisURL != "":
@@ -89,34 +130,18 @@ func (s *settings) storeName() string {
 	return "embedded:" + s.DataDir
 }
 
-// openStore opens the Redis store when a Redis setting is given, else the embedded store.
+// openStore opens the Redis store when a Redis setting is given (redis.go), else the embedded store.
 func (s *settings) openStore(log *slog.Logger) (gateway.Store, func(), error) {
-	var client redis.UniversalClient
-	switch {
-	case s.RedisURL != "":
-		opt, err := redis.ParseURL(s.RedisURL)
-		if err != nil {
-			// The URL may hold a password: name the setting, not the value.
-			return nil, nil, errors.New("IDEMGATEWAY_REDIS_URL is not a valid redis:// or rediss:// URL")
-		}
-		client = redis.NewClient(opt)
-	case len(s.RedisAddrs) > 0:
-		client = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: s.RedisAddrs, MasterName: s.RedisMaster})
-	default:
-		st, err := boltstore.Open(s.DataDir, boltstore.Options{})
-		if err != nil {
-			return nil, nil, err
-		}
-		return st, func() {
-			if err := st.Close(); err != nil {
-				log.Error("closing the embedded store", "err", err)
-			}
-		}, nil
+	if s.RedisURL != "" || len(s.RedisAddrs) > 0 {
+		return s.openRedisStore(log)
 	}
-	st, err := redisstore.New(client, redisstore.Options{AllowEviction: s.RedisAllowEviction})
+	st, err := boltstore.Open(s.DataDir, boltstore.Options{})
 	if err != nil {
-		_ = client.Close()
 		return nil, nil, err
 	}
-	return st, func() { _ = st.Close() }, nil
+	return st, func() {
+		if err := st.Close(); err != nil {
+			log.Error("closing the embedded store", "err", err)
+		}
+	}, nil
 }

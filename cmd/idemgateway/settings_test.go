@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoadSettings(t *testing.T) {
@@ -30,6 +31,43 @@ func TestLoadSettings(t *testing.T) {
 		{name: "localhost admin listener", env: map[string]string{"IDEMGATEWAY_ADMIN_LISTEN": "localhost:9090"},
 			check: func(s *settings) bool { return s.AdminListen == "localhost:9090" }},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments: extra"},
+		{name: "redis defaults", check: func(s *settings) bool {
+			return s.RedisPoolSize == 0 && s.RedisDialTimeout == 5*time.Second && s.RedisReadTimeout == 3*time.Second &&
+				s.RedisWriteTimeout == 3*time.Second && s.RedisWaitReplicas == 0 && s.RedisWaitTimeout == 100*time.Millisecond &&
+				!s.RedisTLS && s.RedisTLSCAFile == ""
+		}},
+		{name: "redis settings", env: map[string]string{
+			"IDEMGATEWAY_REDIS_ADDRS": "s1:26379,s2:26379", "IDEMGATEWAY_REDIS_MASTER": "mymaster",
+			"IDEMGATEWAY_REDIS_USERNAME": "gw", "IDEMGATEWAY_REDIS_PASSWORD": "pw",
+			"IDEMGATEWAY_REDIS_SENTINEL_USERNAME": "sgw", "IDEMGATEWAY_REDIS_SENTINEL_PASSWORD": "spw",
+			"IDEMGATEWAY_REDIS_TLS": "true", "IDEMGATEWAY_REDIS_TLS_CA_FILE": "/ca.pem", "IDEMGATEWAY_REDIS_POOL_SIZE": "7",
+			"IDEMGATEWAY_REDIS_DIAL_TIMEOUT": "1s", "IDEMGATEWAY_REDIS_READ_TIMEOUT": "2s", "IDEMGATEWAY_REDIS_WRITE_TIMEOUT": "4s",
+			"IDEMGATEWAY_REDIS_WAIT_REPLICAS": "2", "IDEMGATEWAY_REDIS_WAIT_TIMEOUT": "250ms"},
+			check: func(s *settings) bool {
+				return len(s.RedisAddrs) == 2 && s.RedisMaster == "mymaster" && s.RedisUsername == "gw" && s.RedisPassword == "pw" &&
+					s.RedisSentinelUsername == "sgw" && s.RedisSentinelPassword == "spw" && s.RedisTLS && s.RedisTLSCAFile == "/ca.pem" &&
+					s.RedisPoolSize == 7 && s.RedisDialTimeout == time.Second && s.RedisReadTimeout == 2*time.Second &&
+					s.RedisWriteTimeout == 4*time.Second && s.RedisWaitReplicas == 2 && s.RedisWaitTimeout == 250*time.Millisecond
+			}},
+		{name: "url and addrs", env: map[string]string{"IDEMGATEWAY_REDIS_URL": "redis://r:6379", "IDEMGATEWAY_REDIS_ADDRS": "a:1"},
+			wantErr: "set IDEMGATEWAY_REDIS_URL (one Redis) or IDEMGATEWAY_REDIS_ADDRS (Cluster or Sentinel), not both"},
+		{name: "master without addrs", env: map[string]string{"IDEMGATEWAY_REDIS_MASTER": "m"},
+			wantErr: "IDEMGATEWAY_REDIS_MASTER needs the sentinel addresses"},
+		{name: "sentinel password without sentinel", env: map[string]string{"IDEMGATEWAY_REDIS_ADDRS": "a:1", "IDEMGATEWAY_REDIS_SENTINEL_PASSWORD": "x"},
+			wantErr: "for Sentinel only"},
+		{name: "tls with a redis:// url", env: map[string]string{"IDEMGATEWAY_REDIS_URL": "redis://r:6379", "IDEMGATEWAY_REDIS_TLS": "true"},
+			wantErr: "use rediss://"},
+		{name: "negative pool size", env: map[string]string{"IDEMGATEWAY_REDIS_POOL_SIZE": "-1"}, wantErr: "IDEMGATEWAY_REDIS_POOL_SIZE -1 is negative"},
+		{name: "zero read timeout", env: map[string]string{"IDEMGATEWAY_REDIS_READ_TIMEOUT": "0s"}, wantErr: "IDEMGATEWAY_REDIS_READ_TIMEOUT 0s is not positive"},
+		{name: "negative wait replicas", env: map[string]string{"IDEMGATEWAY_REDIS_WAIT_REPLICAS": "-1"}, wantErr: "IDEMGATEWAY_REDIS_WAIT_REPLICAS -1 is negative"},
+		{name: "wait timeout beyond the read timeout", env: map[string]string{"IDEMGATEWAY_REDIS_WAIT_REPLICAS": "1", "IDEMGATEWAY_REDIS_WAIT_TIMEOUT": "3s"},
+			wantErr: "IDEMGATEWAY_REDIS_WAIT_TIMEOUT 3s must be shorter than IDEMGATEWAY_REDIS_READ_TIMEOUT (3s)"},
+		{name: "wait timeout beyond the store timeout", env: map[string]string{"IDEMGATEWAY_REDIS_WAIT_REPLICAS": "1", "IDEMGATEWAY_REDIS_WAIT_TIMEOUT": "2s", "IDEMGATEWAY_REDIS_READ_TIMEOUT": "5s"},
+			wantErr: "the gateway's store timeout (2s)"},
+		{name: "long wait timeout without wait", env: map[string]string{"IDEMGATEWAY_REDIS_WAIT_TIMEOUT": "1m"},
+			check: func(s *settings) bool { return s.RedisWaitTimeout == time.Minute }},
+		{name: "every problem at once", env: map[string]string{"IDEMGATEWAY_REDIS_POOL_SIZE": "-1", "IDEMGATEWAY_REDIS_DIAL_TIMEOUT": "-1s"},
+			wantErr: "IDEMGATEWAY_REDIS_POOL_SIZE -1 is negative; IDEMGATEWAY_REDIS_DIAL_TIMEOUT -1s is not positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

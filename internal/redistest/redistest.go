@@ -1,5 +1,7 @@
-// Package redistest starts a real redis-server for tests: on a free loopback port, with its data
-// directory in the test's temporary directory, stopped when the test ends.
+// Package redistest starts real redis-server processes for tests: on free loopback ports, with
+// their data directories in the test's temporary directory, stopped when the test ends. Start runs
+// one server (optionally with TLS, or as a replica of another); StartCluster runs a Redis Cluster of
+// several masters; StartSentinels runs Redis Sentinels that watch a primary and fail it over.
 //
 // The store tests use it, and so can end-to-end tests. It never skips: a test that needs Redis fails
 // when redis-server is not installed, so that a missing package is noticed rather than hidden.
@@ -8,8 +10,8 @@
 package redistest
 
 import (
-	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -50,6 +52,19 @@ type Options struct {
 	// Args are extra redis-server arguments appended after the defaults, e.g.
 	// []string{"--maxmemory-policy", "allkeys-lru"}. Later arguments override earlier ones.
 	Args []string
+	// TLS serves TLS only (--port 0 --tls-port <port>) with a certificate for 127.0.0.1, ::1 and
+	// localhost signed by one CA per test process (see ClientTLSConfig and Server.CAFile); client
+	// certificates are not required. Replication and the cluster bus use TLS too. URL then
+	// returns a rediss:// URL. Default false.
+	TLS bool
+	// ReplicaOf, when not empty, is the address ("127.0.0.1:<port>") of the primary this server
+	// replicates (--replicaof), authenticating with Password (--masterauth). Start then also waits
+	// until the replication link is up and the first sync is done. Default empty.
+	ReplicaOf string
+	// Cluster starts the server as a Redis Cluster node (--cluster-enabled yes) with its cluster
+	// bus on a second free port. StartCluster sets it; a lone cluster node serves no slots.
+	// Default false.
+	Cluster bool
 }
 
 // Server is a redis-server process owned by one test. Its methods are not safe for concurrent use.
@@ -59,6 +74,10 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	// busPort is the cluster bus port of a cluster node (Options.Cluster), else 0.
+	busPort int
+	// sentinel is the path of the sentinel configuration file of a sentinel, else "".
+	sentinel string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -78,24 +97,125 @@ func Start(tb testing.TB, opts Options) *Server {
 		return nil
 	}
 	s := &Server{tb: tb, opts: opts, bin: bin, dir: tb.TempDir()}
+	if opts.TLS {
+		if err := writeServerFiles(s.dir); err != nil {
+			tb.Fatalf("redistest: write TLS files: %v", err)
+			return nil
+		}
+	}
+	if err := s.startOnFreePorts(nil); err != nil {
+		tb.Fatalf("redistest: start %s: %v", Binary, err)
+		return nil
+	}
+	if opts.ReplicaOf != "" {
+		s.waitReplicaSynced()
+	}
+	return s
+}
+
+// startOnFreePorts picks free ports and starts the server, retrying with new ports when
+// redis-server exited (most likely because another process took a port meanwhile). prepare, when
+// not nil, runs after the ports are chosen and before each start (a sentinel writes its
+// configuration file there). On success it registers the cleanup that stops the server.
+func (s *Server) startOnFreePorts(prepare func() error) error {
 	var lastErr error
 	for attempt := 0; attempt < startAttempts; attempt++ {
 		port, err := freePort()
 		if err != nil {
-			tb.Fatalf("redistest: find a free port: %v", err)
-			return nil
+			return fmt.Errorf("find a free port: %w", err)
 		}
 		s.port = port
+		if s.opts.Cluster {
+			if s.busPort, err = freePort(); err != nil {
+				return fmt.Errorf("find a free port: %w", err)
+			}
+		}
+		if prepare != nil {
+			if err := prepare(); err != nil {
+				return err
+			}
+		}
 		if lastErr = s.start(); lastErr == nil {
-			tb.Cleanup(s.Stop)
-			return s
+			s.tb.Cleanup(s.Stop)
+			return nil
 		}
 		if !errors.Is(lastErr, errExited) {
 			break // not a lost race for the port: do not retry
 		}
 	}
-	tb.Fatalf("redistest: start %s: %v", Binary, lastErr)
-	return nil
+	return lastErr
+}
+
+// waitReplicaSynced polls INFO replication until the link to the primary is up, the initial sync
+// is done and the primary counts the replica online (only then does WAIT count it), or fails the
+// test after ReadyTimeout.
+func (s *Server) waitReplicaSynced() {
+	s.tb.Helper()
+	var last string
+	online := fmt.Sprintf(",port=%d,state=online,", s.port)
+	ok := poll(ReadyTimeout, func() bool {
+		info, err := s.info("replication")
+		last = fmt.Sprint(info, err)
+		if err != nil || infoField(info, "master_link_status") != "up" || infoField(info, "master_sync_in_progress") != "0" {
+			return false
+		}
+		c, err := dial(s.opts.ReplicaOf, s.clientTLS(), s.opts.Password, time.Second)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		defer c.Close()
+		reply, err := c.do("INFO", "replication")
+		primary, _ := reply.(string)
+		last = fmt.Sprint("primary: ", primary, err)
+		return err == nil && strings.Contains(primary, online)
+	})
+	if !ok {
+		s.tb.Fatalf("redistest: replica %s not in sync with %s after %s: %s%s", s.Addr(), s.opts.ReplicaOf, ReadyTimeout, last, s.logTail())
+	}
+}
+
+// info returns the INFO section of the server.
+func (s *Server) info(section string) (string, error) {
+	reply, err := s.do("INFO", section)
+	if err != nil {
+		return "", err
+	}
+	info, _ := reply.(string)
+	return info, nil
+}
+
+// do runs one command on the server on a new connection (TLS and password as configured).
+func (s *Server) do(args ...string) (any, error) {
+	c, err := dial(s.Addr(), s.clientTLS(), s.opts.Password, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.do(args...)
+}
+
+// clientTLS is the TLS configuration of the helpers' own connections, nil without Options.TLS.
+func (s *Server) clientTLS() *tls.Config {
+	if !s.opts.TLS {
+		return nil
+	}
+	return ClientTLSConfig(s.tb)
+}
+
+// poll calls cond every pollInterval until it returns true (poll returns true) or timeout passes
+// (poll returns false).
+func poll(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pollInterval)
+	}
 }
 
 // Addr returns the server's address, "127.0.0.1:<port>".
@@ -108,13 +228,54 @@ func (s *Server) Port() int { return s.port }
 func (s *Server) Dir() string { return s.dir }
 
 // URL returns the redis:// URL of database 0, "redis://127.0.0.1:<port>/0", with ":<password>@"
-// before the host when Options.Password is set.
+// before the host when Options.Password is set, and the scheme rediss:// with Options.TLS.
 func (s *Server) URL() string {
 	user := ""
 	if s.opts.Password != "" {
 		user = ":" + s.opts.Password + "@"
 	}
-	return "redis://" + user + s.Addr() + "/0"
+	scheme := "redis://"
+	if s.opts.TLS {
+		scheme = "rediss://"
+	}
+	return scheme + user + s.Addr() + "/0"
+}
+
+// CAFile returns the path of the PEM file of the CA that signed the server's certificate
+// (Options.TLS), or "" without TLS.
+func (s *Server) CAFile() string {
+	if !s.opts.TLS {
+		return ""
+	}
+	return filepath.Join(s.dir, caFile)
+}
+
+// Pause stops the server process with SIGSTOP: it keeps its connections open but answers nothing,
+// like a server stuck in a long command or a partitioned host. Resume continues it. A paused server
+// is resumed before the cleanup stops it.
+func (s *Server) Pause() {
+	s.tb.Helper()
+	s.signal(syscall.SIGSTOP)
+}
+
+// Resume continues a server stopped by Pause (SIGCONT).
+func (s *Server) Resume() {
+	s.tb.Helper()
+	s.signal(syscall.SIGCONT)
+}
+
+// signal sends sig to a running server.
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		s.tb.Fatalf("redistest: server %s is not running", s.Addr())
+		return
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		s.tb.Fatalf("redistest: signal %s to %s: %v", sig, s.Addr(), err)
+	}
 }
 
 // Stop stops the server with SIGTERM (Redis then flushes its AOF), escalating to SIGKILL after
@@ -146,6 +307,10 @@ var errExited = errors.New("redis-server exited before it was ready")
 
 // args returns the command line of the server.
 func (s *Server) args() []string {
+	if s.sentinel != "" {
+		// Everything else is in the configuration file, which the sentinel rewrites.
+		return []string{s.sentinel, "--sentinel"}
+	}
 	appendOnly := "no"
 	if s.opts.AppendOnly {
 		appendOnly = "yes"
@@ -158,9 +323,27 @@ func (s *Server) args() []string {
 		"--dir", s.dir,
 		"--logfile", "redis.log",
 		"--daemonize", "no",
+		// A replica's first sync starts at once, not after the default 5 s wait for more replicas.
+		"--repl-diskless-sync-delay", "0",
+	}
+	if s.opts.TLS {
+		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(s.port),
+			"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", caFile,
+			"--tls-auth-clients", "no", "--tls-replication", "yes", "--tls-cluster", "yes")
 	}
 	if s.opts.Password != "" {
 		args = append(args, "--requirepass", s.opts.Password)
+	}
+	if s.opts.ReplicaOf != "" {
+		host, port, _ := net.SplitHostPort(s.opts.ReplicaOf)
+		args = append(args, "--replicaof", host, port)
+		if s.opts.Password != "" {
+			args = append(args, "--masterauth", s.opts.Password)
+		}
+	}
+	if s.opts.Cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(s.busPort), "--cluster-node-timeout", "2000")
 	}
 	return append(args, s.opts.Args...)
 }
@@ -190,7 +373,7 @@ func (s *Server) start() error {
 
 	deadline := time.Now().Add(ReadyTimeout)
 	for {
-		if ping(s.Addr()) == nil {
+		if ping(s.Addr(), s.clientTLS()) == nil {
 			return nil
 		}
 		select {
@@ -226,6 +409,7 @@ func (s *Server) signalAndWait(sig syscall.Signal, timeout time.Duration) {
 	default:
 	}
 	_ = cmd.Process.Signal(sig)
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a server stopped by Pause handles sig only once continued
 	select {
 	case <-exited:
 		return
@@ -237,7 +421,11 @@ func (s *Server) signalAndWait(sig syscall.Signal, timeout time.Duration) {
 
 // logTail returns the last lines of the server's log file, for failure messages.
 func (s *Server) logTail() string {
-	b, err := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	name := "redis.log"
+	if s.sentinel != "" {
+		name = "sentinel.log"
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, name))
 	if err != nil {
 		return ""
 	}
@@ -245,7 +433,7 @@ func (s *Server) logTail() string {
 	if len(lines) > 20 {
 		lines = lines[len(lines)-20:]
 	}
-	return "\nredis.log:\n" + strings.Join(lines, "\n")
+	return "\n" + name + ":\n" + strings.Join(lines, "\n")
 }
 
 // freePort asks the kernel for a free loopback port. The port is released before redis-server
@@ -259,24 +447,24 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// ping sends one PING and succeeds on +PONG, or on -NOAUTH (the server is up but wants a password).
-// A server still loading its AOF answers -LOADING, which is not ready.
-func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
+// ping sends one PING (over TLS when tlsConfig is not nil) and succeeds on +PONG, or on -NOAUTH
+// (the server is up but wants a password). A server still loading its AOF answers -LOADING, which
+// is not ready.
+func ping(addr string, tlsConfig *tls.Config) error {
+	c, err := dial(addr, tlsConfig, "", time.Second)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	defer c.Close()
+	reply, err := c.do("PING")
 	if err != nil {
-		return err
+		if strings.HasPrefix(err.Error(), "NOAUTH") {
+			return nil
+		}
+		return fmt.Errorf("ping: %w", err)
 	}
-	if strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH") {
-		return nil
+	if reply != "PONG" {
+		return fmt.Errorf("ping: %v", reply)
 	}
-	return fmt.Errorf("ping: %s", strings.TrimSpace(line))
+	return nil
 }

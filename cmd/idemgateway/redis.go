@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/redisstore"
+)
+
+// The three Redis topologies, chosen by the settings:
+//
+//	IDEMGATEWAY_REDIS_URL                            one Redis (redis:// or rediss://)
+//	IDEMGATEWAY_REDIS_ADDRS + IDEMGATEWAY_REDIS_MASTER  Sentinel: sentinel addresses and master name
+//	IDEMGATEWAY_REDIS_ADDRS                          Redis Cluster: seed addresses (one is enough)
+
+// checkRedis validates the Redis settings that need no file or network: conflicts and ranges. It
+// never puts a secret in an error.
+func (s *settings) checkRedis() error {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	sentinel := s.RedisMaster != ""
+	switch {
+	case s.RedisURL != "" && len(s.RedisAddrs) > 0:
+		add("set IDEMGATEWAY_REDIS_URL (one Redis) or IDEMGATEWAY_REDIS_ADDRS (Cluster or Sentinel), not both")
+	case sentinel && len(s.RedisAddrs) == 0:
+		add("IDEMGATEWAY_REDIS_MASTER needs the sentinel addresses in IDEMGATEWAY_REDIS_ADDRS")
+	}
+	if !sentinel && (s.RedisSentinelUsername != "" || s.RedisSentinelPassword != "") {
+		add("IDEMGATEWAY_REDIS_SENTINEL_USERNAME and _PASSWORD are for Sentinel only: set IDEMGATEWAY_REDIS_MASTER")
+	}
+	if s.RedisURL != "" && s.RedisTLS && !strings.HasPrefix(s.RedisURL, "rediss://") {
+		add("IDEMGATEWAY_REDIS_TLS is true but IDEMGATEWAY_REDIS_URL is not a rediss:// URL: use rediss://")
+	}
+	if s.RedisPoolSize < 0 {
+		add("IDEMGATEWAY_REDIS_POOL_SIZE %d is negative", s.RedisPoolSize)
+	}
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{
+		{"IDEMGATEWAY_REDIS_DIAL_TIMEOUT", s.RedisDialTimeout}, {"IDEMGATEWAY_REDIS_READ_TIMEOUT", s.RedisReadTimeout},
+		{"IDEMGATEWAY_REDIS_WRITE_TIMEOUT", s.RedisWriteTimeout}, {"IDEMGATEWAY_REDIS_WAIT_TIMEOUT", s.RedisWaitTimeout},
+	} {
+		if d.value <= 0 {
+			add("%s %s is not positive", d.name, d.value)
+		}
+	}
+	if s.RedisWaitReplicas < 0 {
+		add("IDEMGATEWAY_REDIS_WAIT_REPLICAS %d is negative", s.RedisWaitReplicas)
+	}
+	if s.RedisWaitReplicas > 0 && (s.RedisWaitTimeout >= s.RedisReadTimeout || s.RedisWaitTimeout >= gateway.DefaultStoreTimeout) {
+		add("IDEMGATEWAY_REDIS_WAIT_TIMEOUT %s must be shorter than IDEMGATEWAY_REDIS_READ_TIMEOUT (%s) and the gateway's store timeout (%s)",
+			s.RedisWaitTimeout, s.RedisReadTimeout, gateway.DefaultStoreTimeout)
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// openRedisStore opens the Redis store on the client of redisClient. Commits that fewer replicas
+// acknowledged than IDEMGATEWAY_REDIS_WAIT_REPLICAS are logged as warnings.
+func (s *settings) openRedisStore(log *slog.Logger) (gateway.Store, func(), error) {
+	client, err := s.redisClient()
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := redisstore.New(client, redisstore.Options{
+		AllowEviction: s.RedisAllowEviction,
+		WaitReplicas:  s.RedisWaitReplicas,
+		WaitTimeout:   s.RedisWaitTimeout,
+		OnUnreplicated: func(ctx context.Context, u redisstore.Unreplicated) {
+			log.WarnContext(ctx, "record write not confirmed by enough Redis replicas; it stands on the primary but a failover may lose it",
+				"op", u.Op, "key", u.Key, "acked", u.Acked, "want", u.Want, "err", u.Err)
+		},
+	})
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	return st, func() { _ = st.Close() }, nil
+}
+
+// redisClient builds the go-redis client of the configured topology. Errors name settings, never
+// their values, since the URL may hold a password.
+func (s *settings) redisClient() (redis.UniversalClient, error) {
+	tlsConfig, err := s.redisTLS()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case s.RedisURL != "":
+		opt, err := redis.ParseURL(s.RedisURL)
+		if err != nil {
+			return nil, errors.New("IDEMGATEWAY_REDIS_URL is not a valid redis:// or rediss:// URL")
+		}
+		// The URL's user name and password win; the settings fill in what it leaves out.
+		if opt.Password != "" && s.RedisPassword != "" {
+			return nil, errors.New("IDEMGATEWAY_REDIS_URL holds a password and IDEMGATEWAY_REDIS_PASSWORD is set: set it in one place")
+		}
+		if opt.Username != "" && s.RedisUsername != "" && opt.Username != s.RedisUsername {
+			return nil, errors.New("IDEMGATEWAY_REDIS_URL and IDEMGATEWAY_REDIS_USERNAME name different users")
+		}
+		if opt.Username == "" {
+			opt.Username = s.RedisUsername
+		}
+		if opt.Password == "" {
+			opt.Password = s.RedisPassword
+		}
+		if opt.TLSConfig != nil && tlsConfig != nil {
+			opt.TLSConfig.RootCAs = tlsConfig.RootCAs
+		}
+		opt.PoolSize = s.RedisPoolSize
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = s.RedisDialTimeout, s.RedisReadTimeout, s.RedisWriteTimeout
+		opt.ContextTimeoutEnabled = true
+		return redis.NewClient(opt), nil
+	case s.RedisMaster != "":
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:            s.RedisMaster,
+			SentinelAddrs:         s.RedisAddrs,
+			SentinelUsername:      s.RedisSentinelUsername,
+			SentinelPassword:      s.RedisSentinelPassword,
+			Username:              s.RedisUsername,
+			Password:              s.RedisPassword,
+			TLSConfig:             tlsConfig,
+			PoolSize:              s.RedisPoolSize,
+			DialTimeout:           s.RedisDialTimeout,
+			ReadTimeout:           s.RedisReadTimeout,
+			WriteTimeout:          s.RedisWriteTimeout,
+			ContextTimeoutEnabled: true,
+		}), nil
+	default:
+		// A cluster client even for a single seed address: it learns the other nodes from it.
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                 s.RedisAddrs,
+			Username:              s.RedisUsername,
+			Password:              s.RedisPassword,
+			TLSConfig:             tlsConfig,
+			PoolSize:              s.RedisPoolSize,
+			DialTimeout:           s.RedisDialTimeout,
+			ReadTimeout:           s.RedisReadTimeout,
+			WriteTimeout:          s.RedisWriteTimeout,
+			ContextTimeoutEnabled: true,
+		}), nil
+	}
+}
+
+// redisTLS returns the TLS configuration of IDEMGATEWAY_REDIS_TLS (or a rediss:// URL) and
+// IDEMGATEWAY_REDIS_TLS_CA_FILE: TLS 1.2 or later, the server's certificate verified against the
+// system's roots plus the CA file's certificates, and the server name taken from each address
+// dialled. It returns nil when TLS is off.
+func (s *settings) redisTLS() (*tls.Config, error) {
+	if !s.RedisTLS && !strings.HasPrefix(s.RedisURL, "rediss://") {
+		if s.RedisTLSCAFile != "" {
+			return nil, errors.New("IDEMGATEWAY_REDIS_TLS_CA_FILE is set but TLS is off: set IDEMGATEWAY_REDIS_TLS=true or use a rediss:// URL")
+		}
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if s.RedisTLSCAFile != "" {
+		pem, err := os.ReadFile(s.RedisTLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("IDEMGATEWAY_REDIS_TLS_CA_FILE: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("IDEMGATEWAY_REDIS_TLS_CA_FILE %s holds no PEM certificate", s.RedisTLSCAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/redisstore"
+)
+
+// The secrets of the tests below: none may appear in any printed settings, error or log line.
+var secrets = []string{"admin-s3cret", "url-s3cret", "redis-s3cret", "sentinel-s3cret"}
+
+func assertNoSecret(t *testing.T, what, text string) {
+	t.Helper()
+	for _, secret := range secrets {
+		if strings.Contains(text, secret) {
+			t.Errorf("%s reveals %q: %s", what, secret, text)
+		}
+	}
+}
+
+// TestSecretsNeverPrinted: the admin token and the Redis passwords never reach a printed settings
+// value, an error, or the log.
+func TestSecretsNeverPrinted(t *testing.T) {
+	configs := []struct {
+		name string
+		env  map[string]string
+	}{
+		{"url", map[string]string{"IDEMGATEWAY_ADMIN_TOKEN": "admin-s3cret", "IDEMGATEWAY_REDIS_URL": "rediss://gw:url-s3cret@127.0.0.1:1/0"}},
+		{"url and password", map[string]string{"IDEMGATEWAY_REDIS_URL": "redis://127.0.0.1:1/0", "IDEMGATEWAY_REDIS_PASSWORD": "redis-s3cret"}},
+		{"sentinel", map[string]string{"IDEMGATEWAY_ADMIN_TOKEN": "admin-s3cret", "IDEMGATEWAY_REDIS_ADDRS": "127.0.0.1:1",
+			"IDEMGATEWAY_REDIS_MASTER": "m", "IDEMGATEWAY_REDIS_PASSWORD": "redis-s3cret", "IDEMGATEWAY_REDIS_SENTINEL_PASSWORD": "sentinel-s3cret"}},
+		{"cluster", map[string]string{"IDEMGATEWAY_REDIS_ADDRS": "127.0.0.1:1", "IDEMGATEWAY_REDIS_PASSWORD": "redis-s3cret"}},
+	}
+	for _, c := range configs {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			s, err := loadSettings(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+				out := fmt.Sprintf(format, s)
+				assertNoSecret(t, format, out)
+				if !strings.Contains(out, "[redacted]") && !strings.Contains(out, "xxxxx") {
+					t.Errorf("%s of the settings shows no redaction: %s", format, out)
+				}
+			}
+			assertNoSecret(t, "storeName", s.storeName())
+
+			// A store that cannot connect: the errors and the log name no secret.
+			var logs bytes.Buffer
+			log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			s.RedisDialTimeout = 100 * time.Millisecond
+			st, closeStore, err := s.openStore(log)
+			if err != nil {
+				assertNoSecret(t, "openStore error", err.Error())
+				return
+			}
+			defer closeStore()
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			if err := st.Ping(ctx); err != nil {
+				assertNoSecret(t, "Ping error", err.Error())
+			}
+			assertNoSecret(t, "log", logs.String())
+		})
+	}
+
+	// Settings that fail validation: the errors name settings, not values.
+	bad := []map[string]string{
+		{"IDEMGATEWAY_REDIS_URL": "redis://gw:url-s3cret@127.0.0.1:1/0", "IDEMGATEWAY_REDIS_TLS": "true"},
+		{"IDEMGATEWAY_REDIS_URL": "redis://gw:url-s3cret@127.0.0.1:1/0", "IDEMGATEWAY_REDIS_ADDRS": "a:1"},
+		{"IDEMGATEWAY_ADMIN_LISTEN": "0.0.0.0:9090", "IDEMGATEWAY_REDIS_PASSWORD": "redis-s3cret"},
+		{"IDEMGATEWAY_REDIS_ADDRS": "a:1", "IDEMGATEWAY_REDIS_SENTINEL_PASSWORD": "sentinel-s3cret"},
+	}
+	for i, env := range bad {
+		t.Run(fmt.Sprintf("invalid %d", i), func(t *testing.T) {
+			for k, v := range env {
+				t.Setenv(k, v)
+			}
+			_, err := loadSettings(nil)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			assertNoSecret(t, "loadSettings error", err.Error())
+		})
+	}
+	for _, s := range []*settings{
+		{RedisURL: "redis://gw:url-s3cret@[::1"},                                       // unparsable
+		{RedisURL: "redis://gw:url-s3cret@127.0.0.1:1", RedisPassword: "redis-s3cret"}, // password twice
+		{RedisURL: "redis://gw:url-s3cret@127.0.0.1:1", RedisUsername: "other"},        // two users
+	} {
+		if _, err := s.redisClient(); err == nil {
+			t.Errorf("redisClient(%v): no error", s)
+		} else {
+			assertNoSecret(t, "redisClient error", err.Error())
+		}
+	}
+}
+
+// redisSettings returns the default settings (loadSettings without arguments) changed by set,
+// after the same validation as loadSettings. (t.Setenv would forbid t.Parallel.)
+func redisSettings(t *testing.T, set func(s *settings)) *settings {
+	t.Helper()
+	s, err := loadSettings(nil)
+	if err != nil {
+		t.Fatalf("loadSettings: %v", err)
+	}
+	set(s)
+	if err := s.checkRedis(); err != nil {
+		t.Fatalf("checkRedis: %v", err)
+	}
+	return s
+}
+
+// exercise opens the store of s, pings it, and claims and commits keys spread over many hash slots.
+func exercise(t *testing.T, s *settings, log *slog.Logger) {
+	t.Helper()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	st, closeStore, err := s.openStore(log)
+	if err != nil {
+		t.Fatalf("openStore: %v", err)
+	}
+	defer closeStore()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := st.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	for i := range 20 {
+		key := fmt.Sprintf("tenant/tool/key-%d", i)
+		claimed, _, _, err := st.Claim(ctx, key, "owner", []byte("claim"), time.Minute, time.Minute)
+		if err != nil || !claimed {
+			t.Fatalf("Claim(%q) = %v, %v", key, claimed, err)
+		}
+		if ok, err := st.Commit(ctx, key, "owner", []byte("receipt"), time.Minute); !ok || err != nil {
+			t.Fatalf("Commit(%q) = %v, %v", key, ok, err)
+		}
+		if state, _, err := st.Get(ctx, key); state != gateway.StateCommitted || err != nil {
+			t.Fatalf("Get(%q) = %q, %v", key, state, err)
+		}
+	}
+}
+
+// aclArgs turn off Redis's default user and add the user gw with password pw.
+func aclArgs(pw string) []string {
+	return []string{"--user", "default", "off", "--user", "gw", "on", ">" + pw, "~*", "&*", "+@all"}
+}
+
+// leastPrivilegeACL adds the user gw with password pw and only the commands and keys the gateway
+// needs (docs/deploy.md): the connection commands, the scripts and what they call, DEL, WAIT,
+// CONFIG GET (the eviction check) and, for Redis Cluster, the cluster's topology.
+func leastPrivilegeACL(pw string) []string {
+	return []string{"--user", "gw", "on", ">" + pw, "~idemgateway:*", "resetchannels", "-@all", "+@connection",
+		"+evalsha", "+eval", "+hmget", "+hset", "+exists", "+pexpire", "+time", "+del", "+wait", "+config|get",
+		"+cluster|slots", "+cluster|shards", "+cluster|nodes", "+command"}
+}
+
+// TestRedisTopologies opens the store through the settings against real servers: one Redis over
+// TLS with an ACL user, a Redis Cluster reached through one seed address, and Sentinel with
+// passwords for the sentinels and the data nodes and WAIT.
+func TestRedisTopologies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster and Sentinels (about 3 s); skipped with -short")
+	}
+	t.Run("single node, TLS and ACL user in the URL", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t, redistest.Options{TLS: true, Args: aclArgs("url-s3cret")})
+		url := strings.Replace(srv.URL(), "rediss://", "rediss://gw:url-s3cret@", 1)
+		exercise(t, redisSettings(t, func(s *settings) { s.RedisURL, s.RedisTLSCAFile = url, srv.CAFile() }), nil)
+	})
+	t.Run("single node, ACL user in the settings", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t, redistest.Options{Args: aclArgs("redis-s3cret")})
+		exercise(t, redisSettings(t, func(s *settings) {
+			s.RedisURL, s.RedisUsername, s.RedisPassword = srv.URL(), "gw", "redis-s3cret"
+		}), nil)
+	})
+	t.Run("single node, least-privilege ACL user", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t, redistest.Options{Args: append([]string{"--user", "default", "off"}, leastPrivilegeACL("redis-s3cret")...)})
+		exercise(t, redisSettings(t, func(s *settings) {
+			s.RedisURL, s.RedisUsername, s.RedisPassword = srv.URL(), "gw", "redis-s3cret"
+		}), nil)
+	})
+	t.Run("single node, TLS without the CA", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t, redistest.Options{TLS: true})
+		s := redisSettings(t, func(s *settings) { s.RedisURL = srv.URL() })
+		st, closeStore, err := s.openStore(slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeStore()
+		if err := st.Ping(context.Background()); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("Ping of a server whose CA is not trusted = %v, want a certificate error", err)
+		}
+	})
+	t.Run("single node, wrong password", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t, redistest.Options{Args: aclArgs("right-s3cret")})
+		s := redisSettings(t, func(s *settings) {
+			s.RedisURL, s.RedisUsername, s.RedisPassword = srv.URL(), "gw", "redis-s3cret"
+		})
+		st, closeStore, err := s.openStore(slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeStore()
+		err = st.Ping(context.Background())
+		if err == nil {
+			t.Fatal("Ping with a wrong password: no error")
+		}
+		assertNoSecret(t, "Ping error", err.Error())
+		if strings.Contains(err.Error(), "right-s3cret") {
+			t.Errorf("Ping error reveals the server's password: %v", err)
+		}
+	})
+	t.Run("cluster from one seed, least-privilege ACL user, TLS, WAIT", func(t *testing.T) {
+		t.Parallel()
+		// The default user (and its password) is for redis-cli --cluster create; the gateway
+		// connects as the least-privilege user gw.
+		cluster := redistest.StartCluster(t, 3, redistest.Options{Password: "admin-s3cret", TLS: true, Args: leastPrivilegeACL("redis-s3cret")})
+		exercise(t, redisSettings(t, func(s *settings) {
+			s.RedisAddrs, s.RedisUsername, s.RedisPassword = cluster.Addrs()[1:2], "gw", "redis-s3cret"
+			s.RedisWaitReplicas, s.RedisWaitTimeout = 1, time.Millisecond
+			s.RedisTLS, s.RedisTLSCAFile = true, cluster.Nodes[0].CAFile()
+		}), nil)
+	})
+	t.Run("sentinel with passwords and WAIT", func(t *testing.T) {
+		t.Parallel()
+		primary := redistest.Start(t, redistest.Options{Password: "redis-s3cret"})
+		redistest.Start(t, redistest.Options{Password: "redis-s3cret", ReplicaOf: primary.Addr()})
+		sentinels := redistest.StartSentinels(t, primary, 3, redistest.SentinelOptions{
+			Password: "sentinel-s3cret", MasterPassword: "redis-s3cret"})
+		var logs bytes.Buffer
+		log := slog.New(slog.NewJSONHandler(&logs, nil))
+		// Two replicas wanted, one exists: every commit logs a warning and still succeeds.
+		exercise(t, redisSettings(t, func(s *settings) {
+			s.RedisAddrs, s.RedisMaster = sentinels.Addrs(), sentinels.MasterName()
+			s.RedisPassword, s.RedisSentinelPassword = "redis-s3cret", "sentinel-s3cret"
+			s.RedisWaitReplicas, s.RedisWaitTimeout = 2, 20*time.Millisecond
+		}), log)
+		if n := strings.Count(logs.String(), `"msg":"record write not confirmed by enough Redis replicas`); n != 20 {
+			t.Errorf("%d warnings about unconfirmed writes, want 20 (one per commit):\n%s", n, logs.String())
+		}
+		if !strings.Contains(logs.String(), `"op":"commit","key":"tenant/tool/key-0","acked":1,"want":2`) {
+			t.Errorf("the warning does not say op, key, acked and want:\n%s", logs.String())
+		}
+		assertNoSecret(t, "log", logs.String())
+	})
+}
+
+// TestRedisCAFile: the CA file must exist and hold a certificate, and needs TLS.
+func TestRedisCAFile(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.pem")
+	if err := os.WriteFile(empty, []byte("no certificate here"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		s       settings
+		wantErr string
+	}{
+		{"missing file", settings{RedisURL: "rediss://r:6379", RedisTLSCAFile: filepath.Join(dir, "nope.pem")}, "IDEMGATEWAY_REDIS_TLS_CA_FILE: open"},
+		{"no certificate", settings{RedisAddrs: []string{"a:1"}, RedisTLS: true, RedisTLSCAFile: empty}, "holds no PEM certificate"},
+		{"without TLS", settings{RedisURL: "redis://r:6379", RedisTLSCAFile: empty}, "TLS is off"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.s.redisClient(); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("redisClient() = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestRedisClientKinds: each topology gets its go-redis client, a single seed address included.
+func TestRedisClientKinds(t *testing.T) {
+	cases := []struct {
+		name string
+		s    settings
+		want string
+	}{
+		{"url", settings{RedisURL: "redis://127.0.0.1:1/0"}, "*redis.Client"},
+		{"one cluster seed", settings{RedisAddrs: []string{"127.0.0.1:1"}}, "*redis.ClusterClient"},
+		{"sentinel", settings{RedisAddrs: []string{"127.0.0.1:1"}, RedisMaster: "m"}, "*redis.Client"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tc.s.redisClient()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if got := fmt.Sprintf("%T", c); got != tc.want {
+				t.Errorf("client is %s, want %s", got, tc.want)
+			}
+		})
+	}
+	// The pool size and timeouts reach the client.
+	s := settings{RedisURL: "redis://127.0.0.1:1/0?pool_size=99", RedisPoolSize: 7, RedisDialTimeout: time.Second,
+		RedisReadTimeout: 2 * time.Second, RedisWriteTimeout: 4 * time.Second}
+	c, err := s.redisClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	o := c.(*redis.Client).Options()
+	if o.PoolSize != 7 || o.DialTimeout != time.Second || o.ReadTimeout != 2*time.Second || o.WriteTimeout != 4*time.Second || !o.ContextTimeoutEnabled {
+		t.Errorf("options = pool %d, dial %s, read %s, write %s, context timeouts %v", o.PoolSize, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled)
+	}
+}
+
+var _ gateway.Store = (*redisstore.Store)(nil)
+
+// quiet drops go-redis's own log lines (dial failures of the unreachable servers above).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	os.Exit(m.Run())
+}
