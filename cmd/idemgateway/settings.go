@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -30,6 +32,7 @@ type settings struct {
 	DataDir            string   `default:"./data" split_words:"true"`
 	LogLevel           string   `default:"info" split_words:"true"`
 	LogFormat          string   `default:"json" split_words:"true"`
+	EncryptionKey      string   `split_words:"true"` // secret: base64 of 32 bytes; encrypts payloads at rest
 
 	// Redis connection settings (redis.go). Zero pool size means go-redis's default.
 	RedisUsername         string        `split_words:"true"`
@@ -73,6 +76,9 @@ func loadSettings(args []string) (*settings, error) {
 	if ip := net.ParseIP(host); s.AdminToken == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("IDEMGATEWAY_ADMIN_LISTEN %q is not a loopback address: set IDEMGATEWAY_ADMIN_TOKEN", s.AdminListen)
 	}
+	if _, err := s.encryptionKey(); err != nil {
+		return nil, err
+	}
 	if err := s.checkRedis(); err != nil {
 		return nil, err
 	}
@@ -83,7 +89,7 @@ func loadSettings(args []string) (*settings, error) {
 // password by "xxxxx"), so that %v, %+v and %#v never print one.
 func (s *settings) String() string {
 	c := *s
-	for _, secret := range []*string{&c.AdminToken, &c.RedisPassword, &c.RedisSentinelPassword} {
+	for _, secret := range []*string{&c.AdminToken, &c.RedisPassword, &c.RedisSentinelPassword, &c.EncryptionKey} {
 		if *secret != "" {
 			*secret = "[redacted]"
 		}
@@ -131,7 +137,38 @@ func (s *settings) storeName() string {
 }
 
 // openStore opens the Redis store when a Redis setting is given (redis.go), else the embedded store.
+// encryptionKey decodes IDEMGATEWAY_ENCRYPTION_KEY: nil when unset. The error never shows it.
+func (s *settings) encryptionKey() ([]byte, error) {
+	if s.EncryptionKey == "" {
+		return nil, nil
+	}
+	key, err := base64.StdEncoding.DecodeString(s.EncryptionKey)
+	if err != nil || len(key) != 32 {
+		return nil, errors.New("IDEMGATEWAY_ENCRYPTION_KEY: want the base64 of 32 random bytes (openssl rand -base64 32)")
+	}
+	return key, nil
+}
+
+// openStore opens the store the settings name and, with IDEMGATEWAY_ENCRYPTION_KEY, wraps it so
+// that payloads are encrypted at rest (gateway.Encrypted).
 func (s *settings) openStore(log *slog.Logger) (gateway.Store, func(), error) {
+	st, closeStore, err := s.openBaseStore(log)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, _ := s.encryptionKey() // checked by loadSettings
+	if key == nil {
+		return st, closeStore, nil
+	}
+	enc, err := gateway.Encrypted(st, key)
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	return enc, closeStore, nil
+}
+
+func (s *settings) openBaseStore(log *slog.Logger) (gateway.Store, func(), error) {
 	if s.RedisURL != "" || len(s.RedisAddrs) > 0 {
 		return s.openRedisStore(log)
 	}

@@ -31,6 +31,13 @@ func TestLoadSettings(t *testing.T) {
 		{name: "localhost admin listener", env: map[string]string{"IDEMGATEWAY_ADMIN_LISTEN": "localhost:9090"},
 			check: func(s *settings) bool { return s.AdminListen == "localhost:9090" }},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments: extra"},
+		{name: "encryption key", env: map[string]string{"IDEMGATEWAY_ENCRYPTION_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="},
+			check: func(s *settings) bool {
+				k, err := s.encryptionKey()
+				return err == nil && len(k) == 32 && !strings.Contains(s.String(), s.EncryptionKey)
+			}},
+		{name: "short encryption key", env: map[string]string{"IDEMGATEWAY_ENCRYPTION_KEY": "c2hvcnQ="},
+			wantErr: "IDEMGATEWAY_ENCRYPTION_KEY: want the base64 of 32 random bytes"},
 		{name: "redis defaults", check: func(s *settings) bool {
 			return s.RedisPoolSize == 0 && s.RedisDialTimeout == 5*time.Second && s.RedisReadTimeout == 3*time.Second &&
 				s.RedisWriteTimeout == 3*time.Second && s.RedisWaitReplicas == 0 && s.RedisWaitTimeout == 100*time.Millisecond &&
