@@ -39,8 +39,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/idemgateway/idemgateway/gateway"
 )
 
 // FileName is the name of the database file in the data directory.
@@ -250,16 +248,16 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 		case err != nil:
 			return err
 		case r == nil:
-			claimed, state, stored = true, gateway.StateInProgress, payload
+			claimed, state, stored = true, stateInProgress, payload
 			return put(b, key, &record{
-				state:      gateway.StateInProgress,
+				state:      stateInProgress,
 				owner:      owner,
 				leaseUntil: now + millis(lease),
 				expiresAt:  now + millis(ttl),
 				payload:    payload,
 			})
 		case r.lapsed(now):
-			r.state = gateway.StateUnknown
+			r.state = stateUnknown
 			claimed, state, stored = false, r.state, r.payload
 			return put(b, key, r)
 		default:
@@ -280,11 +278,11 @@ func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []
 		return false, fmt.Errorf("boltstore: reclaim: %w", err)
 	}
 	return s.fenced("reclaim", key, func(r *record, now int64) bool {
-		if r.owner != from || (r.state != gateway.StateUnknown && !r.lapsed(now)) {
+		if r.owner != from || (r.state != stateUnknown && !r.lapsed(now)) {
 			return false
 		}
 		*r = record{
-			state:      gateway.StateInProgress,
+			state:      stateInProgress,
 			owner:      owner,
 			leaseUntil: now + millis(lease),
 			expiresAt:  now + millis(ttl),
@@ -317,7 +315,7 @@ func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, t
 	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: commit: %w", err)
 	}
-	return s.finish("commit", key, owner, gateway.StateCommitted, payload, ttl)
+	return s.finish("commit", key, owner, stateCommitted, payload, ttl)
 }
 
 // MarkUnknown implements gateway.Store.MarkUnknown. ttl is rounded up to whole milliseconds and
@@ -326,7 +324,7 @@ func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []by
 	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: mark unknown: %w", err)
 	}
-	return s.finish("mark unknown", key, owner, gateway.StateUnknown, payload, ttl)
+	return s.finish("mark unknown", key, owner, stateUnknown, payload, ttl)
 }
 
 // finish moves the in_progress record owned by owner to state with payload, expiring after ttl.

@@ -4,8 +4,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+)
 
-	"github.com/idemgateway/idemgateway/gateway"
+// The record states of the gateway's Store contract (gateway.StateInProgress, StateCommitted,
+// StateUnknown), spelled here so that this package imports nothing of the gateway's; the
+// conformance suite (gateway/storetest) fails if they ever disagree.
+const (
+	stateInProgress = "in_progress"
+	stateCommitted  = "committed"
+	stateUnknown    = "outcome_unknown"
 )
 
 // ErrCorrupt is wrapped by the errors of operations on a key whose stored value is not a valid
@@ -33,16 +40,16 @@ func (r *record) expired(now int64) bool { return now >= r.expiresAt }
 
 // lapsed reports whether the record is in_progress with a lease that has passed at now.
 func (r *record) lapsed(now int64) bool {
-	return r.state == gateway.StateInProgress && now >= r.leaseUntil
+	return r.state == stateInProgress && now >= r.leaseUntil
 }
 
 // ownedInProgress reports whether r is in_progress and owned by owner.
 func (r *record) ownedInProgress(owner string) bool {
-	return r.state == gateway.StateInProgress && r.owner == owner
+	return r.state == stateInProgress && r.owner == owner
 }
 
 // stateCodes maps states to their byte in the encoding; the index is the code.
-var stateCodes = [...]string{1: gateway.StateInProgress, 2: gateway.StateCommitted, 3: gateway.StateUnknown}
+var stateCodes = [...]string{1: stateInProgress, 2: stateCommitted, 3: stateUnknown}
 
 // encode returns the version 1 encoding of r, laid out as the package comment describes.
 func (r *record) encode() []byte {

@@ -215,6 +215,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*Rec
 	if !ok {
 		return nil, fmt.Errorf("%w: the record is in progress under a live lease, or changed meanwhile", errResolve)
 	}
+	defer g.waiters.settled(key)
 	if res.Outcome == "not_committed" {
 		return nil, g.storeOp(ctx, func(ctx context.Context) error {
 			_, err := g.store.Release(ctx, key, rec.Owner)

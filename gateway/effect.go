@@ -81,10 +81,13 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 		return
 	}
 
-	// Claim the key, or read what it holds. With concurrency: wait, an in-flight duplicate claims
-	// again with a growing back-off until the first settles or wait_timeout passes.
+	// Claim the key, or read what it holds. With concurrency: wait, an in-flight duplicate waits
+	// for the record to settle (woken by this process's settle or the store's notice, else by a
+	// slow poll), then claims again, until wait_timeout passes.
 	waitUntil := time.Now().Add(rt.WaitTimeout)
-	backoff := 20 * time.Millisecond
+	var settled <-chan struct{}
+	stopWaiting := func() {}
+	defer func() { stopWaiting() }()
 	for {
 		claimed, state, stored, err := x.claim()
 		if err != nil {
@@ -110,9 +113,21 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 			x.conflict(prev)
 		case state == StateCommitted:
 			x.replay(prev)
-		case state == StateInProgress && rt.Concurrency == routes.Wait && time.Now().Add(backoff).Before(waitUntil) && r.Context().Err() == nil:
-			time.Sleep(backoff)
-			backoff = min(2*backoff, 250*time.Millisecond)
+		case state == StateInProgress && rt.Concurrency == routes.Wait && time.Now().Before(waitUntil) && r.Context().Err() == nil:
+			if settled == nil {
+				// Listen first, then read again: a settle between the claim and now is not missed.
+				settled, stopWaiting = x.g.waiters.wait(x.skey)
+				continue
+			}
+			poll := time.NewTimer(min(time.Until(waitUntil), waitPoll))
+			select {
+			case <-settled: // woken: listen afresh next time, the record may be claimed again
+				stopWaiting()
+				settled, stopWaiting = nil, func() {}
+			case <-poll.C: // still listening
+			case <-r.Context().Done():
+			}
+			poll.Stop()
 			continue
 		case state == StateInProgress:
 			x.refuse(DecisionInProgress, fmt.Errorf("%w: started %s ago", ErrInProgress, time.Since(prev.StartedAt).Round(time.Millisecond)))
@@ -138,6 +153,11 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 		return
 	}
 }
+
+// waitPoll bounds a waiting duplicate's sleep between two reads of the record: the safety net for a
+// settle notice that was lost (another process's settle on a store without notices, a Redis
+// reconnection, a lease that lapsed).
+const waitPoll = 500 * time.Millisecond
 
 // keyless passes a request without a key through: nothing is stored, and each keyless request is
 // its own operation; there is no shared bucket for "no key" (C08). A route that requires a key

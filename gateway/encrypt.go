@@ -89,3 +89,10 @@ func (s *encryptedStore) Get(ctx context.Context, key string) (string, []byte, e
 	plain, err := s.open(key, payload)
 	return state, plain, err
 }
+
+// NotifySettled passes on the wrapped store's settle notices (SettleNotifier), if it has them.
+func (s *encryptedStore) NotifySettled(fn func(key string)) {
+	if n, ok := s.Store.(SettleNotifier); ok {
+		n.NotifySettled(fn)
+	}
+}

@@ -63,6 +63,7 @@ type Gateway struct {
 
 	inFlight sync.Map // *execution -> struct{}: calls under way, for Abandon
 	churn    *churn   // recent executions, to count keys minted per retry
+	waiters  waiters  // duplicates waiting for a record to settle (concurrency: wait)
 }
 
 // New validates opts, builds the router of cfg's routes, and returns the Gateway. cfg must come
@@ -97,6 +98,9 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 
 	if err := g.Reload(cfg); err != nil {
 		return nil, err
+	}
+	if n, ok := store.(SettleNotifier); ok {
+		n.NotifySettled(g.waiters.settled)
 	}
 	return g, nil
 }

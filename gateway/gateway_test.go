@@ -451,3 +451,77 @@ routes:
 		t.Fatalf("its record: %q, want committed", state)
 	}
 }
+
+// claimCounter is a real store that counts its claims.
+type claimCounter struct {
+	gateway.Store
+	claims atomic.Int32
+}
+
+func (c *claimCounter) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, key, owner, payload, lease, ttl)
+}
+
+// TestWaitIsWokenNotPolled: with concurrency: wait, duplicates sleep until the first request's
+// receipt is stored and are woken by it: each reads the record a bounded number of times, however
+// long the upstream takes (a poll every 20 ms would read it about a hundred times here).
+func TestWaitIsWokenNotPolled(t *testing.T) {
+	t.Parallel()
+	var executions atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		executions.Add(1)
+		time.Sleep(2 * time.Second)
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"T-1"}`)
+	}))
+	t.Cleanup(upstream.Close)
+	base, err := boltstore.Open(t.TempDir(), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { base.Close() })
+	store := &claimCounter{Store: base}
+	cfg, err := routes.Parse("routes.yaml", []byte(`
+upstreams:
+  tickets: {url: `+upstream.URL+`}
+defaults: {concurrency: wait, wait_timeout: 10s}
+routes:
+  - {name: create_ticket, upstream: tickets, method: POST, path: /v1/tickets, class: non_idempotent}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(cfg, store, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+
+	const waiters = 5
+	var wg sync.WaitGroup
+	decisions := make(chan string, waiters+1)
+	for range waiters + 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, _ := post(t, srv.URL, "slow", `{}`)
+			decisions <- resp.Header.Get("Idempotency-Decision")
+		}()
+	}
+	wg.Wait()
+	close(decisions)
+	count := map[string]int{}
+	for d := range decisions {
+		count[d]++
+	}
+	if count["execute"] != 1 || count["replay"] != waiters || executions.Load() != 1 {
+		t.Fatalf("decisions %v, executions %d", count, executions.Load())
+	}
+	// Per waiter: the first claim, one after it starts listening, one after it is woken, and the
+	// 500 ms safety-net polls of a 2 s wait (at most 4): 7. A 20 ms poll would make about 100.
+	if n := store.claims.Load(); n > 1+waiters*7 {
+		t.Fatalf("%d claims for %d waiters: they polled", n, waiters)
+	}
+}

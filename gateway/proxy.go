@@ -274,6 +274,9 @@ func (x *exchange) settle(op string, write func(ctx context.Context) (bool, erro
 	x.stopLease()
 	x.settled = true
 	err := x.storeCall(op, func(ctx context.Context) error { return refused(write(ctx)) })
+	if err == nil {
+		x.g.waiters.settled(x.skey)
+	}
 	switch {
 	case err == nil && op == "mark_unknown":
 		x.g.metrics.unknown.WithLabelValues(x.rt.Name).Inc()

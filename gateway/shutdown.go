@@ -37,6 +37,7 @@ func (g *Gateway) Abandon(ctx context.Context) int {
 				g.log.Error("abandoning a call: store failed; its lease will lapse to outcome_unknown", "err", err)
 			}
 			if ok {
+				g.waiters.settled(e.key)
 				mu.Lock()
 				marked++
 				mu.Unlock()

@@ -8,8 +8,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+)
 
-	"github.com/idemgateway/idemgateway/gateway"
+// The record states of the gateway's Store contract (gateway.StateInProgress, StateCommitted,
+// StateUnknown), spelled here so that this package imports nothing of the gateway's; the
+// conformance suite (gateway/storetest) fails if they ever disagree.
+const (
+	stateInProgress = "in_progress"
+	stateCommitted  = "committed"
+	stateUnknown    = "outcome_unknown"
 )
 
 // DefaultPrefix is the key prefix used when Options.Prefix is empty.
@@ -62,6 +69,7 @@ type Store struct {
 	waitReplicas   int
 	waitTimeout    time.Duration
 	onUnreplicated func(ctx context.Context, u Unreplicated)
+	closers        []func() error // of the Pub/Sub subscriptions, for Close
 }
 
 // New returns a Store that keeps its records in the Redis reached by client (a *redis.Client,
@@ -100,6 +108,9 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 
 // Close closes the Redis client passed to New.
 func (s *Store) Close() error {
+	for _, c := range s.closers {
+		_ = c()
+	}
 	if err := s.client.Close(); err != nil {
 		return fmt.Errorf("redisstore: close: %w", err)
 	}
@@ -117,8 +128,8 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 	if err != nil {
 		return false, "", nil, wrap("claim", key, err)
 	}
-	if len(res) == 2 && res[0] == int64(1) && res[1] == gateway.StateInProgress {
-		return true, gateway.StateInProgress, payload, nil
+	if len(res) == 2 && res[0] == int64(1) && res[1] == stateInProgress {
+		return true, stateInProgress, payload, nil
 	}
 	if len(res) == 3 && res[0] == int64(0) {
 		state, ok1 := res[1].(string)
@@ -157,7 +168,7 @@ func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, t
 	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: commit: %w", err)
 	}
-	return s.runReplicated(ctx, OpCommit, commitScript, key, owner, payload, millis(ttl))
+	return s.runReplicated(ctx, OpCommit, commitScript, key, owner, payload, millis(ttl), s.settledChannel(key))
 }
 
 // MarkUnknown implements gateway.Store.MarkUnknown with one script. ttl is rounded up to whole
@@ -167,7 +178,7 @@ func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []by
 	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: mark unknown: %w", err)
 	}
-	return s.runReplicated(ctx, OpMarkUnknown, markUnknownScript, key, owner, payload, millis(ttl))
+	return s.runReplicated(ctx, OpMarkUnknown, markUnknownScript, key, owner, payload, millis(ttl), s.settledChannel(key))
 }
 
 // Release implements gateway.Store.Release with one script.
@@ -175,7 +186,7 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 	if err := check(ctx, key, owner); err != nil {
 		return false, fmt.Errorf("redisstore: release: %w", err)
 	}
-	return s.run(ctx, "release", releaseScript, key, owner)
+	return s.run(ctx, "release", releaseScript, key, owner, s.settledChannel(key))
 }
 
 // Get implements gateway.Store.Get with one read-only script. It returns the stored state: an
