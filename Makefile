@@ -68,3 +68,10 @@ vet:
 
 clean:
 	rm -rf bin data
+
+# staticcheck (honnef.co/go/tools) at a pinned version that supports Go 1.26, run with go run so
+# nothing is installed; .ci/run runs the same pin.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+.PHONY: lint
+lint:
+	$(GO) run $(STATICCHECK) ./...

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // FileName is the name of the database file in the data directory.
@@ -119,7 +120,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	path := filepath.Join(dir, FileName)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, FreelistType: bolt.FreelistMapType})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("boltstore: open %s: %w (bbolt allows one process per file: is another idemgateway using this data directory?)", path, ErrLocked)
 	}
 	if err != nil {

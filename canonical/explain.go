@@ -77,7 +77,7 @@ func (t *trace) listed(part, name string, values int) {
 
 // escapeToken escapes a member name as an RFC 6901 reference token: "~" as "~0", "/" as "~1".
 func escapeToken(s string) string {
-	if strings.IndexAny(s, "~/") < 0 {
+	if !strings.ContainsAny(s, "~/") {
 		return s
 	}
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 )
@@ -44,7 +43,7 @@ func TestMain(m *testing.M) {
 func buildBinaries(dir string) error {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("the go command is not on PATH: %w", err)
 	}
 	bin.gateway = filepath.Join(dir, "idemgateway")
 	bin.sandbox = filepath.Join(dir, "sandbox")

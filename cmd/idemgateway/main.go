@@ -5,6 +5,7 @@
 //	idemgateway [serve]          run the gateway (the default)
 //	idemgateway validate         check the routes file; print every problem; exit 1 on any
 //	idemgateway fingerprint      print the canonical document, fingerprint and key of a request
+//	idemgateway records          get, resolve, delete and list records through the admin API
 //	idemgateway version          print the version
 //
 // Settings come from IDEMGATEWAY_* environment variables; a flag of the same name overrides.
@@ -40,6 +41,8 @@ func run(args []string) error {
 	switch {
 	case len(args) > 0 && args[0] == "fingerprint":
 		return fingerprint(args[1:], os.Stdin, os.Stdout)
+	case len(args) > 0 && args[0] == "records":
+		return records(args[1:], os.Stdout)
 	case len(args) > 0 && (args[0] == "serve" || args[0] == "validate" || args[0] == "version"):
 		cmd, args = args[0], args[1:]
 	}

@@ -137,21 +137,21 @@ type faultJSON struct {
 }
 
 // toFault validates fj. Its errors start with the field's header name without "X-Sandbox-" (e.g.
-// "Status: 200 is not between 400 and 599"), so that they read well for headers and scripts alike.
+// "status: 200 is not between 400 and 599"), so that they read well for headers and scripts alike.
 func (fj faultJSON) toFault() (fault, error) {
 	f := fault{endpoint: fj.Endpoint, status: fj.Status, setCookie: fj.SetCookie, bodyBytes: fj.BodyBytes}
 	if fj.Endpoint != "" && !slices.Contains(apiEndpoints, fj.Endpoint) {
-		return fault{}, fmt.Errorf("Endpoint: unknown endpoint %q (one of %s)", fj.Endpoint, strings.Join(apiEndpoints, ", "))
+		return fault{}, fmt.Errorf("endpoint: unknown endpoint %q (one of %s)", fj.Endpoint, strings.Join(apiEndpoints, ", "))
 	}
 	if fj.Delay != "" {
 		d, err := time.ParseDuration(fj.Delay)
 		if err != nil || d < 0 {
-			return fault{}, fmt.Errorf("Delay: %q is not a duration such as 500ms", fj.Delay)
+			return fault{}, fmt.Errorf("delay: %q is not a duration such as 500ms", fj.Delay)
 		}
 		f.delay = d
 	}
 	if fj.Status != 0 && !isErrorStatus(fj.Status) {
-		return fault{}, fmt.Errorf("Status: %d is not between 400 and 599", fj.Status)
+		return fault{}, fmt.Errorf("status: %d is not between 400 and 599", fj.Status)
 	}
 	if len(fj.FailAfterCommit) > 0 {
 		n, err := parseAfterCommit(fj.FailAfterCommit)
