@@ -35,6 +35,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +61,7 @@ var ErrLocked = errors.New("database file is in use by another process")
 // Bucket and format marker.
 var (
 	recordsBucket = []byte("records")
+	unknownBucket = []byte("unknown") // index: the keys of the records in outcome_unknown
 	metaBucket    = []byte("meta")
 	formatKey     = []byte("format")
 	formatValue   = []byte("idemgateway-records-v1")
@@ -159,7 +161,10 @@ func initBuckets(tx *bolt.Tx) error {
 	case string(format) != string(formatValue):
 		return fmt.Errorf("%w: file format %q, want %q", ErrCorrupt, format, formatValue)
 	}
-	_, err = tx.CreateBucketIfNotExists(recordsBucket)
+	if _, err = tx.CreateBucketIfNotExists(recordsBucket); err != nil {
+		return err
+	}
+	_, err = tx.CreateBucketIfNotExists(unknownBucket)
 	return err
 }
 
@@ -217,7 +222,22 @@ func load(b *bolt.Bucket, key string, now int64) (*record, error) {
 
 // put stores r at key.
 func put(b *bolt.Bucket, key string, r *record) error {
-	return b.Put([]byte(key), r.encode())
+	if err := b.Put([]byte(key), r.encode()); err != nil {
+		return err
+	}
+	index := b.Tx().Bucket(unknownBucket)
+	if r.state == stateUnknown {
+		return index.Put([]byte(key), nil)
+	}
+	return index.Delete([]byte(key))
+}
+
+// del removes the record at key, and its index entry, in b's transaction.
+func del(b *bolt.Bucket, key []byte) error {
+	if err := b.Delete(key); err != nil {
+		return err
+	}
+	return b.Tx().Bucket(unknownBucket).Delete(key)
 }
 
 // Claim implements gateway.Store.Claim. A replay is answered by a read-only transaction; creating a
@@ -354,7 +374,7 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 			return errNoWrite
 		}
 		ok = true
-		return b.Delete([]byte(key))
+		return del(b, []byte(key))
 	})
 	if err != nil {
 		return false, wrap("release", key, err)
@@ -393,6 +413,9 @@ func (s *Store) Get(ctx context.Context, key string) (state string, payload []by
 		r, err := load(b, key, now)
 		if r != nil {
 			state, payload = r.state, r.payload
+			if r.lapsed(now) {
+				state = stateUnknown // its executor is gone; Claim will store it so
+			}
 		}
 		return err
 	})
@@ -415,7 +438,7 @@ func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error
 		}
 		r, err := decode(v)
 		existed = err != nil || !r.expired(now)
-		return b.Delete([]byte(key))
+		return del(b, []byte(key))
 	})
 	if err != nil {
 		return false, wrap("delete", key, err)
@@ -484,4 +507,38 @@ func millis(d time.Duration) int64 {
 		ms++
 	}
 	return ms
+}
+
+// ListUnknown implements gateway.Store.ListUnknown from the index bucket "unknown", which every
+// write keeps in the same transaction as the record: a page reads the page, in key order.
+func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, payloads [][]byte, next string, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, "", fmt.Errorf("boltstore: list: %w", err)
+	}
+	if limit <= 0 {
+		return nil, nil, "", errors.New("boltstore: list: limit must be positive")
+	}
+	err = s.view(func(b *bolt.Bucket, now int64) error {
+		c := b.Tx().Bucket(unknownBucket).Cursor()
+		k, _ := c.Seek([]byte(max(prefix, cursor)))
+		if cursor != "" && string(k) == cursor {
+			k, _ = c.Next()
+		}
+		for ; k != nil && strings.HasPrefix(string(k), prefix); k, _ = c.Next() {
+			if len(keys) == limit {
+				next = keys[len(keys)-1]
+				return nil
+			}
+			r, err := load(b, string(k), now)
+			if err != nil || r == nil || r.state != stateUnknown {
+				continue // corrupt, or expired and not swept yet
+			}
+			keys, payloads = append(keys, string(k)), append(payloads, r.payload)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("boltstore: list: %w", err)
+	}
+	return keys, payloads, next, nil
 }

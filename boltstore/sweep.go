@@ -51,7 +51,7 @@ func (s *Store) sweep() (removed int, err error) {
 			n = 0
 			for _, k := range batch {
 				if r, err := decode(b.Get(k)); err == nil && r.expired(now) {
-					if err := b.Delete(k); err != nil {
+					if err := del(b, k); err != nil {
 						return err
 					}
 					n++

@@ -3,11 +3,13 @@ package gateway
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +26,11 @@ import (
 //	GET    /metrics                          Prometheus exposition of Options.Metrics
 //	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped), 404 if none;
 //	       ?credential=<credential_scope> on every records path addresses a credential-scoped key
-//	DELETE /v1/records/{tenant}/{tool}/{key} removes the record, 204; 404 if none
+//	GET    /v1/records?state=outcome_unknown[&tenant=T[&tool=X]][&limit=N][&cursor=C]
+//	       {"records":[receipt…],"next_cursor":"…"}: the outcome_unknown records, in key order,
+//	       limit 1 to 1000 (default 100), from the store's index (no keyspace scan)
+//	DELETE /v1/records/{tenant}/{tool}/{key} removes the record, 204; 404 if none; 409 while a
+//	       call is under way (its lease is live) unless ?force=true
 //	POST   /v1/records/{tenant}/{tool}/{key}/resolve
 //	       settles an outcome_unknown record (or one whose executor's lease lapsed):
 //	       {"outcome":"committed","remote_id":"…","remote_url":"…","response_status":201}
@@ -51,6 +57,7 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.opts.Metrics, promhttp.HandlerOpts{}))
 	r.Group(func(r chi.Router) {
 		r.Use(requireBearer(token))
+		r.Get("/v1/records", g.listRecords)
 		r.Get("/v1/records/{tenant}/{tool}/{key}", g.getRecord)
 		r.Delete("/v1/records/{tenant}/{tool}/{key}", g.deleteRecord)
 		r.Post("/v1/records/{tenant}/{tool}/{key}/resolve", g.resolveRecord)
@@ -118,6 +125,22 @@ func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
 
 func (g *Gateway) deleteRecord(w http.ResponseWriter, r *http.Request) {
 	key := recordKey(r)
+	if r.URL.Query().Get("force") != "true" {
+		var state string
+		err := g.storeOp(r.Context(), func(ctx context.Context) (err error) {
+			state, _, err = g.store.Get(ctx, key)
+			return err
+		})
+		switch {
+		case err != nil:
+			newProblem(err, "", "").write(w, 1)
+			return
+		case state == StateInProgress:
+			(&problem{Type: ProblemTypePrefix + "record-in-progress", Title: "Record in progress", Status: http.StatusConflict,
+				Detail: "a call under this key is under way (its lease is live): deleting the record would let a retry execute it again; wait for it, or add ?force=true"}).write(w, 0)
+			return
+		}
+	}
 	var existed bool
 	err := g.storeOp(r.Context(), func(ctx context.Context) (err error) {
 		existed, err = g.store.Delete(ctx, key)
@@ -259,4 +282,71 @@ func (g *Gateway) probeStore(ctx context.Context) error {
 		return fmt.Errorf("write probe: %w", err)
 	}
 	return nil
+}
+
+// recordPage is the answer of GET /v1/records.
+type recordPage struct {
+	Records    []Receipt `json:"records"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	bad := func(format string, args ...any) {
+		newProblem(fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...), "", "").write(w, 0)
+	}
+	if state := q.Get("state"); state != "" && state != StateUnknown {
+		bad("state %q: only %s records are listed", state, StateUnknown)
+		return
+	}
+	limit := 100
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			bad("limit %q: want 1 to 1000", l)
+			return
+		}
+		limit = n
+	}
+	cursor, err := base64.RawURLEncoding.DecodeString(q.Get("cursor"))
+	if err != nil {
+		bad("cursor: not one this API gave")
+		return
+	}
+	tenant, tool := q.Get("tenant"), q.Get("tool")
+	prefix := ""
+	if tenant != "" {
+		prefix = url.PathEscape(tenant) + "/"
+		if tool != "" {
+			prefix += url.PathEscape(tool) + "/"
+		}
+	}
+	var keys []string
+	var payloads [][]byte
+	var next string
+	err = g.storeOp(r.Context(), func(ctx context.Context) (err error) {
+		keys, payloads, next, err = g.store.ListUnknown(ctx, prefix, string(cursor), limit)
+		return err
+	})
+	if err != nil {
+		newProblem(err, "", "").write(w, 1)
+		return
+	}
+	page := recordPage{Records: []Receipt{}}
+	for i, p := range payloads {
+		rec, err := decodeRecord(StateUnknown, p)
+		if err != nil {
+			g.log.Error("listing records: an unreadable record", "key", keys[i], "err", err)
+			continue
+		}
+		if tool == "" || rec.Tool == tool { // a tool without a tenant is filtered here
+			page.Records = append(page.Records, rec.Receipt)
+		}
+	}
+	if next != "" {
+		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(next))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(page)
 }

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -134,5 +135,80 @@ func TestAdminRecords(t *testing.T) {
 	}
 	if code, _ := adminDo(t, admin, "GET", "/metrics", "", ""); code != 200 {
 		t.Fatalf("metrics: %d", code)
+	}
+}
+
+// TestAdminListAndDeleteGuard: the outcome_unknown records are listed page by page from the
+// index, filtered by tenant and tool; a record whose call is under way is not deleted without
+// force (deleting it would let a retry execute the call again).
+func TestAdminListAndDeleteGuard(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Hold") != "" {
+			<-release
+		}
+		w.WriteHeader(http.StatusBadGateway) // unknown: the record blocks
+	}))
+	t.Cleanup(upstream.Close)
+	t.Cleanup(func() { close(release) })
+	srv, _, gw := newGateway(t, upstream.URL, gateway.Options{})
+	admin := gw.AdminHandler("")
+	send := func(tenant, key string, hold bool) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("X-Tenant-ID", tenant)
+		if hold {
+			req.Header.Set("X-Hold", "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	for _, k := range []string{"k3", "k1", "k2"} {
+		send("acme", k, false)
+	}
+	send("other", "k9", false)
+
+	var got []any
+	cursor := ""
+	for {
+		code, page := adminDo(t, admin, "GET", "/v1/records?state=outcome_unknown&tenant=acme&tool=create_ticket&limit=2&cursor="+cursor, "", "")
+		if code != 200 {
+			t.Fatalf("list: %d %v", code, page)
+		}
+		for _, r := range page["records"].([]any) {
+			got = append(got, r.(map[string]any)["idempotency_key"])
+		}
+		next, _ := page["next_cursor"].(string)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if fmt.Sprint(got) != "[k1 k2 k3]" {
+		t.Fatalf("listed %v, want [k1 k2 k3]", got)
+	}
+	if code, page := adminDo(t, admin, "GET", "/v1/records", "", ""); code != 200 || len(page["records"].([]any)) != 4 {
+		t.Fatalf("list all: %d %v", code, page)
+	}
+	for _, bad := range []string{"?state=committed", "?limit=0", "?limit=5000", "?cursor=!!"} {
+		if code, _ := adminDo(t, admin, "GET", "/v1/records"+bad, "", ""); code != http.StatusBadRequest {
+			t.Errorf("list%s: %d, want 400", bad, code)
+		}
+	}
+
+	go send("acme", "live", true)
+	waitFor(t, func() bool {
+		code, rec := adminDo(t, admin, "GET", "/v1/records/acme/create_ticket/live", "", "")
+		return code == 200 && rec["state"] == "in_progress"
+	})
+	if code, _ := adminDo(t, admin, "DELETE", "/v1/records/acme/create_ticket/live", "", ""); code != http.StatusConflict {
+		t.Fatalf("DELETE of a live record: %d, want 409", code)
+	}
+	if code, _ := adminDo(t, admin, "DELETE", "/v1/records/acme/create_ticket/live?force=true", "", ""); code != http.StatusNoContent {
+		t.Fatalf("forced DELETE: %d, want 204", code)
 	}
 }

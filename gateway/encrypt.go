@@ -96,3 +96,16 @@ func (s *encryptedStore) NotifySettled(fn func(key string)) {
 		n.NotifySettled(fn)
 	}
 }
+
+func (s *encryptedStore) ListUnknown(ctx context.Context, prefix, cursor string, limit int) ([]string, [][]byte, string, error) {
+	keys, payloads, next, err := s.Store.ListUnknown(ctx, prefix, cursor, limit)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	for i, p := range payloads {
+		if payloads[i], err = s.open(keys[i], p); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	return keys, payloads, next, nil
+}

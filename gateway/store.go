@@ -60,8 +60,17 @@ type Store interface {
 	// Release deletes the in_progress record owned by owner, so that a retry executes again.
 	Release(ctx context.Context, key, owner string) (ok bool, err error)
 
-	// Get returns the state and payload of the record at key; state is "" when there is none.
+	// Get returns the state and payload of the record at key; state is "" when there is none. An
+	// in_progress record whose lease has lapsed is reported outcome_unknown (and left as it is):
+	// its executor is gone, and an operator must not mistake it for a live call.
 	Get(ctx context.Context, key string) (state string, payload []byte, err error)
+
+	// ListUnknown returns up to limit records in outcome_unknown whose keys start with prefix and
+	// sort after cursor (bytewise; "" starts at the beginning), in key order, with next, the
+	// cursor of the following page ("" after the last). The store keeps an index of these records,
+	// so a page costs about the page, never a scan of the keyspace. An in_progress record whose
+	// lease lapsed is listed once a Claim has observed the lapse.
+	ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, payloads [][]byte, next string, err error)
 
 	// Delete removes the record at key whatever its state; existed reports whether there was one.
 	Delete(ctx context.Context, key string) (existed bool, err error)

@@ -131,10 +131,13 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 	if len(res) == 2 && res[0] == int64(1) && res[1] == stateInProgress {
 		return true, stateInProgress, payload, nil
 	}
-	if len(res) == 3 && res[0] == int64(0) {
+	if (len(res) == 3 || len(res) == 4) && res[0] == int64(0) {
 		state, ok1 := res[1].(string)
 		stored, ok2 := res[2].(string)
 		if ok1 && ok2 {
+			if len(res) == 4 { // this claim observed a lapsed lease: index the record
+				s.index(ctx, key)
+			}
 			return false, state, []byte(stored), nil
 		}
 	}
@@ -178,7 +181,11 @@ func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []by
 	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: mark unknown: %w", err)
 	}
-	return s.runReplicated(ctx, OpMarkUnknown, markUnknownScript, key, owner, payload, millis(ttl), s.settledChannel(key))
+	ok, err = s.runReplicated(ctx, OpMarkUnknown, markUnknownScript, key, owner, payload, millis(ttl), s.settledChannel(key))
+	if ok {
+		s.index(ctx, key)
+	}
+	return ok, err
 }
 
 // Release implements gateway.Store.Release with one script.
@@ -221,6 +228,7 @@ func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error
 	if err != nil {
 		return false, wrap("delete", key, err)
 	}
+	s.client.ZRem(ctx, s.indexKey(), key) // a stale entry is dropped by ListUnknown anyway
 	return n > 0, nil
 }
 

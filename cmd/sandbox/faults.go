@@ -37,6 +37,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -117,11 +118,19 @@ func faultFromHeaders(h http.Header) (fault, error) {
 		f.BodyBytes = n
 	}
 	flt, err := f.toFault()
-	if err != nil {
-		return fault{}, fmt.Errorf("X-Sandbox-%w", err)
+	var fe *faultError
+	if errors.As(err, &fe) {
+		return fault{}, fmt.Errorf("%s: %s", fe.header, fe.msg)
 	}
-	return flt, nil
+	return flt, err
 }
+
+// faultError is a fault field that does not validate: its name in a script and as a header.
+type faultError struct {
+	field, header, msg string
+}
+
+func (e *faultError) Error() string { return e.field + ": " + e.msg }
 
 // faultJSON is a fault as scripted in POST /_sandbox/script, e.g.
 // {"endpoint":"jira.create_issue","delay":"500ms","status":503,"fail_after_commit":"drop",
@@ -136,32 +145,32 @@ type faultJSON struct {
 	BodyBytes       int             `json:"body_bytes,omitempty"`
 }
 
-// toFault validates fj. Its errors start with the field's header name without "X-Sandbox-" (e.g.
-// "status: 200 is not between 400 and 599"), so that they read well for headers and scripts alike.
+// toFault validates fj. Its errors are *faultError, which name the field as a script writes it
+// ("status: 200 is not between 400 and 599") and as a header (X-Sandbox-Status).
 func (fj faultJSON) toFault() (fault, error) {
 	f := fault{endpoint: fj.Endpoint, status: fj.Status, setCookie: fj.SetCookie, bodyBytes: fj.BodyBytes}
 	if fj.Endpoint != "" && !slices.Contains(apiEndpoints, fj.Endpoint) {
-		return fault{}, fmt.Errorf("endpoint: unknown endpoint %q (one of %s)", fj.Endpoint, strings.Join(apiEndpoints, ", "))
+		return fault{}, &faultError{"endpoint", "endpoint", fmt.Sprintf("unknown endpoint %q (one of %s)", fj.Endpoint, strings.Join(apiEndpoints, ", "))}
 	}
 	if fj.Delay != "" {
 		d, err := time.ParseDuration(fj.Delay)
 		if err != nil || d < 0 {
-			return fault{}, fmt.Errorf("delay: %q is not a duration such as 500ms", fj.Delay)
+			return fault{}, &faultError{"delay", headerDelay, fmt.Sprintf("%q is not a duration such as 500ms", fj.Delay)}
 		}
 		f.delay = d
 	}
 	if fj.Status != 0 && !isErrorStatus(fj.Status) {
-		return fault{}, fmt.Errorf("status: %d is not between 400 and 599", fj.Status)
+		return fault{}, &faultError{"status", headerStatus, fmt.Sprintf("%d is not between 400 and 599", fj.Status)}
 	}
 	if len(fj.FailAfterCommit) > 0 {
 		n, err := parseAfterCommit(fj.FailAfterCommit)
 		if err != nil {
-			return fault{}, fmt.Errorf("Fail-After-Commit: %w", err)
+			return fault{}, &faultError{"fail_after_commit", headerFailAfterCommit, err.Error()}
 		}
 		f.afterCommit = n
 	}
 	if fj.BodyBytes < 0 || fj.BodyBytes > maxPadBytes {
-		return fault{}, fmt.Errorf("Body-Bytes: %d is not between 0 and %d", fj.BodyBytes, maxPadBytes)
+		return fault{}, &faultError{"body_bytes", headerBodyBytes, fmt.Sprintf("%d is not between 0 and %d", fj.BodyBytes, maxPadBytes)}
 	}
 	return f, nil
 }

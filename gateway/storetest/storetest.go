@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +47,8 @@ func Run(t *testing.T, newStore func(t *testing.T) gateway.Store) {
 		{"ReleaseFreesKey", testRelease},
 		{"MarkUnknown", testMarkUnknown},
 		{"LapsedLeaseBecomesUnknownNeverFreed", testLapsedLease},
+		{"GetReportsLapsedLeaseAsUnknown", testGetLapsed},
+		{"ListUnknownPagesTheIndex", testListUnknown},
 		{"OwnerMayFinishAfterLapseNobodyObserved", testFinishAfterLapse},
 		{"Reclaim", testReclaim},
 		{"ConcurrentReclaimOneWins", testConcurrentReclaim},
@@ -641,5 +644,85 @@ func testCancelledContext(t *testing.T, s gateway.Store) {
 func testPing(t *testing.T, s gateway.Store) {
 	if err := s.Ping(ctx); err != nil {
 		t.Errorf("Ping: %v", err)
+	}
+}
+
+// testGetLapsed: Get reports an in_progress record whose lease lapsed as outcome_unknown before any
+// Claim observed it, without changing it (its owner may still finish it).
+func testGetLapsed(t *testing.T, s gateway.Store) {
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), 20*time.Millisecond, long)
+	eventually(t, "Get reports the lapse", func() bool {
+		state, _, err := s.Get(ctx, "k")
+		return err == nil && state == gateway.StateUnknown
+	})
+	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
+	wantOK(t, "Commit after a lapse only Get saw", ok, err, true)
+	wantRecord(t, s, "k", gateway.StateCommitted, []byte("receipt"))
+}
+
+// testListUnknown: ListUnknown pages the outcome_unknown records under a prefix in key order,
+// skipping every other state, and forgets records that left the state.
+func testListUnknown(t *testing.T, s gateway.Store) {
+	unknown := func(key string) {
+		t.Helper()
+		mustClaim(t, s, key, "o", []byte("p:"+key), long, long)
+		ok, err := s.MarkUnknown(ctx, key, "o", []byte("u:"+key), long)
+		wantOK(t, "MarkUnknown "+key, ok, err, true)
+	}
+	for _, k := range []string{"a/t/3", "a/t/1", "a/u/2", "b/t/1", "a/t/2"} {
+		unknown(k)
+	}
+	mustClaim(t, s, "a/t/0", "o", []byte("in progress"), long, long)
+	mustClaim(t, s, "a/t/4", "o", []byte("x"), long, long)
+	ok, err := s.Commit(ctx, "a/t/4", "o", []byte("committed"), long)
+	wantOK(t, "Commit a/t/4", ok, err, true)
+	mustClaim(t, s, "a/t/5", "o", []byte("lapsing"), 20*time.Millisecond, long)
+	eventually(t, "a/t/5 lapses and a Claim sees it", func() bool {
+		_, state, _ := claim(t, s, "a/t/5", "o2", []byte("retry"), long, long)
+		return state == gateway.StateUnknown
+	})
+
+	var got []string
+	cursor := ""
+	for page := 0; page < 10; page++ {
+		keys, payloads, next, err := s.ListUnknown(ctx, "a/", cursor, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) > 2 || len(keys) != len(payloads) {
+			t.Fatalf("page %d: %d keys, %d payloads, limit 2", page, len(keys), len(payloads))
+		}
+		for i, k := range keys {
+			want := "u:" + k
+			if k == "a/t/5" {
+				want = "lapsing"
+			}
+			if string(payloads[i]) != want {
+				t.Errorf("payload of %s = %q, want %q", k, payloads[i], want)
+			}
+		}
+		got = append(got, keys...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	want := []string{"a/t/1", "a/t/2", "a/t/3", "a/t/5", "a/u/2"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("ListUnknown(a/) = %v, want %v", got, want)
+	}
+
+	// A record that leaves outcome_unknown leaves the list.
+	ok, err = s.Reclaim(ctx, "a/t/1", "o", "o3", []byte("again"), long, long)
+	wantOK(t, "Reclaim a/t/1", ok, err, true)
+	if _, err := s.Delete(ctx, "a/t/2"); err != nil {
+		t.Fatal(err)
+	}
+	keys, _, next, err := s.ListUnknown(ctx, "a/t/", "", 10)
+	if err != nil || next != "" || strings.Join(keys, " ") != "a/t/3 a/t/5" {
+		t.Fatalf("after Reclaim and Delete: %v, next %q, %v; want [a/t/3 a/t/5]", keys, next, err)
+	}
+	if _, _, _, err := s.ListUnknown(ctx, "", "", 0); err == nil {
+		t.Error("ListUnknown with limit 0 succeeded")
 	}
 }

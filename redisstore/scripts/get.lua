@@ -7,4 +7,8 @@ end
 if not rec then
   return {}
 end
+-- An in_progress record whose lease lapsed is reported outcome_unknown (claim stores it so).
+if rec.state == 'in_progress' and now_ms() >= rec.lease_until then
+  return {'outcome_unknown', rec.payload}
+end
 return {rec.state, rec.payload}
