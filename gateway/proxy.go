@@ -168,7 +168,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	rec.ResponseStatus = resp.StatusCode
 	rec.CommittedAt = &now
 	rec.ExpiresAt = now.Add(x.rt.TTL)
-	rec.Response = &storedResponse{Status: resp.StatusCode, Header: storedHeader(resp.Header)}
+	rec.Response = &storedResponse{Status: resp.StatusCode, Header: storedHeader(resp.Header, x.rt.Receipt.ReplayHeaders)}
 	if whole {
 		rec.Response.Body, rec.ResponseBodyKept = kept, true
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/idemgateway/idemgateway/routes"
 )
 
 // Decisions, as sent in the Idempotency-Decision header and the agent.idempotency.decision span
@@ -85,38 +87,23 @@ func decodeRecord(state string, payload []byte) (*record, error) {
 	return rec, nil
 }
 
-// storedHeader returns the headers of an upstream response that a replay may repeat: every header
-// but Set-Cookie, authentication, Proxy-*, hop-by-hop, Date, Content-Length (recomputed),
-// rate-limit headers and the gateway's own Idempotency-* headers (contract §4).
-func storedHeader(h http.Header) http.Header {
-	out := make(http.Header, len(h))
+// storedHeader returns the headers of an upstream response that a replay repeats: those of
+// routes.DefaultReplayHeaders and of the route's receipt.replay_headers (an allow-list), less any
+// header that routes.NeverReplayed names or the response's Connection header lists.
+func storedHeader(h http.Header, extra []string) http.Header {
+	out := make(http.Header)
 	connection := map[string]bool{}
 	for _, v := range h.Values("Connection") {
 		for _, name := range strings.Split(v, ",") {
 			connection[http.CanonicalHeaderKey(strings.TrimSpace(name))] = true
 		}
 	}
-	for name, values := range h {
-		if connection[name] || !replayable(name) {
-			continue
+	for _, list := range [][]string{routes.DefaultReplayHeaders, extra} {
+		for _, name := range list {
+			if values, ok := h[name]; ok && !connection[name] && !routes.NeverReplayed(name) {
+				out[name] = append([]string(nil), values...)
+			}
 		}
-		out[name] = append([]string(nil), values...)
 	}
 	return out
-}
-
-func replayable(name string) bool {
-	switch name {
-	case "Set-Cookie", "Set-Cookie2", "Authorization", "Www-Authenticate", "Authentication-Info",
-		"Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-		"Date", "Content-Length", "Retry-After", "Ratelimit", "Ratelimit-Policy",
-		"Idempotent-Replayed":
-		return false
-	}
-	for _, prefix := range []string{"Proxy-", "Ratelimit-", "X-Ratelimit-", "X-Rate-Limit-", "Idempotency-"} {
-		if strings.HasPrefix(name, prefix) {
-			return false
-		}
-	}
-	return true
 }

@@ -10,6 +10,7 @@ package routes
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/idemgateway/idemgateway/canonical"
@@ -211,6 +212,35 @@ type Receipt struct {
 	RemoteID canonical.Pointer
 	// RemoteURL points at the effect's URL (receipt field remote_url).
 	RemoteURL canonical.Pointer
+	// ReplayHeaders are response headers a replay repeats besides DefaultReplayHeaders (canonical
+	// names). Headers that NeverReplayed names cannot be listed.
+	ReplayHeaders []string
+}
+
+// DefaultReplayHeaders are the upstream response headers a replay repeats: an allow-list, so that
+// a replay never hands one caller another's session, credentials or rate-limit state.
+var DefaultReplayHeaders = []string{
+	"Cache-Control", "Content-Language", "Content-Location", "Content-Type", "Etag", "Expires",
+	"Last-Modified", "Link", "Location", "Vary",
+}
+
+// NeverReplayed reports whether a replay must never repeat the response header name (canonical
+// form): Set-Cookie, authentication, Proxy-*, hop-by-hop, Date, Content-Length (recomputed),
+// Retry-After and rate-limit headers, and the gateway's own Idempotency-* headers (contract §4).
+func NeverReplayed(name string) bool {
+	switch name {
+	case "Set-Cookie", "Set-Cookie2", "Authorization", "Www-Authenticate", "Authentication-Info",
+		"Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Date", "Content-Length", "Retry-After", "Ratelimit", "Ratelimit-Policy",
+		"Idempotent-Replayed":
+		return true
+	}
+	for _, prefix := range []string{"Proxy-", "Ratelimit-", "X-Ratelimit-", "X-Rate-Limit-", "Idempotency-"} {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // Outcome lists status codes (100 to 599) whose class a route overrides. A code may stand in one

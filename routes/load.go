@@ -141,8 +141,9 @@ type rawBody struct {
 }
 
 type rawReceipt struct {
-	RemoteID  string `yaml:"remote_id"`
-	RemoteURL string `yaml:"remote_url"`
+	RemoteID      string   `yaml:"remote_id"`
+	RemoteURL     string   `yaml:"remote_url"`
+	ReplayHeaders []string `yaml:"replay_headers"`
 }
 
 type rawOutcome struct {

@@ -170,6 +170,8 @@ var badFiles = map[string][]string{
 		`key.bad.yml: routes[0] "x": key.derive: "create_ticket": a template needs at least one {field}`,
 		`key.bad.yml: routes[1] "y": key.from: "body:meta/key": field {body:meta/key}: "meta/key": JSON Pointer must start with "/"`,
 		`key.bad.yml: routes[1] "y": key.derive: "{tenant}:{body:/a~2}": field {body:/a~2}: "/a~2": invalid JSON Pointer escape`,
+		`key.bad.yml: routes[1] "y": receipt.replay_headers[1]: "Set-Cookie": never replayed (it would hand a caller another's session, credentials or rate limits)`,
+		`key.bad.yml: routes[1] "y": receipt.replay_headers[2]: "X Bad": invalid header name`,
 	},
 	"reconcile.bad.yml": {
 		`reconcile.bad.yml: upstreams.t.forward_key: "Idempotency Key": invalid header name`,

@@ -97,6 +97,18 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 	if rc := raw.Receipt; rc != nil {
 		rt.Receipt.RemoteID = r.receiptPointer(field("receipt.remote_id"), rc.RemoteID)
 		rt.Receipt.RemoteURL = r.receiptPointer(field("receipt.remote_url"), rc.RemoteURL)
+		for j, h := range rc.ReplayHeaders {
+			at := fmt.Sprintf("%s[%d]", field("receipt.replay_headers"), j)
+			name := http.CanonicalHeaderKey(h)
+			switch {
+			case checkHeaderName(h) != nil:
+				r.add(at, checkHeaderName(h))
+			case NeverReplayed(name):
+				r.addf(at, "%q: never replayed (it would hand a caller another's session, credentials or rate limits)", h)
+			default:
+				rt.Receipt.ReplayHeaders = append(rt.Receipt.ReplayHeaders, name)
+			}
+		}
 	}
 
 	if sc := raw.Scope; sc != nil && sc.Credential {
