@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/routes"
@@ -432,6 +435,8 @@ func refused(ok bool, err error) error {
 func (x *exchange) storeCall(op string, call func(ctx context.Context) error) error {
 	ctx, cancel := x.g.storeContext(x.r.Context())
 	defer cancel()
+	ctx, span := x.g.tracer.Start(ctx, "store."+op, trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
 	start := time.Now()
 	err := call(ctx)
 	d := time.Since(start)
@@ -442,7 +447,9 @@ func (x *exchange) storeCall(op string, call func(ctx context.Context) error) er
 		result = "refused"
 	case err != nil:
 		result = "error"
+		span.SetStatus(codes.Error, err.Error())
 	}
+	span.SetAttributes(attribute.String("idemgateway.store.result", result))
 	x.g.metrics.store.WithLabelValues(op, result).Observe(d.Seconds())
 	return err
 }

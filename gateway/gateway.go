@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgateway/idemgateway/routes"
@@ -58,6 +60,7 @@ type Gateway struct {
 	log     *slog.Logger
 	opts    Options
 	metrics *metrics
+	tracer  trace.Tracer // child spans of the store calls
 	proxy   *httputil.ReverseProxy
 	table   atomic.Pointer[routeTable] // the routes in force; Reload swaps it
 
@@ -87,10 +90,15 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	if opts.MaxReceiptBodyBytes <= 0 {
 		opts.MaxReceiptBodyBytes = DefaultMaxReceiptBodyBytes
 	}
-	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000)}
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000),
+		tracer: tp.Tracer("github.com/idemgateway/idemgateway/gateway")}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
-		Transport:      opts.Transport,
+		Transport:      otelhttp.NewTransport(opts.Transport, otelhttp.WithTracerProvider(tp)), // a client span per upstream call
 		ModifyResponse: g.modifyResponse,
 		ErrorHandler:   g.proxyError,
 		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
@@ -258,9 +260,25 @@ func TestSpanAttributes(t *testing.T) {
 	post(t, srv.URL, "k-span", `{"a":1}`)
 	resp, _ := post(t, srv.URL, "k-span", `{"a":1}`)
 
-	got := spans.GetSpans()
+	var got tracetest.SpanStubs
+	children := map[trace.SpanID][]string{} // server span -> names of its child spans, sorted
+	for _, sp := range spans.GetSpans() {
+		if sp.SpanKind == trace.SpanKindServer {
+			got = append(got, sp)
+		} else {
+			children[sp.Parent.SpanID()] = append(children[sp.Parent.SpanID()], sp.Name)
+			slices.Sort(children[sp.Parent.SpanID()])
+		}
+	}
 	if len(got) != 2 {
-		t.Fatalf("%d spans, want 2", len(got))
+		t.Fatalf("%d server spans, want 2", len(got))
+	}
+	// Child spans: each store call, and the upstream call (an otelhttp client span).
+	if c := fmt.Sprint(children[got[0].SpanContext.SpanID()]); c != "[HTTP POST store.claim store.commit]" {
+		t.Errorf("children of the execution: %s", c)
+	}
+	if c := fmt.Sprint(children[got[1].SpanContext.SpanID()]); c != "[store.claim]" {
+		t.Errorf("children of the replay: %s", c)
 	}
 	for i, decision := range []string{"execute", "replay"} {
 		want := map[string]string{
