@@ -38,9 +38,35 @@ type Options struct {
 // Client calls one gateway's records API. Build it with New; it is safe for concurrent use.
 // It keeps the token to itself: no method or error shows it.
 type Client struct {
-	base  string // scheme://host[:port][/prefix], without a trailing slash
-	token string
-	hc    *http.Client
+	base       string // scheme://host[:port][/prefix], without a trailing slash
+	token      string
+	hc         *http.Client
+	credential string // the credential scope of the records addressed (WithCredential)
+}
+
+// WithCredential returns a copy of c whose Get, Resolve and Delete address the records of routes
+// with scope.credential: scope is the receipt's credential_scope ("sha256:…").
+func (c *Client) WithCredential(scope string) *Client {
+	cc := *c
+	cc.credential = scope
+	return &cc
+}
+
+// recordPath is the admin path of a record, segments URL-escaped once (contract §5), with the
+// query of the client's credential scope and of extra.
+func (c *Client) recordPath(tenant, tool, key, suffix string, extra url.Values) string {
+	q := url.Values{}
+	for k, v := range extra {
+		q[k] = v
+	}
+	if c.credential != "" {
+		q.Set("credential", c.credential)
+	}
+	p := "/v1/records/" + url.PathEscape(tenant) + "/" + url.PathEscape(tool) + "/" + url.PathEscape(key) + suffix
+	if len(q) > 0 {
+		p += "?" + q.Encode()
+	}
+	return p
 }
 
 // New returns a Client of the admin listener at baseURL (e.g. "http://127.0.0.1:9090"; a path
@@ -147,7 +173,7 @@ type Page struct {
 // A missing record is a *Problem with status 404 (IsNotFound).
 func (c *Client) Get(ctx context.Context, tenant, tool, key string) (*gateway.Receipt, error) {
 	var rec gateway.Receipt
-	if _, err := c.do(ctx, http.MethodGet, recordPath(tenant, tool, key), nil, &rec); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, c.recordPath(tenant, tool, key, "", nil), nil, &rec); err != nil {
 		return nil, err
 	}
 	return &rec, nil
@@ -163,17 +189,22 @@ func (c *Client) Resolve(ctx context.Context, tenant, tool, key string, res Reso
 		return nil, fmt.Errorf("adminclient: resolve: %w", err)
 	}
 	var rec gateway.Receipt
-	status, err := c.do(ctx, http.MethodPost, recordPath(tenant, tool, key)+"/resolve", body, &rec)
+	status, err := c.do(ctx, http.MethodPost, c.recordPath(tenant, tool, key, "/resolve", nil), body, &rec)
 	if err != nil || status == http.StatusNoContent {
 		return nil, err
 	}
 	return &rec, nil
 }
 
-// Delete removes the record of (tenant, tool, key), whatever its state: DELETE /v1/records/{tenant}/{tool}/{key}.
-// A missing record is a *Problem with status 404 (IsNotFound).
-func (c *Client) Delete(ctx context.Context, tenant, tool, key string) error {
-	_, err := c.do(ctx, http.MethodDelete, recordPath(tenant, tool, key), nil, nil)
+// Delete removes the record of (tenant, tool, key): DELETE /v1/records/{tenant}/{tool}/{key}. The
+// gateway refuses (409, a *Problem) a record whose call is under way, unless force: deleting it
+// lets a retry execute the call again. A missing record is a *Problem with status 404 (IsNotFound).
+func (c *Client) Delete(ctx context.Context, tenant, tool, key string, force bool) error {
+	var q url.Values
+	if force {
+		q = url.Values{"force": {"true"}}
+	}
+	_, err := c.do(ctx, http.MethodDelete, c.recordPath(tenant, tool, key, "", q), nil, nil)
 	return err
 }
 
@@ -201,10 +232,6 @@ func (c *Client) List(ctx context.Context, q ListQuery) (*Page, error) {
 }
 
 // recordPath is /v1/records/{tenant}/{tool}/{key}, each segment escaped once (contract §5).
-func recordPath(tenant, tool, key string) string {
-	return "/v1/records/" + url.PathEscape(tenant) + "/" + url.PathEscape(tool) + "/" + url.PathEscape(key)
-}
-
 // do sends one request to the admin API and decodes a 200 body into out (when not nil). It returns
 // the status; an answer that is not 2xx is a *Problem.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {

@@ -167,12 +167,12 @@ func TestGetResolveDelete(t *testing.T) {
 		t.Fatalf("retry after not_committed: %d %s, want 201 execute", status, d)
 	}
 
-	if err := c.Delete(ctx, tenant, "create_ticket", key); err != nil {
+	if err := c.Delete(ctx, tenant, "create_ticket", key, false); err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.Get(ctx, tenant, "create_ticket", key)
 	wantProblem(t, err, http.StatusNotFound, "no-record")
-	wantProblem(t, c.Delete(ctx, tenant, "create_ticket", key), http.StatusNotFound, "no-record")
+	wantProblem(t, c.Delete(ctx, tenant, "create_ticket", key, false), http.StatusNotFound, "no-record")
 	if n := tg.executions.Load(); n != 4 {
 		t.Fatalf("upstream executions = %d, want 4", n)
 	}
@@ -296,7 +296,7 @@ func TestNotAProblem(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	c, _ := adminclient.New(srv.URL, adminclient.Options{})
-	err := c.Delete(context.Background(), "t", "tool", "k")
+	err := c.Delete(context.Background(), "t", "tool", "k", false)
 	if err == nil || err.Error() != "502 Bad Gateway: <html>bad gateway</html>" {
 		t.Fatalf("error %v", err)
 	}
@@ -310,5 +310,34 @@ func TestNewRefusesBadURL(t *testing.T) {
 		} else if strings.Contains(err.Error(), "pw") {
 			t.Errorf("New(%q): %v shows the password", u, err)
 		}
+	}
+}
+
+// TestCredentialAndForce: WithCredential addresses a credential-scoped record, and a forced
+// Delete says so, on every record path.
+func TestCredentialAndForce(t *testing.T) {
+	t.Parallel()
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.RequestURI())
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := adminclient.New(srv.URL, adminclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scoped := c.WithCredential("sha256:ab")
+	ctx := context.Background()
+	_ = scoped.Delete(ctx, "a/b", "tool", "k 1", true)
+	_ = c.Delete(ctx, "a", "tool", "k", false)
+	_, _ = scoped.Resolve(ctx, "a", "tool", "k", adminclient.Resolution{Outcome: adminclient.OutcomeNotCommitted})
+	want := []string{
+		"DELETE /v1/records/a%2Fb/tool/k%201?credential=sha256%3Aab&force=true",
+		"DELETE /v1/records/a/tool/k",
+		"POST /v1/records/a/tool/k/resolve?credential=sha256%3Aab",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("requests\n%v\nwant\n%v", got, want)
 	}
 }

@@ -132,7 +132,7 @@ func (g *Gateway) deleteRecord(w http.ResponseWriter, r *http.Request) {
 			return err
 		})
 		switch {
-		case err != nil:
+		case err != nil && !errors.Is(err, ErrCorruptRecord): // an unreadable record may be deleted
 			newProblem(err, "", "").write(w, 1)
 			return
 		case state == StateInProgress:
@@ -257,14 +257,17 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*Rec
 	return &rec.Receipt, err
 }
 
-// storeOp runs one admin store call, bounded by StoreTimeout; errors wrap ErrStoreUnavailable.
+// storeOp runs one admin store call, bounded by StoreTimeout; errors wrap ErrStoreUnavailable, but
+// for ErrCorruptRecord (a record that does not decode or decrypt), which is returned as it is.
 func (g *Gateway) storeOp(ctx context.Context, call func(ctx context.Context) error) error {
 	ctx, cancel := g.storeContext(ctx)
 	defer cancel()
-	if err := call(ctx); err != nil {
-		return fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+	err := call(ctx)
+	switch {
+	case err == nil, errors.Is(err, ErrCorruptRecord): // a record that cannot be read is not a store outage
+		return err
 	}
-	return nil
+	return fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
 }
 
 // probeStore checks that the store can be reached, is fit (Ping) and takes writes: it claims and

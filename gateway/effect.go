@@ -27,16 +27,16 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 	x := g.newExchange(w, r, rt)
 	defer x.logAccess()
 
-	if n := len(r.Header.Values(rt.TenantHeader)); n > 1 {
-		x.reject(fmt.Errorf("%w: %s sent %d times", ErrInvalidRequest, rt.TenantHeader, n))
-		return
-	}
-
 	// What operation is this? The key, scoped by tenant and tool: the header, else key.from,
 	// else key.derive. The body is read only when the key or the fingerprint needs it.
 	key, present, err := readKey(r, rt.Key.Header)
 	if err != nil {
 		x.reject(err)
+		return
+	}
+	x.key = key // named in the problems from here on
+	if n := len(r.Header.Values(rt.TenantHeader)); n > 1 {
+		x.reject(fmt.Errorf("%w: %s sent %d times", ErrInvalidRequest, rt.TenantHeader, n))
 		return
 	}
 	derivable := !rt.Key.From.IsZero() || rt.Key.Derive != nil

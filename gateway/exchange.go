@@ -151,3 +151,11 @@ func (x *exchange) logAccess() {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// refuseUnrouted answers a request that reaches no route (no route, another method, a
+// dot-segment) with err's problem, and writes its access line.
+func (g *Gateway) refuseUnrouted(w http.ResponseWriter, r *http.Request, err error) {
+	p := newProblem(err, "", "")
+	p.write(w, 0)
+	g.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", p.Status, "detail", p.Detail)
+}

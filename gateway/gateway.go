@@ -119,7 +119,7 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, seg := range strings.Split(r.URL.Path, "/") {
 		if seg == "." || seg == ".." {
-			newProblem(fmt.Errorf("%w: the path %q has a dot-segment", ErrInvalidRequest, r.URL.Path), "", "").write(w, 0)
+			g.refuseUnrouted(w, r, fmt.Errorf("%w: the path %q has a dot-segment", ErrInvalidRequest, r.URL.Path))
 			return
 		}
 	}

@@ -74,6 +74,7 @@ func (x *exchange) reconcile(prev *record) {
 			ErrInProgress, x.rt.Reconcile.After, wait.Round(time.Millisecond)), wait)
 		return
 	}
+	x.rec.StartedAt = prev.StartedAt // still the unknown call's start: a failed lookup may be retried at once
 	if !x.reclaim(prev, prev.Executions) {
 		x.refuse(DecisionInProgress, fmt.Errorf("%w: another request is settling the key", ErrInProgress))
 		return

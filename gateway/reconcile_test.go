@@ -201,6 +201,10 @@ routes:
 		!strings.Contains(fmt.Sprint(a.problem["detail"]), "reconciliation failed: lookup answered 500") {
 		t.Fatalf("broken lookup: %d %q %v", a.status, a.header.Get("Idempotency-Decision"), a.problem)
 	}
+	// A failed lookup does not restart the wait: the next retry asks again at once.
+	if a = send("broken", ""); a.header.Get("Idempotency-Decision") != "outcome_unknown" {
+		t.Fatalf("retry after a failed lookup: %d %q, want another lookup (outcome_unknown)", a.status, a.header.Get("Idempotency-Decision"))
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if effects != 3 {

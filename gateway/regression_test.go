@@ -1,16 +1,20 @@
 package gateway_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/routes"
 )
 
 // Regression tests for what a hostile first user found (issue 2's fresh-eyes review): each input
@@ -172,5 +176,62 @@ func TestRegressionAdminPathDecodedOnce(t *testing.T) {
 	a := do(t, "POST", srv.URL+"/v1/tickets", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"pctA"}}, `{}`)
 	if a.status != 201 || a.header.Get("Idempotency-Decision") != "replay" || executions.Load() != 3 {
 		t.Fatalf("pctA after deleting pct%%41: %d %s, %d executions; want a replay and 3", a.status, a.header.Get("Idempotency-Decision"), executions.Load())
+	}
+}
+
+// TestRegressionSecondPass: what a second fresh-eyes pass found. A record that does not decrypt
+// is a corrupt record (500, not retryable), not a store outage, and may be deleted; requests that
+// reach no route are logged too; a problem names the key once it was read.
+func TestRegressionSecondPass(t *testing.T) {
+	t.Parallel()
+	up, _ := countingUpstream(t)
+	cfg, err := routes.Parse("routes.yaml", []byte(fmt.Sprintf(regressionRoutes, up.URL)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := boltstore.Open(t.TempDir(), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { base.Close() })
+	logs := &syncBuffer{}
+	serve := func(key byte) (*httptest.Server, http.Handler) {
+		store, err := gateway.Encrypted(base, bytes.Repeat([]byte{key}, 32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw, err := gateway.New(cfg, store, gateway.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw)
+		t.Cleanup(srv.Close)
+		return srv, gw.AdminHandler("")
+	}
+	srv1, _ := serve(1)
+	h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"enc"}}
+	if a := do(t, "POST", srv1.URL+"/v1/tickets", h, `{}`); a.status != 201 {
+		t.Fatalf("create: %d", a.status)
+	}
+	srv2, admin2 := serve(2) // restarted with another key
+	if a := do(t, "POST", srv2.URL+"/v1/tickets", h, `{}`); a.status != 500 || a.problem["retryable"] != false ||
+		!strings.HasSuffix(fmt.Sprint(a.problem["type"]), ":corrupt-record") {
+		t.Fatalf("retry under another key: %d %v", a.status, a.problem)
+	}
+	code, p := adminDo(t, admin2, "GET", "/v1/records/default/create/enc", "", "")
+	if code != 500 || p["retryable"] != false || !strings.HasSuffix(fmt.Sprint(p["type"]), ":corrupt-record") {
+		t.Fatalf("admin GET of an undecryptable record: %d %v", code, p)
+	}
+	if code, _ := adminDo(t, admin2, "DELETE", "/v1/records/default/create/enc", "", ""); code != http.StatusNoContent {
+		t.Fatalf("admin DELETE of an undecryptable record: %d, want 204", code)
+	}
+
+	a := do(t, "POST", srv2.URL+"/v1/tickets", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"big"}}, strings.Repeat("x", 65))
+	if a.status != 413 || a.problem["idempotency_key"] != "big" {
+		t.Fatalf("413: %d %v; want the key named", a.status, a.problem)
+	}
+	do(t, "GET", srv2.URL+"/nowhere", nil, "")
+	if !strings.Contains(logs.String(), `"path":"/nowhere"`) {
+		t.Fatalf("no access line for a request without a route:\n%s", logs.String())
 	}
 }

@@ -37,7 +37,7 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 		}
 	}
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
-		newProblem(fmt.Errorf("%w matches %s %s", ErrNoRoute, req.Method, req.URL.Path), "", "").write(w, 0)
+		g.refuseUnrouted(w, req, fmt.Errorf("%w matches %s %s", ErrNoRoute, req.Method, req.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		// RFC 9110 §15.5.6: a 405 lists the methods the path has routes for.
@@ -48,7 +48,7 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 			}
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		newProblem(fmt.Errorf("%w: no route for %s %s", ErrMethodNotAllowed, req.Method, req.URL.Path), "", "").write(w, 0)
+		g.refuseUnrouted(w, req, fmt.Errorf("%w: no route for %s %s", ErrMethodNotAllowed, req.Method, req.URL.Path))
 	})
 	t := &routeTable{routes: make(map[string]*routes.Route, len(cfg.Routes))}
 	for _, rt := range cfg.Routes {

@@ -93,6 +93,9 @@ func TestWaitReplicas(t *testing.T) {
 	replica := redistest.Start(t, redistest.Options{ReplicaOf: primary.Addr()})
 	raw := newClient(t, primary)
 
+	// waitTimeout is long enough for a loaded CI machine's replica to acknowledge (200 ms was
+	// not), and below the client's read timeout (3 s).
+	const waitTimeout = 900 * time.Millisecond
 	// newWaitStore returns a store that waits for want replicas and counts its round trips.
 	newWaitStore := func(t *testing.T, want int) (*redisstore.Store, *unreplicatedLog, *roundTrips) {
 		t.Helper()
@@ -100,7 +103,7 @@ func TestWaitReplicas(t *testing.T) {
 		client := redis.NewClient(&redis.Options{Addr: primary.Addr()})
 		client.AddHook(hook)
 		s, err := redisstore.New(client, redisstore.Options{Prefix: t.Name() + ":", WaitReplicas: want,
-			WaitTimeout: 200 * time.Millisecond, OnUnreplicated: log.record})
+			WaitTimeout: waitTimeout, OnUnreplicated: log.record})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,8 +144,8 @@ func TestWaitReplicas(t *testing.T) {
 		if len(got) != 1 || got[0] != (redisstore.Unreplicated{Op: redisstore.OpCommit, Key: "k", Acked: 1, Want: 2}) {
 			t.Fatalf("OnUnreplicated got %+v, want one commit of k acknowledged by 1 of 2", got)
 		}
-		if took < 200*time.Millisecond {
-			t.Errorf("Commit returned after %s, before the WAIT timeout of 200ms", took)
+		if took < waitTimeout {
+			t.Errorf("Commit returned after %s, before the WAIT timeout of %s", took, waitTimeout)
 		}
 		// The write stands on the primary: the receipt replays.
 		if _, state, stored, err := s.Claim(ctx, "k", "other", nil, time.Minute, time.Minute); err != nil || state != gateway.StateCommitted || string(stored) != "receipt" {

@@ -15,10 +15,11 @@ import (
 const recordsUsage = `usage:
   idemgateway records get TENANT TOOL KEY
   idemgateway records resolve TENANT TOOL KEY --outcome committed|not_committed [--remote-id ID] [--remote-url URL] [--status N]
-  idemgateway records delete TENANT TOOL KEY
+  idemgateway records delete TENANT TOOL KEY [--force]
   idemgateway records list [--state outcome_unknown] [--tenant T] [--tool T] [--limit N] [--cursor C]
-flags of every command: --admin URL (IDEMGATEWAY_ADMIN_URL, default http://127.0.0.1:9090);
-the token is read from IDEMGATEWAY_ADMIN_TOKEN`
+flags of get, resolve and delete: --credential SCOPE (a route with scope.credential: the receipt's
+credential_scope); of every command: --admin URL (IDEMGATEWAY_ADMIN_URL, default
+http://127.0.0.1:9090); the token is read from IDEMGATEWAY_ADMIN_TOKEN`
 
 // records is `idemgateway records`: the operator's client of the admin records API (contract §5).
 // It prints the receipt (or the page of a list) as indented JSON; delete, and resolve with
@@ -35,8 +36,15 @@ func records(args []string, stdout io.Writer) error {
 	var res adminclient.Resolution
 	var q adminclient.ListQuery
 	nargs := 3
+	var credential string
+	var force bool
+	if cmd != "list" {
+		fs.StringVar(&credential, "credential", "", "the record's credential_scope (routes with scope.credential)")
+	}
 	switch cmd {
-	case "get", "delete":
+	case "get":
+	case "delete":
+		fs.BoolVar(&force, "force", false, "delete even while the record's call is under way")
 	case "resolve":
 		fs.StringVar(&res.Outcome, "outcome", "", "committed or not_committed")
 		fs.StringVar(&res.RemoteID, "remote-id", "", "the upstream's id of what was created (committed)")
@@ -63,13 +71,16 @@ func records(args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("records: %w", err)
 	}
+	if credential != "" {
+		c = c.WithCredential(credential)
+	}
 	ctx := context.Background()
 	var out any
 	switch cmd {
 	case "get":
 		out, err = c.Get(ctx, pos[0], pos[1], pos[2])
 	case "delete":
-		err = c.Delete(ctx, pos[0], pos[1], pos[2])
+		err = c.Delete(ctx, pos[0], pos[1], pos[2], force)
 	case "resolve":
 		if res.Outcome != adminclient.OutcomeCommitted && res.Outcome != adminclient.OutcomeNotCommitted {
 			return fmt.Errorf("records resolve: --outcome must be committed or not_committed\n%s", recordsUsage)
