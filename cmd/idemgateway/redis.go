@@ -124,25 +124,15 @@ func (s *settings) redisClient() (redis.UniversalClient, error) {
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = s.RedisDialTimeout, s.RedisReadTimeout, s.RedisWriteTimeout
 		opt.ContextTimeoutEnabled = true
 		return redis.NewClient(opt), nil
-	case s.RedisMaster != "":
-		return redis.NewFailoverClient(&redis.FailoverOptions{
+	default:
+		// Sentinel when a master name is set; else Cluster, even for a single seed address (it
+		// learns the other nodes from it; go-redis would take one address for a single node).
+		return redis.NewUniversalClient(&redis.UniversalOptions{
+			Addrs:                 s.RedisAddrs,
 			MasterName:            s.RedisMaster,
-			SentinelAddrs:         s.RedisAddrs,
+			IsClusterMode:         s.RedisMaster == "",
 			SentinelUsername:      s.RedisSentinelUsername,
 			SentinelPassword:      s.RedisSentinelPassword,
-			Username:              s.RedisUsername,
-			Password:              s.RedisPassword,
-			TLSConfig:             tlsConfig,
-			PoolSize:              s.RedisPoolSize,
-			DialTimeout:           s.RedisDialTimeout,
-			ReadTimeout:           s.RedisReadTimeout,
-			WriteTimeout:          s.RedisWriteTimeout,
-			ContextTimeoutEnabled: true,
-		}), nil
-	default:
-		// A cluster client even for a single seed address: it learns the other nodes from it.
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 s.RedisAddrs,
 			Username:              s.RedisUsername,
 			Password:              s.RedisPassword,
 			TLSConfig:             tlsConfig,
