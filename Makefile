@@ -75,3 +75,10 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 .PHONY: lint
 lint:
 	$(GO) run $(STATICCHECK) ./...
+
+# The performance harness (issue 7): the gateway against a bare reverse proxy on a local
+# redis-server it starts itself, about 2.5 minutes; prints a Markdown table (docs/performance.md).
+# Flags through BENCHFLAGS, e.g. make bench BENCHFLAGS='-reps 5 -rate 500'.
+.PHONY: bench
+bench: redis-server
+	$(GO) run ./cmd/idembench $(BENCHFLAGS)

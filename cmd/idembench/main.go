@@ -1,0 +1,246 @@
+// Command idembench measures what the idempotency gateway costs over a bare reverse proxy, on one
+// machine, and prints the result as a Markdown table against the performance budget of issue 7.
+//
+// In one process it starts, on 127.0.0.1 only:
+//
+//   - an upstream that reads the request and answers 201 with a JSON body of the request's size
+//     (1 KiB unless a measure names another size);
+//   - the baseline: a bare httputil.ReverseProxy to it with the gateway's transport
+//     (gateway.NewTransport);
+//   - the gateway (gateway.New, the contract's create_ticket route in front of the upstream) on
+//     the Redis store, on a redis-server that the harness starts on a free port (--save "",
+//     --appendonly no) and stops at the end (redis-server must be on PATH);
+//   - a reference "floor": the bare proxy plus the contract's Redis round trips and nothing else
+//     (one SET … NX GET to claim or replay, one SET to commit; see floor.go), which shows the best
+//     R1 and R2 that any gateway on this Redis could reach on this machine;
+//
+// and drives them over HTTP from its own load generator: a closed loop (-concurrency workers, each
+// sending its next request when the previous one is answered) for throughput, and an open loop
+// (-rate requests per second, whatever the answers) for latency. Every "execute" request carries
+// a key never used before; "replay" requests cycle over -replay-keys keys whose receipts were
+// stored first. Bodies differ per key, as separate operations of an agent would.
+//
+// It prints, with -reps repetitions and their medians (ratios are taken per repetition, the
+// gateway's run against the bare proxy's run of the same repetition, then the median of those):
+//
+//   - R1 = gateway first-execution throughput ÷ bare proxy throughput (1 KiB);
+//   - R2 = gateway replay throughput ÷ bare proxy throughput (1 KiB);
+//   - R3 = gateway execute p99 − bare proxy p99 at -rate, in µs and in Redis round trips (the
+//     median of sequential PINGs through go-redis);
+//   - Redis commands per request, execute and replay, from INFO commandstats deltas (commands that
+//     the scripts run included), and round trips per request counted by a go-redis hook on the
+//     store's client;
+//   - allocations per request from testing.Benchmark of the gateway's and the bare proxy's
+//     ServeHTTP (httptest.NewRecorder, real upstream and Redis), gateway minus bare proxy;
+//   - R1 for 256 B and 64 KiB request and response bodies, and 64 KiB R1 ÷ 256 B R1;
+//
+// with the machine it ran on, each budget marked met or not met, and the CPU time per request of
+// this process and of Redis in each throughput run. Progress goes to stderr and the table to
+// stdout. With the defaults a run takes about two and a half minutes.
+//
+// Usage:
+//
+//	go run ./cmd/idembench [flags]     (or: make bench)
+//
+// Flags:
+//
+//	-duration d          measured window of each closed-loop (throughput) run (default 3s)
+//	-warmup d            warm-up before each run's window, not measured (default 500ms)
+//	-concurrency n       closed-loop workers (default 32)
+//	-rate r              open-loop rate, requests per second (default 1000)
+//	-latency-duration d  measured window of each open-loop (latency) run (default 4s)
+//	-reps n              repetitions of every run (default 3)
+//	-replay-keys n       stored receipts the replay runs cycle over (default 1000)
+//	-count n             requests over which Redis commands per request are counted (default 2000)
+//	-cpuprofile file     after the table, profile one more closed-loop run of -profile into file
+//	-memprofile file     write the allocation profile (cumulative over the process) after that run;
+//	                     it records every allocation (runtime.MemProfileRate = 1), which slows
+//	                     everything: use it with -profile-only and apart from -cpuprofile
+//	-profile what        the run -cpuprofile and -memprofile profile: execute, replay or bare
+//	                     (default execute)
+//	-profile-size n      body size of the profiled run of execute or bare: 256, 1024 or 65536
+//	                     (default 1024; replay is always 1024)
+//	-profile-only        skip the table: only the profiled run (needs -cpuprofile or -memprofile)
+//
+// Read a profile with, for example, go tool pprof -top -nodecount=40 idembench cpu.prof; the
+// load generator and the upstream run in the same process, so focus on the handler with
+// -focus='gateway\.\(\*Gateway\)\.ServeHTTP'. docs/performance.md holds a measured table and the
+// analysis.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"syscall"
+	"time"
+)
+
+// config holds the flags.
+type config struct {
+	duration        time.Duration
+	warmup          time.Duration
+	concurrency     int
+	rate            float64
+	latencyDuration time.Duration
+	reps            int
+	replayKeys      int
+	count           int
+	cpuprofile      string
+	memprofile      string
+	profile         string
+	profileSize     int
+	profileOnly     bool
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("idembench", flag.ContinueOnError)
+	fs.DurationVar(&c.duration, "duration", 3*time.Second, "measured window of each closed-loop (throughput) run")
+	fs.DurationVar(&c.warmup, "warmup", 500*time.Millisecond, "warm-up before each run's window, not measured")
+	fs.IntVar(&c.concurrency, "concurrency", 32, "closed-loop workers")
+	fs.Float64Var(&c.rate, "rate", 1000, "open-loop rate, requests per second")
+	fs.DurationVar(&c.latencyDuration, "latency-duration", 4*time.Second, "measured window of each open-loop (latency) run")
+	fs.IntVar(&c.reps, "reps", 3, "repetitions of every run")
+	fs.IntVar(&c.replayKeys, "replay-keys", 1000, "stored receipts the replay runs cycle over")
+	fs.IntVar(&c.count, "count", 2000, "requests over which Redis commands per request are counted")
+	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "after the table, profile one more closed-loop run of -profile into `file`")
+	fs.StringVar(&c.memprofile, "memprofile", "", "write the allocation profile (every allocation, cumulative over the process) to `file` after the profiled run")
+	fs.StringVar(&c.profile, "profile", "execute", "the run -cpuprofile and -memprofile profile: execute, replay or bare")
+	fs.IntVar(&c.profileSize, "profile-size", mediumBody, "body size in bytes of the profiled run of execute or bare: 256, 1024 or 65536 (replay: 1024)")
+	fs.BoolVar(&c.profileOnly, "profile-only", false, "skip the table: only the profiled run")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var problems []error
+	if fs.NArg() > 0 {
+		problems = append(problems, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if c.duration <= 0 || c.warmup < 0 || c.latencyDuration <= 0 {
+		problems = append(problems, errors.New("-duration and -latency-duration must be positive, -warmup not negative"))
+	}
+	if c.concurrency < 1 || c.reps < 1 || c.replayKeys < 1 || c.count < 1 {
+		problems = append(problems, errors.New("-concurrency, -reps, -replay-keys and -count must be at least 1"))
+	}
+	if c.rate <= 0 || time.Duration(float64(time.Second)/c.rate) <= 0 {
+		problems = append(problems, errors.New("-rate must be positive and at most 1e9"))
+	}
+	switch c.profile {
+	case "execute", "replay", "bare":
+	default:
+		problems = append(problems, fmt.Errorf("-profile %q: want execute, replay or bare", c.profile))
+	}
+	switch c.profileSize {
+	case smallBody, mediumBody, largeBody:
+	default:
+		problems = append(problems, fmt.Errorf("-profile-size %d: want %d, %d or %d", c.profileSize, smallBody, mediumBody, largeBody))
+	}
+	if c.profileOnly && c.cpuprofile == "" && c.memprofile == "" {
+		problems = append(problems, errors.New("-profile-only needs -cpuprofile or -memprofile"))
+	}
+	return c, errors.Join(problems...)
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idembench:", err)
+		os.Exit(2)
+	}
+	if cfg.memprofile != "" {
+		runtime.MemProfileRate = 1 // every allocation, so that counts per request are exact
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, cfg)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idembench:", err)
+		os.Exit(1)
+	}
+}
+
+// run sets everything up, measures, prints the table, profiles if asked, and tears down.
+func run(ctx context.Context, cfg config) error {
+	b, err := setup(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	if !cfg.profileOnly {
+		start := time.Now()
+		res, err := b.measure(ctx)
+		if err != nil {
+			return err
+		}
+		res.elapsed = time.Since(start)
+		res.machine = b.machine(ctx)
+		writeReport(os.Stdout, cfg, res)
+	}
+	if cfg.cpuprofile != "" || cfg.memprofile != "" {
+		return b.profile(ctx)
+	}
+	return nil
+}
+
+// profile runs one more closed loop of cfg.profile under the CPU profiler, then writes the
+// allocation profile.
+func (b *bench) profile(ctx context.Context) error {
+	t := b.execute(b.cfg.profileSize)
+	switch b.cfg.profile {
+	case "replay":
+		if err := b.reset(ctx, true); err != nil {
+			return err
+		}
+		t = b.replayTarget()
+	case "bare":
+		t = b.bareTarget(b.cfg.profileSize)
+	default:
+		if err := b.reset(ctx, false); err != nil {
+			return err
+		}
+	}
+	if b.cfg.cpuprofile != "" {
+		f, err := os.Create(b.cfg.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	res, err := b.load.closedLoop(ctx, t, b.cfg.concurrency, b.cfg.warmup, b.cfg.duration)
+	if b.cfg.cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
+		return err
+	}
+	logf("profiled run: %s, closed loop, %d workers, %d B: %.0f req/s, %d requests in all, warm-up included (%d failed)",
+		t.name, b.cfg.concurrency, t.size, res.throughput, res.requests, res.failed)
+	if b.cfg.memprofile != "" {
+		f, err := os.Create(b.cfg.memprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		runtime.GC()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// logf prints a progress line on stderr.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "idembench: "+format+"\n", args...)
+}

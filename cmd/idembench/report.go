@@ -1,0 +1,201 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// budget is one bound of issue 7's performance budget.
+type budget struct {
+	op    string // ">=", "<=" or "=="
+	limit float64
+}
+
+func atLeast(x float64) budget { return budget{">=", x} }
+func atMost(x float64) budget  { return budget{"<=", x} }
+func exactly(x float64) budget { return budget{"==", x} }
+
+// verdict says whether v meets the budget: "met" or "not met". Exactly is met within 0.005 (the
+// table's rounding); NaN never meets a budget.
+func (b budget) verdict(v float64) string {
+	var ok bool
+	switch b.op {
+	case ">=":
+		ok = v >= b.limit
+	case "<=":
+		ok = v <= b.limit
+	case "==":
+		ok = math.Abs(v-b.limit) < 0.005
+	}
+	if ok {
+		return "met"
+	}
+	return "not met"
+}
+
+func (b budget) String() string {
+	sym := map[string]string{">=": "≥", "<=": "≤", "==": "="}[b.op]
+	return fmt.Sprintf("%s %g", sym, b.limit)
+}
+
+// table is a Markdown table of rows: measure, median, repetitions, budget, verdict.
+type table struct {
+	rows [][5]string
+}
+
+// add adds a measured row: its median, the repetitions (when more than one), and, when b is not
+// nil, the budget and verdict.
+func (t *table) add(name, format string, reps []float64, b *budget) {
+	m := median(reps)
+	row := [5]string{name, fmt.Sprintf(format, m), "", "", ""}
+	if len(reps) > 1 {
+		vals := make([]string, len(reps))
+		for i, v := range reps {
+			vals[i] = fmt.Sprintf(format, v)
+		}
+		row[2] = strings.Join(vals, ", ")
+	}
+	if b != nil {
+		row[3], row[4] = b.String(), "**"+b.verdict(m)+"**"
+	}
+	t.rows = append(t.rows, row)
+}
+
+func (t *table) write(w io.Writer) {
+	fmt.Fprintln(w, "| Measure | Median | Repetitions | Budget | Verdict |")
+	fmt.Fprintln(w, "|---|--:|--:|---|---|")
+	for _, r := range t.rows {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r[0], r[1], r[2], r[3], r[4])
+	}
+}
+
+func ptr(b budget) *budget { return &b }
+
+// writeReport prints the results as Markdown.
+func writeReport(w io.Writer, cfg config, r *results) {
+	m := r.machine
+	fmt.Fprintf(w, "### idembench: gateway vs bare reverse proxy\n\n")
+	fmt.Fprintf(w, "Machine: %s, %d cores (GOMAXPROCS %d), %s, %s", m.cpu, m.cores, m.procs, m.os, m.goVersion)
+	if m.kernel != "" {
+		fmt.Fprintf(w, ", Linux %s", m.kernel)
+	}
+	fmt.Fprintf(w, ", Redis %s. Everything (load generator, upstream, proxies, Redis) on this machine, over loopback.\n\n", m.redisV)
+	fmt.Fprintf(w, "Settings: closed loop %d workers, %s measured after %s warm-up; open loop %.0f req/s for %s; "+
+		"%d repetitions, medians (ratios per repetition, then the median); 1 KiB request and response bodies unless noted; "+
+		"run took %s.\n\n",
+		cfg.concurrency, cfg.duration, cfg.warmup, cfg.rate, cfg.latencyDuration, cfg.reps, r.elapsed.Round(time.Second))
+
+	if r.wall > 0 {
+		share := 100 * r.othersCPU.Seconds() / (r.wall.Seconds() * float64(m.cores))
+		fmt.Fprintf(w, "Other processes used %.0f%% of the machine's CPU during the measurements (/proc/stat, less this process and Redis)", max(share, 0))
+		if share > 5 {
+			fmt.Fprint(w, ": **the machine was not quiet; throughputs and latencies are low and noisy**")
+		}
+		fmt.Fprint(w, ".\n\n")
+	}
+
+	th := func(who string, size int) []float64 { return r.throughput[runName(who, size)] }
+	r1 := ratios(th("execute", mediumBody), th("bare", mediumBody))
+	r2 := ratios(th("replay", mediumBody), th("bare", mediumBody))
+	r1Small := ratios(th("execute", smallBody), th("bare", smallBody))
+	r1Large := ratios(th("execute", largeBody), th("bare", largeBody))
+	// R3 is counted in round trips of a PING paced like the open loop (see measureRTT); the
+	// back-to-back round trip is shown beside it.
+	rtt, hotRTT := micros(r.pacedRTTP50), micros(r.rttP50)
+	diff := func(a, b []float64, unit float64) []float64 {
+		out := make([]float64, min(len(a), len(b)))
+		for i := range out {
+			out[i] = (a[i] - b[i]) / unit
+		}
+		return out
+	}
+	r3 := diff(r.p99["execute"], r.p99["bare"], 1)
+
+	var t table
+	t.add("Bare proxy throughput (req/s)", "%.0f", th("bare", mediumBody), nil)
+	t.add("Gateway execute throughput (req/s)", "%.0f", th("execute", mediumBody), nil)
+	t.add("Gateway replay throughput (req/s)", "%.0f", th("replay", mediumBody), nil)
+	t.add("**R1** = execute ÷ bare", "%.2f", r1, ptr(atLeast(0.80)))
+	t.add("**R2** = replay ÷ bare", "%.2f", r2, ptr(atLeast(1.3)))
+	t.add("Floor execute throughput (req/s): bare proxy + claim and commit round trips only", "%.0f", th("floor", mediumBody), nil)
+	t.add("Floor replay throughput (req/s): one round trip, answer from Redis", "%.0f", th("floor-replay", mediumBody), nil)
+	t.add("R1 of the floor (reference: the best R1 on this machine)", "%.2f", ratios(th("floor", mediumBody), th("bare", mediumBody)), nil)
+	t.add("R2 of the floor (reference: the best R2 on this machine)", "%.2f", ratios(th("floor-replay", mediumBody), th("bare", mediumBody)), nil)
+	for _, who := range []string{"bare", "execute", "replay", "floor"} {
+		label := map[string]string{"bare": "Bare proxy", "execute": "Gateway execute", "replay": "Gateway replay", "floor": "Floor execute"}[who]
+		t.add(fmt.Sprintf("%s p50 / p99 at %.0f req/s (µs)", label, cfg.rate), "%.0f", r.p50[who], nil)
+		t.rows[len(t.rows)-1][1] += fmt.Sprintf(" / %.0f", median(r.p99[who]))
+		t.rows[len(t.rows)-1][2] = pairs(r.p50[who], r.p99[who])
+	}
+	t.add("**R3** = execute p99 − bare p99 (µs)", "%.0f", r3, nil)
+	t.add(fmt.Sprintf("**R3** in Redis round trips: PING at %.0f/s, p50 %.0f µs (p99 %.0f µs)", cfg.rate, rtt, micros(r.pacedRTTP99)),
+		"%.1f", diff(r.p99["execute"], r.p99["bare"], rtt), ptr(atMost(3)))
+	t.add(fmt.Sprintf("R3 in back-to-back PING round trips, p50 %.0f µs (p99 %.0f µs)", hotRTT, micros(r.rttP99)),
+		"%.1f", diff(r.p99["execute"], r.p99["bare"], hotRTT), nil)
+	t.add("R3 of the floor, in paced round trips (reference)", "%.1f", diff(r.p99["floor"], r.p99["bare"], rtt), nil)
+	t.add("p50 difference: execute − bare, in paced round trips", "%.1f", diff(r.p50["execute"], r.p50["bare"], rtt), nil)
+	t.add("p50 difference: floor − bare, in paced round trips (reference)", "%.1f", diff(r.p50["floor"], r.p50["bare"], rtt), nil)
+	t.add("Redis round trips per execute (request path)", "%.2f", []float64{r.tripsExecute}, ptr(atMost(2)))
+	t.add("Redis round trips per replay", "%.2f", []float64{r.tripsReplay}, ptr(exactly(1)))
+	t.add(fmt.Sprintf("Allocations per request: bare proxy (%d B)", r.allocBare.bytes), "%.0f", []float64{float64(r.allocBare.allocs)}, nil)
+	t.add(fmt.Sprintf("Allocations per request: gateway execute (%d B)", r.allocExecute.bytes), "%.0f", []float64{float64(r.allocExecute.allocs)}, nil)
+	t.add(fmt.Sprintf("Allocations per request: gateway replay (%d B)", r.allocReplay.bytes), "%.0f", []float64{float64(r.allocReplay.allocs)}, nil)
+	t.add("**Extra allocations** per execute (gateway − bare)", "%.0f", []float64{float64(r.allocExecute.allocs - r.allocBare.allocs)}, ptr(atMost(40)))
+	t.add("**Extra allocations** per replay (gateway − bare)", "%.0f", []float64{float64(r.allocReplay.allocs - r.allocBare.allocs)}, ptr(atMost(40)))
+	t.add("Bare proxy throughput, 256 B (req/s)", "%.0f", th("bare", smallBody), nil)
+	t.add("Gateway execute throughput, 256 B (req/s)", "%.0f", th("execute", smallBody), nil)
+	t.add("Bare proxy throughput, 64 KiB (req/s)", "%.0f", th("bare", largeBody), nil)
+	t.add("Gateway execute throughput, 64 KiB (req/s)", "%.0f", th("execute", largeBody), nil)
+	t.add("R1, 256 B", "%.2f", r1Small, nil)
+	t.add("R1, 64 KiB", "%.2f", r1Large, nil)
+	t.add("**R1 64 KiB ÷ R1 256 B**", "%.2f", ratios(r1Large, r1Small), ptr(atLeast(0.75)))
+	t.write(w)
+
+	fmt.Fprintf(w, "\nCPU time per request in the closed-loop runs, µs (medians; this process is the load generator, the upstream "+
+		"and the proxy under test; %d cores give %.0f µs of CPU per second):\n\n", m.cores, float64(m.cores)*1e6)
+	fmt.Fprintln(w, "| Run | this process | Redis | total |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|")
+	for _, run := range []struct {
+		label, who string
+		size       int
+	}{
+		{"bare proxy, 1 KiB", "bare", mediumBody}, {"gateway execute, 1 KiB", "execute", mediumBody}, {"gateway replay, 1 KiB", "replay", mediumBody},
+		{"floor execute, 1 KiB", "floor", mediumBody}, {"floor replay, 1 KiB", "floor-replay", mediumBody},
+		{"bare proxy, 256 B", "bare", smallBody}, {"gateway execute, 256 B", "execute", smallBody},
+		{"bare proxy, 64 KiB", "bare", largeBody}, {"gateway execute, 64 KiB", "execute", largeBody},
+	} {
+		self, server := median(r.cpuSelf[runName(run.who, run.size)]), median(r.cpuRedis[runName(run.who, run.size)])
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f |\n", run.label, self, server, self+server)
+	}
+
+	fmt.Fprintf(w, "\nRedis commands per request (INFO commandstats deltas over %d requests; the commands a script runs are counted too, "+
+		"so only EVALSHA and EVAL are round trips):\n\n", cfg.count)
+	fmt.Fprintln(w, "| Command | per execute | per replay |")
+	fmt.Fprintln(w, "|---|--:|--:|")
+	for _, name := range sortedNames(r.cmdsExecute, r.cmdsReplay) {
+		fmt.Fprintf(w, "| %s | %.2f | %.2f |\n", strings.ToUpper(name), r.cmdsExecute[name], r.cmdsReplay[name])
+	}
+	fmt.Fprintf(w, "\nOpen-loop latencies run from each request's send; the sends were at most %.0f µs (p99, worst run) behind schedule.\n",
+		micros(r.maxLag))
+	fmt.Fprintf(w, "\nAllocation benchmarks (testing.Benchmark of ServeHTTP into httptest.NewRecorder, real upstream and Redis; "+
+		"ns/op is one request at a time): bare %d ns/op, execute %d ns/op, replay %d ns/op.\n",
+		r.allocBare.nsPerOp, r.allocExecute.nsPerOp, r.allocReplay.nsPerOp)
+	if len(r.warnings) > 0 {
+		fmt.Fprintln(w, "\n**Failed requests** (the runs below are suspect):")
+		for _, s := range r.warnings {
+			fmt.Fprintln(w, "- "+s)
+		}
+	}
+}
+
+// pairs formats per-repetition p50 / p99 pairs.
+func pairs(p50, p99 []float64) string {
+	out := make([]string, min(len(p50), len(p99)))
+	for i := range out {
+		out[i] = fmt.Sprintf("%.0f / %.0f", p50[i], p99[i])
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/redisstore"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// Body sizes, in bytes, of the requests and of the upstream's responses.
+const (
+	smallBody  = 256
+	mediumBody = 1 << 10 // the default of every measure that names no size
+	largeBody  = 64 << 10
+)
+
+// routePath is the path of the one route, on the gateway, the bare proxy and the upstream.
+const routePath = "/v1/tickets"
+
+// padding fills bodies up to their size.
+var padding = strings.Repeat("x", largeBody)
+
+// makeBody returns a JSON object of exactly size bytes (at least the object's fixed part) whose
+// title is key: bodies differ per key, as different operations of an agent would (the same body
+// under many keys would make the gateway report key churn on every execution), and a replay sends
+// the same body as the execution it replays.
+func makeBody(key string, size int) []byte {
+	const head, mid, tail = `{"title":"`, `","pad":"`, `"}`
+	pad := max(size-len(head)-len(key)-len(mid)-len(tail), 0)
+	b := make([]byte, 0, size)
+	b = append(b, head...)
+	b = append(b, key...)
+	b = append(b, mid...)
+	b = append(b, padding[:pad]...)
+	return append(b, tail...)
+}
+
+// upstream answers every request 201 with a JSON body of the request body's size (1 KiB for a
+// size it was not built for), {"id":"T-1","url":…,"pad":"xx…"}, after reading the request whole.
+type upstream struct {
+	bodies map[int][]byte
+}
+
+func newUpstream() *upstream {
+	u := &upstream{bodies: make(map[int][]byte)}
+	for _, size := range []int{smallBody, mediumBody, largeBody} {
+		const head, tail = `{"id":"T-1","url":"https://tickets.example/T-1","pad":"`, `"}`
+		u.bodies[size] = []byte(head + padding[:size-len(head)-len(tail)] + tail)
+	}
+	return u
+}
+
+func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n, _ := io.Copy(io.Discard, r.Body)
+	body, ok := u.bodies[int(n)]
+	if !ok {
+		body = u.bodies[mediumBody]
+	}
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(body)
+}
+
+// newBareProxy returns the baseline: an httputil.ReverseProxy to target with the gateway's tuned
+// transport and nothing else.
+func newBareProxy(target *url.URL) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport: gateway.NewTransport(),
+	}
+}
+
+// routesYAML is the gateway's routes file: the contract's create_ticket route (a key is required,
+// the whole body is the effect) in front of the upstream, with room for the 64 KiB bodies.
+const routesYAML = `
+upstreams:
+  tickets: {url: %s, timeout: 10s}
+routes:
+  - name: create_ticket
+    upstream: tickets
+    method: POST
+    path: ` + routePath + `
+    class: non_idempotent
+    receipt: {remote_id: /id, remote_url: /url}
+    max_body_bytes: 1048576
+`
+
+// newRedisClient returns a go-redis client of addr configured as cmd/idemgateway configures it by
+// default (go-redis's pool size, 5 s dial, 3 s read and write timeouts, context deadlines honoured).
+func newRedisClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		DialTimeout:           5 * time.Second,
+		ReadTimeout:           3 * time.Second,
+		WriteTimeout:          3 * time.Second,
+		ContextTimeoutEnabled: true,
+	})
+}
+
+// newGateway returns the gateway in front of target on a Redis store at redisAddr whose client
+// counts its round trips in trips. It logs as cmd/idemgateway does by default (JSON at level
+// info), to io.Discard: the access line is formatted, not written. The returned close function
+// closes the store.
+func newGateway(target *url.URL, redisAddr string, trips *roundTrips) (*gateway.Gateway, func(), error) {
+	cfg, err := routes.Parse("idembench-routes.yaml", fmt.Appendf(nil, routesYAML, target), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	client := newRedisClient(redisAddr)
+	client.AddHook(trips)
+	store, err := redisstore.New(client, redisstore.Options{})
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	gw, err := gateway.New(cfg, store, gateway.Options{
+		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Transport: gateway.NewTransport(),
+	})
+	if err != nil {
+		_ = store.Close()
+		return nil, nil, err
+	}
+	return gw, func() { _ = store.Close() }, nil
+}
+
+// server is an http.Server on a free 127.0.0.1 port.
+type server struct {
+	srv *http.Server
+	url string // http://127.0.0.1:<port>
+}
+
+// serve serves h on a free loopback port with cmd/idemgateway's server timeouts.
+func serve(h http.Handler) (*server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() { _ = srv.Serve(l) }()
+	return &server{srv: srv, url: "http://" + l.Addr().String()}, nil
+}
+
+func (s *server) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.srv.Shutdown(ctx)
+}

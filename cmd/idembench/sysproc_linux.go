@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// sysProcAttr asks the kernel to kill redis-server when the harness dies, so that a harness killed
+// mid-run leaves no server behind.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// processCPU returns the CPU time (user and system) this process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// machineBusy returns the CPU time all processes of the machine have used so far (the non-idle
+// fields of /proc/stat's cpu line, in USER_HZ = 100 ticks per second); ok is false when it cannot
+// be read.
+func machineBusy() (busy time.Duration, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 8 || fields[0] != "cpu" {
+		return 0, false
+	}
+	var ticks int64
+	for i, f := range fields[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * (time.Second / 100), true
+}
