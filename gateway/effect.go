@@ -302,9 +302,7 @@ func (x *exchange) reclaim(prev *record, executions int) bool {
 // (proxy.go). The call is detached from the client: a client that goes away does not cancel it.
 func (x *exchange) execute() {
 	x.decide(DecisionExecute)
-	abandoned := *x.rec
-	abandoned.Detail = "the gateway shut down before the upstream call finished"
-	e := &execution{key: x.skey, owner: x.owner, payload: abandoned.encode(), ttl: x.rt.TTL}
+	e := &execution{key: x.skey, owner: x.owner, rec: *x.rec, ttl: x.rt.TTL} // a copy: x.rec changes as the call settles
 	x.g.inFlight.Store(e, struct{}{})
 	defer x.g.inFlight.Delete(e)
 	x.stopLease = x.keepLease()

@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// execution is an upstream call under way, as Abandon needs it: the record's key and owner, and
-// the payload that says the gateway gave up on it.
+// execution is an upstream call under way, as Abandon needs it: the record's key, owner and
+// claimed state.
 type execution struct {
 	key, owner string
-	payload    []byte
+	rec        record // as claimed; encoded only if Abandon needs it
 	ttl        time.Duration
 }
 
@@ -32,7 +32,9 @@ func (g *Gateway) Abandon(ctx context.Context) int {
 			defer wg.Done()
 			sctx, cancel := g.storeContext(ctx)
 			defer cancel()
-			ok, err := g.store.MarkUnknown(sctx, e.key, e.owner, e.payload, e.ttl)
+			rec := e.rec
+			rec.Detail = "the gateway shut down before the upstream call finished"
+			ok, err := g.store.MarkUnknown(sctx, e.key, e.owner, rec.encode(), e.ttl)
 			if err != nil {
 				g.log.Error("abandoning a call: store failed; its lease will lapse to outcome_unknown", "err", err)
 			}

@@ -1,0 +1,42 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/idemgateway/idemgateway/gateway"
+)
+
+// TestSetupTracing: without an exporter nothing records spans; console installs the SDK; an
+// unknown exporter is an error naming the variable. (It sets the global provider: not parallel.)
+func TestSetupTracing(t *testing.T) {
+	before := otel.GetTracerProvider()
+	t.Cleanup(func() { otel.SetTracerProvider(before) })
+	for _, none := range []string{"", "none"} {
+		t.Setenv("OTEL_TRACES_EXPORTER", none)
+		if _, err := gateway.SetupTracing(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, sdk := otel.GetTracerProvider().(*sdktrace.TracerProvider); sdk {
+			t.Fatalf("OTEL_TRACES_EXPORTER=%q installed a recording provider", none)
+		}
+	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "console")
+	shutdown, err := gateway.SetupTracing(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, sdk := otel.GetTracerProvider().(*sdktrace.TracerProvider); !sdk {
+		t.Fatal("OTEL_TRACES_EXPORTER=console installed no SDK provider")
+	}
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "carrier-pigeon")
+	if _, err := gateway.SetupTracing(context.Background()); err == nil {
+		t.Fatal("an unknown exporter was accepted")
+	}
+}
