@@ -209,7 +209,8 @@ func canonicalRequest(rt *routes.Route, r *http.Request, body []byte) (*canonica
 	}, nil
 }
 
-// readBody reads the whole request body, up to limit bytes. Errors wrap ErrBodyTooLarge.
+// readBody reads the whole request body, up to limit bytes. Errors wrap ErrBodyTooLarge, or
+// ErrInvalidBody when the body breaks off.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: %d bytes, the route accepts at most %d", ErrBodyTooLarge, r.ContentLength, limit)
