@@ -180,8 +180,8 @@ func (x *exchange) keyless() {
 // limitBody holds a body that streams through to the route's max_body_bytes: a declared length
 // over it is refused at once (false), a longer stream breaks off with 413 (proxyError).
 func (x *exchange) limitBody() bool {
-	if x.r.ContentLength > x.rt.MaxBodyBytes {
-		x.reject(fmt.Errorf("%w: %d bytes, the route accepts at most %d", ErrBodyTooLarge, x.r.ContentLength, x.rt.MaxBodyBytes))
+	if err := declaredTooLarge(x.r, x.rt.MaxBodyBytes); err != nil {
+		x.reject(err)
 		return false
 	}
 	x.r.Body = http.MaxBytesReader(x.w, x.r.Body, x.rt.MaxBodyBytes)
@@ -212,8 +212,8 @@ func canonicalRequest(rt *routes.Route, r *http.Request, body []byte) (*canonica
 // readBody reads the whole request body, up to limit bytes. Errors wrap ErrBodyTooLarge, or
 // ErrInvalidBody when the body breaks off.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > limit {
-		return nil, fmt.Errorf("%w: %d bytes, the route accepts at most %d", ErrBodyTooLarge, r.ContentLength, limit)
+	if err := declaredTooLarge(r, limit); err != nil {
+		return nil, err
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooLarge *http.MaxBytesError
@@ -224,6 +224,14 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, fmt.Errorf("%w: reading it failed: %v", ErrInvalidBody, err)
 	}
 	return body, nil
+}
+
+// declaredTooLarge refuses a body whose Content-Length is over limit before a byte is read.
+func declaredTooLarge(r *http.Request, limit int64) error {
+	if r.ContentLength > limit {
+		return fmt.Errorf("%w: %d bytes, the route accepts at most %d", ErrBodyTooLarge, r.ContentLength, limit)
+	}
+	return nil
 }
 
 // pathParams returns the path parameters chi matched, each decoded exactly once. chi matches the

@@ -69,25 +69,32 @@ const (
 	keyFromDerive = "derive"
 )
 
+// requestField is the value of one field of a key or reconcile template in a request: its tenant,
+// a path parameter, a member of its JSON body, a query parameter or a header. ok is false for a
+// body member that is absent, or a source requestField does not know ({key} is the caller's).
+func requestField(r *http.Request, tenant string, body []byte, source, name string, p canonical.Pointer) (string, bool) {
+	switch source {
+	case routes.SourceTenant:
+		return tenant, true
+	case routes.SourcePath:
+		return pathParams(r)[name], true
+	case routes.SourceBody:
+		return canonical.Lookup(body, p)
+	case routes.SourceQuery:
+		return r.URL.Query().Get(name), true
+	case routes.SourceHeader:
+		return r.Header.Get(name), true
+	}
+	return "", false
+}
+
 // deriveKey finds the key of a request that sent no key header: key.from, then key.derive.
 // A key read by key.from is checked like a header's; a derived key that would be invalid is
 // replaced by its digest (routes.KeyOrDigest). Errors wrap ErrMissingKey or ErrInvalidKey and
 // name the field that is missing.
 func deriveKey(rt *routes.Route, r *http.Request, tenant string, body []byte) (key, source string, err error) {
 	lookup := func(source, name string, p canonical.Pointer) (string, bool) {
-		switch source {
-		case routes.SourceTenant:
-			return tenant, true
-		case routes.SourcePath:
-			return pathParams(r)[name], true
-		case routes.SourceBody:
-			return canonical.Lookup(body, p)
-		case routes.SourceQuery:
-			return r.URL.Query().Get(name), true
-		case routes.SourceHeader:
-			return r.Header.Get(name), true
-		}
-		return "", false
+		return requestField(r, tenant, body, source, name, p)
 	}
 	var errs []string
 	if from := rt.Key.From; !from.IsZero() {

@@ -23,21 +23,10 @@ func (x *exchange) forwardedKey() string {
 
 // templateValue looks up a field of a reconcile template for this request.
 func (x *exchange) templateValue(source, name string, p canonical.Pointer) (string, bool) {
-	switch source {
-	case routes.SourceKey:
+	if source == routes.SourceKey {
 		return x.forwardedKey(), true
-	case routes.SourceTenant:
-		return x.tenant, true
-	case routes.SourcePath:
-		return pathParams(x.r)[name], true
-	case routes.SourceBody:
-		return canonical.Lookup(x.body, p)
-	case routes.SourceQuery:
-		return x.r.URL.Query().Get(name), true
-	case routes.SourceHeader:
-		return x.r.Header.Get(name), true
 	}
-	return "", false
+	return requestField(x.r, x.tenant, x.body, source, name, p)
 }
 
 // inject writes the route's reconcile.inject value into the body sent upstream (after the
