@@ -392,30 +392,16 @@ idemgateway_decisions_total{decision="replay",tool="create_ticket"} 1
 // never free, so no retry executes again; the cut-off call's own commit is then refused.
 func TestAbandon(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	var executions atomic.Int32
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		executions.Add(1)
-		<-release
-		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, `{"id":"T-1"}`)
-	}))
-	t.Cleanup(upstream.Close)
-	srv, store, gw := newGateway(t, upstream.URL, gateway.Options{})
-	done := make(chan int, 1)
-	go func() {
-		resp, _ := post(t, srv.URL, "cut", `{}`)
-		done <- resp.StatusCode
-	}()
-	waitFor(t, func() bool { return executions.Load() == 1 })
+	h := startHeldCall(t, "cut")
+	srv, store, gw, executions := h.srv, h.store, h.gw, &h.executions
 	if n := gw.Abandon(context.Background()); n != 1 {
 		t.Fatalf("Abandon marked %d records, want 1", n)
 	}
 	if state, _, _ := store.Get(context.Background(), "default/create_ticket/cut"); state != gateway.StateUnknown {
 		t.Fatalf("state after Abandon = %q", state)
 	}
-	close(release)
-	<-done
+	close(h.release)
+	<-h.done
 	resp, _ := post(t, srv.URL, "cut", `{}`)
 	if resp.StatusCode != http.StatusConflict || resp.Header.Get("Idempotency-Decision") != "outcome_unknown" || executions.Load() != 1 {
 		t.Fatalf("retry: %d %q, %d executions; want 409 outcome_unknown, 1", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), executions.Load())
@@ -426,26 +412,12 @@ func TestAbandon(t *testing.T) {
 // the next one sees the new routes.
 func TestReloadKeepsRequestsUnderWay(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	var executions atomic.Int32
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		executions.Add(1)
-		<-release
-		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, `{"id":"T-1"}`)
-	}))
-	t.Cleanup(upstream.Close)
-	srv, store, gw := newGateway(t, upstream.URL, gateway.Options{})
-	done := make(chan int, 1)
-	go func() {
-		resp, _ := post(t, srv.URL, "old", `{}`)
-		done <- resp.StatusCode
-	}()
-	waitFor(t, func() bool { return executions.Load() == 1 })
+	h := startHeldCall(t, "old")
+	srv, store, gw := h.srv, h.store, h.gw
 
 	cfg, err := routes.Parse("routes.yaml", []byte(`
 upstreams:
-  tickets: {url: `+upstream.URL+`}
+  tickets: {url: `+h.upstream+`}
 routes:
   - {name: create_ticket_v2, upstream: tickets, method: POST, path: /v2/tickets, class: non_idempotent}
 `), nil)
@@ -461,8 +433,8 @@ routes:
 	if resp, _ := post(t, srv.URL, "new", `{}`); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("a new request on the removed route: %d, want 404", resp.StatusCode)
 	}
-	close(release)
-	if status := <-done; status != http.StatusCreated {
+	close(h.release)
+	if status := <-h.done; status != http.StatusCreated {
 		t.Fatalf("the request under way: %d, want 201", status)
 	}
 	if state, _, _ := store.Get(context.Background(), "default/create_ticket/old"); state != gateway.StateCommitted {
@@ -542,4 +514,38 @@ routes:
 	if n := store.claims.Load(); n > 1+waiters*7 {
 		t.Fatalf("%d claims for %d waiters: they polled", n, waiters)
 	}
+}
+
+// heldCall is a request under way: the gateway has sent it upstream, and the upstream holds it
+// until release is closed; done then receives the client's status.
+type heldCall struct {
+	srv        *httptest.Server
+	store      gateway.Store
+	gw         *gateway.Gateway
+	upstream   string
+	executions atomic.Int32
+	release    chan struct{}
+	done       chan int
+}
+
+// startHeldCall starts a gateway whose upstream holds every call, sends one request with key, and
+// returns once the upstream has it.
+func startHeldCall(t *testing.T, key string) *heldCall {
+	t.Helper()
+	h := &heldCall{release: make(chan struct{}), done: make(chan int, 1)}
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.executions.Add(1)
+		<-h.release
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"T-1"}`)
+	}))
+	t.Cleanup(upstream.Close)
+	h.upstream = upstream.URL
+	h.srv, h.store, h.gw = newGateway(t, upstream.URL, gateway.Options{})
+	go func() {
+		resp, _ := post(t, h.srv.URL, key, `{}`)
+		h.done <- resp.StatusCode
+	}()
+	waitFor(t, func() bool { return h.executions.Load() == 1 })
+	return h
 }
