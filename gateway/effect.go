@@ -410,7 +410,9 @@ func (x *exchange) refuseFor(decision string, err error, wait time.Duration) {
 // Idempotency-Decision header, decision "rejected" in the problem and the span.
 func (x *exchange) reject(err error) {
 	x.decision = DecisionRejected
-	x.span.SetAttributes(attrDecision.String(DecisionRejected))
+	if x.traced {
+		x.span.SetAttributes(attrDecision.String(DecisionRejected))
+	}
 	x.g.metrics.decisions.WithLabelValues(x.rt.Name, DecisionRejected).Inc()
 	x.w.Header().Del("Idempotency-Decision")
 	retryAfter := 0
@@ -442,8 +444,11 @@ func refused(ok bool, err error) error {
 func (x *exchange) storeCall(op string, call func(ctx context.Context) error) error {
 	ctx, cancel := x.g.storeContext(x.r.Context())
 	defer cancel()
-	ctx, span := x.g.tracer.Start(ctx, "store."+op, trace.WithSpanKind(trace.SpanKindClient))
-	defer span.End()
+	var span trace.Span
+	if x.g.tracer != nil {
+		ctx, span = x.g.tracer.Start(ctx, "store."+op, trace.WithSpanKind(trace.SpanKindClient))
+		defer span.End()
+	}
 	start := time.Now()
 	err := call(ctx)
 	d := time.Since(start)
@@ -454,9 +459,13 @@ func (x *exchange) storeCall(op string, call func(ctx context.Context) error) er
 		result = "refused"
 	case err != nil:
 		result = "error"
-		span.SetStatus(codes.Error, err.Error())
 	}
-	span.SetAttributes(attribute.String("idemgateway.store.result", result))
+	if span != nil {
+		if result == "error" {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.SetAttributes(attribute.String("idemgateway.store.result", result))
+	}
 	x.g.metrics.store.WithLabelValues(op, result).Observe(d.Seconds())
 	return err
 }

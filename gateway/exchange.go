@@ -37,8 +37,11 @@ type exchange struct {
 	rt   *routes.Route
 	w    http.ResponseWriter
 	r    *http.Request
-	span trace.Span
-	log  *slog.Logger
+	span trace.Span // the server span; a no-op one without Options.TracerProvider
+	// traced: span records. Attributes are built only then: a variadic call through the Span
+	// interface allocates even on a no-op span.
+	traced bool
+	log    *slog.Logger
 
 	tenant, actor string
 	key, skey, fp string
@@ -82,6 +85,10 @@ func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes
 		start:  time.Now(),
 	}
 	x.log = g.log.With("tool", rt.Name, "tenant", x.tenant)
+	x.traced = x.span.IsRecording()
+	if !x.traced {
+		return x
+	}
 	x.span.SetName(rt.Method + " " + rt.Path)
 	x.span.SetAttributes(
 		attribute.String("http.route", rt.Path),
@@ -120,18 +127,22 @@ func (x *exchange) setKey(key, source string) error {
 		x.skey += "/" + url.PathEscape(x.credential)
 	}
 	x.log = x.log.With("key", key, "key_source", source)
-	x.span.SetAttributes(attrKey.String(key), attrKeySource.String(source))
+	if x.traced {
+		x.span.SetAttributes(attrKey.String(key), attrKeySource.String(source))
+	}
 	return nil
 }
 
 func (x *exchange) setFingerprint(fp string) {
 	x.fp = fp
 	x.w.Header().Set("Idempotency-Fingerprint", fp)
-	x.span.SetAttributes(attrFingerprint.String(fp))
+	if x.traced {
+		x.span.SetAttributes(attrFingerprint.String(fp))
+	}
 }
 
 func (x *exchange) setRemoteID(id string) {
-	if id != "" {
+	if id != "" && x.traced {
 		x.span.SetAttributes(attrRemoteID.String(id))
 	}
 }
@@ -140,7 +151,9 @@ func (x *exchange) decide(decision string) {
 	x.decision = decision
 	x.g.metrics.decisions.WithLabelValues(x.rt.Name, decision).Inc()
 	x.w.Header().Set("Idempotency-Decision", decision)
-	x.span.SetAttributes(attrDecision.String(decision))
+	if x.traced {
+		x.span.SetAttributes(attrDecision.String(decision))
+	}
 }
 
 // logAccess writes the access line: tool, tenant, key, decision and durations; never bodies.

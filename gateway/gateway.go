@@ -20,7 +20,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgateway/idemgateway/routes"
@@ -40,7 +39,11 @@ type Options struct {
 	// Transport makes the upstream calls. Default: NewTransport(). A custom transport must not
 	// resend a request once any byte of it may have reached the upstream.
 	Transport http.RoundTripper
-	// TracerProvider makes the server spans. Default: the global OpenTelemetry provider.
+	// TracerProvider makes the spans of contract §6: a server span per request, a client span per
+	// upstream call, and a span per store call on the request path. nil (the default): no spans,
+	// and neither the handler nor the transport is wrapped in OpenTelemetry instrumentation, which
+	// costs even with a no-op provider; an incoming traceparent header still reaches the upstream,
+	// forwarded like any other header. SetupTracing returns the provider to pass here.
 	TracerProvider trace.TracerProvider
 	// StoreTimeout bounds each store call. Default DefaultStoreTimeout.
 	StoreTimeout time.Duration
@@ -60,7 +63,7 @@ type Gateway struct {
 	log     *slog.Logger
 	opts    Options
 	metrics *metrics
-	tracer  trace.Tracer // child spans of the store calls
+	tracer  trace.Tracer // child spans of the store calls; nil without Options.TracerProvider
 	proxy   *httputil.ReverseProxy
 	table   atomic.Pointer[routeTable] // the routes in force; Reload swaps it
 
@@ -90,15 +93,15 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	if opts.MaxReceiptBodyBytes <= 0 {
 		opts.MaxReceiptBodyBytes = DefaultMaxReceiptBodyBytes
 	}
-	tp := opts.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
+	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000)}
+	transport := opts.Transport
+	if tp := opts.TracerProvider; tp != nil {
+		g.tracer = tp.Tracer("github.com/idemgateway/idemgateway/gateway")
+		transport = otelhttp.NewTransport(transport, otelhttp.WithTracerProvider(tp)) // a client span per upstream call
 	}
-	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000),
-		tracer: tp.Tracer("github.com/idemgateway/idemgateway/gateway")}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
-		Transport:      otelhttp.NewTransport(opts.Transport, otelhttp.WithTracerProvider(tp)), // a client span per upstream call
+		Transport:      transport,
 		ModifyResponse: g.modifyResponse,
 		ErrorHandler:   g.proxyError,
 		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -154,6 +155,43 @@ func TestC11_NoResendAfterBytesMayHaveReachedUpstream(t *testing.T) {
 	}
 	if attempts != 1 {
 		t.Errorf("upstream.attempt events for key drop = %d, want 1", attempts)
+	}
+}
+
+// TestNoTracerProvider: without Options.TracerProvider the gateway makes no spans, even when a
+// recording provider is installed globally, and an incoming traceparent reaches the upstream as
+// sent. (It sets the global provider: not parallel.)
+func TestNoTracerProvider(t *testing.T) {
+	traceparent := make(chan string, 1)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		traceparent <- r.Header.Get("Traceparent")
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(upstream.Close)
+	spans := tracetest.NewInMemoryExporter()
+	before := otel.GetTracerProvider()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)))
+	t.Cleanup(func() { otel.SetTracerProvider(before) })
+	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{})
+
+	const sent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{"a":1}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "k-untraced")
+	req.Header.Set("Traceparent", sent)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if got := <-traceparent; got != sent {
+		t.Errorf("upstream got traceparent %q, want %q", got, sent)
+	}
+	if n := len(spans.GetSpans()); n != 0 {
+		t.Errorf("%d spans recorded without a TracerProvider, want 0", n)
 	}
 }
 

@@ -129,6 +129,9 @@ func (x *exchange) clientTrace() *httptrace.ClientTrace {
 		GotConn: func(info httptrace.GotConnInfo) {
 			n := x.attempts.Add(1)
 			x.mayHaveSent.Store(true)
+			if !x.traced {
+				return
+			}
 			x.span.AddEvent("upstream.attempt", trace.WithAttributes(
 				attribute.Int("attempt", int(n)),
 				attribute.Bool("connection.reused", info.Reused),

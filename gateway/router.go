@@ -62,15 +62,13 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 			r.Method(http.MethodHead, rt.Path, g.routeHandler(rt))
 		}
 	}
-	// The span is named by method here and renamed "METHOD /route/pattern" once a route matches:
-	// raw paths would give span names without bound.
-	otelOpts := []otelhttp.Option{otelhttp.WithSpanNameFormatter(func(_ string, req *http.Request) string {
-		return req.Method
-	})}
+	t.handler = r
 	if tp := g.opts.TracerProvider; tp != nil {
-		otelOpts = append(otelOpts, otelhttp.WithTracerProvider(tp))
+		// The span is named by method here and renamed "METHOD /route/pattern" once a route
+		// matches: raw paths would give span names without bound.
+		t.handler = otelhttp.NewHandler(r, "idemgateway", otelhttp.WithTracerProvider(tp),
+			otelhttp.WithSpanNameFormatter(func(_ string, req *http.Request) string { return req.Method }))
 	}
-	t.handler = otelhttp.NewHandler(r, "idemgateway", otelOpts...)
 	g.table.Store(t)
 	return nil
 }

@@ -9,27 +9,28 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
-// SetupTracing installs the global OpenTelemetry tracer provider and propagator from the standard
-// OTEL_* environment variables. OTEL_TRACES_EXPORTER is one of otlp, console or none; unlike the
-// SDK's own default (otlp), an unset OTEL_TRACES_EXPORTER means none here (contract §1), and then
-// no SDK provider is installed at all: spans nobody exports are not recorded. The returned function
-// flushes and stops the exporter.
-func SetupTracing(ctx context.Context) (shutdown func(context.Context) error, err error) {
+// SetupTracing builds the tracer provider for Options.TracerProvider from the standard OTEL_*
+// environment variables, and installs it and the W3C propagators globally. OTEL_TRACES_EXPORTER is
+// one of otlp, console or none; unlike the SDK's own default (otlp), an unset OTEL_TRACES_EXPORTER
+// means none here (contract §1), and then tp is nil: no spans are made, at no cost. shutdown
+// flushes and stops the exporter (a no-op when tp is nil).
+func SetupTracing(ctx context.Context) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	noop := func(context.Context) error { return nil }
 	if os.Getenv("OTEL_TRACES_EXPORTER") == "" {
-		return noop, nil // no exporter: the global no-op provider records nothing, at no cost
+		return nil, noop, nil
 	}
 	exporter, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER: %w", err)
+		return nil, nil, fmt.Errorf("OTEL_TRACES_EXPORTER: %w", err)
 	}
 	if autoexport.IsNoneSpanExporter(exporter) {
-		return noop, nil
+		return nil, noop, nil
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter))
-	otel.SetTracerProvider(tp)
-	return tp.Shutdown, nil
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter))
+	otel.SetTracerProvider(sdk)
+	return sdk, sdk.Shutdown, nil
 }

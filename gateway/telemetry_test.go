@@ -17,26 +17,30 @@ func TestSetupTracing(t *testing.T) {
 	t.Cleanup(func() { otel.SetTracerProvider(before) })
 	for _, none := range []string{"", "none"} {
 		t.Setenv("OTEL_TRACES_EXPORTER", none)
-		if _, err := gateway.SetupTracing(context.Background()); err != nil {
+		tp, _, err := gateway.SetupTracing(context.Background())
+		if err != nil {
 			t.Fatal(err)
+		}
+		if tp != nil {
+			t.Fatalf("OTEL_TRACES_EXPORTER=%q gave a tracer provider", none)
 		}
 		if _, sdk := otel.GetTracerProvider().(*sdktrace.TracerProvider); sdk {
 			t.Fatalf("OTEL_TRACES_EXPORTER=%q installed a recording provider", none)
 		}
 	}
 	t.Setenv("OTEL_TRACES_EXPORTER", "console")
-	shutdown, err := gateway.SetupTracing(context.Background())
+	tp, shutdown, err := gateway.SetupTracing(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, sdk := otel.GetTracerProvider().(*sdktrace.TracerProvider); !sdk {
-		t.Fatal("OTEL_TRACES_EXPORTER=console installed no SDK provider")
+	if _, sdk := otel.GetTracerProvider().(*sdktrace.TracerProvider); !sdk || tp != otel.GetTracerProvider() {
+		t.Fatal("OTEL_TRACES_EXPORTER=console installed no SDK provider, or returned another one")
 	}
 	if err := shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("OTEL_TRACES_EXPORTER", "carrier-pigeon")
-	if _, err := gateway.SetupTracing(context.Background()); err == nil {
+	if _, _, err := gateway.SetupTracing(context.Background()); err == nil {
 		t.Fatal("an unknown exporter was accepted")
 	}
 }

@@ -78,7 +78,7 @@ func serve(s *settings) error {
 		return err
 	}
 	watcher := routes.NewWatcher(s.Routes)
-	shutdownTracing, err := gateway.SetupTracing(ctx)
+	tracerProvider, shutdownTracing, err := gateway.SetupTracing(ctx)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func serve(s *settings) error {
 		return err
 	}
 	defer closeStore()
-	gw, err := gateway.New(cfg, store, gateway.Options{Logger: log})
+	gw, err := gateway.New(cfg, store, gateway.Options{Logger: log, TracerProvider: tracerProvider})
 	if err != nil {
 		return err
 	}
