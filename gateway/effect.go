@@ -100,7 +100,7 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 		if claimed {
 			if x.g.churn.observe(x.tenant, rt.Name, x.fp, x.key, time.Now()) {
 				x.g.metrics.keyChurn.WithLabelValues(rt.Name).Inc()
-				x.log.Warn("the same effect executed under another key within a minute: the client may mint a new key per retry")
+				x.logger().Warn("the same effect executed under another key within a minute: the client may mint a new key per retry")
 			}
 			x.execute()
 			return
@@ -287,7 +287,7 @@ func (x *exchange) claim() (claimed bool, state string, stored []byte, err error
 		return false, "", nil, err
 	case err != nil:
 		// The store's error may name its address: log it, tell the client only what failed.
-		x.log.Error("claim failed", "err", err)
+		x.logger().Error("claim failed", "err", err)
 		return false, "", nil, fmt.Errorf("%w: the claim of the key failed", ErrStoreUnavailable)
 	}
 	return claimed, state, stored, nil
@@ -302,7 +302,7 @@ func (x *exchange) reclaim(prev *record, executions int) bool {
 		return refused(x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL))
 	})
 	if err != nil && !errors.Is(err, errRefused) {
-		x.log.Warn("reclaim failed", "err", err)
+		x.logger().Warn("reclaim failed", "err", err)
 	}
 	return err == nil
 }
@@ -320,40 +320,50 @@ func (x *exchange) execute() {
 }
 
 // keepLease renews the lease every third of its length until the returned function is called
-// (the record is settled, or the execution ends); calling it again does nothing. A renewal the
-// store refuses means another owner holds the key: the final write will be refused too, and the
-// span and log say so.
+// (the record is settled, or the execution ends); stop waits for a renewal under way, so none
+// races the final write, and calling it again does nothing. A renewal the store refuses means
+// another owner holds the key: renewals end, the final write will be refused too, and the span and
+// log say so. Renewals run from a timer, not a goroutine of their own: most calls settle before
+// the first one is due.
 func (x *exchange) keepLease() (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(max(x.rt.LockLease/3, time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				ctx, cancel := x.g.storeContext(x.r.Context())
-				ok, err := x.g.store.Renew(ctx, x.skey, x.owner, x.rt.LockLease)
-				cancel()
-				switch {
-				case err != nil:
-					x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "error").Inc()
-					x.log.Warn("lease renewal failed", "err", err)
-				case !ok:
-					x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "lost").Inc()
-					x.log.Error("lease lost: another owner holds the key")
-					x.span.AddEvent("lease.lost")
-					return
-				default:
-					x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "ok").Inc()
-				}
-			}
+	every := max(x.rt.LockLease/3, time.Millisecond)
+	var (
+		mu      sync.Mutex // held by a renewal under way, and by stop
+		stopped bool
+		timer   *time.Timer
+	)
+	renew := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	}()
-	return sync.OnceFunc(func() { close(done); <-finished })
+		ctx, cancel := x.g.storeContext(x.r.Context())
+		ok, err := x.g.store.Renew(ctx, x.skey, x.owner, x.rt.LockLease)
+		cancel()
+		switch {
+		case err != nil:
+			x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "error").Inc()
+			x.logger().Warn("lease renewal failed", "err", err)
+		case !ok:
+			x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "lost").Inc()
+			x.logger().Error("lease lost: another owner holds the key")
+			x.span.AddEvent("lease.lost")
+			return
+		default:
+			x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "ok").Inc()
+		}
+		timer.Reset(every)
+	}
+	mu.Lock() // a renewal due at once waits until timer is set
+	timer = time.AfterFunc(every, renew)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
+	}
 }
 
 // replay answers with the stored response, without calling the upstream.

@@ -41,10 +41,10 @@ type exchange struct {
 	// traced: span records. Attributes are built only then: a variadic call through the Span
 	// interface allocates even on a no-op span.
 	traced bool
-	log    *slog.Logger
 
 	tenant, actor string
 	key, skey, fp string
+	keySource     string // header, from or derive
 	credential    string // the credential scope of the key, "" when the route has none
 	decision      string
 	body          []byte // the request body, read for the key or fingerprint; nil when streamed through
@@ -84,7 +84,6 @@ func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes
 		actor:  r.Header.Get(rt.ActorHeader),
 		start:  time.Now(),
 	}
-	x.log = g.log.With("tool", rt.Name, "tenant", x.tenant)
 	x.traced = x.span.IsRecording()
 	if !x.traced {
 		return x
@@ -126,7 +125,7 @@ func (x *exchange) setKey(key, source string) error {
 		x.credential = credentialScope(cred)
 		x.skey += "/" + url.PathEscape(x.credential)
 	}
-	x.log = x.log.With("key", key, "key_source", source)
+	x.keySource = source
 	if x.traced {
 		x.span.SetAttributes(attrKey.String(key), attrKeySource.String(source))
 	}
@@ -156,11 +155,34 @@ func (x *exchange) decide(decision string) {
 	}
 }
 
-// logAccess writes the access line: tool, tenant, key, decision and durations; never bodies.
+// logger returns the gateway's logger with the exchange's tool, tenant and, once known, key and
+// key source: for the warnings and errors of one request. It is built on each call, since most
+// requests log nothing but their access line.
+func (x *exchange) logger() *slog.Logger {
+	if x.keySource == "" {
+		return x.g.log.With("tool", x.rt.Name, "tenant", x.tenant)
+	}
+	return x.g.log.With("tool", x.rt.Name, "tenant", x.tenant, "key", x.key, "key_source", x.keySource)
+}
+
+// logAccess writes the access line at level info: tool, tenant, key and key_source (once known),
+// method, path, status, decision, actor, and the durations in milliseconds of the whole request,
+// its store calls and its upstream call; never bodies.
 func (x *exchange) logAccess() {
-	x.log.Info("request", "method", x.r.Method, "path", x.r.URL.Path, "status", x.status(),
-		"decision", x.decision, "actor", x.actor, "duration_ms", ms(time.Since(x.start)),
-		"store_ms", ms(x.storeDur), "upstream_ms", ms(x.upDur), "upstream_attempts", x.attempts.Load())
+	ctx := context.Background() // the client's context may be done; the line is written anyway
+	if !x.g.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 15)
+	attrs = append(attrs, slog.String("tool", x.rt.Name), slog.String("tenant", x.tenant))
+	if x.keySource != "" {
+		attrs = append(attrs, slog.String("key", x.key), slog.String("key_source", x.keySource))
+	}
+	attrs = append(attrs, slog.String("method", x.r.Method), slog.String("path", x.r.URL.Path),
+		slog.Int("status", x.status()), slog.String("decision", x.decision), slog.String("actor", x.actor),
+		slog.Float64("duration_ms", ms(time.Since(x.start))), slog.Float64("store_ms", ms(x.storeDur)),
+		slog.Float64("upstream_ms", ms(x.upDur)), slog.Int("upstream_attempts", int(x.attempts.Load())))
+	x.g.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -192,6 +193,61 @@ func TestNoTracerProvider(t *testing.T) {
 	}
 	if n := len(spans.GetSpans()); n != 0 {
 		t.Errorf("%d spans recorded without a TracerProvider, want 0", n)
+	}
+}
+
+// TestAccessLine: one access line per request with the fields operators filter on; a warning of
+// the request carries its tool, tenant and key too.
+func TestAccessLine(t *testing.T) {
+	t.Parallel()
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Idempotency-Key") == "k-fail" {
+			panic(http.ErrAbortHandler) // the connection breaks: a warning, then the access line
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(upstream.Close)
+	logs := &syncBuffer{}
+	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{"a":1}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "k-log")
+	req.Header.Set("X-Actor-ID", "agent-7")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	post(t, srv.URL, "k-fail", `{"a":2}`)
+
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 3 {
+		t.Fatalf("%d log lines, want 3 (access, warning, access):\n%s", len(lines), logs.String())
+	}
+	access := lines[0]
+	want := map[string]any{"level": "INFO", "msg": "request", "tool": "create_ticket", "tenant": "default", "key": "k-log",
+		"key_source": "header", "method": "POST", "path": "/v1/tickets", "status": 201.0, "decision": "execute",
+		"actor": "agent-7", "upstream_attempts": 1.0}
+	for k, v := range want {
+		if access[k] != v {
+			t.Errorf("access line: %s = %v, want %v", k, access[k], v)
+		}
+	}
+	for _, k := range []string{"duration_ms", "store_ms", "upstream_ms"} {
+		if d, ok := access[k].(float64); !ok || d < 0 {
+			t.Errorf("access line: %s = %v, want a duration", k, access[k])
+		}
+	}
+	warning := lines[1]
+	if warning["level"] != "WARN" || warning["tool"] != "create_ticket" || warning["tenant"] != "default" || warning["key"] != "k-fail" || warning["key_source"] != "header" {
+		t.Errorf("warning line lacks the request's tool, tenant or key: %v", warning)
 	}
 }
 

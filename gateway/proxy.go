@@ -236,7 +236,7 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		x.release()
 		retryable = true
 	}
-	x.log.Warn("upstream exchange failed", "err", err, "may_have_sent", x.mayHaveSent.Load())
+	x.logger().Warn("upstream exchange failed", "err", err, "may_have_sent", x.mayHaveSent.Load())
 	p := newProblem(perr, x.decision, x.key)
 	p.Retryable = retryable
 	p.write(w, 0)
@@ -284,10 +284,10 @@ func (x *exchange) settle(op string, write func(ctx context.Context) (bool, erro
 	case err == nil && op == "mark_unknown":
 		x.g.metrics.unknown.WithLabelValues(x.rt.Name).Inc()
 	case errors.Is(err, errRefused):
-		x.log.Error("record not settled: the store refused a stale owner (lease lost)", "op", op)
+		x.logger().Error("record not settled: the store refused a stale owner (lease lost)", "op", op)
 		x.span.AddEvent("store.write_refused", trace.WithAttributes(attribute.String("op", op)))
 	case err != nil:
-		x.log.Error("record not settled: store failed", "op", op, "err", err)
+		x.logger().Error("record not settled: store failed", "op", op, "err", err)
 		x.span.AddEvent("store.write_failed", trace.WithAttributes(attribute.String("op", op)))
 	}
 }

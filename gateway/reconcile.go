@@ -75,7 +75,7 @@ func (x *exchange) reconcile(prev *record) {
 	switch {
 	case err != nil:
 		x.rec.Detail = "reconciliation failed: " + err.Error()
-		x.log.Warn("reconciliation failed", "err", err)
+		x.logger().Warn("reconciliation failed", "err", err)
 		x.settle("mark_unknown", func(ctx context.Context) (bool, error) {
 			return x.g.store.MarkUnknown(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL)
 		})
