@@ -104,6 +104,7 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 		Transport:      transport,
 		ModifyResponse: g.modifyResponse,
 		ErrorHandler:   g.proxyError,
+		BufferPool:     copyBuffers{},
 		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 	}
 
@@ -142,6 +143,15 @@ func (g *Gateway) routeHandler(rt *routes.Route) http.HandlerFunc {
 		serve(w, r, rt)
 	}
 }
+
+// copyBuffers lends the reverse proxy the 32 KiB buffers it copies response bodies with, which
+// it would otherwise allocate per request (httputil.BufferPool).
+type copyBuffers struct{}
+
+var copyBufferPool = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+func (copyBuffers) Get() []byte  { return copyBufferPool.Get().(*[32 << 10]byte)[:] }
+func (copyBuffers) Put(b []byte) { copyBufferPool.Put((*[32 << 10]byte)(b)) }
 
 // NewTransport returns the upstream transport the gateway uses by default: keep-alive pools sized
 // for a gateway (512 idle connections, 128 per upstream host, against Go's default of 2), bounded
