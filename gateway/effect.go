@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -388,7 +389,7 @@ func (x *exchange) replay(prev *record) {
 		h.Del("Content-Type")
 		h.Set("Idempotency-Replay-Body", "omitted")
 	}
-	h.Set("Content-Length", fmt.Sprint(len(body)))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	x.w.WriteHeader(status)
 	_, _ = x.w.Write(body)
 }
