@@ -90,11 +90,14 @@ func (s *encryptedStore) Get(ctx context.Context, key string) (string, []byte, e
 	return state, plain, err
 }
 
-// NotifySettled passes on the wrapped store's settle notices (SettleNotifier), if it has them.
-func (s *encryptedStore) NotifySettled(fn func(key string)) {
+// WatchSettled passes on the wrapped store's settle notices (SettleNotifier); the keys are the
+// same, only payloads are encrypted. A wrapped store without notices gives an error at once, so
+// that its waiters poll, as they would on it unwrapped.
+func (s *encryptedStore) WatchSettled(ctx context.Context, key string, settled func()) (stop func(), err error) {
 	if n, ok := s.Store.(SettleNotifier); ok {
-		n.NotifySettled(fn)
+		return n.WatchSettled(ctx, key, settled)
 	}
+	return func() {}, fmt.Errorf("gateway: the encrypted store has no settle notices")
 }
 
 func (s *encryptedStore) ListUnknown(ctx context.Context, prefix, cursor string, limit int) ([]string, [][]byte, string, error) {

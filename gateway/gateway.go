@@ -112,7 +112,7 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	if n, ok := store.(SettleNotifier); ok {
-		n.NotifySettled(g.waiters.settled)
+		g.waiters.notifier = n
 	}
 	return g, nil
 }

@@ -1,52 +1,151 @@
 package gateway
 
-import "sync"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
-// SettleNotifier is implemented by stores that several gateway processes share (the Redis store):
-// NotifySettled calls fn with the key of every record that any process commits, releases or marks
-// unknown, for as long as the store is open. The gateway uses it to wake the duplicates that wait
-// (concurrency: wait) without polling the store; a store without it still works, woken by the
-// settles of this process and by a slow poll.
+// SettleNotifier is implemented by stores that several gateway processes share (the Redis store).
+// It tells a process when any process settles (commits, releases or marks unknown) a record that
+// duplicates of this process wait for (concurrency: wait), so that they need not poll the store.
+// The gateway watches a key only while duplicates wait for it, so a store can limit its notices
+// to those keys. A store without it still works: its waiters are woken by the settles of this
+// process and, for those of other processes, by a poll every 500 ms.
 type SettleNotifier interface {
-	NotifySettled(fn func(key string))
+	// WatchSettled calls settled, from a goroutine of the store, each time the record at key (the
+	// key given to Store.Claim) settles, from the time WatchSettled returns with a nil error until
+	// stop is called; settled may still be called once after stop returns, when a notice was
+	// being delivered. settled must not block.
+	//
+	// WatchSettled blocks until the store listens, so that a caller which reads the record after
+	// it returns cannot miss a settle that follows the read. It returns an error when ctx is done
+	// first, or the store cannot listen (it is closed, or has no notices); the watch may then
+	// still start later, or never: the caller must poll. stop is never nil, must be called once
+	// the caller stops waiting, whatever the error, does not block, and does nothing when called
+	// again.
+	//
+	// Notices are hints: a store may lose one (a dropped connection). That costs a waiter one poll
+	// interval, never a wrong answer: it reads the record again before it acts.
+	WatchSettled(ctx context.Context, key string, settled func()) (stop func(), err error)
 }
 
-// waiters are the duplicates of this process waiting for a record to settle, by store key.
+// watchTimeout bounds how long the first duplicate that waits for a key waits for the store to
+// listen to its settles (a dial and a round trip when the store's notice connection is new, a round
+// trip otherwise); past it, the waiter reads the record again anyway, and relies on the poll if
+// the notice is lost. Well under waitPoll, which a lost notice costs.
+const watchTimeout = 200 * time.Millisecond
+
+// waiters are the duplicates of this process waiting for a record to settle, by store key, and
+// the store's watches of those keys.
 type waiters struct {
+	notifier SettleNotifier // nil: woken only by this process's settles (and the poll)
+
 	mu   sync.Mutex
-	keys map[string]map[chan struct{}]struct{}
+	keys map[string]*keyWaiters
+}
+
+// keyWaiters are the waiters of one key, and the store's watch of it.
+type keyWaiters struct {
+	chans     map[chan struct{}]struct{}
+	listening chan struct{} // closed once the notifier's WatchSettled has returned (or at once without a notifier)
+	stop      func()        // the watch's stop, nil until WatchSettled returns
+	ended     bool          // the key settled, or its last waiter left: the watch is stopped, or stops as WatchSettled returns
 }
 
 // wait returns a channel that is closed once key settles, and a function that stops the wait.
+// With a notifier, the first waiter of a key starts the store's watch of it, and wait returns once
+// the store listens (within watchTimeout), so that a settle after the caller's next read of the
+// record wakes it; the watch stops when the key settles or its last waiter leaves.
 func (w *waiters) wait(key string) (<-chan struct{}, func()) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.keys == nil {
-		w.keys = make(map[string]map[chan struct{}]struct{})
+		w.keys = make(map[string]*keyWaiters)
 	}
-	if w.keys[key] == nil {
-		w.keys[key] = make(map[chan struct{}]struct{})
+	k := w.keys[key]
+	first := k == nil
+	if first {
+		k = &keyWaiters{chans: make(map[chan struct{}]struct{}), listening: make(chan struct{})}
+		w.keys[key] = k
 	}
 	ch := make(chan struct{})
-	w.keys[key][ch] = struct{}{}
+	k.chans[ch] = struct{}{}
+	w.mu.Unlock()
+
+	if first {
+		w.listen(key, k)
+	} else {
+		<-k.listening // bounded by watchTimeout
+	}
 	return ch, func() {
 		w.mu.Lock()
-		defer w.mu.Unlock()
-		if _, waiting := w.keys[key][ch]; waiting {
-			delete(w.keys[key], ch)
-			if len(w.keys[key]) == 0 {
-				delete(w.keys, key)
+		var stop func()
+		if _, waiting := k.chans[ch]; waiting {
+			delete(k.chans, ch)
+			if len(k.chans) == 0 {
+				stop = w.end(key, k)
 			}
+		}
+		w.mu.Unlock()
+		if stop != nil {
+			stop()
 		}
 	}
 }
 
+// listen starts the notifier's watch of key for k, and closes k.listening once it has returned.
+func (w *waiters) listen(key string, k *keyWaiters) {
+	defer close(k.listening)
+	if w.notifier == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), watchTimeout)
+	defer cancel()
+	// An error leaves the waiters to the poll: the watch may still start, and is stopped as usual.
+	stop, _ := w.notifier.WatchSettled(ctx, key, func() { w.wake(key, k) })
+	w.mu.Lock()
+	ended := k.ended
+	if !ended {
+		k.stop = stop
+	}
+	w.mu.Unlock()
+	if ended {
+		stop()
+	}
+}
+
+// end removes k, the waiters of key, and returns the stop of its watch to be called once w.mu is
+// released (nil when WatchSettled has not returned yet: listen stops it). w.mu is held.
+func (w *waiters) end(key string, k *keyWaiters) (stop func()) {
+	if w.keys[key] == k {
+		delete(w.keys, key)
+	}
+	k.ended = true
+	stop, k.stop = k.stop, nil
+	return stop
+}
+
 // settled wakes every waiter of key.
 func (w *waiters) settled(key string) {
+	w.wake(key, nil)
+}
+
+// wake wakes the waiters of key, and stops their watch; when only is not nil, only if they are
+// still only: a notice of a watch that has ended is not for newer waiters, which have their own.
+func (w *waiters) wake(key string, only *keyWaiters) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	for ch := range w.keys[key] {
+	k := w.keys[key]
+	if k == nil || (only != nil && k != only) {
+		w.mu.Unlock()
+		return
+	}
+	for ch := range k.chans {
 		close(ch)
 	}
-	delete(w.keys, key)
+	clear(k.chans)
+	stop := w.end(key, k)
+	w.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }

@@ -87,6 +87,24 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	// Classic Pub/Sub is cluster-wide: a PUBLISH on the master of any key's slot reaches the one
+	// connection that a store subscribes, on whichever node it is.
+	t.Run("SettleNotices", func(t *testing.T) {
+		t.Parallel()
+		listener := newClusterStore(t, cluster, redisstore.Options{Prefix: subtestPrefix(t)})
+		writer := newClusterStore(t, cluster, redisstore.Options{Prefix: subtestPrefix(t)})
+		for i := range 10 {
+			key := fmt.Sprintf("notice/%d", i)
+			n, stop := watch(t, listener, key)
+			settle(t, writer, key)
+			expectNotice(t, n, key)
+			stop()
+		}
+		n, _ := watch(t, listener, "watched")
+		settle(t, writer, "not watched")
+		expectNoNotice(t, n, "another key")
+	})
+
 	t.Run("ConcurrentClaimsOnOneKey", func(t *testing.T) {
 		t.Parallel()
 		testConcurrentClaims(t, newClusterStore(t, cluster, redisstore.Options{}), 50)

@@ -26,7 +26,23 @@
 // (missing or unknown fields) is refused with an error wrapping ErrCorrupt, never overwritten or freed;
 // Delete removes it.
 //
+// Only claim and get read the payload, which they return; the other scripts check that it is there
+// (HEXISTS) without copying it. In all, the scripts call HMGET, HEXISTS, HSET, EXISTS, PEXPIRE,
+// TIME, DEL and PUBLISH, which a least-privilege ACL user must be allowed (ACLs apply inside
+// scripts too).
+//
 // The scripts need Redis 5 or later (script effects replication by default; tested with 7.0).
+//
+// # Settle notices
+//
+// The commit, mark-unknown and release scripts PUBLISH a notice on <Prefix>settled:{<key>} (the key
+// escaped as above). WatchSettled (gateway.SettleNotifier) subscribes the Store's one Pub/Sub
+// connection, opened on the first watch, to the channels of the keys that duplicates of this
+// process wait for (concurrency: wait), only while they wait: SUBSCRIBE and UNSUBSCRIBE, never a
+// pattern, so that a process hears of those keys' settles and of no other. A PUBLISH that nobody
+// subscribes to costs Redis one lookup. On Redis Cluster, PUBLISH reaches the subscribers of every
+// node, so the connection may be on any node. An ACL user needs +publish, +subscribe and
+// +unsubscribe on &<Prefix>settled:*; without SUBSCRIBE, waiting duplicates are woken by a poll.
 //
 // # Durability
 //

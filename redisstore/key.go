@@ -6,9 +6,6 @@ import "strings"
 // the hash tag early, and "%" is the escape character itself.
 var keyEscaper = strings.NewReplacer("%", "%25", "}", "%7D")
 
-// keyUnescaper undoes keyEscaper.
-var keyUnescaper = strings.NewReplacer("%25", "%", "%7D", "}")
-
 // redisKey returns the Redis key of the record at key: <prefix>{<escaped key>}. The prefix holds no
 // "{" (New checks), so the hash tag is the whole escaped key.
 func (s *Store) redisKey(key string) string {

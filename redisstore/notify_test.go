@@ -2,57 +2,395 @@ package redisstore_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/redisstore"
+	"github.com/idemgateway/idemgateway/routes"
 )
 
 var _ gateway.SettleNotifier = (*redisstore.Store)(nil)
 
-// TestNotifySettled: every commit, release and mark-unknown of any client of the Redis reaches
-// NotifySettled of every Store, with the key as the gateway wrote it (odd characters included);
-// claims, renewals and refused writes do not.
-func TestNotifySettled(t *testing.T) {
+// watchTimeout bounds the tests' waits for a subscription to be confirmed.
+const watchTimeout = 5 * time.Second
+
+// notices is a key's settle notices, as a WatchSettled function sends them.
+type notices chan struct{}
+
+func (n notices) settled() {
+	select {
+	case n <- struct{}{}:
+	default: // one is enough to wake; the tests count them with a buffer larger than they need
+	}
+}
+
+// watch watches key in s, failing the test unless the subscription is confirmed in watchTimeout.
+func watch(t *testing.T, s *redisstore.Store, key string) (notices, func()) {
+	t.Helper()
+	n := make(notices, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), watchTimeout)
+	defer cancel()
+	stop, err := s.WatchSettled(ctx, key, n.settled)
+	if err != nil {
+		stop()
+		t.Fatalf("WatchSettled(%q): %v", key, err)
+	}
+	t.Cleanup(stop)
+	return n, stop
+}
+
+// expectNotice fails the test unless n receives a notice within five seconds.
+func expectNotice(t *testing.T, n notices, what string) {
+	t.Helper()
+	select {
+	case <-n:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no notice for %s", what)
+	}
+}
+
+// expectNoNotice fails the test if n receives a notice within 100 ms.
+func expectNoNotice(t *testing.T, n notices, what string) {
+	t.Helper()
+	select {
+	case <-n:
+		t.Fatalf("a notice for %s", what)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// subscribers returns PUBSUB NUMSUB of the settle channel of key in s: how many connections
+// subscribe to it on the server.
+func subscribers(t *testing.T, raw *redis.Client, s *redisstore.Store, key string) int64 {
+	t.Helper()
+	channel := redisstore.SettledChannel(s, key)
+	n, err := raw.PubSubNumSub(ctx, channel).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n[channel]
+}
+
+// settleChannels returns PUBSUB CHANNELS of every settle channel of prefix.
+func settleChannels(t *testing.T, raw *redis.Client, prefix string) []string {
+	t.Helper()
+	channels, err := raw.PubSubChannels(ctx, prefix+"settled:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return channels
+}
+
+// settle claims key in s and commits it.
+func settle(t *testing.T, s *redisstore.Store, key string) {
+	t.Helper()
+	if claimed, _, _, err := s.Claim(ctx, key, "o", []byte("p"), time.Minute, time.Hour); !claimed || err != nil {
+		t.Fatalf("Claim(%q) = %v, %v", key, claimed, err)
+	}
+	if ok, err := s.Commit(ctx, key, "o", []byte("r"), time.Hour); !ok || err != nil {
+		t.Fatalf("Commit(%q) = %v, %v", key, ok, err)
+	}
+}
+
+// TestWatchSettled: a Store hears every commit, release and mark-unknown that another Store on the
+// same Redis (another gateway process) makes of a key it watches, with the key as the gateway
+// wrote it (odd characters included), and nothing of the keys it does not watch: the server holds
+// a subscription to the watched keys' channels only. Claims, renewals and refused writes are
+// not announced.
+func TestWatchSettled(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{})
+	raw := newClient(t, srv)
 	listener := newStore(t, srv, redisstore.Options{})
 	writer := newStore(t, srv, redisstore.Options{}) // another gateway process
-	keys := make(chan string, 10)
-	listener.NotifySettled(func(key string) { keys <- key })
 
-	ctx := context.Background()
+	odd := "t%7D/tool/{k}%25"
+	watched := map[string]notices{}
+	for _, key := range []string{odd, "released", "unknown"} {
+		watched[key], _ = watch(t, listener, key)
+	}
+	unwatched, _ := watch(t, writer, "unwatched") // heard by the writer's store only
+	if got := settleChannels(t, raw, redisstore.DefaultPrefix); len(got) != 4 {
+		t.Errorf("PUBSUB CHANNELS = %q, want the 4 watched keys' channels", got)
+	}
+
 	step := func(key string, write func() (bool, error)) {
 		t.Helper()
 		if _, _, _, err := writer.Claim(ctx, key, "o", []byte("p"), time.Minute, time.Hour); err != nil {
 			t.Fatal(err)
 		}
+		if ok, err := writer.Renew(ctx, key, "o", time.Minute); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
 		if ok, err := write(); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
 	}
-	odd := "t%7D/tool/{k}%25"
 	step(odd, func() (bool, error) { return writer.Commit(ctx, odd, "o", []byte("r"), time.Hour) })
 	step("released", func() (bool, error) { return writer.Release(ctx, "released", "o") })
 	step("unknown", func() (bool, error) { return writer.MarkUnknown(ctx, "unknown", "o", []byte("u"), time.Hour) })
 	if ok, _ := writer.Commit(ctx, odd, "stale", []byte("r"), time.Hour); ok {
 		t.Fatal("a stale owner committed")
 	}
-	for _, want := range []string{odd, "released", "unknown"} {
+	for key, n := range watched {
+		expectNotice(t, n, key)
+	}
+	settle(t, writer, "not watched by anyone")
+	settle(t, listener, "unwatched")
+	expectNotice(t, unwatched, "unwatched")
+	for key, n := range watched {
+		expectNoNotice(t, n, key+" without a settle of it")
+	}
+}
+
+// TestWatchSettledListensOnReturn: when WatchSettled returns, the server already holds the
+// subscription, so a settle right after it (the gateway reads the record again there) is heard.
+func TestWatchSettledListensOnReturn(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	raw := newClient(t, srv)
+	listener := newStore(t, srv, redisstore.Options{})
+	writer := newStore(t, srv, redisstore.Options{})
+	for i := range 50 {
+		key := "k" + strings.Repeat("x", i)
+		n, stop := watch(t, listener, key)
+		if got := subscribers(t, raw, listener, key); got != 1 {
+			t.Fatalf("watch %d: PUBSUB NUMSUB = %d right after WatchSettled, want 1", i, got)
+		}
+		settle(t, writer, key)
+		expectNotice(t, n, key)
+		stop()
+	}
+}
+
+// TestWatchSettledUnwatch: watches of one key share one subscription, which lasts while one of
+// them runs: a stopped watch hears nothing more, and once every watch stopped the server holds no
+// subscription of the store.
+func TestWatchSettledUnwatch(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	raw := newClient(t, srv)
+	listener := newStore(t, srv, redisstore.Options{})
+	writer := newStore(t, srv, redisstore.Options{})
+
+	first, stopFirst := watch(t, listener, "k")
+	second, stopSecond := watch(t, listener, "k")
+	other, stopOther := watch(t, listener, "other")
+	if got := subscribers(t, raw, listener, "k"); got != 1 {
+		t.Fatalf("PUBSUB NUMSUB = %d for two watches of a key, want 1 (one shared connection)", got)
+	}
+	stopFirst()
+	stopFirst() // a second call does nothing
+	settle(t, writer, "k")
+	expectNotice(t, second, "the watch still running")
+	expectNoNotice(t, first, "a stopped watch")
+	if got := subscribers(t, raw, listener, "k"); got != 1 {
+		t.Fatalf("PUBSUB NUMSUB = %d with one watch left, want 1", got)
+	}
+
+	stopSecond()
+	stopOther()
+	waitFor(t, 5*time.Second, "no settle channel subscribed", func() bool {
+		return len(settleChannels(t, raw, redisstore.DefaultPrefix)) == 0
+	})
+	if _, err := writer.Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, writer, "k")
+	settle(t, writer, "other")
+	expectNoNotice(t, second, "k after its last watch stopped")
+	expectNoNotice(t, other, "other after its watch stopped")
+
+	// A key watched again is subscribed again.
+	again, _ := watch(t, listener, "again")
+	settle(t, writer, "again")
+	expectNotice(t, again, "a key watched after every watch stopped")
+}
+
+// TestWatchSettledNotConfirmed: a watch that Redis does not confirm before its context ends (the
+// server is paused) returns an error, and still holds its subscription until stopped: it hears
+// settles once Redis confirms. Stopped before the confirmation, it is unsubscribed once that
+// arrives.
+func TestWatchSettledNotConfirmed(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	raw := newClient(t, srv)
+	s := newStore(t, srv, redisstore.Options{})
+	_, stopOpen := watch(t, s, "open") // opens the Pub/Sub connection, so that watches below only wait for SUBSCRIBE
+	// unconfirmed watches key while the server is paused, and stops the watch there if stopNow.
+	unconfirmed := func(key string, n notices, stopNow bool) func() {
+		t.Helper()
+		srv.Pause()
+		defer srv.Resume()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		stop, err := s.WatchSettled(ctx, key, n.settled)
+		if err == nil {
+			t.Fatalf("WatchSettled(%q) on a paused server: no error", key)
+		}
+		if stopNow {
+			stop()
+		}
+		return stop
+	}
+
+	n := make(notices, 10)
+	stop := unconfirmed("k", n, false)
+	waitFor(t, 5*time.Second, "the subscription", func() bool { return subscribers(t, raw, s, "k") == 1 })
+	settle(t, s, "k")
+	expectNotice(t, n, "a watch that returned before its confirmation")
+	stop()
+	waitFor(t, 5*time.Second, "the unsubscription", func() bool { return subscribers(t, raw, s, "k") == 0 })
+
+	early := make(notices, 10)
+	unconfirmed("early", early, true)
+	stopOpen()
+	waitFor(t, 5*time.Second, "no settle channel subscribed", func() bool {
+		return len(settleChannels(t, raw, redisstore.DefaultPrefix)) == 0
+	})
+	settle(t, s, "early")
+	expectNoNotice(t, early, "a watch stopped before its confirmation")
+}
+
+// TestWatchSettledAfterReconnect: when the Pub/Sub connection drops, go-redis reconnects and
+// subscribes again to the watched keys, which are heard again; new watches work too.
+func TestWatchSettledAfterReconnect(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	raw := newClient(t, srv)
+	listener := newStore(t, srv, redisstore.Options{})
+	writer := newStore(t, srv, redisstore.Options{})
+	n, _ := watch(t, listener, "k")
+	if killed, err := raw.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); killed != 1 || err != nil {
+		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want 1", killed, err)
+	}
+	waitFor(t, 5*time.Second, "the resubscription", func() bool { return subscribers(t, raw, listener, "k") == 1 })
+	settle(t, writer, "k")
+	expectNotice(t, n, "a key watched before the reconnection")
+	after, _ := watch(t, listener, "after")
+	settle(t, writer, "after")
+	expectNotice(t, after, "a key watched after the reconnection")
+}
+
+// TestWatchSettledClose: Close ends the watches and closes the Pub/Sub connection; a watch after
+// Close fails at once.
+func TestWatchSettledClose(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	raw := newClient(t, srv)
+	s := newStore(t, srv, redisstore.Options{})
+	_, stop := watch(t, s, "k")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	waitFor(t, 5*time.Second, "no settle channel subscribed", func() bool {
+		return len(settleChannels(t, raw, redisstore.DefaultPrefix)) == 0
+	})
+	stop, err := s.WatchSettled(context.Background(), "k", func() {})
+	if err == nil {
+		t.Fatal("WatchSettled after Close: no error")
+	}
+	stop()
+}
+
+// TestWaitAcrossGateways: two gateway processes share one Redis; duplicates waiting under
+// concurrency: wait in one are woken by the other's commit (its settle notice), not by the 500 ms
+// poll, and get the replay. The waiting process subscribes to the key once, while they wait.
+func TestWaitAcrossGateways(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	raw := newClient(t, srv)
+	release := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"T-1"}`)
+	}))
+	t.Cleanup(upstream.Close)
+	t.Cleanup(func() {
 		select {
-		case got := <-keys:
-			if got != want {
-				t.Fatalf("notice for %q, want %q", got, want)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no notice for %q", want)
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	cfg, err := routes.Parse("routes.yaml", []byte(`
+upstreams:
+  tickets: {url: `+upstream.URL+`}
+defaults: {concurrency: wait, wait_timeout: 10s}
+routes:
+  - {name: create_ticket, upstream: tickets, method: POST, path: /v1/tickets, class: non_idempotent}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gatewayOn := func(s gateway.Store) string {
+		gw, err := gateway.New(cfg, s, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(gw)
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
+	executing, waiting := newStore(t, srv, redisstore.Options{}), newStore(t, srv, redisstore.Options{})
+	first, duplicate := gatewayOn(executing), gatewayOn(waiting)
+
+	type answer struct {
+		decision string
+		at       time.Time
+	}
+	send := func(url string, answers chan<- answer) {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/tickets", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "slow")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answers <- answer{decision: err.Error()}
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		answers <- answer{resp.Header.Get("Idempotency-Decision"), time.Now()}
+	}
+	const key = "default/create_ticket/slow"
+	const duplicates = 3
+	firstAnswer, duplicateAnswers := make(chan answer, 1), make(chan answer, duplicates)
+	go send(first, firstAnswer)
+	waitFor(t, 5*time.Second, "the first request's claim", func() bool {
+		state, _, _ := executing.Get(ctx, key)
+		return state == gateway.StateInProgress
+	})
+	for range duplicates {
+		go send(duplicate, duplicateAnswers)
+	}
+	waitFor(t, 5*time.Second, "the duplicates' watch", func() bool { return subscribers(t, raw, waiting, key) == 1 })
+	// A duplicate reads the record once more after the watch starts, then sleeps until the next
+	// poll, 500 ms later: release the upstream well before it.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	a := <-firstAnswer
+	if a.decision != "execute" {
+		t.Fatalf("first decision %q, want execute", a.decision)
+	}
+	for range duplicates {
+		d := <-duplicateAnswers
+		if d.decision != "replay" {
+			t.Fatalf("duplicate's decision %q, want replay", d.decision)
+		}
+		if lag := d.at.Sub(a.at); lag > 250*time.Millisecond {
+			t.Errorf("a duplicate answered %s after the first: woken by the poll, not the notice", lag)
 		}
 	}
-	select {
-	case extra := <-keys:
-		t.Fatalf("a notice for %q without a settle", extra)
-	case <-time.After(100 * time.Millisecond):
-	}
+	waitFor(t, 5*time.Second, "the duplicate's unwatch", func() bool { return subscribers(t, raw, waiting, key) == 0 })
 }

@@ -69,7 +69,7 @@ type Store struct {
 	waitReplicas   int
 	waitTimeout    time.Duration
 	onUnreplicated func(ctx context.Context, u Unreplicated)
-	closers        []func() error // of the Pub/Sub subscriptions, for Close
+	notices        *notices // the settle notices of the watched keys (WatchSettled)
 }
 
 // New returns a Store that keeps its records in the Redis reached by client (a *redis.Client,
@@ -103,14 +103,14 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		}
 	}
 	return &Store{client: client, prefix: prefix, allowEviction: opts.AllowEviction,
-		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, onUnreplicated: opts.OnUnreplicated}, nil
+		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, onUnreplicated: opts.OnUnreplicated,
+		notices: newNotices()}, nil
 }
 
-// Close closes the Redis client passed to New.
+// Close closes the Pub/Sub connection of WatchSettled, if it was opened, and the Redis client passed
+// to New.
 func (s *Store) Close() error {
-	for _, c := range s.closers {
-		_ = c()
-	}
+	s.notices.close()
 	if err := s.client.Close(); err != nil {
 		return fmt.Errorf("redisstore: close: %w", err)
 	}

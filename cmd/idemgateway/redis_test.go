@@ -165,12 +165,12 @@ func aclArgs(pw string) []string {
 
 // leastPrivilegeACL adds the user gw with password pw and only the commands and keys the gateway
 // needs (docs/deploy.md): the connection commands, the scripts and what they call, DEL, WAIT,
-// CONFIG GET (the eviction check), the settle notices (PUBLISH, PSUBSCRIBE on its channels) and,
+// CONFIG GET (the eviction check), the settle notices (PUBLISH, SUBSCRIBE to its channels) and,
 // for Redis Cluster, the cluster's topology.
 func leastPrivilegeACL(pw string) []string {
 	return []string{"--user", "gw", "on", ">" + pw, "~idemgateway:*", "resetchannels", "&idemgateway:settled:*", "-@all", "+@connection",
-		"+evalsha", "+eval", "+hmget", "+hset", "+exists", "+pexpire", "+time", "+del", "+wait", "+config|get",
-		"+publish", "+psubscribe", "+punsubscribe", "+zadd", "+zrem", "+zrangebylex",
+		"+evalsha", "+eval", "+hmget", "+hexists", "+hset", "+exists", "+pexpire", "+time", "+del", "+wait", "+config|get",
+		"+publish", "+subscribe", "+unsubscribe", "+zadd", "+zrem", "+zrangebylex",
 		"+cluster|slots", "+cluster|shards", "+cluster|nodes", "+command"}
 }
 
