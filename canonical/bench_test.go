@@ -26,6 +26,13 @@ func benchBody(size int) []byte {
 	return []byte(b.String())
 }
 
+// benchResponse returns a deterministic JSON response of about size bytes: the fields a receipt
+// reads (/id and /url) first, then the ticket that benchBody makes.
+func benchResponse(size int) []byte {
+	const head = `{"id":"TCK-10293","url":"https://tickets.example/TCK-10293","status":"open","ticket":`
+	return []byte(head + string(benchBody(size-len(head)-1)) + "}")
+}
+
 // benchGraphQLBody returns a deterministic GraphQL issueCreate request of about size bytes: a
 // mutation with a short selection set, and variables holding a description and a list of
 // comments.
@@ -95,6 +102,65 @@ func BenchmarkDocument(b *testing.B) {
 		b.Run(name+"/graphql/encoding-json-Unmarshal", func(b *testing.B) {
 			benchUnmarshal(b, gql)
 		})
+	}
+}
+
+// BenchmarkLookupPrefixes measures what the gateway does when an upstream commits: read the
+// receipt fields /id and /url from a 1 KiB and a 64 KiB response, with the baseline of two Lookup
+// calls (two whole parses) and then with LookupPrefixes (one pass that stops after /url), which
+// reports how many times faster it ran than the baseline just before it (x-faster-than-2-Lookup;
+// left out when -bench selects LookupPrefixes alone). LookupPrefixes-absent is the worst case, a
+// response without the fields, which LookupPrefixes reads to its end.
+func BenchmarkLookupPrefixes(b *testing.B) {
+	id, url := mustPointer(b, "/id"), mustPointer(b, "/url")
+	absent := []Pointer{mustPointer(b, "/absent"), mustPointer(b, "/ticket/absent")}
+	for _, size := range []int{1 << 10, 64 << 10} {
+		body := benchResponse(size)
+		if v := LookupPrefixes(body, id, url); v[0] != "TCK-10293" || v[1] != "https://tickets.example/TCK-10293" {
+			b.Fatalf("LookupPrefixes = %q", v)
+		}
+		name := fmt.Sprintf("%dKiB", size>>10)
+		var baseline float64 // ns/op of the two Lookup calls, once measured
+		b.Run(name+"/2-Lookup", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if v, _ := Lookup(body, id); v == "" {
+					b.Fatal("no id")
+				}
+				if v, _ := Lookup(body, url); v == "" {
+					b.Fatal("no url")
+				}
+			}
+			baseline = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		})
+		b.Run(name+"/LookupPrefixes", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if v := LookupPrefixes(body, id, url); v[1] == "" {
+					b.Fatal("no url")
+				}
+			}
+			reportSpeedup(b, baseline)
+		})
+		b.Run(name+"/LookupPrefixes-absent", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if v := LookupPrefixes(body, absent...); v[1] != "" {
+					b.Fatal("found an absent member")
+				}
+			}
+			reportSpeedup(b, baseline)
+		})
+	}
+}
+
+// reportSpeedup reports how many times faster than baseline ns/op b ran, if baseline is known.
+func reportSpeedup(b *testing.B, baseline float64) {
+	if baseline > 0 {
+		b.ReportMetric(baseline/(float64(b.Elapsed().Nanoseconds())/float64(b.N)), "x-faster-than-2-Lookup")
 	}
 }
 

@@ -79,6 +79,24 @@ func ExampleLookup() {
 	// 12.5 true
 }
 
+func ExampleLookupPrefixes() {
+	id, _ := canonical.ParsePointer("/ticket/id")
+	url, _ := canonical.ParsePointer("/ticket/url")
+	total, _ := canonical.ParsePointer("/ticket/total")
+	status, _ := canonical.ParsePointer("/ticket/status")
+	// A response body cut off at the gateway's limit, inside a long description: status may
+	// come after it.
+	resp := []byte(`{"ticket": {"id": "T-1842", "url": "https://t.example/T-1842", "total": 12.50, "description": "The printer on flo`)
+	for _, v := range canonical.LookupPrefixes(resp, id, url, total, status) {
+		fmt.Printf("%q\n", v)
+	}
+	// Output:
+	// "T-1842"
+	// "https://t.example/T-1842"
+	// "12.5"
+	// ""
+}
+
 func ExampleParsePointer() {
 	for _, s := range []string{"/customer/id", "/a~1b", "title", "/title~2"} {
 		p, err := canonical.ParsePointer(s)
