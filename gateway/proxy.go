@@ -175,9 +175,10 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	if whole {
 		rec.Response.Body, rec.ResponseBodyKept = kept, true
 	}
-	// A body cut off at the limit (or broken) still names the remote id when it comes early.
-	rec.RemoteID = lookup(kept, whole, x.rt.Receipt.RemoteID)
-	rec.RemoteURL = lookup(kept, whole, x.rt.Receipt.RemoteURL)
+	// One pass that stops once both are read; a body cut off at the limit (or broken) still names
+	// the remote id when it comes early.
+	ids := canonical.LookupPrefixes(kept, x.rt.Receipt.RemoteID, x.rt.Receipt.RemoteURL)
+	rec.RemoteID, rec.RemoteURL = ids[0], ids[1]
 	x.commit()
 	x.setRemoteID(rec.RemoteID)
 	if readErr != nil {
@@ -192,19 +193,6 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 
 func (x *exchange) observeUpstream(outcome string) {
 	x.g.metrics.upstream.WithLabelValues(x.rt.Name, outcome).Observe(x.upDur.Seconds())
-}
-
-// lookup reads the receipt pointer p from a response body, whole or only its first bytes.
-func lookup(body []byte, whole bool, p canonical.Pointer) string {
-	if p.IsZero() {
-		return ""
-	}
-	if whole {
-		v, _ := canonical.Lookup(body, p)
-		return v
-	}
-	v, _ := canonical.LookupPrefix(body, p)
-	return v
 }
 
 // proxyError answers an upstream exchange that failed. If no connection to the upstream was

@@ -86,8 +86,8 @@ func (x *exchange) reconcile(prev *record) {
 		rec.ResponseStatus, rec.CommittedAt, rec.ExpiresAt = rc.Status, &now, now.Add(x.rt.TTL)
 		rec.Response = &storedResponse{Status: rc.Status, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(found)}
 		rec.ResponseBodyKept = true
-		rec.RemoteID = lookup(answer, true, rc.RemoteID)
-		rec.RemoteURL = lookup(answer, true, rc.RemoteURL)
+		ids := canonical.LookupPrefixes(answer, rc.RemoteID, rc.RemoteURL)
+		rec.RemoteID, rec.RemoteURL = ids[0], ids[1]
 		rec.Detail = "reconciled: the upstream has the effect"
 		x.commit()
 		x.w.Header().Set("Idempotency-Reconciled", "found")
