@@ -78,11 +78,11 @@ type storedResponse struct {
 var recordMagic = [4]byte{'i', 'd', 'r', 1}
 
 // encode returns the record in its stored form: recordMagic, then every field in the fixed order
-// of the code below. A string or byte field is its length (unsigned varint) and its bytes; an
-// integer is a varint; a time is its Unix nanoseconds as a varint (0: none); a bool is one byte;
-// headers are a count of names, then each name and its values (a count, then each value); the
-// response is a presence byte followed by its status, headers and body. The result is built in
-// one allocation.
+// of fields. Integers, lengths and counts are varints (encoding/binary's zigzag form); a string or
+// byte field is its length and its bytes; a time is its Unix nanoseconds (0: none, or the zero
+// time); a bool is the integer 0 or 1; headers are a count of names, then each name and its values
+// (a count, then each value); the response is a presence bool followed by its status, headers
+// and body. The result is built in one allocation.
 func (rec *record) encode() []byte {
 	e := recordEncoder{sizing: true}
 	rec.fields(&e) // e.n counts the bytes, nothing is written
