@@ -190,13 +190,11 @@ func decodeRecord(state string, payload []byte) (*record, error) {
 	r.ResponseStatus = d.intIn("response_status", 0, 999)
 	r.Executions = d.intIn("executions", 0, math.MaxInt32)
 	r.ResponseBodyKept = d.bool("response_body_kept")
-	r.CommittedAt = d.time("committed_at")
-	if t := d.time("expires_at"); t != nil {
-		r.ExpiresAt = *t
+	if t := d.time("committed_at"); !t.IsZero() {
+		r.CommittedAt = &t
 	}
-	if t := d.time("started_at"); t != nil {
-		rec.StartedAt = *t
-	}
+	r.ExpiresAt = d.time("expires_at")
+	rec.StartedAt = d.time("started_at")
 	rec.Document = d.slice("document")
 	if d.bool("response") {
 		resp := &storedResponse{Status: d.intIn("response status", 100, 999)}
@@ -299,13 +297,13 @@ func (d *recordDecoder) bool(field string) bool {
 	return d.intIn(field, 0, 1) == 1
 }
 
-func (d *recordDecoder) time(field string) *time.Time {
+// time reads a time written by recordEncoder.time: the zero time for 0.
+func (d *recordDecoder) time(field string) time.Time {
 	ns := d.int(field)
 	if ns == 0 {
-		return nil
+		return time.Time{}
 	}
-	t := time.Unix(0, ns).UTC()
-	return &t
+	return time.Unix(0, ns).UTC()
 }
 
 // storedHeader returns the headers of an upstream response that a replay repeats: those of
