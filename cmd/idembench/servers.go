@@ -114,8 +114,9 @@ func newRedisClient(addr string) *redis.Client {
 
 // newGateway returns the gateway in front of target on a Redis store at redisAddr whose client
 // counts its round trips in trips. It logs as cmd/idemgateway does by default (JSON at level
-// info), to io.Discard: the access line is formatted, not written. The returned close function
-// closes the store.
+// info), to io.Discard: the access line is formatted, not written; and without a tracer provider,
+// as cmd/idemgateway runs without OTEL_TRACES_EXPORTER. The returned close function closes the
+// store.
 func newGateway(target *url.URL, redisAddr string, trips *roundTrips) (*gateway.Gateway, func(), error) {
 	cfg, err := routes.Parse("idembench-routes.yaml", fmt.Appendf(nil, routesYAML, target), nil)
 	if err != nil {
