@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -77,53 +79,71 @@ type storedResponse struct {
 // differs from the encryption wrapper's, so a record in the clear is never taken for a sealed one.
 var recordMagic = [4]byte{'i', 'd', 'r', 1}
 
-// encode returns the record in its stored form: recordMagic, then every field in the fixed order
-// of fields. Integers, lengths and counts are varints (encoding/binary's zigzag form); a string or
-// byte field is its length and its bytes; a time is its Unix nanoseconds (0: none, or the zero
-// time); a bool is the integer 0 or 1; headers are a count of names, then each name and its values
-// (a count, then each value); the response is a presence bool followed by its status, headers
-// and body. The result is built in one allocation.
+// recordHead is the bytes before the small fields: the magic and their length.
+const recordHead = len(recordMagic) + 4
+
+// encode returns the record in its stored form, built in one allocation:
+//
+//	magic (4 bytes) | n (uint32, little-endian) | the small fields (n bytes) | document | body
+//
+// The small fields are written by fields, in its order. Integers, lengths and counts are varints
+// (encoding/binary's zigzag form); a string is its length and its bytes; a bool is the integer 0
+// or 1; a time is a bool (set) and, when set, its Unix seconds and nanoseconds; headers are a count
+// of names, then each name and its values (a count, then each value). The last two small fields
+// are the lengths of the document and of the response body, whose bytes follow, so that a decoder
+// copies the small fields once and leaves the large ones in place.
 func (rec *record) encode() []byte {
+	var body []byte
+	if rec.Response != nil {
+		body = rec.Response.Body
+	}
 	e := recordEncoder{sizing: true}
-	rec.fields(&e) // e.n counts the bytes, nothing is written
-	e.buf = make([]byte, 0, e.n+len(recordMagic))
-	e.buf = append(e.buf, recordMagic[:]...)
+	rec.fields(&e, len(body))
+	e.buf = make([]byte, recordHead, recordHead+e.n+len(rec.Document)+len(body))
+	copy(e.buf, recordMagic[:])
 	e.sizing = false
-	rec.fields(&e)
-	return e.buf
+	rec.fields(&e, len(body))
+	binary.LittleEndian.PutUint32(e.buf[len(recordMagic):], uint32(len(e.buf)-recordHead))
+	e.buf = append(e.buf, rec.Document...)
+	return append(e.buf, body...)
 }
 
-// fields walks the record's fields in their stored order for e. decodeRecord reads them in the
-// same order.
-func (rec *record) fields(e *recordEncoder) {
+// fields walks the record's small fields in their stored order for e; bodyLen is the length of
+// the response body. decodeRecord reads them in the same order.
+func (rec *record) fields(e *recordEncoder, bodyLen int) {
 	r := &rec.Receipt
 	for _, s := range [...]string{r.IdempotencyKey, r.Tenant, r.Tool, r.CredentialScope, r.EffectFingerprint,
 		r.Actor, r.RemoteSystem, r.RemoteID, r.RemoteURL, r.Detail, rec.Owner} {
-		appendField(e, s)
+		e.string(s)
 	}
 	e.int(int64(r.ResponseStatus))
 	e.int(int64(r.Executions))
 	e.bool(r.ResponseBodyKept)
-	e.time(r.CommittedAt)
-	e.time(&r.ExpiresAt)
-	e.time(&rec.StartedAt)
-	appendField(e, rec.Document)
+	var committed time.Time
+	if r.CommittedAt != nil {
+		committed = *r.CommittedAt
+	}
+	e.time(committed)
+	e.time(r.ExpiresAt)
+	e.time(rec.StartedAt)
 	e.bool(rec.Response != nil)
 	if resp := rec.Response; resp != nil {
 		e.int(int64(resp.Status))
 		e.int(int64(len(resp.Header)))
 		for name, values := range resp.Header {
-			appendField(e, name)
+			e.string(name)
 			e.int(int64(len(values)))
 			for _, v := range values {
-				appendField(e, v)
+				e.string(v)
 			}
 		}
-		appendField(e, resp.Body)
 	}
+	e.int(int64(len(rec.Document)))
+	e.int(int64(bodyLen))
 }
 
-// recordEncoder appends a record's fields to buf, or, while sizing, only counts their bytes in n.
+// recordEncoder appends a record's small fields to buf, or, while sizing, only counts an upper
+// bound of their bytes in n.
 type recordEncoder struct {
 	buf    []byte
 	n      int
@@ -138,8 +158,7 @@ func (e *recordEncoder) int(v int64) {
 	e.buf = binary.AppendVarint(e.buf, v)
 }
 
-// appendField appends a length-prefixed string or byte field.
-func appendField[T string | []byte](e *recordEncoder, s T) {
+func (e *recordEncoder) string(s string) {
 	e.int(int64(len(s)))
 	if e.sizing {
 		e.n += len(s)
@@ -156,27 +175,39 @@ func (e *recordEncoder) bool(v bool) {
 	}
 }
 
-func (e *recordEncoder) time(t *time.Time) {
-	if t == nil || t.IsZero() {
-		e.int(0)
-		return
+func (e *recordEncoder) time(t time.Time) {
+	e.bool(!t.IsZero())
+	if !t.IsZero() {
+		e.int(t.Unix())
+		e.int(int64(t.Nanosecond()))
 	}
-	e.int(t.UnixNano())
 }
 
-// decodeRecord decodes a payload written by encode, with state as the store reports it. The
-// record's strings share one copy of payload, and its Document and response body are slices of
-// payload itself, which the caller must not change afterwards. A payload that is cut off, has bytes
-// after its last field, holds an impossible value or starts with another magic is an error
-// wrapping ErrCorruptRecord, naming the field.
+// decodeRecord decodes a stored record, with state as the store reports it: the framed form of
+// encode or, from gateways before it, the JSON form of jsonRecord. A framed record's strings share
+// one copy of its small fields, and its Document and response body are slices of payload itself,
+// which the caller must not change afterwards. A payload that is cut off, has bytes after its last
+// field, holds an impossible value or starts with another magic is an error wrapping
+// ErrCorruptRecord that names the field.
 func decodeRecord(state string, payload []byte) (*record, error) {
+	if len(payload) > 0 && payload[0] == '{' {
+		return decodeJSONRecord(state, payload)
+	}
 	if len(payload) < len(recordMagic) || [3]byte(payload[:3]) != [3]byte(recordMagic[:3]) {
 		return nil, fmt.Errorf("%w: not a record (no %q magic)", ErrCorruptRecord, recordMagic[:3])
 	}
 	if v := payload[3]; v != recordMagic[3] {
 		return nil, fmt.Errorf("%w: record format version %d; this gateway reads version %d", ErrCorruptRecord, v, recordMagic[3])
 	}
-	d := recordDecoder{raw: payload, str: string(payload), off: len(recordMagic)}
+	if len(payload) < recordHead {
+		return nil, fmt.Errorf("%w: record cut off in its header", ErrCorruptRecord)
+	}
+	n := binary.LittleEndian.Uint32(payload[len(recordMagic):])
+	if uint64(n) > uint64(len(payload)-recordHead) {
+		return nil, fmt.Errorf("%w: %d bytes of fields, with %d bytes left", ErrCorruptRecord, n, len(payload)-recordHead)
+	}
+	small := payload[recordHead : recordHead+int(n)]
+	d := recordDecoder{raw: small, str: string(small)}
 	rec := &record{Receipt: Receipt{State: state}}
 	r := &rec.Receipt
 	for _, f := range [...]struct {
@@ -185,7 +216,7 @@ func decodeRecord(state string, payload []byte) (*record, error) {
 	}{{"idempotency_key", &r.IdempotencyKey}, {"tenant", &r.Tenant}, {"tool", &r.Tool}, {"credential_scope", &r.CredentialScope},
 		{"effect_fingerprint", &r.EffectFingerprint}, {"actor", &r.Actor}, {"remote_system", &r.RemoteSystem},
 		{"remote_id", &r.RemoteID}, {"remote_url", &r.RemoteURL}, {"detail", &r.Detail}, {"owner", &rec.Owner}} {
-		*f.to, _ = d.bytes(f.name)
+		*f.to = d.string(f.name)
 	}
 	r.ResponseStatus = d.intIn("response_status", 0, 999)
 	r.Executions = d.intIn("executions", 0, math.MaxInt32)
@@ -195,44 +226,55 @@ func decodeRecord(state string, payload []byte) (*record, error) {
 	}
 	r.ExpiresAt = d.time("expires_at")
 	rec.StartedAt = d.time("started_at")
-	rec.Document = d.slice("document")
 	if d.bool("response") {
 		resp := &storedResponse{Status: d.intIn("response status", 100, 999)}
-		if n := d.count("response header count"); n > 0 {
-			resp.Header = make(http.Header, n)
-			for range n {
-				name, _ := d.bytes("response header name")
-				values := make([]string, d.count("response header values"))
+		// Each header takes at least two bytes (its name's length and its values' count).
+		if headers := d.count("response header count", 2); headers > 0 {
+			resp.Header = make(http.Header, min(headers, 32))
+			for range headers {
+				name := d.string("response header name")
+				values := make([]string, d.count("response header values", 1))
 				for i := range values {
-					values[i], _ = d.bytes("response header value")
+					values[i] = d.string("response header value")
 				}
 				resp.Header[name] = values
 			}
 		}
-		resp.Body = d.slice("response body")
 		rec.Response = resp
 	}
-	if d.err == nil && d.off != len(payload) {
-		d.err = fmt.Errorf("%d bytes after the last field", len(payload)-d.off)
+	large := payload[recordHead+int(n):]
+	docLen := d.intIn("document length", 0, len(large))
+	bodyLen := d.intIn("response body length", 0, len(large)-docLen)
+	if d.err == nil && d.off != len(small) {
+		d.err = fmt.Errorf("%d bytes after the last field", len(small)-d.off)
+	}
+	if d.err == nil && docLen+bodyLen != len(large) {
+		d.err = fmt.Errorf("%d bytes after the response body", len(large)-docLen-bodyLen)
+	}
+	if d.err == nil && bodyLen > 0 && rec.Response == nil {
+		d.err = errors.New("a response body without a response")
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorruptRecord, d.err)
 	}
+	if docLen > 0 {
+		rec.Document = large[:docLen:docLen]
+	}
+	if bodyLen > 0 {
+		rec.Response.Body = large[docLen:]
+	}
 	return rec, nil
 }
 
-// recordDecoder reads the fields of an encoded record in order; after the first error every read
-// returns a zero value and err keeps that error. str is the payload as one string, so that the
-// record's strings share it.
+// recordDecoder reads the small fields of an encoded record in order; after the first error
+// every read returns a zero value and err keeps that error. str holds the same bytes as raw, so
+// that the record's strings share one copy.
 type recordDecoder struct {
 	raw []byte
 	str string
 	off int
 	err error
 }
-
-// left is how many bytes are yet to read: a bound on any count or length still to come.
-func (d *recordDecoder) left() int { return len(d.raw) - d.off }
 
 // fail records the first error: the field, the offset where it starts, and why.
 func (d *recordDecoder) fail(field string, at int, why string) {
@@ -265,45 +307,68 @@ func (d *recordDecoder) intIn(field string, lo, hi int) int {
 	return int(v)
 }
 
-// count reads a number of items to come, or a length in bytes: at most the bytes left after it.
-func (d *recordDecoder) count(field string) int {
+// count reads a number of items to come, each at least size bytes long, or a length in bytes
+// (size 1): the bytes left after it bound it, so that a damaged count allocates nothing large.
+func (d *recordDecoder) count(field string, size int) int {
 	at := d.off
 	n := d.int(field)
-	if d.err == nil && (n < 0 || n > int64(d.left())) {
-		d.fail(field, at, fmt.Sprintf("%d items or bytes, with %d bytes left", n, d.left()))
+	if d.err == nil && (n < 0 || n > int64((len(d.raw)-d.off)/size)) {
+		d.fail(field, at, fmt.Sprintf("%d, with %d bytes left", n, len(d.raw)-d.off))
 		return 0
 	}
 	return int(n)
 }
 
-// bytes reads a length-prefixed field and returns it as a substring of str, and its offset.
-func (d *recordDecoder) bytes(field string) (string, int) {
-	n := d.count(field)
+// string reads a length-prefixed string, a substring of str.
+func (d *recordDecoder) string(field string) string {
+	n := d.count(field, 1)
 	start := d.off
 	d.off += n
-	return d.str[start:d.off], start
-}
-
-// slice reads a length-prefixed field as a slice of raw; nil when empty.
-func (d *recordDecoder) slice(field string) []byte {
-	s, start := d.bytes(field)
-	if len(s) == 0 {
-		return nil
-	}
-	return d.raw[start : start+len(s) : start+len(s)]
+	return d.str[start:d.off]
 }
 
 func (d *recordDecoder) bool(field string) bool {
 	return d.intIn(field, 0, 1) == 1
 }
 
-// time reads a time written by recordEncoder.time: the zero time for 0.
+// time reads a time written by recordEncoder.time: the zero time when not set.
 func (d *recordDecoder) time(field string) time.Time {
-	ns := d.int(field)
-	if ns == 0 {
+	if !d.bool(field) {
 		return time.Time{}
 	}
-	return time.Unix(0, ns).UTC()
+	sec := d.int(field)
+	nsec := d.intIn(field, 0, 999_999_999)
+	return time.Unix(sec, int64(nsec)).UTC()
+}
+
+// jsonRecord is the JSON form in which gateways before the framed form (commit 8e113c4) stored
+// records; decodeRecord still reads it, so that those records replay after an upgrade. Nothing
+// writes it.
+type jsonRecord struct {
+	Receipt
+	Owner     string    `json:"owner"`
+	StartedAt time.Time `json:"started_at"`
+	Response  *struct {
+		Status int         `json:"status"`
+		Header http.Header `json:"header"`
+		Body   []byte      `json:"body"` // base64
+	} `json:"response"`
+	Document json.RawMessage `json:"document"`
+}
+
+// decodeJSONRecord decodes a record in the form of jsonRecord.
+func decodeJSONRecord(state string, payload []byte) (*record, error) {
+	var j jsonRecord
+	if err := json.Unmarshal(payload, &j); err != nil {
+		return nil, fmt.Errorf("%w: a JSON record that does not decode: %v", ErrCorruptRecord, err)
+	}
+	rec := &record{Receipt: j.Receipt, Owner: j.Owner, StartedAt: j.StartedAt, Document: j.Document}
+	if j.Response != nil {
+		rec.Response = &storedResponse{Status: j.Response.Status, Header: j.Response.Header, Body: j.Response.Body}
+	}
+	// Read back in the framed form, so that both forms pass the same checks (a response status
+	// out of range, say).
+	return decodeRecord(state, rec.encode())
 }
 
 // storedHeader returns the headers of an upstream response that a replay repeats: those of

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,15 +70,16 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 		payload []byte
 		detail  string
 	}{
-		"empty":          {nil, "no \"idr\" magic"},
-		"JSON":           {[]byte(`{"idempotency_key":"k"}`), "no \"idr\" magic"},
-		"sealed":         {[]byte("idg1...."), "no \"idr\" magic"},
-		"newer version":  {append([]byte("idr\x02"), valid[4:]...), "format version 2"},
-		"trailing byte":  {append(bytes.Clone(valid), 0), "1 bytes after the last field"},
-		"length too big": {[]byte("idr\x01\x7e"), "idempotency_key at byte 4: 63 items or bytes, with 0 bytes left"},
-		"bad status":     {recordWith(func(r *record) { r.ResponseStatus = 1000 }), "response_status"},
-		"bad bool":       {patchBodyKept(valid), "response_body_kept"},
-		"negative count": {recordWith(func(r *record) { r.Executions = -1 }), "executions"},
+		"empty":           {nil, "no \"idr\" magic"},
+		"broken JSON":     {[]byte(`{"idempotency_key":`), "a JSON record that does not decode"},
+		"sealed":          {[]byte("idg1...."), "no \"idr\" magic"},
+		"newer version":   {append([]byte("idr\x02"), valid[4:]...), "format version 2"},
+		"trailing byte":   {append(bytes.Clone(valid), 0), "1 bytes after the response body"},
+		"fields too long": {[]byte("idr\x01\xe8\x03\x00\x00"), "1000 bytes of fields, with 0 bytes left"},
+		"string too long": {[]byte("idr\x01\x02\x00\x00\x00\x7e\x00"), "idempotency_key at byte 0: 63, with 1 bytes left"},
+		"bad status":      {recordWith(func(r *record) { r.ResponseStatus = 1000 }), "response_status"},
+		"bad bool":        {patchBodyKept(valid), "response_body_kept"},
+		"negative count":  {recordWith(func(r *record) { r.Executions = -1 }), "executions"},
 	}
 	// Every cut-off prefix of a valid record.
 	for i := range len(valid) {
@@ -104,17 +107,110 @@ func recordWith(change func(*record)) []byte {
 	return rec.encode()
 }
 
-// patchBodyKept returns payload with the response_body_kept byte set to 2 (zigzag varint 4).
+// patchSmall returns payload with the byte at offset at of its small fields set to b.
+func patchSmall(payload []byte, at int, b byte) []byte {
+	out := bytes.Clone(payload)
+	out[recordHead+at] = b
+	return out
+}
+
+// patchBodyKept returns payload with the response_body_kept field set to 2 (zigzag varint 4).
 func patchBodyKept(payload []byte) []byte {
-	d := recordDecoder{raw: payload, str: string(payload), off: len(recordMagic)}
+	small := payload[recordHead:]
+	d := recordDecoder{raw: small, str: string(small)}
 	for range 11 { // the strings
-		d.bytes("")
+		d.string("")
 	}
 	d.int("") // response_status
 	d.int("") // executions
-	out := bytes.Clone(payload)
-	out[d.off] = 4
-	return out
+	return patchSmall(payload, d.off, 4)
+}
+
+// TestRecordTimes: times far from now, at the Unix epoch and unset round-trip exactly.
+func TestRecordTimes(t *testing.T) {
+	epoch := time.Unix(0, 0).UTC()
+	rec := fullRecord()
+	rec.CommittedAt = &epoch
+	rec.ExpiresAt = time.Date(2277, 5, 1, 0, 0, 0, 1, time.UTC) // past time.Time.UnixNano's range
+	rec.StartedAt = time.Time{}
+	got, err := decodeRecord(rec.State, rec.encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, rec) {
+		t.Errorf("times changed:\n got committed %v expires %v started %v\nwant committed %v expires %v started %v",
+			got.CommittedAt, got.ExpiresAt, got.StartedAt, rec.CommittedAt, rec.ExpiresAt, rec.StartedAt)
+	}
+}
+
+// TestDecodeRecordBoundedAllocation: decoding allocates about the size of the small fields: a
+// large body is not copied, and a damaged count cannot make the decoder allocate much more than
+// the payload.
+func TestDecodeRecordBoundedAllocation(t *testing.T) {
+	allocated := func(payload []byte) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, _ = decodeRecord(StateCommitted, payload)
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	big := fullRecord()
+	big.Response.Body = bytes.Repeat([]byte("x"), 1<<20)
+	if n := allocated(big.encode()); n > 16<<10 {
+		t.Errorf("decoding a record with a 1 MiB body allocated %d bytes; its body must not be copied", n)
+	}
+	// A header count as large as the bytes left: refused, with the map's size hint capped.
+	small := []byte{}
+	for range 11 {
+		small = binary.AppendVarint(small, 0)
+	}
+	small = append(small, 0, 0, 0, 0, 0, 0, 2, 0xf2, 0x03) // status, executions, kept, 3 unset times, response, 201
+	small = binary.AppendVarint(small, 1<<19)
+	small = append(small, make([]byte, 1<<20)...)
+	payload := binary.LittleEndian.AppendUint32(append([]byte(nil), recordMagic[:]...), uint32(len(small)))
+	payload = append(payload, small...)
+	if _, err := decodeRecord(StateCommitted, payload); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("crafted header count: %v, want ErrCorruptRecord", err)
+	}
+	if n := allocated(payload); n > 4<<20 {
+		t.Errorf("a crafted 1 MiB record made the decoder allocate %d bytes", n)
+	}
+}
+
+// TestDecodeRecordJSON: records that gateways stored in JSON before the framed form still decode
+// (the payloads below were written by that code), so they replay after an upgrade.
+func TestDecodeRecordJSON(t *testing.T) {
+	committed := time.Date(2026, 11, 30, 5, 30, 0, 123456789, time.UTC)
+	full := `{"idempotency_key":"k-1","tenant":"acme","tool":"create_ticket","credential_scope":"sha256:c0ffee","effect_fingerprint":"sha256:ab","state":"","actor":"agent-7","remote_system":"jira","remote_id":"T-1","remote_url":"https://t/1","response_status":201,"committed_at":"2026-11-30T05:30:00.123456789Z","expires_at":"2026-12-01T05:30:00.123456789Z","executions":2,"response_body_kept":true,"detail":"reconciled","owner":"0123456789abcdef0123456789abcdef","started_at":"2026-11-30T05:29:59.123456789Z","response":{"status":201,"header":{"Content-Type":["application/json"],"Link":["\u003ca\u003e","\u003cb\u003e"]},"body":"eyJpZCI6IlQtMSJ9"},"document":{"body":{"title":"a"}}}`
+	claim := `{"idempotency_key":"k-2","tenant":"default","tool":"t","effect_fingerprint":"sha256:00","state":"","remote_system":"","expires_at":"2026-11-30T05:30:00.123456789Z","executions":1,"response_body_kept":false,"owner":"o","started_at":"2026-11-30T05:30:00.123456789Z"}`
+	want := map[string]*record{
+		full: {
+			Receipt: Receipt{IdempotencyKey: "k-1", Tenant: "acme", Tool: "create_ticket", CredentialScope: "sha256:c0ffee",
+				EffectFingerprint: "sha256:ab", State: StateCommitted, Actor: "agent-7", RemoteSystem: "jira", RemoteID: "T-1",
+				RemoteURL: "https://t/1", ResponseStatus: 201, CommittedAt: &committed, ExpiresAt: committed.Add(24 * time.Hour),
+				Executions: 2, ResponseBodyKept: true, Detail: "reconciled"},
+			Owner:     "0123456789abcdef0123456789abcdef",
+			StartedAt: committed.Add(-time.Second),
+			Response: &storedResponse{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Link": {"<a>", "<b>"}},
+				Body: []byte(`{"id":"T-1"}`)},
+			Document: []byte(`{"body":{"title":"a"}}`),
+		},
+		claim: {
+			Receipt: Receipt{IdempotencyKey: "k-2", Tenant: "default", Tool: "t", EffectFingerprint: "sha256:00",
+				State: StateCommitted, ExpiresAt: committed, Executions: 1},
+			Owner:     "o",
+			StartedAt: committed,
+		},
+	}
+	for payload, rec := range want {
+		got, err := decodeRecord(StateCommitted, []byte(payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, rec) {
+			t.Errorf("JSON record\n got %+v\nwant %+v", got, rec)
+		}
+	}
 }
 
 // FuzzDecodeRecord: decodeRecord never panics, refuses with ErrCorruptRecord or decodes a record
@@ -122,7 +218,8 @@ func patchBodyKept(payload []byte) []byte {
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(fullRecord().encode())
 	f.Add((&record{}).encode())
-	f.Add([]byte("idr\x01"))
+	f.Add([]byte("idr\x01\x00\x00\x00\x00"))
+	f.Add([]byte(`{"idempotency_key":"k","response":{"status":201,"body":"eA=="}}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		rec, err := decodeRecord(StateCommitted, payload)
 		if err != nil {
