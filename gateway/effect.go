@@ -216,9 +216,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if err := declaredTooLarge(r, limit); err != nil {
 		return nil, err
 	}
-	// Sized from a declared length, the buffer is allocated once (io.ReadAll grows it by doubling
-	// from 512 bytes); bytes.MinRead spare bytes let ReadFrom see the end without growing it.
-	buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 0)+bytes.MinRead))
+	// Sized from a declared length up to preallocMax, the buffer is allocated once (io.ReadAll grows
+	// it by doubling from 512 bytes); bytes.MinRead spare bytes let ReadFrom see the end without
+	// growing it. Past preallocMax it grows as bytes arrive: a declared length alone, with no body
+	// behind it, must not hold memory.
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), preallocMax)+bytes.MinRead))
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	body := buf.Bytes()
 	var tooLarge *http.MaxBytesError
@@ -230,6 +232,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	}
 	return body, nil
 }
+
+// preallocMax bounds the buffer readBody allocates from a request's Content-Length before the
+// body arrives (64 KiB).
+const preallocMax = 64 << 10
 
 // declaredTooLarge refuses a body whose Content-Length is over limit before a byte is read.
 func declaredTooLarge(r *http.Request, limit int64) error {
@@ -431,8 +437,11 @@ func (x *exchange) reject(err error) {
 	x.g.metrics.decisions.WithLabelValues(x.rt.Name, DecisionRejected).Inc()
 	x.w.Header().Del("Idempotency-Decision")
 	retryAfter := 0
-	if errors.Is(err, ErrStoreUnavailable) {
+	switch {
+	case errors.Is(err, ErrStoreUnavailable):
 		retryAfter = 1
+	case errors.Is(err, ErrCorruptRecord):
+		x.logger().Error("the key's record is unreadable: its retries are refused until it expires or an operator deletes it", "err", err)
 	}
 	newProblem(err, DecisionRejected, x.key).write(x.w, retryAfter)
 }

@@ -218,6 +218,9 @@ func TestRegressionSecondPass(t *testing.T) {
 		!strings.HasSuffix(fmt.Sprint(a.problem["type"]), ":corrupt-record") {
 		t.Fatalf("retry under another key: %d %v", a.status, a.problem)
 	}
+	if !strings.Contains(logs.String(), `"level":"ERROR","msg":"the key's record is unreadable`) || !strings.Contains(logs.String(), `"key":"enc"`) {
+		t.Errorf("no error line names the unreadable record:\n%s", logs.String())
+	}
 	code, p := adminDo(t, admin2, "GET", "/v1/records/default/create/enc", "", "")
 	if code != 500 || p["retryable"] != false || !strings.HasSuffix(fmt.Sprint(p["type"]), ":corrupt-record") {
 		t.Fatalf("admin GET of an undecryptable record: %d %v", code, p)
