@@ -113,6 +113,7 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	}
 	if n, ok := store.(SettleNotifier); ok {
 		g.waiters.notifier = n
+		g.waiters.log = opts.Logger
 	}
 	return g, nil
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -36,13 +37,19 @@ type SettleNotifier interface {
 // the notice is lost. Well under waitPoll, which a lost notice costs.
 const watchTimeout = 200 * time.Millisecond
 
+// watchWarnEvery is how often at most the waiters of a Gateway warn that the notifier's
+// WatchSettled failed.
+const watchWarnEvery = time.Minute
+
 // waiters are the duplicates of this process waiting for a record to settle, by store key, and
 // the store's watches of those keys.
 type waiters struct {
 	notifier SettleNotifier // nil: woken only by this process's settles (and the poll)
+	log      *slog.Logger   // for the warning of a failed watch; set with notifier
 
-	mu   sync.Mutex
-	keys map[string]*keyWaiters
+	mu     sync.Mutex
+	keys   map[string]*keyWaiters
+	warned time.Time // when the last warning of a failed watch was logged
 }
 
 // keyWaiters are the waiters of one key, and the store's watch of it.
@@ -102,7 +109,10 @@ func (w *waiters) listen(key string, k *keyWaiters) {
 	ctx, cancel := context.WithTimeout(context.Background(), watchTimeout)
 	defer cancel()
 	// An error leaves the waiters to the poll: the watch may still start, and is stopped as usual.
-	stop, _ := w.notifier.WatchSettled(ctx, key, func() { w.wake(key, k) })
+	stop, err := w.notifier.WatchSettled(ctx, key, func() { w.wake(key, k) })
+	if err != nil {
+		w.warnWatch(key, err)
+	}
 	w.mu.Lock()
 	ended := k.ended
 	if !ended {
@@ -112,6 +122,25 @@ func (w *waiters) listen(key string, k *keyWaiters) {
 	if ended {
 		stop()
 	}
+}
+
+// warnWatch logs that the notifier's watch of key failed with err, unless it did so less than
+// watchWarnEvery ago: the waiters then rely on the poll, and the first waiter of each key has
+// waited watchTimeout for nothing. Without the warning, the fallback would go unnoticed.
+func (w *waiters) warnWatch(key string, err error) {
+	now := time.Now()
+	w.mu.Lock()
+	due := w.warned.IsZero() || now.Sub(w.warned) >= watchWarnEvery
+	if due {
+		w.warned = now
+	}
+	w.mu.Unlock()
+	if !due {
+		return
+	}
+	w.log.Warn("settle notices not working: waiting duplicates poll the store instead of being woken",
+		"poll_every", waitPoll.String(), "likely_cause", "the Redis user lacks +subscribe (ACL), or Redis is slow",
+		"key", key, "err", err, "warned_at_most_every", watchWarnEvery.String())
 }
 
 // end removes k, the waiters of key, and returns the stop of its watch to be called once w.mu is

@@ -26,10 +26,9 @@
 // (missing or unknown fields) is refused with an error wrapping ErrCorrupt, never overwritten or freed;
 // Delete removes it.
 //
-// Only claim and get read the payload, which they return; the other scripts check that it is there
-// (HEXISTS) without copying it. In all, the scripts call HMGET, HEXISTS, HSET, EXISTS, PEXPIRE,
-// TIME, DEL and PUBLISH, which a least-privilege ACL user must be allowed (ACLs apply inside
-// scripts too).
+// In all, the scripts call HMGET, HSET, EXISTS, PEXPIRE, TIME, DEL and PUBLISH, which a
+// least-privilege ACL user must be allowed (ACLs apply inside scripts too); adding a command to
+// them breaks every such user that lacks it, so the scripts keep to these.
 //
 // The scripts need Redis 5 or later (script effects replication by default; tested with 7.0).
 //
@@ -42,7 +41,9 @@
 // pattern, so that a process hears of those keys' settles and of no other. A PUBLISH that nobody
 // subscribes to costs Redis one lookup. On Redis Cluster, PUBLISH reaches the subscribers of every
 // node, so the connection may be on any node. An ACL user needs +publish, +subscribe and
-// +unsubscribe on &<Prefix>settled:*; without SUBSCRIBE, waiting duplicates are woken by a poll.
+// +unsubscribe on &<Prefix>settled:*. Without +subscribe (a user set up for a version that used
+// PSUBSCRIBE), Redis refuses every SUBSCRIBE, WatchSettled fails, and waiting duplicates are woken
+// by a poll; the subscriptions end with their watches all the same.
 //
 // # Durability
 //

@@ -36,8 +36,10 @@ var errClosed = errors.New("redisstore: store closed")
 // the subscribers of every node). WatchSettled returns once Redis has confirmed that subscription,
 // so that a settle after it returns is announced. When ctx is done first, or the store is closed,
 // it returns an error; the watch is kept until stop all the same, and starts to deliver once
-// Redis confirms. stop does not block on the network: the UNSUBSCRIBE is sent in the background.
-// It is never nil, and calls after the first do nothing.
+// Redis confirms. Redis never confirms for a user without +subscribe (it answers NOPERM): every
+// WatchSettled then ends with ctx's error, and the waiters must poll. stop does not block on the
+// network: the UNSUBSCRIBE is sent in the background. It is never nil, and calls after the first
+// do nothing.
 //
 // Notices are hints. One sent while the connection is down is lost (go-redis reconnects and
 // subscribes again to the watched channels): the waiter that missed it finds the record settled at
@@ -65,10 +67,24 @@ func (s *Store) WatchSettled(ctx context.Context, key string, settled func()) (s
 // reads the connection (confirmations and notices), send writes the SUBSCRIBE and UNSUBSCRIBE
 // commands that watch and unwatch queue, in their order.
 //
-// A subscription outlives its last watch until Redis has confirmed it: then the one
-// "subscribe" confirmation that a channel can have outstanding is the one that its current
-// subscription waits for, never that of an earlier one (barring a reconnection at that moment,
-// whose notices may be missed anyway).
+// A subscription ends with its last watch, confirmed or not: unwatch removes it and queues its
+// UNSUBSCRIBE at once (Redis answers an UNSUBSCRIBE of a channel it does not hold, harmlessly).
+// Waiting for the confirmation first would keep, for good, every subscription whose confirmation
+// never comes: here, and in go-redis's channel set, which it subscribes again at every
+// reconnection. It never comes when the Redis user lacks +subscribe (Redis answers NOPERM, which
+// go-redis's receive loop drops) or the SUBSCRIBE was lost with its connection.
+//
+// The price: a "subscribe" confirmation that arrives after its subscription ended is taken for
+// the confirmation of a newer subscription of the same channel, if one is waiting for its own.
+// Redis has not subscribed the newer one yet (its SUBSCRIBE follows the UNSUBSCRIBE), so a settle
+// published before it does is missed, and the newer watch's waiters find it at their next poll
+// (the gateway's 500 ms). This is accepted: it takes a watch stopped before its confirmation (the
+// gateway stops a watch only once WatchSettled has returned, so a confirmation slower than its
+// 200 ms watch timeout) and new waiters of the same key before that confirmation arrives, when
+// Redis is already so slow that waiters rely on the poll. Telling the confirmations apart would
+// take a count per channel of the SUBSCRIBEs or UNSUBSCRIBEs not yet answered, and the answers
+// that never come (NOPERM, a dropped connection) would leave counts behind that only a time limit
+// could clear.
 type notices struct {
 	mu     sync.Mutex
 	pubsub *redis.PubSub            // nil until the first watch
@@ -80,7 +96,8 @@ type notices struct {
 	wg     sync.WaitGroup
 }
 
-// subscription is a channel subscribed (or being subscribed) for the watches of its key.
+// subscription is a channel subscribed (or being subscribed) for the watches of its key, which are
+// never none: it ends with the last.
 type subscription struct {
 	watches   map[*watch]struct{}
 	confirmed bool
@@ -123,13 +140,13 @@ func (n *notices) watch(client redis.UniversalClient, channel string, fn func())
 	return func() { once.Do(func() { n.unwatch(channel, sub, w) }) }, sub.ready, nil
 }
 
-// unwatch removes w, and unsubscribes channel when it was the last watch and the subscription is
-// confirmed (receive does it on confirmation otherwise).
+// unwatch removes w, and when it was the last watch of sub, removes sub and queues the UNSUBSCRIBE
+// of channel, whether Redis has confirmed the subscription or not.
 func (n *notices) unwatch(channel string, sub *subscription, w *watch) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(sub.watches, w)
-	if len(sub.watches) == 0 && sub.confirmed && n.subs[channel] == sub {
+	if len(sub.watches) == 0 && n.subs[channel] == sub {
 		delete(n.subs, channel)
 		n.enqueue(subscribeOp{subscribe: false, channel: channel})
 	}
@@ -218,9 +235,10 @@ func (n *notices) receive(msgs <-chan any) {
 	}
 }
 
-// confirmed marks the subscription of channel confirmed, and unsubscribes it if its last watch
-// stopped meanwhile. A confirmation of a subscription already confirmed is a resubscription
-// after a reconnection.
+// confirmed marks the subscription of channel confirmed. The confirmation may also be a
+// resubscription after a reconnection (the subscription is confirmed already), or late, its
+// subscription ended: it is then dropped, or taken for that of a newer subscription of the channel
+// (see notices).
 func (n *notices) confirmed(channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -230,10 +248,6 @@ func (n *notices) confirmed(channel string) {
 	}
 	sub.confirmed = true
 	close(sub.ready)
-	if len(sub.watches) == 0 {
-		delete(n.subs, channel)
-		n.enqueue(subscribeOp{subscribe: false, channel: channel})
-	}
 }
 
 // close closes the connection and waits for receive and send to return. Later watches fail with

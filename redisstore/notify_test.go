@@ -1,12 +1,17 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -218,8 +223,7 @@ func TestWatchSettledUnwatch(t *testing.T) {
 
 // TestWatchSettledNotConfirmed: a watch that Redis does not confirm before its context ends (the
 // server is paused) returns an error, and still holds its subscription until stopped: it hears
-// settles once Redis confirms. Stopped before the confirmation, it is unsubscribed once that
-// arrives.
+// settles once Redis confirms. Stopped before the confirmation, it is unsubscribed all the same.
 func TestWatchSettledNotConfirmed(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{})
@@ -259,6 +263,220 @@ func TestWatchSettledNotConfirmed(t *testing.T) {
 	})
 	settle(t, s, "early")
 	expectNoNotice(t, early, "a watch stopped before its confirmation")
+}
+
+// newStoreAs returns a store on srv that connects as the ACL user user with password pw.
+func newStoreAs(t *testing.T, srv *redistest.Server, user, pw string) *redisstore.Store {
+	t.Helper()
+	opts, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Username, opts.Password = user, pw
+	s, err := redisstore.New(redis.NewClient(opts), redisstore.Options{})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// noSubscribeACL adds the user gw, password pw, allowed every command but SUBSCRIBE: Redis answers
+// its SUBSCRIBEs with NOPERM, and never confirms a subscription.
+var noSubscribeACL = []string{"--user", "gw", "on", ">pw", "~*", "&*", "+@all", "-subscribe"}
+
+// TestWatchSettledWithoutSubscribeACL (review of 60b8dd5: "leak without SUBSCRIBE permission"): for
+// a Redis user without +subscribe, whose subscriptions are never confirmed, WatchSettled fails
+// when its context ends, and the subscriptions end with their last watch all the same: none is
+// left behind (to be subscribed again at every reconnection) however many watches come and go.
+func TestWatchSettledWithoutSubscribeACL(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{Args: noSubscribeACL})
+	s := newStoreAs(t, srv, "gw", "pw")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	stop, err := s.WatchSettled(ctx, "first", func() {})
+	cancel()
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WatchSettled without +subscribe = %v, want the context's deadline", err)
+	}
+	stop()
+	if n := redisstore.Subscriptions(s); n != 0 {
+		t.Fatalf("%d subscriptions after the watch stopped, want 0", n)
+	}
+
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // the watches below do not wait for a confirmation that never comes
+	const watches = 300
+	for i := range watches {
+		key := fmt.Sprintf("k%d", i%100) // every key watched three times
+		first, err := s.WatchSettled(done, key, func() {})
+		if err == nil {
+			t.Fatalf("WatchSettled(%q) with a done context: no error", key)
+		}
+		second, _ := s.WatchSettled(done, key, func() {})
+		if n := redisstore.Subscriptions(s); n != 1 {
+			t.Fatalf("watch %d: %d subscriptions with two watches of one key, want 1", i, n)
+		}
+		first()
+		if n := redisstore.Subscriptions(s); n != 1 {
+			t.Fatalf("watch %d: %d subscriptions with one watch left, want 1", i, n)
+		}
+		second()
+		if n := redisstore.Subscriptions(s); n != 0 {
+			t.Fatalf("watch %d: %d subscriptions after the last watch stopped, want 0", i, n)
+		}
+	}
+
+	// The store still works, and its subscriptions still end with their watches.
+	settle(t, s, "k1")
+	stops := make([]func(), 0, 10)
+	for i := range 10 {
+		stop, _ := s.WatchSettled(done, fmt.Sprintf("k%d", i), func() {})
+		stops = append(stops, stop)
+	}
+	if n := redisstore.Subscriptions(s); n != 10 {
+		t.Fatalf("%d subscriptions for 10 running watches, want 10", n)
+	}
+	for _, stop := range stops {
+		stop()
+	}
+	if n := redisstore.Subscriptions(s); n != 0 {
+		t.Fatalf("%d subscriptions left after every watch stopped, want 0", n)
+	}
+}
+
+// TestWaitWithoutSubscribeACL: with a Redis user without +subscribe, duplicates waiting under
+// concurrency: wait still get the replay, by polling the store, and the gateway warns once (per
+// minute, whatever the keys) that the settle notices do not work, naming the poll and the likely
+// cause.
+func TestWaitWithoutSubscribeACL(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{Args: noSubscribeACL})
+	var logs syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+
+	release := make(chan struct{}, 2)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"T-1"}`)
+	}))
+	t.Cleanup(upstream.Close)
+	cfg, err := routes.Parse("routes.yaml", []byte(`
+upstreams:
+  tickets: {url: `+upstream.URL+`}
+defaults: {concurrency: wait, wait_timeout: 10s}
+routes:
+  - {name: create_ticket, upstream: tickets, method: POST, path: /v1/tickets, class: non_idempotent}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gatewayOn := func(s gateway.Store) string {
+		gw, err := gateway.New(cfg, s, gateway.Options{Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(gw)
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
+	raw := newClient(t, srv)
+	executing, waiting := newStoreAs(t, srv, "gw", "pw"), newStoreAs(t, srv, "gw", "pw")
+	first, duplicate := gatewayOn(executing), gatewayOn(waiting)
+	t.Cleanup(func() { close(release) }) // before the gateways' servers close, which wait for their requests
+	send := func(url, key string, decisions chan<- string) {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/tickets", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			decisions <- err.Error()
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		decisions <- resp.Header.Get("Idempotency-Decision")
+	}
+
+	for _, key := range []string{"one", "two"} {
+		firstDecision, duplicateDecision := make(chan string, 1), make(chan string, 1)
+		go send(first, key, firstDecision)
+		waitFor(t, 5*time.Second, "the first request's claim", func() bool {
+			state, _, _ := executing.Get(ctx, "default/create_ticket/"+key)
+			return state == gateway.StateInProgress
+		})
+		reads := scriptCalls(t, raw)
+		go send(duplicate, key, duplicateDecision)
+		// Its claim, then its read once WatchSettled has failed: it now sleeps until its next poll.
+		waitFor(t, 5*time.Second, "the duplicate's second read", func() bool { return scriptCalls(t, raw) >= reads+2 })
+		if n := redisstore.Subscriptions(waiting); n != 1 {
+			t.Errorf("%s: %d subscriptions while the duplicate waits, want 1 (its watch, unconfirmed)", key, n)
+		}
+		release <- struct{}{}
+		if d := <-firstDecision; d != "execute" {
+			t.Fatalf("%s: first decision %q, want execute", key, d)
+		}
+		select {
+		case d := <-duplicateDecision:
+			if d != "replay" {
+				t.Fatalf("%s: duplicate's decision %q, want replay", key, d)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the duplicate still waits 5 s after the commit: it does not poll", key)
+		}
+		waitFor(t, 5*time.Second, "the end of the duplicate's watch", func() bool { return redisstore.Subscriptions(waiting) == 0 })
+	}
+
+	const msg = `"msg":"settle notices not working: waiting duplicates poll the store instead of being woken"`
+	out := logs.String()
+	if n := strings.Count(out, msg); n != 1 {
+		t.Fatalf("%d warnings that the settle notices do not work, want 1 (at most one a minute):\n%s", n, out)
+	}
+	for _, want := range []string{`"poll_every":"500ms"`, `+subscribe`, `Redis is slow`, `"key":"default/create_ticket/one"`, `did not confirm the subscription`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the warning does not say %s:\n%s", want, out)
+		}
+	}
+}
+
+// scriptCalls returns how many EVALSHA commands the server has run (INFO commandstats).
+func scriptCalls(t *testing.T, raw *redis.Client) int {
+	t.Helper()
+	info, err := raw.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if stats, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+			calls, _, _ := strings.Cut(stats, ",")
+			n, err := strconv.Atoi(calls)
+			if err != nil {
+				t.Fatalf("INFO commandstats: %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use, for logs written by several goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestWatchSettledAfterReconnect: when the Pub/Sub connection drops, go-redis reconnects and

@@ -2,7 +2,7 @@
 -- No record: create it in_progress for owner, lease from now, PEXPIRE ttl; return {1, 'in_progress'}
 -- (the caller already has the payload). A record: return it as {0, state, payload}, first turning
 -- an in_progress record whose lease has lapsed into outcome_unknown (never freeing it).
-local rec, err = load(KEYS[1], true) -- with the payload, which it returns
+local rec, err = load(KEYS[1])
 if err then
   return redis.error_reply(err)
 end

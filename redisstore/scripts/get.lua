@@ -1,6 +1,6 @@
 -- get: no ARGV. Returns {} when there is no record, else {state, payload}; read-only.
 -- A script rather than HMGET so that a corrupt record is refused exactly as the writers refuse it.
-local rec, err = load(KEYS[1], true) -- with the payload, which it returns
+local rec, err = load(KEYS[1])
 if err then
   return redis.error_reply(err)
 end

@@ -17,17 +17,8 @@ end
 -- error message when the key holds a hash that is not a valid record: scripts then refuse with an
 -- error instead of overwriting or freeing a record they do not understand. A key of another type
 -- makes HMGET fail with WRONGTYPE, which also aborts the script.
--- The table has the payload only when with_payload is true: only claim and get return it, and a
--- payload (up to the whole stored response) would be copied into Lua for nothing. Without it,
--- HEXISTS checks that the field is there without copying it, so every script refuses the same
--- records.
-local function load(key, with_payload)
-  local f
-  if with_payload then
-    f = redis.call('HMGET', key, 'state', 'owner', 'lease_until', 'payload')
-  else
-    f = redis.call('HMGET', key, 'state', 'owner', 'lease_until')
-  end
+local function load(key)
+  local f = redis.call('HMGET', key, 'state', 'owner', 'lease_until', 'payload')
   local state, owner, lease_until, payload = f[1], f[2], tonumber(f[3] or ''), f[4]
   if not state then
     if redis.call('EXISTS', key) == 0 then
@@ -38,8 +29,7 @@ local function load(key, with_payload)
   if state ~= 'in_progress' and state ~= 'committed' and state ~= 'outcome_unknown' then
     return nil, 'CORRUPT unknown state'
   end
-  if not owner or not lease_until
-      or not (payload or (not with_payload and redis.call('HEXISTS', key, 'payload') == 1)) then
+  if not owner or not lease_until or not payload then
     return nil, 'CORRUPT missing or invalid owner, lease_until or payload field'
   end
   return {state = state, owner = owner, lease_until = lease_until, payload = payload}
