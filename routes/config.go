@@ -21,6 +21,7 @@ const (
 	DefaultTTL             = 24 * time.Hour
 	DefaultLockLease       = 10 * time.Second
 	MinLockLease           = 100 * time.Millisecond // shorter leases lapse under ordinary scheduling delays
+	MaxTTL                 = 365 * 24 * time.Hour   // a year; far longer ones overflow the stores' clocks
 	DefaultReconcileAfter  = time.Minute
 	DefaultWaitTimeout     = 10 * time.Second
 	DefaultUpstreamTimeout = 30 * time.Second

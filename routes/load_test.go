@@ -96,6 +96,7 @@ var badFiles = map[string][]string{
 		`defaults.bad.yml: routes[0] "create_ticket": concurrency: "": must be reject or wait`,
 		`defaults.bad.yml: routes[0] "create_ticket": tenant_header: "X-Tenant:": invalid header name`,
 		`defaults.bad.yml: routes[0] "create_ticket": max_body_bytes: -5: must be positive`,
+		`defaults.bad.yml: routes[1] "create_other": ttl: 100000h0m0s: must be at most 8760h0m0s (a year)`,
 	},
 	"fingerprint.bad.yml": {
 		`fingerprint.bad.yml: routes[0] "create_ticket": key.header: "Idempotency Key": invalid header name`,

@@ -249,6 +249,9 @@ func (r *resolver) settings(at string, raw rawSettings, base settings) settings 
 		}
 	}
 	duration("ttl", raw.TTL, &s.ttl)
+	if raw.TTL != nil && *raw.TTL > MaxTTL {
+		r.addf(at+"ttl", "%s: must be at most %s (a year)", *raw.TTL, MaxTTL)
+	}
 	duration("lock_lease", raw.LockLease, &s.lockLease)
 	if raw.LockLease != nil && *raw.LockLease > 0 && *raw.LockLease < MinLockLease {
 		r.addf(at+"lock_lease", "%s: must be at least %s (the lease is renewed every third of it)", *raw.LockLease, MinLockLease)
