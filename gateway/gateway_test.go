@@ -25,6 +25,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -207,7 +208,7 @@ func TestAccessLine(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	t.Cleanup(upstream.Close)
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{"a":1}`))
 	req.Header.Set("Content-Type", "application/json")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -194,7 +195,7 @@ func TestRegressionSecondPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { base.Close() })
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	serve := func(key byte) (*httptest.Server, http.Handler) {
 		store, err := gateway.Encrypted(base, bytes.Repeat([]byte{key}, 32))
 		if err != nil {

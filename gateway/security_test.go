@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -17,25 +15,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/testlog"
 )
-
-// syncBuffer is a bytes.Buffer safe for the gateway's concurrent log writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestTenantAndCredentialScope: tenant_required refuses a request without a tenant; with
 // scope.credential two callers of one tenant never share a key, and the credential itself is
@@ -43,7 +24,7 @@ func (s *syncBuffer) String() string {
 func TestTenantAndCredentialScope(t *testing.T) {
 	t.Parallel()
 	up, executions := countingUpstream(t)
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	spans := tracetest.NewInMemoryExporter()
 	reg := gateway.NewRegistry()
 	srv, _, gw := newGatewayYAML(t, fmt.Sprintf(`

@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/redisstore"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -353,7 +352,7 @@ func TestWatchSettledWithoutSubscribeACL(t *testing.T) {
 func TestWaitWithoutSubscribeACL(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{Args: noSubscribeACL})
-	var logs syncBuffer
+	var logs testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 
 	release := make(chan struct{}, 2)
@@ -459,24 +458,6 @@ func scriptCalls(t *testing.T, raw *redis.Client) int {
 		}
 	}
 	return 0
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use, for logs written by several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestWatchSettledAfterReconnect: when the Pub/Sub connection drops, go-redis reconnects and

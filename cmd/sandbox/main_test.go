@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/internal/testlog"
 )
 
 // readyRe matches the readiness line and captures the address.
@@ -57,7 +59,7 @@ func TestRunListenPortZero(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			stdout, w := io.Pipe()
-			var stderr syncBuffer
+			var stderr testlog.Buffer
 			done := make(chan error, 1)
 			go func() { done <- run(ctx, []string{"-listen", listen}, w, &stderr) }()
 
@@ -98,7 +100,7 @@ func TestRunFlags(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var stdout, stderr syncBuffer
+			var stdout, stderr testlog.Buffer
 			err := run(t.Context(), tc.args, &stdout, &stderr)
 			if !errors.Is(err, tc.wantErr) {
 				t.Errorf("run = %v, want %v", err, tc.wantErr)
@@ -136,7 +138,7 @@ func TestRunListenError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testlog.Buffer
 	if err := run(t.Context(), []string{"-listen", ln.Addr().String()}, &stdout, &stderr); err == nil {
 		t.Error("run on a taken address = nil, want an error")
 	}
@@ -161,7 +163,7 @@ func TestBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/idemgateway/idemgateway/internal/testlog"
 )
 
 // newTestSandbox serves a fresh sandbox on an httptest server that is closed at the end of the test.
@@ -606,7 +608,7 @@ func TestUnknownRoutes(t *testing.T) {
 // TestLogLine checks the one log line of a request: endpoint, effect and fault.
 func TestLogLine(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testlog.Buffer
 	s := newSandbox(slog.New(slog.NewTextHandler(&buf, nil)))
 	srv := httptest.NewServer(s)
 	send(t, srv.Client(), srv.URL, creates[0].req.with(map[string]string{headerFailAfterCommit: "500"}))
@@ -620,22 +622,4 @@ func TestLogLine(t *testing.T) {
 			t.Errorf("log line %q lacks %q", lines[0], want)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
