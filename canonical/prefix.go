@@ -8,16 +8,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// LookupPrefix is LookupPrefixes for the one pointer p, which also tells an empty string value
-// from an absent one: ok is false, and value "", when p is the zero Pointer, absent from prefix,
-// cut off, or behind bytes that are not JSON.
-func LookupPrefix(prefix []byte, p Pointer) (value string, ok bool) {
-	var v [1]string
-	var found [1]bool
-	lookupPrefixes(prefix, []Pointer{p}, v[:], found[:])
-	return v[0], found[0]
-}
-
 // LookupPrefixes returns the values at the JSON Pointers ps (RFC 6901) in data, a JSON text
 // (RFC 8259) that may have been cut off at any byte, as when a response body is larger than the
 // gateway keeps. It reads data once, in document order, without building a tree, and stops as
@@ -31,8 +21,7 @@ func LookupPrefix(prefix []byte, p Pointer) (value string, ok bool) {
 // zero Pointer, absent, cut off, or read after bytes that are not JSON (as Canonicalize judges
 // them: a syntax error, invalid UTF-8, an escaped lone surrogate, a member name repeated in one
 // object). A value is whole once its last byte is in data; a number, which nothing closes, only
-// once a byte follows it. An empty string and an absent value both give ""; LookupPrefix tells
-// them apart.
+// once a byte follows it. An empty string and an absent value both give "".
 //
 // Pointers may repeat, share a prefix (/data/id and /data/url) or lead into arrays (/items/0/id,
 // where a token names an element only as a decimal index without leading zeros); a token names

@@ -8,6 +8,15 @@ import (
 	"pgregory.net/rapid"
 )
 
+// lookupPrefix is LookupPrefixes for one pointer that also tells an empty string value from an
+// absent one (ok false).
+func lookupPrefix(prefix []byte, p Pointer) (value string, ok bool) {
+	var v [1]string
+	var found [1]bool
+	lookupPrefixes(prefix, []Pointer{p}, v[:], found[:])
+	return v[0], found[0]
+}
+
 func TestLookupPrefix(t *testing.T) {
 	t.Parallel()
 	body := `{"pad0":[1,{"x":"y"}],"ticket":{"id":35436,"url":"https://x/1","tags":["a","b"],"n":1.50,"e":""},"key":"OPS-1","pad":"` + strings.Repeat("x", 100) + `"}`
@@ -43,9 +52,9 @@ func TestLookupPrefix(t *testing.T) {
 			data = body[:tt.cut]
 		}
 		p := mustPointer(t, tt.pointer)
-		v, ok := LookupPrefix([]byte(data), p)
+		v, ok := lookupPrefix([]byte(data), p)
 		if v != tt.value || ok != tt.ok {
-			t.Errorf("LookupPrefix(%d bytes, %s) = %q, %v; want %q, %v", len(data), tt.pointer, v, ok, tt.value, tt.ok)
+			t.Errorf("lookupPrefix(%d bytes, %s) = %q, %v; want %q, %v", len(data), tt.pointer, v, ok, tt.value, tt.ok)
 		}
 		if tt.cut == 0 {
 			if lv, lok := Lookup([]byte(data), p); lv != v || lok != ok {
@@ -53,8 +62,8 @@ func TestLookupPrefix(t *testing.T) {
 			}
 		}
 	}
-	if v, ok := LookupPrefix([]byte(body), Pointer{}); v != "" || ok {
-		t.Errorf("LookupPrefix(zero Pointer) = %q, %v; want not found", v, ok)
+	if v, ok := lookupPrefix([]byte(body), Pointer{}); v != "" || ok {
+		t.Errorf("lookupPrefix(zero Pointer) = %q, %v; want not found", v, ok)
 	}
 }
 
@@ -138,8 +147,8 @@ func TestLookupPrefixes(t *testing.T) {
 				t.Errorf("LookupPrefixes(%s, %q) = %q; want %q", tt.data, tt.pointers, got, tt.want)
 			}
 			for i, p := range ps {
-				if v, _ := LookupPrefix([]byte(tt.data), p); v != tt.want[i] {
-					t.Errorf("LookupPrefix(%s, %q) = %q; LookupPrefixes says %q", tt.data, tt.pointers[i], v, tt.want[i])
+				if v, _ := lookupPrefix([]byte(tt.data), p); v != tt.want[i] {
+					t.Errorf("lookupPrefix(%s, %q) = %q; LookupPrefixes says %q", tt.data, tt.pointers[i], v, tt.want[i])
 				}
 			}
 		})
@@ -179,9 +188,9 @@ func TestLookupPrefixesCutOff(t *testing.T) {
 			at++ // the "}" after the number
 		}
 		for n := 0; n <= len(body); n++ {
-			v, ok := LookupPrefix([]byte(body[:n]), p)
+			v, ok := lookupPrefix([]byte(body[:n]), p)
 			if ok != (n >= at) || ok && v != want || !ok && v != "" {
-				t.Errorf("LookupPrefix(%q, %s) = %q, %v; want %q from %d bytes on", body[:n], tt.pointer, v, ok, want, at)
+				t.Errorf("lookupPrefix(%q, %s) = %q, %v; want %q from %d bytes on", body[:n], tt.pointer, v, ok, want, at)
 			}
 		}
 	}
@@ -211,7 +220,7 @@ func TestPropertyLookupPrefixesMatchesLookup(t *testing.T) {
 		cut := text[:rapid.IntRange(0, len(text)).Draw(t, "cut")]
 		got := LookupPrefixes(cut, ps...)
 		for i, p := range ps {
-			v, ok := LookupPrefix(cut, p)
+			v, ok := lookupPrefix(cut, p)
 			if v != got[i] || ok && v != wants[i] {
 				t.Fatalf("cut to %s: LookupPrefixes gives %q, LookupPrefix %q, %v for %s; the whole text %q", cut, got[i], v, ok, chosen[i], wants[i])
 			}
@@ -234,7 +243,7 @@ func FuzzLookupPrefixes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		got := LookupPrefixes(in, ps...)
 		for i, p := range ps {
-			if v, _ := LookupPrefix(in, p); v != got[i] {
+			if v, _ := lookupPrefix(in, p); v != got[i] {
 				t.Fatalf("LookupPrefixes gives %q for %s, LookupPrefix %q", got[i], p, v)
 			}
 		}
@@ -245,8 +254,8 @@ func FuzzLookupPrefixes(f *testing.F) {
 		oks := make([]bool, len(ps))
 		for i, p := range ps {
 			wants[i], oks[i] = Lookup(in, p)
-			if v, ok := LookupPrefix(in, p); v != wants[i] || ok != oks[i] {
-				t.Fatalf("LookupPrefix(%s) = %q, %v; Lookup %q, %v", p, v, ok, wants[i], oks[i])
+			if v, ok := lookupPrefix(in, p); v != wants[i] || ok != oks[i] {
+				t.Fatalf("lookupPrefix(%s) = %q, %v; Lookup %q, %v", p, v, ok, wants[i], oks[i])
 			}
 		}
 		step := max(1, len(in)/256)
@@ -256,7 +265,7 @@ func FuzzLookupPrefixes(f *testing.F) {
 		}
 		for n := 0; n <= len(in); n += step {
 			for i, p := range ps {
-				v, ok := LookupPrefix(in[:n], p)
+				v, ok := lookupPrefix(in[:n], p)
 				switch {
 				case ok && (!oks[i] || v != wants[i]):
 					t.Fatalf("cut to %d bytes, %s is %q; whole, %q, %v", n, p, v, wants[i], oks[i])
@@ -287,7 +296,7 @@ func TestLookupPrefixesAllocs(t *testing.T) {
 	}{
 		{"two strings", func() { prefixesSink = LookupPrefixes(body, id, url) }, 3},
 		{"a number and an absent member", func() { prefixesSink = LookupPrefixes(body, n, absent) }, 2},
-		{"LookupPrefix", func() { prefixesSink[0], _ = LookupPrefix(body, url) }, 1},
+		{"LookupPrefix", func() { prefixesSink[0], _ = lookupPrefix(body, url) }, 1},
 	}
 	for _, tt := range tests {
 		if got := testing.AllocsPerRun(100, tt.f); got != tt.want {
