@@ -53,12 +53,18 @@ func (p Pointer) tokens() []string {
 	}
 	toks := strings.Split(p.s[1:], "/")
 	for i, t := range toks {
-		if strings.IndexByte(t, '~') >= 0 {
-			// RFC 6901 §4: "~1" first, then "~0", so "~01" is "~1".
-			toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
-		}
+		toks[i] = unescapeToken(t)
 	}
 	return toks
+}
+
+// unescapeToken returns the reference token t (as written in a pointer) unescaped: RFC 6901 §4,
+// "~1" first, then "~0", so "~01" is "~1". It allocates only when t holds a "~".
+func unescapeToken(t string) string {
+	if strings.IndexByte(t, '~') < 0 {
+		return t
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
 }
 
 // arrayIndex returns the array index that tok spells (RFC 6901 §4: "0" or a decimal without

@@ -190,7 +190,7 @@ func (s *prefixScan) object(ps []Pointer, values []string, d int) bool {
 		for i := range ps {
 			if s.depth[i] == d && s.at[i] < len(ps[i].s) {
 				tok, next := token(ps[i].s, s.at[i])
-				if tokenNames(tok, name) {
+				if unescapeToken(tok) == string(name) {
 					s.depth[i], s.at[i] = d+1, next
 					into = true
 				}
@@ -295,28 +295,6 @@ func token(p string, i int) (tok string, next int) {
 		return p[i : i+j], i + j
 	}
 	return p[i:], len(p)
-}
-
-// tokenNames reports whether the escaped reference token tok names the member name (RFC 6901
-// §4: "~1" stands for "/" and "~0" for "~"; ParsePointer allows no other "~").
-func tokenNames(tok string, name []byte) bool {
-	if strings.IndexByte(tok, '~') < 0 {
-		return tok == string(name)
-	}
-	for len(tok) > 0 {
-		c, n := tok[0], 1
-		if c == '~' {
-			c, n = '~', 2
-			if tok[1] == '1' {
-				c = '/'
-			}
-		}
-		if len(name) == 0 || name[0] != c {
-			return false
-		}
-		tok, name = tok[n:], name[1:]
-	}
-	return len(name) == 0
 }
 
 // isIndex reports whether tok spells an array index (as arrayIndex reads them) below n.
