@@ -93,7 +93,7 @@ func serve(s *settings) error {
 		return err
 	}
 
-	go watcher.Run(ctx, 2*time.Second, hangups(ctx), func(cfg *routes.Config, err error) {
+	go watcher.Run(ctx, s.RoutesPoll, hangups(ctx), func(cfg *routes.Config, err error) {
 		if err == nil {
 			err = gw.Reload(cfg)
 		}

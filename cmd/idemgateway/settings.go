@@ -33,6 +33,9 @@ type settings struct {
 	LogLevel           string   `default:"info" split_words:"true"`
 	LogFormat          string   `default:"json" split_words:"true"`
 	EncryptionKey      string   `split_words:"true"` // secret: base64 of 32 bytes; encrypts payloads at rest
+	// RoutesPoll is how often the routes file's content is checked for a change; 0 turns the
+	// checks off, so that only SIGHUP reloads (IDEMGATEWAY_ROUTES_POLL).
+	RoutesPoll time.Duration `default:"2s" split_words:"true"`
 
 	// Redis connection settings (redis.go). Zero pool size means go-redis's default.
 	RedisUsername         string        `split_words:"true"`
@@ -78,6 +81,9 @@ func loadSettings(args []string) (*settings, error) {
 	}
 	if _, err := s.encryptionKey(); err != nil {
 		return nil, err
+	}
+	if s.RoutesPoll < 0 {
+		return nil, fmt.Errorf("IDEMGATEWAY_ROUTES_POLL %s is negative: want a duration, or 0 to reload on SIGHUP only", s.RoutesPoll)
 	}
 	if err := s.checkRedis(); err != nil {
 		return nil, err
