@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -343,19 +341,4 @@ func writeRoutes(t *testing.T, name, sandboxURL string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// deadURL returns the URL of a loopback port that refuses connections: one that was free a moment
-// ago. (Another process could take it meanwhile; the tests that use it say so when they fail.)
-func deadURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		t.Fatal(err)
-	}
-	return "http://" + addr
 }
