@@ -271,6 +271,7 @@ type env struct {
 	sb       *sandbox
 	gw       *gateway
 	redis    *redistest.Server // nil on the embedded store
+	hold     *holdGate         // between the gateway and the sandbox, with envOptions.hold; else nil
 	routes   string            // path of the routes file
 	storeEnv []string          // the gateway's store settings
 }
@@ -279,6 +280,7 @@ type env struct {
 type envOptions struct {
 	redis  redistest.Options // options of the redis-server, on the Redis store
 	routes string            // the routes template in testdata; default routes.yaml.tmpl
+	hold   bool              // route the upstream calls through a holdGate (e.hold)
 }
 
 // newEnv starts a store of kind, a sandbox and a gateway for t; all stop when t ends.
@@ -302,7 +304,12 @@ func newEnv(t *testing.T, kind storeKind, opts ...envOptions) *env {
 	if o.routes == "" {
 		o.routes = "routes.yaml.tmpl"
 	}
-	e.routes = writeRoutes(t, o.routes, e.sb.url)
+	upstream := e.sb.url
+	if o.hold {
+		e.hold = newHoldGate(t, e.sb.url)
+		upstream = e.hold.url
+	}
+	e.routes = writeRoutes(t, o.routes, upstream)
 	e.gw = e.startGateway(t)
 	return e
 }
@@ -313,13 +320,14 @@ func (e *env) startGateway(t *testing.T) *gateway {
 	return startGateway(t, e.routes, e.storeEnv)
 }
 
-// forEachStore runs test as a parallel subtest per store kind, each in its own env.
-func forEachStore(t *testing.T, test func(t *testing.T, e *env)) {
+// forEachStore runs test as a parallel subtest per store kind, each in its own env (started with
+// opts, if any).
+func forEachStore(t *testing.T, test func(t *testing.T, e *env), opts ...envOptions) {
 	t.Helper()
 	for _, kind := range storeKinds {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
-			test(t, newEnv(t, kind))
+			test(t, newEnv(t, kind, opts...))
 		})
 	}
 }
