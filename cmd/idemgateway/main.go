@@ -127,7 +127,10 @@ func serve(s *settings) error {
 	}
 	// Stop accepting; let in-flight upstream calls finish and their records settle. Calls the
 	// grace period cuts off are marked outcome_unknown: they may have reached the upstream.
-	grace := shutdownGrace(cfg)
+	grace := s.ShutdownGrace
+	if grace == 0 {
+		grace = shutdownGrace(cfg)
+	}
 	log.Info("shutting down", "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
