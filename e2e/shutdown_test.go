@@ -21,20 +21,15 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 
 		err := e.gw.terminate(t) // the call stays held: the grace must run out
 		t.Logf("the gateway exited with %v", err)
-		var abandoned []struct {
-			Level   string
-			Records int
+		type graceLine struct {
+			Level, Msg string
+			Records    int
 		}
+		var abandoned []graceLine
 		for _, line := range strings.Split(e.gw.out.String(), "\n") {
-			var l struct {
-				Level, Msg string
-				Records    int
-			}
+			var l graceLine
 			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "grace period over: calls still under way are left outcome_unknown" {
-				abandoned = append(abandoned, struct {
-					Level   string
-					Records int
-				}{l.Level, l.Records})
+				abandoned = append(abandoned, l)
 			}
 		}
 		if len(abandoned) != 1 || abandoned[0].Records != 1 || abandoned[0].Level != "WARN" {
