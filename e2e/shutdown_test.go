@@ -54,4 +54,3 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 		expectAttempts(t, e.sb, 1)
 	}, envOptions{hold: true, env: []string{"IDEMGATEWAY_SHUTDOWN_GRACE=1s"}})
 }
-
