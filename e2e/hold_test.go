@@ -33,17 +33,37 @@ type holdGate struct {
 	mu       sync.Mutex
 	arrived  map[string]chan struct{} // one element per request of that hold that reached the gate
 	released map[string]chan struct{} // closed by release
+
+	// dedupHeader, when set (withDedup), makes the gate an upstream that de-duplicates by that
+	// header's value, as Stripe does by Idempotency-Key: the first request with a value is sent to
+	// the sandbox, and every later one gets its response again without reaching it.
+	dedupHeader string
+	dedupMu     sync.Mutex
+	dedup       map[string]*dedupEntry
+}
+
+// dedupEntry is the first response to one de-duplication key, once its request has finished.
+type dedupEntry struct {
+	done   chan struct{}
+	status int
+	header http.Header
+	body   []byte
+	hits   int // later requests answered from it
 }
 
 // newHoldGate starts a holdGate in front of the sandbox at target. When t ends it releases every
-// hold, so that the held calls finish, and stops.
-func newHoldGate(t *testing.T, target string) *holdGate {
+// hold, so that the held calls finish, and stops. dedupHeader, if given, turns on the
+// de-duplication by that header (holdGate.dedupHeader).
+func newHoldGate(t *testing.T, target string, dedupHeader ...string) *holdGate {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &holdGate{arrived: map[string]chan struct{}{}, released: map[string]chan struct{}{}}
+	h := &holdGate{arrived: map[string]chan struct{}{}, released: map[string]chan struct{}{}, dedup: map[string]*dedupEntry{}}
+	if len(dedupHeader) > 0 {
+		h.dedupHeader = dedupHeader[0]
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.Out.Host = pr.In.Host },
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64},
@@ -55,7 +75,38 @@ func newHoldGate(t *testing.T, target string) *holdGate {
 			<-released
 		}
 		// Detached: the upstream acts even if the gateway gave up on the call.
-		rp.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+		r = r.WithContext(context.WithoutCancel(r.Context()))
+		key := ""
+		if h.dedupHeader != "" {
+			key = r.Header.Get(h.dedupHeader)
+		}
+		if key == "" {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		h.dedupMu.Lock()
+		d, seen := h.dedup[key]
+		if !seen {
+			d = &dedupEntry{done: make(chan struct{})}
+			h.dedup[key] = d
+		}
+		h.dedupMu.Unlock()
+		if !seen {
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			d.status, d.header, d.body = rec.Code, rec.Header(), rec.Body.Bytes()
+			close(d.done)
+		} else {
+			<-d.done
+			h.dedupMu.Lock()
+			d.hits++
+			h.dedupMu.Unlock()
+		}
+		for k, v := range d.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(d.status)
+		_, _ = w.Write(d.body)
 	}))
 	h.url = srv.URL
 	t.Cleanup(func() {
@@ -98,6 +149,18 @@ func (h *holdGate) waitHeld(t *testing.T, name string) {
 	case <-time.After(holdTimeout):
 		t.Fatalf("no upstream call of hold %q within %s", name, holdTimeout)
 	}
+}
+
+// dedupKeys returns, for each de-duplication key seen, how many later requests were answered
+// with its first response.
+func (h *holdGate) dedupKeys() map[string]int {
+	h.dedupMu.Lock()
+	defer h.dedupMu.Unlock()
+	m := make(map[string]int, len(h.dedup))
+	for k, d := range h.dedup {
+		m[k] = d.hits
+	}
+	return m
 }
 
 // release lets the requests of hold name, held and future, through to the sandbox.
