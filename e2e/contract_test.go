@@ -363,10 +363,15 @@ func TestContract_ResolveUnknown(t *testing.T) {
 		if rec.State != "committed" || rec.RemoteID != "T-1" {
 			t.Errorf("resolved record: state %q, remote_id %q; want committed, T-1", rec.State, rec.RemoteID)
 		}
+		before := e.sb.stats(t)
 		r := e.gw.do(t, request{Key: "res-2", Body: ticketBody})
-		if r.decision() != "replay" {
-			t.Errorf("retry after resolve committed: %d, decision %q; want a replay", r.Status, r.decision())
+		if r.decision() != "replay" || r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("retry after resolve committed: %d, decision %q, Idempotent-Replayed %q; want a replay",
+				r.Status, r.decision(), r.Header.Get("Idempotent-Replayed"))
 		}
+		// The replay made no upstream call (audit W11): the counts are those before the retry.
+		expectUp(t, e.sb, before.ByEndpoint[ticketsEndpoint])
+		expectAttempts(t, e.sb, before.Requests.ByEndpoint[ticketsEndpoint])
 	})
 }
 
@@ -418,18 +423,14 @@ func TestContract_NoRoute(t *testing.T) {
 			expectNoRoute(t, r)
 		})
 	}
-	// A known path with another method matches no route either: 404 by the contract's letter
-	// ("a request that matches no route gets 404"); 405 with Allow is what HTTP says.
+	// A known path with another method: 405 with Allow, as the README promises (audit W10).
 	t.Run("other method", func(t *testing.T) {
 		r := e.gw.do(t, request{Method: http.MethodGet, Path: pathTickets, NoKey: true})
-		switch r.Status {
-		case http.StatusNotFound:
-		case http.StatusMethodNotAllowed:
-			if allow := r.Header.Get("Allow"); !strings.Contains(allow, http.MethodPost) {
-				t.Errorf("405 with Allow %q, want one listing POST (RFC 9110 §15.5.6)", allow)
-			}
-		default:
-			t.Errorf("status %d, want 404 (or 405)", r.Status)
+		if r.Status != http.StatusMethodNotAllowed {
+			t.Errorf("status %d, want 405; body %.300s", r.Status, r.Body)
+		}
+		if allow := r.Header.Values("Allow"); len(allow) != 1 || allow[0] != http.MethodPost {
+			t.Errorf("Allow %q, want POST, the one method of %s (RFC 9110 §15.5.6)", allow, pathTickets)
 		}
 	})
 	st := e.sb.stats(t)

@@ -78,36 +78,29 @@ func TestKill9InFlight(t *testing.T) {
 	})
 }
 
-// TestConcurrentDuplicates: ten identical requests at the same moment: one upstream execution.
+// TestConcurrentDuplicates: ten identical requests at the same moment: one upstream execution,
+// held until the nine others have been answered 409 in progress (audit T2).
 func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		req := request{Key: "dup-10", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "400ms"}}
-		reqs := make([]request, 10)
-		for i := range reqs {
-			reqs[i] = req
+		req := request{Key: "dup-10", Body: ticketBody}
+		gws := make([]*gateway, 10)
+		for i := range gws {
+			gws[i] = e.gw
 		}
-		var executed *response
-		resps := sendAll(t, e.gw, reqs)
+		resps, heldAt := sendHeldDuplicates(t, e.hold, "dup-10", req, gws)
 		for i, r := range resps {
-			if r.decision() == "execute" {
-				if executed != nil {
-					t.Errorf("requests executed twice")
-				}
+			if i == heldAt {
 				expectCreated(t, r)
-				executed = &resps[i]
 				continue
 			}
 			expectProblem(t, r, http.StatusConflict, "request-in-progress", "in_progress", true)
 			expectRetryAfter(t, r)
 		}
-		if executed == nil {
-			t.Fatalf("no request executed")
-		}
-		expectReplayOf(t, e.gw.do(t, request{Key: "dup-10", Body: ticketBody}), *executed)
+		expectReplayOf(t, e.gw.do(t, req), resps[heldAt])
 		expectUp(t, e.sb, 1)
 		expectAttempts(t, e.sb, 1)
-	})
+	}, envOptions{hold: true})
 }
 
 // TestClientDisconnectMidCall: the client gives up during the upstream call; the gateway finishes

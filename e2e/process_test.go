@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,6 +36,7 @@ type process struct {
 	drained chan struct{} // closed once its output has been read to the end
 	waitErr error
 	killed  bool // ended by SIGKILL on purpose: its exit status means nothing
+	judged  bool // ended by terminate: the test judges its exit status itself
 }
 
 // logBuffer is a bytes.Buffer safe for one writer and concurrent readers.
@@ -149,9 +148,28 @@ func (p *process) stop(t *testing.T) {
 	if strings.Contains(p.out.String(), "WARNING: DATA RACE") {
 		t.Errorf("%s reported a data race (its output follows)", p.name)
 	}
-	if p.waitErr != nil && !p.killed {
+	if p.waitErr != nil && !p.killed && !p.judged {
 		t.Errorf("%s exited with %v", p.name, p.waitErr)
 	}
+}
+
+// terminate sends SIGTERM and waits for the process to exit (SIGKILL and a test error after
+// stopTimeout). It returns the exit error, for the test to judge: stop then ignores it.
+func (p *process) terminate(t *testing.T) error {
+	t.Helper()
+	p.judged = true
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("%s: SIGTERM: %v", p.name, err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(stopTimeout):
+		t.Errorf("%s did not stop within %s of SIGTERM; killed", p.name, stopTimeout)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	p.waitDrained()
+	return p.waitErr
 }
 
 // kill9 kills the process with SIGKILL, as a crash would, and waits for it to exit.
@@ -273,14 +291,17 @@ type env struct {
 	sb       *sandbox
 	gw       *gateway
 	redis    *redistest.Server // nil on the embedded store
+	hold     *holdGate         // between the gateway and the sandbox, with envOptions.hold; else nil
 	routes   string            // path of the routes file
-	storeEnv []string          // the gateway's store settings
+	storeEnv []string          // the gateway's store settings, and envOptions.env
 }
 
 // envOptions change what newEnv starts.
 type envOptions struct {
 	redis  redistest.Options // options of the redis-server, on the Redis store
 	routes string            // the routes template in testdata; default routes.yaml.tmpl
+	hold   bool              // route the upstream calls through a holdGate (e.hold)
+	env    []string          // more settings of every gateway process, e.g. IDEMGATEWAY_SHUTDOWN_GRACE=1s
 }
 
 // newEnv starts a store of kind, a sandbox and a gateway for t; all stop when t ends.
@@ -300,11 +321,17 @@ func newEnv(t *testing.T, kind storeKind, opts ...envOptions) *env {
 	default:
 		t.Fatalf("unknown store kind %q", kind)
 	}
+	e.storeEnv = append(e.storeEnv, o.env...)
 	e.sb = startSandbox(t)
 	if o.routes == "" {
 		o.routes = "routes.yaml.tmpl"
 	}
-	e.routes = writeRoutes(t, o.routes, e.sb.url)
+	upstream := e.sb.url
+	if o.hold {
+		e.hold = newHoldGate(t, e.sb.url)
+		upstream = e.hold.url
+	}
+	e.routes = writeRoutes(t, o.routes, upstream)
 	e.gw = e.startGateway(t)
 	return e
 }
@@ -315,13 +342,14 @@ func (e *env) startGateway(t *testing.T) *gateway {
 	return startGateway(t, e.routes, e.storeEnv)
 }
 
-// forEachStore runs test as a parallel subtest per store kind, each in its own env.
-func forEachStore(t *testing.T, test func(t *testing.T, e *env)) {
+// forEachStore runs test as a parallel subtest per store kind, each in its own env (started with
+// opts, if any).
+func forEachStore(t *testing.T, test func(t *testing.T, e *env), opts ...envOptions) {
 	t.Helper()
 	for _, kind := range storeKinds {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
-			test(t, newEnv(t, kind))
+			test(t, newEnv(t, kind, opts...))
 		})
 	}
 }
@@ -343,19 +371,4 @@ func writeRoutes(t *testing.T, name, sandboxURL string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// deadURL returns the URL of a loopback port that refuses connections: one that was free a moment
-// ago. (Another process could take it meanwhile; the tests that use it say so when they fail.)
-func deadURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		t.Fatal(err)
-	}
-	return "http://" + addr
 }

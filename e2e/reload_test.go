@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -9,16 +11,25 @@ import (
 	"time"
 )
 
-// TestReload: the gateway reloads its routes file when it changes and on SIGHUP; a file that does
-// not validate is refused with its errors logged, and the routes in force keep serving.
+// TestReload: on SIGHUP the gateway loads its routes file as it is; a file that does not validate
+// is refused with its errors logged, and the routes in force keep serving. The content checks are
+// off (IDEMGATEWAY_ROUTES_POLL=0), so only the signal can reload: a SIGHUP that is caught but not
+// acted on fails the test (audit W2), and each step is ordered by the log line it waits for rather
+// than by which of a probe and a watcher comes first (audit T7).
 func TestReload(t *testing.T) {
 	t.Parallel()
 	sb := startSandbox(t)
 	path := writeRoutes(t, "routes.yaml.tmpl", sb.url)
-	g := startGateway(t, path, []string{"IDEMGATEWAY_DATA_DIR=" + t.TempDir()})
+	g := startGateway(t, path, []string{"IDEMGATEWAY_DATA_DIR=" + t.TempDir(), "IDEMGATEWAY_ROUTES_POLL=0"})
 	original, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	hangup := func() {
+		t.Helper()
+		if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
 	}
 	expectCreated(t, g.do(t, request{Key: "before", Body: `{"a":1}`}))
 
@@ -26,9 +37,8 @@ func TestReload(t *testing.T) {
 	if err := os.WriteFile(path, []byte("routes: [\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the refusal to be logged", func() bool {
-		return strings.Contains(g.out.String(), "routes file refused")
-	})
+	hangup()
+	g.waitLog(t, "routes file refused; the routes in force stay", 1)
 	expectCreated(t, g.do(t, request{Key: "while-broken", Body: `{"a":1}`}))
 
 	// A valid file without create_ticket: the route goes away.
@@ -39,21 +49,59 @@ func TestReload(t *testing.T) {
 	if err := os.WriteFile(path, []byte(without), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the changed routes to serve", func() bool {
-		r, err := g.send(request{Key: "probe", Body: `{"a":1}`})
-		return err == nil && r.Status == http.StatusNotFound
-	})
+	hangup()
+	g.waitLog(t, "routes reloaded", 1)
+	expectNoRoute(t, g.do(t, request{Key: "gone", Body: `{"a":1}`}))
 
-	// SIGHUP loads the file at once, as it is.
+	// The original file again: the receipt of before replays.
 	if err := os.WriteFile(path, original, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	hangup()
+	g.waitLog(t, "routes reloaded", 2)
+	expectDecision(t, g.do(t, request{Key: "before", Body: `{"a":1}`}), http.StatusCreated, "replay")
+	expectUp(t, sb, 2) // before and while-broken
+	if n := g.logCount("routes reloaded") + g.logCount("routes file refused; the routes in force stay"); n != 3 {
+		t.Errorf("%d reloads logged, want 3: one per SIGHUP, none by the content checks", n)
+	}
+}
+
+// TestReloadOnFileChange: with content checks on (IDEMGATEWAY_ROUTES_POLL), a changed routes file is
+// loaded without a signal.
+func TestReloadOnFileChange(t *testing.T) {
+	t.Parallel()
+	sb := startSandbox(t)
+	path := writeRoutes(t, "routes.yaml.tmpl", sb.url)
+	g := startGateway(t, path, []string{"IDEMGATEWAY_DATA_DIR=" + t.TempDir(), "IDEMGATEWAY_ROUTES_POLL=20ms"})
+	original, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the restored routes to serve", func() bool {
-		r, err := g.send(request{Key: "before", Body: `{"a":1}`})
-		return err == nil && r.Status == http.StatusCreated && r.decision() == "replay"
+	without := strings.Replace(string(original), "path: /v1/tickets\n", "path: /v2/tickets\n", 1)
+	if err := os.WriteFile(path, []byte(without), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g.waitLog(t, "routes reloaded", 1)
+	expectNoRoute(t, g.do(t, request{Key: "gone", Body: `{"a":1}`}))
+	expectUp(t, sb, 0)
+}
+
+// logCount counts the gateway's JSON log lines whose msg is msg.
+func (p *process) logCount(msg string) int {
+	n := 0
+	for _, line := range strings.Split(p.out.String(), "\n") {
+		var l struct{ Msg string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// waitLog polls the process's output until it holds n JSON log lines whose msg is msg.
+func (p *process) waitLog(t *testing.T, msg string, n int) {
+	t.Helper()
+	eventually(t, 10*time.Second, fmt.Sprintf("%d log lines %q of %s", n, msg, p.name), func() bool {
+		return p.logCount(msg) >= n
 	})
-	expectUp(t, sb, 3) // before, while-broken, and probe's first send, before the route went away
 }

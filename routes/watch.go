@@ -31,7 +31,8 @@ func fileSum(path string) []byte {
 
 // Run reloads the file while ctx lasts: each time its content changes (checked every interval; a
 // change is taken once the content has stayed the same for one more interval, so a file being
-// written is not read half-way), and at once whenever now receives (SIGHUP). It calls apply with
+// written is not read half-way), and at once whenever now receives (SIGHUP). An interval of zero
+// or less turns the checks off: then only now reloads. It calls apply with
 // the loaded Config, or with the load's error (cfg nil) so the caller can log it and keep the
 // routes it has; content that failed is not loaded again until it changes or now receives. It
 // reads the content, not the modification time, so it also sees Kubernetes ConfigMap updates,
@@ -42,15 +43,19 @@ func (w *Watcher) Run(ctx context.Context, interval time.Duration, now <-chan st
 		apply(Load(w.path))
 	}
 	seen := w.applied
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	var tick <-chan time.Time // nil: no checks
+	if interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-now:
 			load(fileSum(w.path))
-		case <-t.C:
+		case <-tick:
 			cur := fileSum(w.path)
 			if !bytes.Equal(cur, w.applied) && bytes.Equal(cur, seen) {
 				load(cur)

@@ -71,3 +71,47 @@ func TestWatch(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// TestWatchWithoutPolling: an interval of 0 turns the content checks off (IDEMGATEWAY_ROUTES_POLL=0)
+// without stopping the reloads that now asks for (SIGHUP).
+func TestWatchWithoutPolling(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "routes.yaml")
+	file := func(route string) []byte {
+		return []byte("upstreams:\n  t: {url: \"http://127.0.0.1:9000\"}\nroutes:\n  - {name: " + route + ", upstream: t, method: POST, path: /x, class: non_idempotent}\n")
+	}
+	if err := os.WriteFile(path, file("first"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	names := make(chan string, 10)
+	now := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		NewWatcher(path).Run(ctx, 0, now, func(cfg *Config, err error) {
+			if err != nil {
+				names <- "error: " + err.Error()
+				return
+			}
+			names <- cfg.Routes[0].Name
+		})
+	}()
+	// Two changes, then one request: only the content at the request is loaded.
+	for _, name := range []string{"second", "third"} {
+		if err := os.WriteFile(path, file(name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now <- struct{}{}
+	select {
+	case name := <-names:
+		if name != "third" {
+			t.Errorf("reloaded %q, want third (the content when now received)", name)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reload within 5s of now")
+	}
+	cancel()
+	<-done
+}

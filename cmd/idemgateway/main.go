@@ -93,7 +93,7 @@ func serve(s *settings) error {
 		return err
 	}
 
-	go watcher.Run(ctx, 2*time.Second, hangups(ctx), func(cfg *routes.Config, err error) {
+	go watcher.Run(ctx, s.RoutesPoll, hangups(ctx), func(cfg *routes.Config, err error) {
 		if err == nil {
 			err = gw.Reload(cfg)
 		}
@@ -127,7 +127,10 @@ func serve(s *settings) error {
 	}
 	// Stop accepting; let in-flight upstream calls finish and their records settle. Calls the
 	// grace period cuts off are marked outcome_unknown: they may have reached the upstream.
-	grace := shutdownGrace(cfg)
+	grace := s.ShutdownGrace
+	if grace == 0 {
+		grace = shutdownGrace(cfg)
+	}
 	log.Info("shutting down", "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()

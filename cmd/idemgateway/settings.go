@@ -33,6 +33,13 @@ type settings struct {
 	LogLevel           string   `default:"info" split_words:"true"`
 	LogFormat          string   `default:"json" split_words:"true"`
 	EncryptionKey      string   `split_words:"true"` // secret: base64 of 32 bytes; encrypts payloads at rest
+	// RoutesPoll is how often the routes file's content is checked for a change; 0 turns the
+	// checks off, so that only SIGHUP reloads (IDEMGATEWAY_ROUTES_POLL).
+	RoutesPoll time.Duration `default:"2s" split_words:"true"`
+	// ShutdownGrace is how long a shutdown waits for the calls in flight before it marks them
+	// outcome_unknown; 0 means the longest upstream timeout plus 5 s, at least 5 s
+	// (IDEMGATEWAY_SHUTDOWN_GRACE).
+	ShutdownGrace time.Duration `split_words:"true"`
 
 	// Redis connection settings (redis.go). Zero pool size means go-redis's default.
 	RedisUsername         string        `split_words:"true"`
@@ -78,6 +85,12 @@ func loadSettings(args []string) (*settings, error) {
 	}
 	if _, err := s.encryptionKey(); err != nil {
 		return nil, err
+	}
+	if s.RoutesPoll < 0 {
+		return nil, fmt.Errorf("IDEMGATEWAY_ROUTES_POLL %s is negative: want a duration, or 0 to reload on SIGHUP only", s.RoutesPoll)
+	}
+	if s.ShutdownGrace < 0 {
+		return nil, fmt.Errorf("IDEMGATEWAY_SHUTDOWN_GRACE %s is negative: want a duration, or 0 for the default", s.ShutdownGrace)
 	}
 	if err := s.checkRedis(); err != nil {
 		return nil, err

@@ -16,8 +16,19 @@ func TestLoadSettings(t *testing.T) {
 	}{
 		{name: "defaults", check: func(s *settings) bool {
 			return s.Routes == "routes.yaml" && s.Listen == ":8080" && s.AdminListen == "127.0.0.1:9090" &&
-				s.DataDir == "./data" && s.LogLevel == "info" && s.LogFormat == "json" && !s.RedisAllowEviction
+				s.DataDir == "./data" && s.LogLevel == "info" && s.LogFormat == "json" && !s.RedisAllowEviction &&
+				s.RoutesPoll == 2*time.Second && s.ShutdownGrace == 0
 		}},
+		{name: "routes poll off", env: map[string]string{"IDEMGATEWAY_ROUTES_POLL": "0"},
+			check: func(s *settings) bool { return s.RoutesPoll == 0 }},
+		{name: "routes poll", env: map[string]string{"IDEMGATEWAY_ROUTES_POLL": "250ms"},
+			check: func(s *settings) bool { return s.RoutesPoll == 250*time.Millisecond }},
+		{name: "shutdown grace", env: map[string]string{"IDEMGATEWAY_SHUTDOWN_GRACE": "1s"},
+			check: func(s *settings) bool { return s.ShutdownGrace == time.Second }},
+		{name: "negative shutdown grace", env: map[string]string{"IDEMGATEWAY_SHUTDOWN_GRACE": "-1s"},
+			wantErr: "IDEMGATEWAY_SHUTDOWN_GRACE -1s is negative"},
+		{name: "negative routes poll", env: map[string]string{"IDEMGATEWAY_ROUTES_POLL": "-1s"},
+			wantErr: "IDEMGATEWAY_ROUTES_POLL -1s is negative"},
 		{name: "environment", env: map[string]string{"IDEMGATEWAY_ROUTES": "r.yaml", "IDEMGATEWAY_REDIS_ADDRS": "a:1,b:2", "IDEMGATEWAY_REDIS_ALLOW_EVICTION": "true"},
 			check: func(s *settings) bool {
 				return s.Routes == "r.yaml" && len(s.RedisAddrs) == 2 && s.RedisAllowEviction
