@@ -46,6 +46,13 @@ func LookupPrefixes(data []byte, ps ...Pointer) []string {
 // (of len(ps) too), reporting there which pointers were found.
 func lookupPrefixes(data []byte, ps []Pointer, values []string, found []bool) {
 	s := prefixScans.Get().(*prefixScan)
+	s.lookup(data, ps, values, found)
+	prefixScans.Put(s)
+}
+
+// lookup is one pass of lookupPrefixes on s, which it leaves ready for the next pass and holding
+// no reference to data.
+func (s *prefixScan) lookup(data []byte, ps []Pointer, values []string, found []bool) {
 	s.start(data, ps)
 	if s.pending > 0 {
 		s.value(ps, values, 0)
@@ -58,7 +65,6 @@ func lookupPrefixes(data []byte, ps []Pointer, values []string, found []bool) {
 	if cap(s.buf) > 64<<10 {
 		s.buf = nil
 	}
-	prefixScans.Put(s)
 }
 
 // prefixScan is the state of one pass of LookupPrefixes.
@@ -84,7 +90,10 @@ const (
 )
 
 // prefixScans holds prefixScans between calls, so their tokenizer and scratch are reused.
-var prefixScans = sync.Pool{New: func() any { return &prefixScan{dec: jsontext.NewDecoder(noInput)} }}
+var prefixScans = sync.Pool{New: func() any { return newPrefixScan() }}
+
+// newPrefixScan returns a prefixScan with its tokenizer, for a first pass.
+func newPrefixScan() *prefixScan { return &prefixScan{dec: jsontext.NewDecoder(noInput)} }
 
 // start readies s for a pass over data for ps.
 func (s *prefixScan) start(data []byte, ps []Pointer) {

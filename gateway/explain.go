@@ -24,6 +24,9 @@ type Explanation struct {
 	Key        string `json:"key,omitempty"`
 	KeySource  string `json:"key_source,omitempty"`
 	KeyProblem string `json:"key_problem,omitempty"`
+	// CredentialScope is the credential part of the key's scope on a route with scope.credential
+	// (the receipt's credential_scope, the admin API's ?credential=); empty on other routes.
+	CredentialScope string `json:"credential_scope,omitempty"`
 	// Steps say what each fingerprint rule did (included, excluded, defaulted, normalized, set,
 	// absent); only when asked for.
 	Steps []canonical.Step `json:"steps,omitempty"`
@@ -32,7 +35,11 @@ type Explanation struct {
 // Explain returns the Explanation of r under the route named route in cfg. r's method and path
 // must match the route; its body is read up to the route's max_body_bytes. With steps, the
 // explanation lists what each fingerprint rule did. Errors: no such route, a path that does not
-// match, a body too large or not parseable where the fingerprint needs it (ErrInvalidBody).
+// match, a tenant header sent more than once (ErrInvalidRequest), a body too large or not
+// parseable where the fingerprint needs it (ErrInvalidBody).
+//
+// It follows serveEffect's identify steps, which it must agree with (TestFingerprintMatchesServing
+// in cmd/idemgateway compares the two on every request shape).
 func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Explanation, error) {
 	var rt *routes.Route
 	for _, candidate := range cfg.Routes {
@@ -59,6 +66,9 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Ex
 		return nil, err
 	}
 
+	if n := len(r.Header.Values(rt.TenantHeader)); n > 1 {
+		return nil, fmt.Errorf("%w: %s sent %d times", ErrInvalidRequest, rt.TenantHeader, n)
+	}
 	e := &Explanation{Route: rt.Name, Tenant: r.Header.Get(rt.TenantHeader)}
 	if e.Tenant == "" {
 		e.Tenant = routes.DefaultTenant
@@ -67,6 +77,13 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Ex
 	source := keyFromHeader
 	if err == nil && !present {
 		key, source, err = deriveKey(rt, r, e.Tenant, body)
+	}
+	if h := rt.Scope.CredentialHeader; err == nil && h != "" { // as exchange.setKey
+		if cred := r.Header.Get(h); cred != "" {
+			e.CredentialScope = credentialScope(cred)
+		} else {
+			err = fmt.Errorf("%w: keys of route %s are scoped by the credential in %s, and it is missing", ErrInvalidRequest, rt.Name, h)
+		}
 	}
 	if err != nil {
 		e.KeyProblem = err.Error()

@@ -102,7 +102,13 @@ func TestCluster(t *testing.T) {
 		}
 		n, _ := watch(t, listener, "watched")
 		settle(t, writer, "not watched")
-		expectNoNotice(t, n, "another key")
+		raw := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+		t.Cleanup(func() { _ = raw.Close() })
+		node, err := raw.MasterForKey(ctx, redisstore.RedisKey(writer, "not watched"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectNoNotice(t, listener, node, "another key", n)
 	})
 
 	t.Run("ConcurrentClaimsOnOneKey", func(t *testing.T) {

@@ -1,15 +1,19 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,13 +66,32 @@ func expectNotice(t *testing.T, n notices, what string) {
 	}
 }
 
-// expectNoNotice fails the test if n receives a notice within 100 ms.
-func expectNoNotice(t *testing.T, n notices, what string) {
+// markers numbers the marker keys of expectNoNotice.
+var markers atomic.Int64
+
+// expectNoNotice fails the test if any of ns, watches of listener, has received a notice by the
+// time a marker notice published after the settles they must not hear has reached listener: it
+// watches a marker key of its own, PUBLISHes on its settle channel through pub (a client of the
+// node that ran those settles' scripts: on Redis Cluster, the master of their slot), waits for
+// the marker, and then requires ns empty. Redis delivers the messages of one node to a subscribed
+// connection in the order it ran the PUBLISHes, and the store delivers a connection's notices in
+// order from one goroutine, so an unwanted notice would have been delivered before the marker:
+// no time window (audit W15, T6).
+func expectNoNotice(t *testing.T, listener *redisstore.Store, pub redis.Cmdable, what string, ns ...notices) {
 	t.Helper()
-	select {
-	case <-n:
-		t.Fatalf("a notice for %s", what)
-	case <-time.After(100 * time.Millisecond):
+	key := fmt.Sprintf("marker/%d", markers.Add(1))
+	marker, stop := watch(t, listener, key)
+	defer stop()
+	if err := pub.Publish(ctx, redisstore.SettledChannel(listener, key), "marker").Err(); err != nil {
+		t.Fatalf("PUBLISH the marker %s: %v", key, err)
+	}
+	expectNotice(t, marker, "the marker "+key)
+	for _, n := range ns {
+		select {
+		case <-n:
+			t.Errorf("a notice for %s", what)
+		default:
+		}
 	}
 }
 
@@ -152,7 +175,7 @@ func TestWatchSettled(t *testing.T) {
 	settle(t, listener, "unwatched")
 	expectNotice(t, unwatched, "unwatched")
 	for key, n := range watched {
-		expectNoNotice(t, n, key+" without a settle of it")
+		expectNoNotice(t, listener, raw, key+" without a settle of it", n)
 	}
 }
 
@@ -196,7 +219,7 @@ func TestWatchSettledUnwatch(t *testing.T) {
 	stopFirst() // a second call does nothing
 	settle(t, writer, "k")
 	expectNotice(t, second, "the watch still running")
-	expectNoNotice(t, first, "a stopped watch")
+	expectNoNotice(t, listener, raw, "a stopped watch", first)
 	if got := subscribers(t, raw, listener, "k"); got != 1 {
 		t.Fatalf("PUBSUB NUMSUB = %d with one watch left, want 1", got)
 	}
@@ -211,8 +234,8 @@ func TestWatchSettledUnwatch(t *testing.T) {
 	}
 	settle(t, writer, "k")
 	settle(t, writer, "other")
-	expectNoNotice(t, second, "k after its last watch stopped")
-	expectNoNotice(t, other, "other after its watch stopped")
+	expectNoNotice(t, listener, raw, "k after its last watch stopped", second)
+	expectNoNotice(t, listener, raw, "other after its watch stopped", other)
 
 	// A key watched again is subscribed again.
 	again, _ := watch(t, listener, "again")
@@ -261,7 +284,7 @@ func TestWatchSettledNotConfirmed(t *testing.T) {
 		return len(settleChannels(t, raw, redisstore.DefaultPrefix)) == 0
 	})
 	settle(t, s, "early")
-	expectNoNotice(t, early, "a watch stopped before its confirmation")
+	expectNoNotice(t, s, raw, "a watch stopped before its confirmation", early)
 }
 
 // newStoreAs returns a store on srv that connects as the ACL user user with password pw.
@@ -502,9 +525,76 @@ func TestWatchSettledClose(t *testing.T) {
 	stop()
 }
 
+// countingStore is a Redis store that counts, for TestWaitAcrossGateways, the claims of each
+// actor (found in the claim's payload, which records the request's actor), the watches the gateway
+// starts and stops, and the notices the store delivers to them. Its WatchSettled waits for Redis's
+// confirmation as long as the tests do (watchTimeout), not the gateway's 200 ms, so that a slow
+// confirmation on a loaded machine cannot turn into a missed notice and a poll.
+type countingStore struct {
+	*redisstore.Store
+	actors []string
+
+	mu                      sync.Mutex
+	claims                  map[string]int // by actor
+	watches, stops, notices int
+	watchErrs               []error
+}
+
+func (c *countingStore) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte, error) {
+	claimed, state, stored, err := c.Store.Claim(ctx, key, owner, payload, lease, ttl)
+	c.mu.Lock()
+	for _, a := range c.actors {
+		if bytes.Contains(payload, []byte(a)) {
+			c.claims[a]++
+		}
+	}
+	c.mu.Unlock()
+	return claimed, state, stored, err
+}
+
+func (c *countingStore) WatchSettled(ctx context.Context, key string, settled func()) (func(), error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), watchTimeout)
+	defer cancel()
+	stop, err := c.Store.WatchSettled(ctx, key, func() {
+		c.mu.Lock()
+		c.notices++
+		c.mu.Unlock()
+		settled()
+	})
+	c.mu.Lock()
+	c.watches++
+	if err != nil {
+		c.watchErrs = append(c.watchErrs, err)
+	}
+	c.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			c.stops++
+			c.mu.Unlock()
+		})
+		stop()
+	}, err
+}
+
+// counts returns the claims of each actor, and the watches, stops and notices so far.
+func (c *countingStore) counts() (claims map[string]int, watches, stops, notices int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.claims), c.watches, c.stops, c.notices
+}
+
 // TestWaitAcrossGateways: two gateway processes share one Redis; duplicates waiting under
-// concurrency: wait in one are woken by the other's commit (its settle notice), not by the 500 ms
-// poll, and get the replay. The waiting process subscribes to the key once, while they wait.
+// concurrency: wait in one are woken by a settle notice, not by the 500 ms poll, and get the
+// replay. The waiting process subscribes to the key once, while they wait.
+//
+// Nothing is timed (audit T5: the test slept 50 ms and required each duplicate to answer within
+// 250 ms of the first). The test waits until every duplicate waits (it has read the record a
+// second time, after the watch started), then PUBLISHes a notice on the key's channel without a
+// settle: a notice wakes every waiter of the key, and each reads the record again and watches
+// afresh, which the poll never does, so the second watch shows the wake-up. Then the first
+// request commits, and its notice (the second one delivered) wakes them for the replay.
 func TestWaitAcrossGateways(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{})
@@ -516,17 +606,10 @@ func TestWaitAcrossGateways(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"T-1"}`)
 	}))
 	t.Cleanup(upstream.Close)
-	t.Cleanup(func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	})
 	cfg, err := routes.Parse("routes.yaml", []byte(`
 upstreams:
   tickets: {url: `+upstream.URL+`}
-defaults: {concurrency: wait, wait_timeout: 10s}
+defaults: {concurrency: wait, wait_timeout: 1h}
 routes:
   - {name: create_ticket, upstream: tickets, method: POST, path: /v1/tickets, class: non_idempotent}
 `), nil)
@@ -542,54 +625,93 @@ routes:
 		t.Cleanup(hs.Close)
 		return hs.URL
 	}
-	executing, waiting := newStore(t, srv, redisstore.Options{}), newStore(t, srv, redisstore.Options{})
-	first, duplicate := gatewayOn(executing), gatewayOn(waiting)
-
-	type answer struct {
-		decision string
-		at       time.Time
+	const duplicates = 3
+	actors := make([]string, duplicates)
+	for i := range actors {
+		actors[i] = fmt.Sprintf("duplicate-%d-of-TestWaitAcrossGateways", i)
 	}
-	send := func(url string, answers chan<- answer) {
+	executing := newStore(t, srv, redisstore.Options{})
+	waiting := &countingStore{Store: newStore(t, srv, redisstore.Options{}), actors: actors, claims: map[string]int{}}
+	first, duplicate := gatewayOn(executing), gatewayOn(waiting)
+	// Registered after the gateways, so it runs before their Close, which waits for the requests:
+	// when the test fails early, the first request commits and the duplicates are answered.
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	send := func(url, actor string, decisions chan<- string) {
 		req, _ := http.NewRequest(http.MethodPost, url+"/v1/tickets", strings.NewReader(`{}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", "slow")
+		req.Header.Set("X-Actor-ID", actor)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			answers <- answer{decision: err.Error()}
+			decisions <- err.Error()
 			return
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		answers <- answer{resp.Header.Get("Idempotency-Decision"), time.Now()}
+		decisions <- resp.Header.Get("Idempotency-Decision")
 	}
 	const key = "default/create_ticket/slow"
-	const duplicates = 3
-	firstAnswer, duplicateAnswers := make(chan answer, 1), make(chan answer, duplicates)
-	go send(first, firstAnswer)
+	firstDecision, duplicateDecisions := make(chan string, 1), make(chan string, duplicates)
+	go send(first, "first", firstDecision)
 	waitFor(t, 5*time.Second, "the first request's claim", func() bool {
 		state, _, _ := executing.Get(ctx, key)
 		return state == gateway.StateInProgress
 	})
-	for range duplicates {
-		go send(duplicate, duplicateAnswers)
+	for _, actor := range actors {
+		go send(duplicate, actor, duplicateDecisions)
 	}
-	waitFor(t, 5*time.Second, "the duplicates' watch", func() bool { return subscribers(t, raw, waiting, key) == 1 })
-	// A duplicate reads the record once more after the watch starts, then sleeps until the next
-	// poll, 500 ms later: release the upstream well before it.
-	time.Sleep(50 * time.Millisecond)
+	// everyRead reports whether each duplicate has read the record at least n times more than in
+	// since, and the watches are as many as want.
+	everyRead := func(since map[string]int, n, watches int) func() bool {
+		return func() bool {
+			claims, w, _, _ := waiting.counts()
+			for _, a := range actors {
+				if claims[a] < since[a]+n {
+					return false
+				}
+			}
+			return w == watches
+		}
+	}
+	// A duplicate reads the record, watches the key (the first of them starts the one watch,
+	// the others wait until it listens), reads it again, and waits.
+	waitFor(t, 10*time.Second, "every duplicate waiting: two reads each, one watch", everyRead(nil, 2, 1))
+	if got := subscribers(t, raw, waiting.Store, key); got != 1 {
+		t.Fatalf("PUBSUB NUMSUB = %d for %d waiting duplicates, want 1", got, duplicates)
+	}
+
+	// A notice without a settle: every waiter wakes, finds the record still in progress, and
+	// waits again under a new watch.
+	before, _, _, _ := waiting.counts()
+	if err := raw.Publish(ctx, redisstore.SettledChannel(waiting.Store, key), "spurious").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "every duplicate woken by the notice: two more reads each, a second watch", everyRead(before, 2, 2))
+
 	close(release)
-	a := <-firstAnswer
-	if a.decision != "execute" {
-		t.Fatalf("first decision %q, want execute", a.decision)
+	if d := <-firstDecision; d != "execute" {
+		t.Fatalf("first decision %q, want execute", d)
 	}
 	for range duplicates {
-		d := <-duplicateAnswers
-		if d.decision != "replay" {
-			t.Fatalf("duplicate's decision %q, want replay", d.decision)
-		}
-		if lag := d.at.Sub(a.at); lag > 250*time.Millisecond {
-			t.Errorf("a duplicate answered %s after the first: woken by the poll, not the notice", lag)
+		if d := <-duplicateDecisions; d != "replay" {
+			t.Errorf("duplicate's decision %q, want replay", d)
 		}
 	}
-	waitFor(t, 5*time.Second, "the duplicate's unwatch", func() bool { return subscribers(t, raw, waiting, key) == 0 })
+	// Each notice woke the waiters and ended their watch.
+	if _, watches, stops, notices := waiting.counts(); watches != 2 || stops != 2 || notices != 2 {
+		t.Errorf("%d watches, %d stopped, %d notices delivered; want 2 of each (the spurious notice, then the commit's)", watches, stops, notices)
+	}
+	waiting.mu.Lock()
+	if len(waiting.watchErrs) > 0 {
+		t.Errorf("WatchSettled failed: %v", waiting.watchErrs)
+	}
+	waiting.mu.Unlock()
+	waitFor(t, 5*time.Second, "the duplicates' unwatch", func() bool { return subscribers(t, raw, waiting.Store, key) == 0 })
 }

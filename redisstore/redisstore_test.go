@@ -125,29 +125,65 @@ func mustClaim(t *testing.T, s *redisstore.Store, key string, ttl time.Duration,
 	}
 }
 
+// TestPingEvictionPolicy: the store is not ready while maxmemory-policy could evict records, also
+// when Redis refuses CONFIG (a managed Redis with CONFIG renamed, or an ACL user without
+// +config|get): Ping then reads the policy from INFO memory, and fails closed when Redis refuses
+// INFO too (audit W8: this test used to require a ready store on allkeys-lru with CONFIG renamed).
 func TestPingEvictionPolicy(t *testing.T) {
 	t.Parallel()
+	noConfig := []string{"--rename-command", "CONFIG", ""}
+	noConfigNoInfo := []string{"--rename-command", "CONFIG", "", "--rename-command", "INFO", ""}
 	cases := []struct {
 		name          string
 		args          []string
+		aclUser       string // when set, Ping runs as this ACL user, created with these rules
 		allowEviction bool
 		wantErr       error
+		wantInErr     string // a part of Ping's error: what it found out
 	}{
-		{"noeviction", []string{"--maxmemory-policy", "noeviction"}, false, nil},
-		{"allkeys-lru", []string{"--maxmemory-policy", "allkeys-lru"}, false, redisstore.ErrEvictionPolicy},
-		{"volatile-ttl", []string{"--maxmemory-policy", "volatile-ttl"}, false, redisstore.ErrEvictionPolicy},
-		{"allkeys-lru allowed", []string{"--maxmemory-policy", "allkeys-lru"}, true, nil},
-		// A managed Redis that refuses CONFIG: the policy is unknown and the store counts as fit.
-		{"CONFIG refused", []string{"--maxmemory-policy", "allkeys-lru", "--rename-command", "CONFIG", ""}, false, nil},
+		{"noeviction", []string{"--maxmemory-policy", "noeviction"}, "", false, nil, ""},
+		{"allkeys-lru", []string{"--maxmemory-policy", "allkeys-lru"}, "", false, redisstore.ErrEvictionPolicy, `"allkeys-lru"`},
+		{"volatile-ttl", []string{"--maxmemory-policy", "volatile-ttl"}, "", false, redisstore.ErrEvictionPolicy, `"volatile-ttl"`},
+		{"allkeys-lru allowed", []string{"--maxmemory-policy", "allkeys-lru"}, "", true, nil, ""},
+		// CONFIG refused: the policy comes from INFO memory.
+		{"CONFIG renamed, noeviction", append([]string{"--maxmemory-policy", "noeviction"}, noConfig...), "", false, nil, ""},
+		{"CONFIG renamed, allkeys-lru", append([]string{"--maxmemory-policy", "allkeys-lru"}, noConfig...), "", false, redisstore.ErrEvictionPolicy, `"allkeys-lru"`},
+		{"CONFIG renamed, volatile-lfu", append([]string{"--maxmemory-policy", "volatile-lfu"}, noConfig...), "", false, redisstore.ErrEvictionPolicy, `"volatile-lfu"`},
+		{"CONFIG renamed, allkeys-lru allowed", append([]string{"--maxmemory-policy", "allkeys-lru"}, noConfig...), "", true, nil, ""},
+		{"ACL without CONFIG, allkeys-lru", []string{"--maxmemory-policy", "allkeys-lru"}, "+@all -config", false, redisstore.ErrEvictionPolicy, `"allkeys-lru"`},
+		{"ACL without CONFIG, noeviction", []string{"--maxmemory-policy", "noeviction"}, "+@all -config", false, nil, ""},
+		// Neither CONFIG nor INFO: the policy is unknown and the store is not ready (fail closed),
+		// even when it is in fact noeviction, unless eviction is allowed.
+		{"CONFIG and INFO renamed", append([]string{"--maxmemory-policy", "noeviction"}, noConfigNoInfo...), "", false, redisstore.ErrEvictionPolicy, "cannot read maxmemory-policy"},
+		{"ACL without CONFIG and INFO", []string{"--maxmemory-policy", "noeviction"}, "+@all -config -info", false, redisstore.ErrEvictionPolicy, "cannot read maxmemory-policy"},
+		{"CONFIG and INFO renamed, allowed", append([]string{"--maxmemory-policy", "allkeys-lru"}, noConfigNoInfo...), "", true, nil, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t, redistest.Options{Args: tc.args})
-			s := newStore(t, srv, redisstore.Options{AllowEviction: tc.allowEviction})
-			err := s.Ping(ctx)
-			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
-				t.Errorf("Ping() = %v, want %v", err, tc.wantErr)
+			opts, err := redis.ParseURL(srv.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.aclUser != "" {
+				rules := []any{"ACL", "SETUSER", "gw", "on", ">gw-password", "~*", "&*"}
+				for _, r := range strings.Fields(tc.aclUser) {
+					rules = append(rules, r)
+				}
+				if err := newClient(t, srv).Do(ctx, rules...).Err(); err != nil {
+					t.Fatalf("ACL SETUSER: %v", err)
+				}
+				opts.Username, opts.Password = "gw", "gw-password"
+			}
+			s, err := redisstore.New(redis.NewClient(opts), redisstore.Options{AllowEviction: tc.allowEviction})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			err = s.Ping(ctx)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.wantInErr) {
+				t.Errorf("Ping() = %v, want %v naming %s", err, tc.wantErr, tc.wantInErr)
 			}
 		})
 	}

@@ -1,10 +1,24 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idemgateway/idemgateway/boltstore"
+	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/routes"
 )
 
 func TestFingerprintCommand(t *testing.T) {
@@ -50,4 +64,224 @@ func TestFingerprintCommand(t *testing.T) {
 			t.Errorf("fingerprint %q succeeded", bad)
 		}
 	}
+}
+
+// servingRoutes are the routes of TestFingerprintMatchesServing (a format string: the upstream's
+// URL): one route per request shape, so that every part of the identify path is used: tenant,
+// credential scope, key header, key.from, key.derive, path parameters, listed query parameters and
+// headers, and each body format.
+const servingRoutes = `
+upstreams:
+  up: {url: %s}
+defaults: {ttl: 1h}
+routes:
+  - name: json_projected
+    upstream: up
+    method: POST
+    path: /v1/projects/{project}/tickets
+    class: non_idempotent
+    fingerprint:
+      body:
+        include: [/title, /priority, /labels, /meta]
+        exclude: [/meta/trace]
+        sets: [/labels]
+        defaults: {/labels: []}
+        normalize: {/title: [trim, collapse_space]}
+      query: [dry_run]
+      headers: [X-Account]
+  - {name: json_whole, upstream: up, method: POST, path: /v1/whole, class: non_idempotent}
+  - {name: form_by_type, upstream: up, method: POST, path: /v1/refunds, class: non_idempotent,
+     fingerprint: {body: {include: [/charge, /amount]}}}
+  - {name: form_forced, upstream: up, method: POST, path: /v1/forced-form, class: non_idempotent,
+     fingerprint: {body: {format: form}}}
+  - {name: graphql, upstream: up, method: POST, path: /graphql, class: non_idempotent,
+     fingerprint: {body: {format: graphql, sets: [/variables/input/labelIds]}}}
+  - {name: jsonrpc, upstream: up, method: POST, path: /mcp, class: non_idempotent, key: {required: false},
+     fingerprint: {body: {format: jsonrpc}}}
+  - {name: raw_bytes, upstream: up, method: POST, path: /v1/upload, class: non_idempotent}
+  - {name: key_from_body, upstream: up, method: POST, path: /v1/from-body, class: non_idempotent,
+     key: {from: "body:/params/_meta/idempotency_key"}}
+  - {name: key_from_query, upstream: up, method: POST, path: /v1/from-query, class: non_idempotent,
+     key: {from: "query:request_id"}}
+  - {name: key_from_header, upstream: up, method: POST, path: /v1/from-header, class: non_idempotent,
+     key: {from: "header:X-Request-Id"}}
+  - {name: key_derived, upstream: up, method: POST, path: "/v1/incidents/{incident}/tickets", class: non_idempotent,
+     key: {derive: "{tenant}:{path:incident}:{body:/incident_id}:{query:v}:{header:X-Source}"}}
+  - {name: credential, upstream: up, method: POST, path: /v1/private, class: non_idempotent,
+     scope: {credential: true}}
+  - {name: credential_header, upstream: up, method: POST, path: /v1/private-key, class: non_idempotent,
+     scope: {credential: true, credential_header: X-Api-Key}}
+`
+
+// TestFingerprintMatchesServing: `idemgateway fingerprint` (gateway.Explain) says what the serving
+// gateway does with the same request bytes: the same Idempotency-Fingerprint, and a record stored
+// under the tenant, key and credential scope that the command prints, holding that fingerprint;
+// and where the gateway refuses the key (400), the command names a key problem. Audit W16: the
+// command used to be compared only with itself.
+func TestFingerprintMatchesServing(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"T-1"}`)
+	}))
+	t.Cleanup(upstream.Close)
+	routesFile := filepath.Join(t.TempDir(), "routes.yaml")
+	if err := os.WriteFile(routesFile, fmt.Appendf(nil, servingRoutes, upstream.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := routes.Load(routesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := boltstore.Open(t.TempDir(), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	gw, err := gateway.New(cfg, store, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := httptest.NewServer(gw)
+	t.Cleanup(serving.Close)
+	admin := httptest.NewServer(gw.AdminHandler(""))
+	t.Cleanup(admin.Close)
+
+	graphqlQuery := `mutation IssueCreate($input: IssueCreateInput!) { issueCreate(input: $input) { success issue { id } } }`
+	cases := []struct {
+		name, route string
+		head        string // request line and headers, without Content-Length and the blank line
+		body        string
+		// refused: the gateway answers 400 for the key, and the command names a key problem;
+		// invalid: the gateway answers 400 before the key, and the command fails.
+		refused, invalid bool
+	}{
+		{"json, tenant, path parameter, query and header", "json_projected",
+			"POST /v1/projects/a%2Fb/tickets?dry_run=false&trace=1 HTTP/1.1\r\nX-Tenant-ID: acme\r\nX-Account: acct-7\r\nIdempotency-Key: k-json\r\nContent-Type: application/json",
+			`{"title":"  Printer   out ","priority":1.50,"labels":["b","a","b"],"meta":{"x":1,"trace":"t"},"other":true}`, false, false},
+		{"json without the listed members", "json_projected",
+			"POST /v1/projects/p/tickets HTTP/1.1\r\nIdempotency-Key: \"k-json-sf\"\r\nContent-Type: application/json; charset=utf-8", `{}`, false, false},
+		{"json whole body, big numbers", "json_whole",
+			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-whole\r\nContent-Type: application/json",
+			`{"n":9007199254740993,"e":1e0,"s":"\u00e9"}`, false, false},
+		{"empty body", "json_whole", "POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-empty", ``, false, false},
+		{"form by Content-Type", "form_by_type",
+			"POST /v1/refunds HTTP/1.1\r\nX-Tenant-ID: globex\r\nIdempotency-Key: k-form\r\nContent-Type: application/x-www-form-urlencoded",
+			`amount=1000&charge=ch_1&metadata%5Border%5D=7&amount=5`, false, false},
+		{"form format whatever the Content-Type", "form_forced",
+			"POST /v1/forced-form HTTP/1.1\r\nIdempotency-Key: k-form-forced\r\nContent-Type: text/plain", `b=2&a=1&a=0`, false, false},
+		{"graphql", "graphql",
+			"POST /graphql HTTP/1.1\r\nIdempotency-Key: k-graphql\r\nContent-Type: application/json",
+			`{"query":"` + graphqlQuery + `","variables":{"input":{"title":"T","labelIds":["l2","l1"]}},"extensions":{"h":1}}`, false, false},
+		{"jsonrpc tools/call", "jsonrpc",
+			"POST /mcp HTTP/1.1\r\nIdempotency-Key: k-rpc\r\nContent-Type: application/json",
+			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create","arguments":{"title":"x"},"_meta":{"progressToken":3}}}`, false, false},
+		{"raw bytes", "raw_bytes",
+			"POST /v1/upload HTTP/1.1\r\nIdempotency-Key: k-raw\r\nContent-Type: application/octet-stream", "\x00\x01binary\xff", false, false},
+		{"text without Content-Type", "raw_bytes", "POST /v1/upload HTTP/1.1\r\nIdempotency-Key: k-text", "plain text", false, false},
+		{"key from the body", "key_from_body",
+			"POST /v1/from-body HTTP/1.1\r\nContent-Type: application/json", `{"params":{"_meta":{"idempotency_key":"k-body"}}}`, false, false},
+		{"key from the query", "key_from_query", "POST /v1/from-query?request_id=k%20query HTTP/1.1\r\nContent-Type: application/json", `{"a":1}`, false, false},
+		{"key from a header", "key_from_header", "POST /v1/from-header HTTP/1.1\r\nX-Request-Id: k-hdr\r\nContent-Type: application/json", `{"a":1}`, false, false},
+		{"a sent key wins over key.from", "key_from_header",
+			"POST /v1/from-header HTTP/1.1\r\nIdempotency-Key: k-sent\r\nX-Request-Id: k-hdr-2\r\nContent-Type: application/json", `{"a":2}`, false, false},
+		{"derived key", "key_derived",
+			"POST /v1/incidents/INC-9/tickets?v=3 HTTP/1.1\r\nX-Tenant-ID: acme\r\nX-Source: pager\r\nContent-Type: application/json", `{"incident_id":"I-1","title":"t"}`, false, false},
+		{"derived key with a field missing", "key_derived",
+			"POST /v1/incidents/INC-9/tickets HTTP/1.1\r\nContent-Type: application/json", `{"title":"t"}`, true, false},
+		{"key missing", "json_whole", "POST /v1/whole HTTP/1.1\r\nContent-Type: application/json", `{}`, true, false},
+		{"credential scope", "credential",
+			"POST /v1/private HTTP/1.1\r\nX-Tenant-ID: acme\r\nAuthorization: Bearer user-1\r\nIdempotency-Key: k-cred\r\nContent-Type: application/json", `{"a":1}`, false, false},
+		{"credential scope, another header", "credential_header",
+			"POST /v1/private-key HTTP/1.1\r\nX-Api-Key: key-2\r\nIdempotency-Key: k-cred-2\r\nContent-Type: application/json", `{"a":1}`, false, false},
+		{"credential missing", "credential",
+			"POST /v1/private HTTP/1.1\r\nIdempotency-Key: k-cred-missing\r\nContent-Type: application/json", `{"a":1}`, true, false},
+		{"key sent twice", "json_whole",
+			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: a\r\nIdempotency-Key: b\r\nContent-Type: application/json", `{}`, true, false},
+		{"tenant sent twice", "json_whole",
+			"POST /v1/whole HTTP/1.1\r\nX-Tenant-ID: a\r\nX-Tenant-ID: b\r\nIdempotency-Key: k-tenants\r\nContent-Type: application/json", `{}`, false, true},
+		{"Content-Type sent twice", "json_whole",
+			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-types\r\nContent-Type: application/json\r\nContent-Type: text/plain", `{}`, false, true},
+		{"a repeated member", "json_whole",
+			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-repeat\r\nContent-Type: application/json", `{"a":1,"a":2}`, false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := fmt.Sprintf("%s\r\nHost: gateway\r\nContent-Length: %d\r\n\r\n%s", tc.head, len(tc.body), tc.body)
+			var out bytes.Buffer
+			err := fingerprint([]string{"-routes", routesFile, "-route", tc.route}, strings.NewReader(raw), &out)
+			if tc.invalid {
+				if resp := sendRaw(t, serving.Listener.Addr().String(), raw); resp.StatusCode != http.StatusBadRequest || err == nil {
+					t.Fatalf("gateway answered %d; the command: %v, printed %s; want 400 and an error", resp.StatusCode, err, out.Bytes())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("fingerprint: %v", err)
+			}
+			var e struct {
+				Tenant, Key, Fingerprint string
+				KeySource                string `json:"key_source"`
+				KeyProblem               string `json:"key_problem"`
+				CredentialScope          string `json:"credential_scope"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &e); err != nil {
+				t.Fatalf("fingerprint printed %s: %v", out.Bytes(), err)
+			}
+			resp := sendRaw(t, serving.Listener.Addr().String(), raw)
+			if tc.refused {
+				if resp.StatusCode != http.StatusBadRequest || e.KeyProblem == "" || e.Key != "" {
+					t.Fatalf("gateway answered %d; command: key %q, key problem %q; want 400 and a key problem", resp.StatusCode, e.Key, e.KeyProblem)
+				}
+				return
+			}
+			if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotency-Decision") != "execute" {
+				t.Fatalf("gateway answered %d %q, want 201 execute", resp.StatusCode, resp.Header.Get("Idempotency-Decision"))
+			}
+			if got := resp.Header.Get("Idempotency-Fingerprint"); got != e.Fingerprint || e.KeyProblem != "" {
+				t.Fatalf("Idempotency-Fingerprint %q; the command printed %q (key problem %q)", got, e.Fingerprint, e.KeyProblem)
+			}
+			// The record the gateway stored, addressed with what the command printed.
+			u := admin.URL + "/v1/records/" + url.PathEscape(e.Tenant) + "/" + url.PathEscape(tc.route) + "/" + url.PathEscape(e.Key)
+			if e.CredentialScope != "" {
+				u += "?credential=" + url.QueryEscape(e.CredentialScope)
+			}
+			got, err := http.Get(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer got.Body.Close()
+			var rec gateway.Receipt
+			if err := json.NewDecoder(got.Body).Decode(&rec); err != nil || got.StatusCode != http.StatusOK {
+				t.Fatalf("GET %s: %d, %v: the gateway stored no record under the command's tenant %q, key %q, credential scope %q",
+					u, got.StatusCode, err, e.Tenant, e.Key, e.CredentialScope)
+			}
+			if rec.EffectFingerprint != e.Fingerprint || rec.Tenant != e.Tenant || rec.IdempotencyKey != e.Key || rec.CredentialScope != e.CredentialScope {
+				t.Errorf("record %+v; the command printed tenant %q, key %q, credential scope %q, fingerprint %q",
+					rec, e.Tenant, e.Key, e.CredentialScope, e.Fingerprint)
+			}
+		})
+	}
+}
+
+// sendRaw writes raw, one HTTP/1.1 request, to addr on a connection of its own and returns the
+// response, its body read.
+func sendRaw(t *testing.T, addr, raw string) *http.Response {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }
