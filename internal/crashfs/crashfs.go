@@ -24,6 +24,11 @@
 // itself, so no fusermount binary is needed. Files are served through the kernel's page cache
 // (no direct_io), so shared read-only mmap works, as bbolt needs; FUSE passthrough is turned off
 // so that every write reaches this process.
+//
+// Run the program under test in another process than the one that mounts: a page fault on a
+// mapping of a file on the mount waits for this process's FUSE server, and if the Go runtime
+// stops the world for the garbage collector meanwhile, the server never answers (a deadlock that
+// the first version of the bbolt test hit). Plain reads and writes are system calls and safe.
 package crashfs
 
 import "errors"
