@@ -3,14 +3,18 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/idemgateway/idemgateway/internal/crashfs"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
 
 // TestReceiptsSurviveKill9: a committed receipt survives a crash of the gateway (SIGKILL); a new
-// gateway process on the same store replays it.
+// gateway process on the same store replays it. In "embedded, power cut" the data directory is on
+// a crash filesystem (internal/crashfs) that also loses every write no fsync covered, as an OS
+// crash or a power cut does; kill -9 alone keeps the page cache (audit W3).
 func TestReceiptsSurviveKill9(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -18,15 +22,26 @@ func TestReceiptsSurviveKill9(t *testing.T) {
 		kind      storeKind
 		opts      envOptions
 		killRedis bool
+		powerCut  bool
 	}{
-		{"embedded", embeddedStore, envOptions{}, false},
-		{"redis", redisStore, envOptions{redis: redistest.Options{AppendOnly: true}}, false},
+		{"embedded", embeddedStore, envOptions{}, false, false},
+		{"embedded, power cut", embeddedStore, envOptions{}, false, true},
+		{"redis", redisStore, envOptions{redis: redistest.Options{AppendOnly: true}}, false, false},
 		// Redis crashes too; with appendfsync always no acknowledged write is lost.
-		{"redis killed too", redisStore, envOptions{redis: redistest.Options{AppendOnly: true, Args: []string{"--appendfsync", "always"}}}, true},
+		{"redis killed too", redisStore, envOptions{redis: redistest.Options{AppendOnly: true, Args: []string{"--appendfsync", "always"}}}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, tc.kind, tc.opts)
+			var fsys *crashfs.FS
+			var backing string
+			if tc.powerCut { // the gateway newEnv started goes; its successor's data is on the mount
+				backing = t.TempDir()
+				fsys = crashfs.MountTest(t, backing)
+				e.gw.kill9(t)
+				e.storeEnv = []string{"IDEMGATEWAY_DATA_DIR=" + filepath.Join(fsys.Dir, "data")}
+				e.gw = e.startGateway(t)
+			}
 			first := e.gw.do(t, request{Key: "kill-1", Body: ticketBody})
 			id := expectCreated(t, first)
 
@@ -34,6 +49,12 @@ func TestReceiptsSurviveKill9(t *testing.T) {
 			if tc.killRedis {
 				e.redis.Kill()
 				e.redis.Restart()
+			}
+			if tc.powerCut { // the host comes back with what was synced, the mount gone
+				if err := fsys.Crash(); err != nil {
+					t.Fatal(err)
+				}
+				e.storeEnv = []string{"IDEMGATEWAY_DATA_DIR=" + filepath.Join(backing, "data")}
 			}
 			g := e.startGateway(t)
 			expectReplayOf(t, g.do(t, request{Key: "kill-1", Body: ticketBody}), first)
