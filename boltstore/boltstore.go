@@ -2,8 +2,10 @@
 // gateway that runs as a single process with no Redis.
 //
 // The records live in one file, FileName, under a data directory. Every write is one bbolt
-// read-write transaction, fsync'd before the call returns, so a record written survives kill -9 and
-// power loss. bbolt lets one process open the file at a time: a second Open fails after
+// read-write transaction, fsync'd (fdatasync on Linux) before the call returns, so a record written
+// survives kill -9 and power loss on a disk that honours fsync (TestTransitionsSurvivePowerLoss
+// drops every unsynced write after each kind of transition; docs/guarantees.md says what that
+// proves). bbolt lets one process open the file at a time: a second Open fails after
 // Options.LockTimeout with an error wrapping ErrLocked.
 //
 // Records sit in the bucket "records" keyed by the gateway's opaque key (any bytes). A value is a
