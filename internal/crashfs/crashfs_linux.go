@@ -73,12 +73,12 @@ func Mount(backing, mountpoint string) (*FS, error) {
 	return f, nil
 }
 
-// Crash is the power cut: it puts every file back to its last sync, detaches the mount (lazily:
-// descriptors and mappings still open get errors or stale pages, never new data on the backing
-// directory) and stops serving. After Crash, the backing directory holds what a disk would
-// after the crash; mount it again, or open it directly, to recover. A program that had files open
-// on the mount should only close them: every write, truncate and sync fails with EIO, and a read
-// of a mapping may fault (SIGBUS) once the connection is aborted.
+// Crash is the power cut: it puts every file back to its last sync and detaches the mount
+// lazily. Descriptors still open on it can change nothing any more: every write, truncate and
+// sync fails with EIO. Serving stops when the last of them is closed, or at once where fusectl is
+// mounted (/sys/fs/fuse/connections), since Crash then aborts the connection and a read of a
+// mapping faults (SIGBUS). After Crash the backing directory holds what a disk would after the
+// crash: mount it again, or open it directly, to recover. Kill the program under test first.
 func (f *FS) Crash() error {
 	f.mu.Lock()
 	if f.crashed || f.unmount {
