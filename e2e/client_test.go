@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -432,37 +431,3 @@ func (p *pending) wait(t *testing.T) response {
 	return p.resp
 }
 
-// sendAll sends reqs at the same moment, each from its own goroutine, and returns the responses
-// in order.
-func sendAll(t *testing.T, g *gateway, reqs []request) []response {
-	t.Helper()
-	start := make(chan struct{})
-	resps := make([]response, len(reqs))
-	errs := make([]error, len(reqs))
-	var wg sync.WaitGroup
-	for i, req := range reqs {
-		wg.Go(func() {
-			<-start
-			resps[i], errs[i] = g.send(req)
-		})
-	}
-	close(start)
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-	}
-	return resps
-}
-
-// goSendAfter sends req from a new goroutine once start is closed.
-func goSendAfter(start <-chan struct{}, g *gateway, req request) *pending {
-	p := &pending{done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		<-start
-		p.resp, p.err = g.send(req)
-	}()
-	return p
-}
