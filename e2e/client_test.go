@@ -430,4 +430,3 @@ func (p *pending) wait(t *testing.T) response {
 	}
 	return p.resp
 }
-
