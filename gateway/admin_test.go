@@ -45,7 +45,7 @@ func TestAdminRecords(t *testing.T) {
 		io.WriteString(w, `{"id":"T-1"}`)
 	}))
 	t.Cleanup(upstream.Close)
-	srv, _, gw := newGateway(t, upstream.URL, gateway.Options{})
+	srv, _, gw := newGateway(t, openEmbedded, upstream.URL, gateway.Options{})
 	admin := gw.AdminHandler("s3cret")
 
 	send := func(key string, fail bool) *http.Response {
@@ -152,7 +152,7 @@ func TestAdminListAndDeleteGuard(t *testing.T) {
 	}))
 	t.Cleanup(upstream.Close)
 	t.Cleanup(func() { close(release) })
-	srv, _, gw := newGateway(t, upstream.URL, gateway.Options{})
+	srv, _, gw := newGateway(t, openEmbedded, upstream.URL, gateway.Options{})
 	admin := gw.AdminHandler("")
 	send := func(tenant, key string, hold bool) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{}`))

@@ -121,7 +121,7 @@ func registryAfterTraffic(t *testing.T) *prometheus.Registry {
 	}))
 	t.Cleanup(upstream.Close)
 	reg := gateway.NewRegistry()
-	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{Metrics: reg}, "{lock_lease: 150ms}")
+	srv, _, _ := newGateway(t, openEmbedded, upstream.URL, gateway.Options{Metrics: reg}, "{lock_lease: 150ms}")
 	send := func(key, body, header string, want int) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(body))

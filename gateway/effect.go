@@ -129,6 +129,7 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 				stopWaiting()
 				settled, stopWaiting = nil, func() {}
 			case <-poll.C: // still listening
+				x.g.waiters.polled()
 			case <-r.Context().Done():
 			}
 			poll.Stop()

@@ -25,7 +25,7 @@ func TestKeyDerivedFromTheOperation(t *testing.T) {
 		fmt.Fprintf(w, `{"id":"T-%d"}`, n)
 	}))
 	t.Cleanup(upstream.Close)
-	srv, _, _ := newGatewayYAML(t, `
+	srv, _, _ := newGatewayYAML(t, openEmbedded, `
 upstreams:
   tickets: {url: `+upstream.URL+`}
 routes:

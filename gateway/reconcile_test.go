@@ -52,7 +52,7 @@ func TestForwardKey(t *testing.T) {
 		io.WriteString(w, resp)
 	}))
 	t.Cleanup(upstream.Close)
-	srv, _, _ := newGatewayYAML(t, `
+	srv, _, _ := newGatewayYAML(t, openEmbedded, `
 upstreams:
   stripe: {url: `+upstream.URL+`, forward_key: Idempotency-Key}
 routes:
@@ -123,7 +123,7 @@ func TestReconcile(t *testing.T) {
 		json.NewEncoder(w).Encode(tk)
 	}))
 	t.Cleanup(upstream.Close)
-	srv, _, gw := newGatewayYAML(t, `
+	srv, _, gw := newGatewayYAML(t, openEmbedded, `
 upstreams:
   tickets: {url: `+upstream.URL+`, timeout: 200ms}
 routes:

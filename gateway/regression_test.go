@@ -83,7 +83,7 @@ func do(t *testing.T, method, url string, header http.Header, body string) answe
 func TestRegressionRequests(t *testing.T) {
 	t.Parallel()
 	up, executions := countingUpstream(t)
-	srv, _, _ := newGatewayYAML(t, fmt.Sprintf(regressionRoutes, up.URL), gateway.Options{})
+	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(regressionRoutes, up.URL), gateway.Options{})
 	json := http.Header{"Content-Type": {"application/json"}}
 	withKey := func(key string, extra ...string) http.Header {
 		h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}
@@ -152,7 +152,7 @@ func TestRegressionRequests(t *testing.T) {
 func TestRegressionAdminPathDecodedOnce(t *testing.T) {
 	t.Parallel()
 	up, executions := countingUpstream(t)
-	srv, _, gw := newGatewayYAML(t, fmt.Sprintf(regressionRoutes, up.URL), gateway.Options{})
+	srv, _, gw := newGatewayYAML(t, openEmbedded, fmt.Sprintf(regressionRoutes, up.URL), gateway.Options{})
 	admin := gw.AdminHandler("")
 	for _, key := range []string{"pct%41", "pctA"} {
 		if a := do(t, "POST", srv.URL+"/v1/tickets", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}, `{}`); a.status != 201 {

@@ -27,7 +27,7 @@ func TestTenantAndCredentialScope(t *testing.T) {
 	logs := &testlog.Buffer{}
 	spans := tracetest.NewInMemoryExporter()
 	reg := gateway.NewRegistry()
-	srv, _, gw := newGatewayYAML(t, fmt.Sprintf(`
+	srv, _, gw := newGatewayYAML(t, openEmbedded, fmt.Sprintf(`
 upstreams:
   up: {url: %s, headers: {X-Upstream-Token: "upstream-s3cret"}}
 routes:
