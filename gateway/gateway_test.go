@@ -785,10 +785,12 @@ func TestConflictInEveryState(t *testing.T) {
 			{"unknown", gateway.StateUnknown},
 			{"in-progress", gateway.StateInProgress}, // held until the test ends
 		}
+		var held <-chan result
 		for i, st := range states {
 			call := sendAsync(srv.URL, st.key, `{"a":1}`)
 			up.awaitCalls(t, int32(i+1))
 			if st.state == gateway.StateInProgress {
+				held = call
 				continue
 			}
 			up.release(int32(i + 1))
@@ -805,6 +807,10 @@ func TestConflictInEveryState(t *testing.T) {
 			if r.String() != "422 conflict" {
 				t.Errorf("a %s key, another fingerprint: %s %s; want 422 conflict", st.state, r, r.body)
 			}
+		}
+		up.releaseAll()
+		if r := await(t, held, "the held call"); r.String() != "201 execute" {
+			t.Errorf("the held call: %s", r)
 		}
 		if n := up.calls.Load(); n != 3 {
 			t.Errorf("%d upstream calls, want 3 (none for the conflicts)", n)
@@ -847,6 +853,7 @@ type heldUpstream struct {
 func newHeldUpstream(t *testing.T, status func(n int32) int) *heldUpstream {
 	t.Helper()
 	h := &heldUpstream{status: status, gates: map[int32]chan struct{}{}}
+	ending := t.Context() // done before the cleanups, which wait for the calls to end
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		n := h.calls.Add(1)
@@ -854,6 +861,8 @@ func newHeldUpstream(t *testing.T, status func(n int32) int) *heldUpstream {
 		case <-h.gate(n):
 		case <-r.Context().Done():
 			return
+		case <-ending.Done(): // the test ended (or failed) with the call held: break it off
+			panic(http.ErrAbortHandler)
 		}
 		code := http.StatusCreated
 		if h.status != nil {
@@ -864,7 +873,6 @@ func newHeldUpstream(t *testing.T, status func(n int32) int) *heldUpstream {
 		fmt.Fprintf(w, `{"id":"T-%d"}`, n)
 	}))
 	t.Cleanup(h.Close)
-	t.Cleanup(h.releaseAll) // runs first: Close waits for the handlers
 	return h
 }
 
