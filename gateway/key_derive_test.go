@@ -61,7 +61,10 @@ routes:
 		defer resp.Body.Close()
 		a := answer{status: resp.StatusCode, decision: resp.Header.Get("Idempotency-Decision")}
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
-			b, _ := io.ReadAll(resp.Body)
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := json.Unmarshal(b, &a.problem); err != nil {
 				t.Fatal(err)
 			}

@@ -82,9 +82,18 @@ func (s *renewalGate) Renew(ctx context.Context, key, owner string, lease time.D
 // the label pairs labels (name, value, ...); 0 when there is no such series.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
+	v, err := gatherValue(reg, name, labels...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return v
+}
+
+// gatherValue is metricValue for any goroutine: it returns the error of the gathering.
+func gatherValue(reg *prometheus.Registry, name string, labels ...string) (float64, error) {
+	families, err := reg.Gather()
+	if err != nil {
+		return 0, err
 	}
 	for _, f := range families {
 		if f.GetName() != name {
@@ -102,12 +111,12 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...
 				}
 			}
 			if h := m.GetHistogram(); h != nil {
-				return float64(h.GetSampleCount())
+				return float64(h.GetSampleCount()), nil
 			}
-			return m.GetCounter().GetValue()
+			return m.GetCounter().GetValue(), nil
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 // logLines returns the JSON log lines in logs.

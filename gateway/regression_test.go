@@ -72,7 +72,10 @@ func do(t *testing.T, method, url string, header http.Header, body string) answe
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the answer (%d): %v", method, url, resp.StatusCode, err)
+	}
 	a := answer{status: resp.StatusCode, header: resp.Header}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
 		_ = json.Unmarshal(b, &a.problem)
