@@ -25,3 +25,9 @@ func (g *Gateway) Waiting(skey string) int {
 func (g *Gateway) SetClock(now func() time.Time) {
 	g.now = now
 }
+
+// SetWaitTimers sets the waiters' safety poll (waitPoll) and how long the first waiter of a key
+// waits for the store to listen (watchTimeout). Call it before the gateway serves.
+func (g *Gateway) SetWaitTimers(poll, watch time.Duration) {
+	g.waiters.poll, g.waiters.watchTimeout = poll, watch
+}

@@ -113,6 +113,7 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	if err := g.Reload(cfg); err != nil {
 		return nil, err
 	}
+	g.waiters.poll, g.waiters.watchTimeout = waitPoll, watchTimeout
 	if n, ok := store.(SettleNotifier); ok {
 		g.waiters.notifier = n
 		g.waiters.log = opts.Logger

@@ -649,15 +649,62 @@ routes:
 	})
 }
 
+// claimCounter is a real store that counts the claims it has answered.
+type claimCounter struct {
+	gateway.Store
+	claims atomic.Int32
+}
+
+func (c *claimCounter) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte, error) {
+	claimed, state, stored, err := c.Store.Claim(ctx, key, owner, payload, lease, ttl)
+	c.claims.Add(1)
+	return claimed, state, stored, err
+}
+
+// notifyingClaimCounter is a claimCounter of a store with settle notices (Redis), which it
+// passes through.
+type notifyingClaimCounter struct {
+	*claimCounter
+	notifier gateway.SettleNotifier
+}
+
+func (c notifyingClaimCounter) WatchSettled(ctx context.Context, key string, settled func()) (func(), error) {
+	return c.notifier.WatchSettled(ctx, key, settled)
+}
+
+// waitingGateway serves a gateway with concurrency: wait on store, counting its claims, whose
+// waiters only a wake-up can end: the safety poll and the wait for the store to listen are
+// longer than the test may take.
+func waitingGateway(t *testing.T, store gateway.Store, upstream string) (*httptest.Server, *claimCounter, *gateway.Gateway) {
+	t.Helper()
+	counted := &claimCounter{Store: store}
+	var wrapped gateway.Store = counted
+	if n, ok := store.(gateway.SettleNotifier); ok {
+		wrapped = notifyingClaimCounter{counted, n}
+	}
+	cfg, err := routes.Parse("routes.yaml", []byte(ticketsYAML(upstream, "{concurrency: wait, wait_timeout: 40s}")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(cfg, wrapped, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.SetWaitTimers(2*hangTimeout, hangTimeout)
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	return srv, counted, gw
+}
+
 // TestWaitIsWokenNotPolled (audit W1): duplicates that wait (concurrency: wait) for a call held
-// upstream are woken by the settle of its receipt, not by the 500 ms safety poll: the gateway
-// counts every one of them woken by its settle (or, on Redis, by the store's notice of it, which
-// may come first), however long the call was held.
+// upstream are woken by the settle of its receipt: the gateway counts every one of them woken by
+// its settle (or, on Redis, by the store's notice of it, which may come first). The safety poll
+// is set longer than the test, so a settle that wakes nobody leaves the waiters without an answer.
 func TestWaitIsWokenNotPolled(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
 		up := newHeldUpstream(t, nil)
-		srv, _, gw := newGateway(t, open, up.URL, gateway.Options{}, "{concurrency: wait, wait_timeout: 1m}")
+		srv, store, gw := waitingGateway(t, open(t), up.URL)
 		first := sendAsync(srv.URL, "slow", `{}`)
 		up.awaitCalls(t, 1)
 		const waiters = 5
@@ -665,7 +712,8 @@ func TestWaitIsWokenNotPolled(t *testing.T) {
 		for range waiters {
 			dups = append(dups, sendAsync(srv.URL, "slow", `{}`))
 		}
-		waitFor(t, func() bool { return gw.Waiting("default/create_ticket/slow") == waiters })
+		// Each waiter claims, listens, and reads the record again (in_progress) before it sleeps.
+		waitFor(t, func() bool { return store.claims.Load() == 1+2*waiters })
 		up.releaseAll()
 		if r := await(t, first, "the first request"); r.String() != "201 execute" {
 			t.Fatalf("the first request: %s", r)
@@ -676,8 +724,8 @@ func TestWaitIsWokenNotPolled(t *testing.T) {
 			}
 		}
 		bySettle, byNotice, byPoll := gw.WakeUps()
-		if bySettle+byNotice != waiters || up.calls.Load() != 1 {
-			t.Fatalf("woken by the settle %d, by the store's notice %d (and %d polls), %d upstream calls; want %d woken, 1 call",
+		if bySettle+byNotice != waiters || byPoll != 0 || up.calls.Load() != 1 {
+			t.Fatalf("woken by the settle %d, by the store's notice %d, polls %d, %d upstream calls; want %d woken, no poll, 1 call",
 				bySettle, byNotice, byPoll, up.calls.Load(), waiters)
 		}
 	})
@@ -689,9 +737,8 @@ func TestWaitIsWokenAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	redisSrv := redistest.Start(t, redistest.Options{})
 	up := newHeldUpstream(t, nil)
-	yaml := ticketsYAML(up.URL, "{concurrency: wait, wait_timeout: 1m}")
-	a, _, _ := newGatewayOn(t, redisStoreOn(t, redisSrv), yaml, gateway.Options{})
-	b, _, gwB := newGatewayOn(t, redisStoreOn(t, redisSrv), yaml, gateway.Options{})
+	a, _, _ := waitingGateway(t, redisStoreOn(t, redisSrv), up.URL)
+	b, storeB, gwB := waitingGateway(t, redisStoreOn(t, redisSrv), up.URL)
 	first := sendAsync(a.URL, "k", `{}`)
 	up.awaitCalls(t, 1)
 	const waiters = 3
@@ -699,7 +746,7 @@ func TestWaitIsWokenAcrossProcesses(t *testing.T) {
 	for range waiters {
 		dups = append(dups, sendAsync(b.URL, "k", `{}`))
 	}
-	waitFor(t, func() bool { return gwB.Waiting("default/create_ticket/k") == waiters })
+	waitFor(t, func() bool { return storeB.claims.Load() == 2*waiters })
 	up.releaseAll()
 	if r := await(t, first, "the first request"); r.String() != "201 execute" {
 		t.Fatalf("the first request: %s", r)
@@ -710,8 +757,8 @@ func TestWaitIsWokenAcrossProcesses(t *testing.T) {
 		}
 	}
 	bySettle, byNotice, byPoll := gwB.WakeUps()
-	if bySettle != 0 || byNotice != waiters || up.calls.Load() != 1 {
-		t.Fatalf("second gateway: woken by its settle %d, by the notice %d (%d polls); %d upstream calls; want 0, %d, 1 call",
+	if bySettle != 0 || byNotice != waiters || byPoll != 0 || up.calls.Load() != 1 {
+		t.Fatalf("second gateway: woken by its settle %d, by the notice %d, polls %d; %d upstream calls; want 0, %d, 0, 1 call",
 			bySettle, byNotice, byPoll, up.calls.Load(), waiters)
 	}
 }

@@ -52,6 +52,10 @@ type waiters struct {
 	keys   map[string]*keyWaiters
 	warned time.Time // when the last warning of a failed watch was logged
 
+	// poll is waitPoll and watchTimeout is watchTimeout; tests lengthen them (export_test.go), so
+	// that only a wake-up can end a wait.
+	poll, watchTimeout time.Duration
+
 	// Wake-ups, counted for the tests (export_test.go): waiters woken by a settle of this
 	// process, by the store's notice of a settle, and waits that ended on the safety poll.
 	bySettle, byNotice, byPoll atomic.Int64
@@ -111,7 +115,7 @@ func (w *waiters) listen(key string, k *keyWaiters) {
 	if w.notifier == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), watchTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), w.watchTimeout)
 	defer cancel()
 	// An error leaves the waiters to the poll: the watch may still start, and is stopped as usual.
 	stop, err := w.notifier.WatchSettled(ctx, key, func() { w.wake(key, k, &w.byNotice) })
@@ -144,7 +148,7 @@ func (w *waiters) warnWatch(key string, err error) {
 		return
 	}
 	w.log.Warn("settle notices not working: waiting duplicates poll the store instead of being woken",
-		"poll_every", waitPoll.String(), "likely_cause", "the Redis user lacks +subscribe (ACL), or Redis is slow",
+		"poll_every", w.poll.String(), "likely_cause", "the Redis user lacks +subscribe (ACL), or Redis is slow",
 		"key", key, "err", err, "warned_at_most_every", watchWarnEvery.String())
 }
 
