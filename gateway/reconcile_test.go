@@ -129,7 +129,7 @@ func TestReconcile(t *testing.T) {
 		t.Cleanup(upstream.Close)
 		srv, _, gw := newGatewayYAML(t, open, `
 upstreams:
-  tickets: {url: `+upstream.URL+`, timeout: 200ms}
+  tickets: {url: `+upstream.URL+`, timeout: 10s}
 routes:
   - name: create_ticket
     upstream: tickets
