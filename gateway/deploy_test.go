@@ -108,20 +108,26 @@ func seriesOf(reg *prometheus.Registry, types map[string]dto.MetricType, name st
 // decision, and one whose lease was renewed.
 func registryAfterTraffic(t *testing.T) *prometheus.Registry {
 	t.Helper()
+	reg := gateway.NewRegistry()
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Header.Get("X-Fail") != "":
 			w.WriteHeader(http.StatusBadGateway)
 			return
 		case r.Header.Get("X-Slow") != "":
-			time.Sleep(250 * time.Millisecond) // the lease of 150ms is renewed every 50ms meanwhile
+			// Held until the lease (150ms, renewed every 50ms) was renewed, however long that
+			// takes (audit W7); the deadline only bounds a hang.
+			for deadline := time.Now().Add(hangTimeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				if n, err := gatherValue(reg, "idemgateway_lease_renewals_total", "result", "ok"); err != nil || n > 0 {
+					break
+				}
+			}
 		}
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, `{"id":"T-1"}`)
 	}))
 	t.Cleanup(upstream.Close)
-	reg := gateway.NewRegistry()
-	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{Metrics: reg}, "{lock_lease: 150ms}")
+	srv, _, _ := newGateway(t, openEmbedded, upstream.URL, gateway.Options{Metrics: reg}, "{lock_lease: 150ms}")
 	send := func(key, body, header string, want int) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(body))
@@ -150,6 +156,9 @@ func registryAfterTraffic(t *testing.T) *prometheus.Registry {
 	send("k2", `{"a":3}`, "", http.StatusConflict)            // outcome_unknown
 	send("k3", `{"a":1}`, "", http.StatusCreated)             // key churn: k1's effect under a new key
 	send("k4", `{"a":4}`, "X-Slow", http.StatusCreated)       // lease renewals
+	if n := metricValue(t, reg, "idemgateway_lease_renewals_total", "result", "ok"); n == 0 {
+		t.Fatal("the held call's lease was never renewed")
+	}
 	return reg
 }
 

@@ -123,12 +123,13 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 				settled, stopWaiting = x.g.waiters.wait(x.skey)
 				continue
 			}
-			poll := time.NewTimer(min(time.Until(waitUntil), waitPoll))
+			poll := time.NewTimer(min(time.Until(waitUntil), x.g.waiters.poll))
 			select {
 			case <-settled: // woken: listen afresh next time, the record may be claimed again
 				stopWaiting()
 				settled, stopWaiting = nil, func() {}
 			case <-poll.C: // still listening
+				x.g.waiters.polled()
 			case <-r.Context().Done():
 			}
 			poll.Stop()

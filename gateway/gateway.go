@@ -70,6 +70,8 @@ type Gateway struct {
 	inFlight sync.Map // *execution -> struct{}: calls under way, for Abandon
 	churn    *churn   // recent executions, to count keys minted per retry
 	waiters  waiters  // duplicates waiting for a record to settle (concurrency: wait)
+
+	now func() time.Time // the clock reconcile.after is measured on: time.Now; tests set it (export_test.go)
 }
 
 // New validates opts, builds the router of cfg's routes, and returns the Gateway. cfg must come
@@ -93,7 +95,7 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	if opts.MaxReceiptBodyBytes <= 0 {
 		opts.MaxReceiptBodyBytes = DefaultMaxReceiptBodyBytes
 	}
-	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000)}
+	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000), now: time.Now}
 	transport := opts.Transport
 	if tp := opts.TracerProvider; tp != nil {
 		g.tracer = tp.Tracer("github.com/idemgateway/idemgateway/gateway")
@@ -111,6 +113,7 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	if err := g.Reload(cfg); err != nil {
 		return nil, err
 	}
+	g.waiters.poll, g.waiters.watchTimeout = waitPoll, watchTimeout
 	if n, ok := store.(SettleNotifier); ok {
 		g.waiters.notifier = n
 		g.waiters.log = opts.Logger

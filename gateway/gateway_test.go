@@ -23,23 +23,26 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-var _ gateway.Store = (*boltstore.Store)(nil)
-
-// newGateway serves a gateway on the embedded store in front of upstream, with one
-// non_idempotent route POST /v1/tickets (receipt remote_id /id); defaults is the YAML flow
-// mapping of the file's defaults block. It returns the server, the store and the gateway.
-func newGateway(t *testing.T, upstream string, opts gateway.Options, defaults ...string) (*httptest.Server, gateway.Store, *gateway.Gateway) {
+// newGateway serves a gateway on a store of open in front of upstream, with one non_idempotent
+// route POST /v1/tickets (receipt remote_id /id); defaults is the YAML flow mapping of the file's
+// defaults block. It returns the server, the store and the gateway.
+func newGateway(t *testing.T, open storeFactory, upstream string, opts gateway.Options, defaults ...string) (*httptest.Server, gateway.Store, *gateway.Gateway) {
 	t.Helper()
+	return newGatewayOn(t, open(t), ticketsYAML(upstream, defaults...), opts)
+}
+
+// ticketsYAML is the routes file of newGateway.
+func ticketsYAML(upstream string, defaults ...string) string {
 	if len(defaults) == 0 {
 		defaults = []string{"{lock_lease: 2s}"}
 	}
-	yaml := fmt.Sprintf(`
+	return fmt.Sprintf(`
 upstreams:
   tickets: {url: %q, timeout: 5s}
 defaults: %s
@@ -51,23 +54,23 @@ routes:
     class: non_idempotent
     receipt: {remote_id: /id}
 `, upstream, defaults[0])
-	return newGatewayYAML(t, yaml, opts)
 }
 
-// newGatewayYAML serves a gateway on the embedded store with the routes file yaml.
-func newGatewayYAML(t *testing.T, yaml string, opts gateway.Options) (*httptest.Server, gateway.Store, *gateway.Gateway) {
+// newGatewayYAML serves a gateway on a store of open with the routes file yaml.
+func newGatewayYAML(t *testing.T, open storeFactory, yaml string, opts gateway.Options) (*httptest.Server, gateway.Store, *gateway.Gateway) {
+	t.Helper()
+	return newGatewayOn(t, open(t), yaml, opts)
+}
+
+// newGatewayOn serves a gateway on store with the routes file yaml.
+func newGatewayOn(t *testing.T, store gateway.Store, yaml string, opts gateway.Options) (*httptest.Server, gateway.Store, *gateway.Gateway) {
 	t.Helper()
 	cfg, err := routes.Parse("routes.yaml", []byte(yaml), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := boltstore.Open(t.TempDir(), boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	gw, err := gateway.New(cfg, store, opts)
 	if err != nil {
@@ -78,19 +81,86 @@ func newGatewayYAML(t *testing.T, yaml string, opts gateway.Options) (*httptest.
 	return srv, store, gw
 }
 
+// reply is a client's answer from the gateway, as send reads it.
+type reply struct {
+	status     int
+	decision   string // Idempotency-Decision
+	retryAfter string
+	header     http.Header
+	body       string
+}
+
+func (r reply) String() string { return fmt.Sprintf("%d %s", r.status, r.decision) }
+
+// send posts body to url's /v1/tickets with key (none when empty) and reads the whole answer. It
+// reports failures as errors, so that goroutines other than the test's can call it (audit W13).
+func send(url, key, body string) (reply, error) {
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/tickets", strings.NewReader(body))
+	if err != nil {
+		return reply{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply{}, fmt.Errorf("key %q: reading the answer (%d): %w", key, resp.StatusCode, err)
+	}
+	return reply{status: resp.StatusCode, decision: resp.Header.Get("Idempotency-Decision"),
+		retryAfter: resp.Header.Get("Retry-After"), header: resp.Header, body: string(b)}, nil
+}
+
+// post is send from the test's goroutine: a failure ends the test.
 func post(t *testing.T, url, key, body string) (*http.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/v1/tickets", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
+	r, err := send(url, key, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return &http.Response{StatusCode: r.status, Header: r.header}, r.body
 }
+
+// sendAsync sends the request from a goroutine of its own; the channel receives its answer.
+func sendAsync(url, key, body string) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		r, err := send(url, key, body)
+		ch <- result{r, err}
+	}()
+	return ch
+}
+
+// result is an answer of sendAsync, or why there is none.
+type result struct {
+	reply
+	err error
+}
+
+// await receives an answer of sendAsync, failing the test when the request failed or no answer
+// comes within the deadline that only bounds a hang.
+func await(t *testing.T, ch <-chan result, what string) reply {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("%s: %v", what, r.err)
+		}
+		return r.reply
+	case <-time.After(hangTimeout):
+		t.Fatalf("%s: no answer within %s", what, hangTimeout)
+		return reply{}
+	}
+}
+
+// hangTimeout bounds what a test waits for an answer or a state that must come; it is never
+// an assertion of speed, only a bound on a hang.
+const hangTimeout = 30 * time.Second
 
 // TestC11_NoResendAfterBytesMayHaveReachedUpstream: the upstream reads a request on a reused
 // keep-alive connection and closes it without answering. Go's transport would resend a request
@@ -130,7 +200,7 @@ func TestC11_NoResendAfterBytesMayHaveReachedUpstream(t *testing.T) {
 	}()
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	srv, store, _ := newGateway(t, "http://"+ln.Addr().String(), gateway.Options{TracerProvider: tp})
+	srv, store, _ := newGateway(t, openEmbedded, "http://"+ln.Addr().String(), gateway.Options{TracerProvider: tp})
 
 	if resp, _ := post(t, srv.URL, "first", `{"title":"a"}`); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("first: status %d", resp.StatusCode)
@@ -174,7 +244,7 @@ func TestNoTracerProvider(t *testing.T) {
 	before := otel.GetTracerProvider()
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)))
 	t.Cleanup(func() { otel.SetTracerProvider(before) })
-	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{})
+	srv, _, _ := newGateway(t, openEmbedded, upstream.URL, gateway.Options{})
 
 	const sent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{"a":1}`))
@@ -209,7 +279,7 @@ func TestAccessLine(t *testing.T) {
 	}))
 	t.Cleanup(upstream.Close)
 	logs := &testlog.Buffer{}
-	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	srv, _, _ := newGateway(t, openEmbedded, upstream.URL, gateway.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{"a":1}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", "k-log")
@@ -265,51 +335,53 @@ func hasAttr(s tracetest.SpanStub, key, value string) bool {
 // finishes the call and stores the receipt, so the retry replays (contract §4).
 func TestClientGoneUpstreamFinishes(t *testing.T) {
 	t.Parallel()
-	var executions atomic.Int32
-	release := make(chan struct{})
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		<-release
-		n := executions.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"id":"T-%d"}`, n)
-	}))
-	t.Cleanup(upstream.Close)
-	srv, store, _ := newGateway(t, upstream.URL, gateway.Options{})
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		var executions atomic.Int32
+		release := make(chan struct{})
+		upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-release
+			n := executions.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"id":"T-%d"}`, n)
+		}))
+		t.Cleanup(upstream.Close)
+		srv, store, _ := newGateway(t, open, upstream.URL, gateway.Options{})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "gone")
-	done := make(chan error, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "gone")
+		done := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		waitFor(t, func() bool {
+			s, _, _ := store.Get(context.Background(), "default/create_ticket/gone")
+			return s == gateway.StateInProgress
+		})
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("the client's request should have been cancelled")
 		}
-		done <- err
-	}()
-	waitFor(t, func() bool {
-		s, _, _ := store.Get(context.Background(), "default/create_ticket/gone")
-		return s == gateway.StateInProgress
-	})
-	cancel()
-	if err := <-done; err == nil {
-		t.Fatal("the client's request should have been cancelled")
-	}
-	close(release)
-	waitFor(t, func() bool {
-		s, _, _ := store.Get(context.Background(), "default/create_ticket/gone")
-		return s == gateway.StateCommitted
-	})
+		close(release)
+		waitFor(t, func() bool {
+			s, _, _ := store.Get(context.Background(), "default/create_ticket/gone")
+			return s == gateway.StateCommitted
+		})
 
-	resp, body := post(t, srv.URL, "gone", `{}`)
-	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotency-Decision") != "replay" || body != `{"id":"T-1"}` {
-		t.Fatalf("retry: %d %q %s; want 201 replay {\"id\":\"T-1\"}", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), body)
-	}
-	if n := executions.Load(); n != 1 {
-		t.Fatalf("upstream executed %d times, want 1", n)
-	}
+		resp, body := post(t, srv.URL, "gone", `{}`)
+		if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotency-Decision") != "replay" || body != `{"id":"T-1"}` {
+			t.Fatalf("retry: %d %q %s; want 201 replay {\"id\":\"T-1\"}", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), body)
+		}
+		if n := executions.Load(); n != 1 {
+			t.Fatalf("upstream executed %d times, want 1", n)
+		}
+	})
 }
 
 // TestLargeResponseNotKept: a committed response larger than MaxReceiptBodyBytes reaches the
@@ -317,43 +389,50 @@ func TestClientGoneUpstreamFinishes(t *testing.T) {
 // was not kept (case C10's bounded outcome).
 func TestLargeResponseNotKept(t *testing.T) {
 	t.Parallel()
-	big := `{"id":"T-9","pad":"` + strings.Repeat("x", 4096) + `"}`
-	var executions atomic.Int32
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		executions.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, big)
-	}))
-	t.Cleanup(upstream.Close)
-	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{MaxReceiptBodyBytes: 1024})
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		big := `{"id":"T-9","pad":"` + strings.Repeat("x", 4096) + `"}`
+		var executions atomic.Int32
+		upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			executions.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, big)
+		}))
+		t.Cleanup(upstream.Close)
+		srv, _, _ := newGateway(t, open, upstream.URL, gateway.Options{MaxReceiptBodyBytes: 1024})
 
-	if resp, body := post(t, srv.URL, "big", `{}`); resp.StatusCode != 201 || body != big {
-		t.Fatalf("first: %d, %d bytes; want 201 and the whole body", resp.StatusCode, len(body))
-	}
-	resp, body := post(t, srv.URL, "big", `{}`)
-	if resp.StatusCode != 201 || resp.Header.Get("Idempotency-Decision") != "replay" ||
-		resp.Header.Get("Idempotency-Replay-Body") != "omitted" || body != "" {
-		t.Fatalf("replay: %d %q %q body %d bytes", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), resp.Header.Get("Idempotency-Replay-Body"), len(body))
-	}
-	if n := executions.Load(); n != 1 {
-		t.Fatalf("upstream executed %d times, want 1", n)
-	}
+		if resp, body := post(t, srv.URL, "big", `{}`); resp.StatusCode != 201 || body != big {
+			t.Fatalf("first: %d, %d bytes; want 201 and the whole body", resp.StatusCode, len(body))
+		}
+		resp, body := post(t, srv.URL, "big", `{}`)
+		if resp.StatusCode != 201 || resp.Header.Get("Idempotency-Decision") != "replay" ||
+			resp.Header.Get("Idempotency-Replay-Body") != "omitted" || body != "" {
+			t.Fatalf("replay: %d %q %q body %d bytes", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), resp.Header.Get("Idempotency-Replay-Body"), len(body))
+		}
+		if n := executions.Load(); n != 1 {
+			t.Fatalf("upstream executed %d times, want 1", n)
+		}
+	})
 }
 
 // TestSpanAttributes: the server span carries the attributes of contract §6.
 func TestSpanAttributes(t *testing.T) {
 	t.Parallel()
+	var executions atomic.Int32
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		executions.Add(1)
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, `{"id":"T-7"}`)
 	}))
 	t.Cleanup(upstream.Close)
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{TracerProvider: tp})
+	srv, _, _ := newGateway(t, openEmbedded, upstream.URL, gateway.Options{TracerProvider: tp})
 	post(t, srv.URL, "k-span", `{"a":1}`)
-	resp, _ := post(t, srv.URL, "k-span", `{"a":1}`)
+	resp, body := post(t, srv.URL, "k-span", `{"a":1}`)
+	if resp.Header.Get("Idempotency-Decision") != "replay" || body != `{"id":"T-7"}` || executions.Load() != 1 {
+		t.Fatalf("replay: %q %s, %d upstream calls; want the replay of T-7 and 1 call (audit W12)", resp.Header.Get("Idempotency-Decision"), body, executions.Load())
+	}
 
 	var got tracetest.SpanStubs
 	children := map[trace.SpanID][]string{} // server span -> names of its child spans, sorted
@@ -393,81 +472,106 @@ func TestSpanAttributes(t *testing.T) {
 	}
 }
 
-// TestConcurrentDuplicates: ten identical requests at once: one execution. With concurrency
-// reject the nine others get 409 in_progress; with wait they get the replay (case C01).
+// TestConcurrentDuplicates: ten identical requests at once: one execution (case C01). With
+// concurrency reject the nine others get 409 in_progress; with wait they get the replay. The
+// upstream holds the execution until the nine are answered (reject) or wait (wait), so no
+// duplicate can arrive after the receipt is stored (audit T1).
 func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		concurrency string
-		others      string
-	}{
-		{"reject", "409 in_progress"},
-		{"wait", "201 replay"},
-	} {
-		t.Run(tt.concurrency, func(t *testing.T) {
-			t.Parallel()
-			testConcurrentDuplicates(t, "{concurrency: "+tt.concurrency+", wait_timeout: 5s}", tt.others)
-		})
-	}
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		for _, concurrency := range []string{"reject", "wait"} {
+			t.Run(concurrency, func(t *testing.T) {
+				t.Parallel()
+				testConcurrentDuplicates(t, open, concurrency)
+			})
+		}
+	})
 }
 
-func testConcurrentDuplicates(t *testing.T, defaults, others string) {
-	var executions atomic.Int32
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		executions.Add(1)
-		time.Sleep(200 * time.Millisecond)
-		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, `{"id":"T-1"}`)
-	}))
-	t.Cleanup(upstream.Close)
-	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{}, defaults)
-	var wg sync.WaitGroup
-	decisions := make(chan string, 10)
-	for range 10 {
-		wg.Add(1)
+func testConcurrentDuplicates(t *testing.T, open storeFactory, concurrency string) {
+	up := newHeldUpstream(t, nil)
+	srv, _, gw := newGateway(t, open, up.URL, gateway.Options{}, "{concurrency: "+concurrency+", wait_timeout: 1m}")
+	const n = 10
+	answers := make(chan result, n)
+	for range n {
 		go func() {
-			defer wg.Done()
-			resp, _ := post(t, srv.URL, "dup", `{"x":1}`)
-			decisions <- fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("Idempotency-Decision"))
+			r, err := send(srv.URL, "dup", `{"x":1}`)
+			answers <- result{r, err}
 		}()
 	}
-	wg.Wait()
-	close(decisions)
 	count := map[string]int{}
-	for d := range decisions {
-		count[d]++
+	receive := func() {
+		t.Helper()
+		select {
+		case r := <-answers:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			count[r.String()]++
+		case <-time.After(hangTimeout):
+			t.Fatalf("no answer within %s; so far %v", hangTimeout, count)
+		}
 	}
-	if count["201 execute"] != 1 || count[others] != 9 || executions.Load() != 1 {
-		t.Fatalf("decisions %v, executions %d; want 1 execute, 9 %s, 1 execution", count, executions.Load(), others)
+	up.awaitCalls(t, 1)
+	others := "201 replay"
+	if concurrency == "reject" {
+		others = "409 in_progress"
+		for range n - 1 { // while the execution is held
+			receive()
+		}
+	} else {
+		waitFor(t, func() bool { return gw.Waiting("default/create_ticket/dup") == n-1 })
+	}
+	up.releaseAll()
+	for sum(count) < n {
+		receive()
+	}
+	if count["201 execute"] != 1 || count[others] != n-1 || up.calls.Load() != 1 {
+		t.Fatalf("decisions %v, executions %d; want 1 execute, %d %s, 1 execution", count, up.calls.Load(), n-1, others)
 	}
 }
 
+func sum(m map[string]int) (n int) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// waitFor polls cond until it holds, failing the test after hangTimeout (a bound on a hang, not
+// an assertion of speed).
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(hangTimeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
+			t.Fatalf("condition not met within %s", hangTimeout)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-// TestDecisionMetrics: every decision is counted in idemgateway_decisions_total{tool,decision}.
+// TestDecisionMetrics: every decision is counted in idemgateway_decisions_total{tool,decision},
+// and the replay does not call the upstream (audit W12).
 func TestDecisionMetrics(t *testing.T) {
 	t.Parallel()
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, `{"id":"T-1"}`)
-	}))
-	t.Cleanup(upstream.Close)
-	reg := gateway.NewRegistry()
-	srv, _, _ := newGateway(t, upstream.URL, gateway.Options{Metrics: reg})
-	post(t, srv.URL, "m", `{"a":1}`)
-	post(t, srv.URL, "m", `{"a":1}`)
-	post(t, srv.URL, "m", `{"a":2}`)
-	post(t, srv.URL, "", `{"a":2}`)
-	want := `
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		var executions atomic.Int32
+		upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			executions.Add(1)
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, `{"id":"T-1"}`)
+		}))
+		t.Cleanup(upstream.Close)
+		reg := gateway.NewRegistry()
+		srv, _, _ := newGateway(t, open, upstream.URL, gateway.Options{Metrics: reg})
+		post(t, srv.URL, "m", `{"a":1}`)
+		if resp, body := post(t, srv.URL, "m", `{"a":1}`); resp.Header.Get("Idempotency-Decision") != "replay" || body != `{"id":"T-1"}` || executions.Load() != 1 {
+			t.Fatalf("replay: %q %s, %d upstream calls; want replay of T-1, 1 call", resp.Header.Get("Idempotency-Decision"), body, executions.Load())
+		}
+		post(t, srv.URL, "m", `{"a":2}`)
+		post(t, srv.URL, "", `{"a":2}`)
+		want := `
 # HELP idemgateway_decisions_total Decisions on side-effecting routes: execute, replay, conflict, in_progress, outcome_unknown, rejected.
 # TYPE idemgateway_decisions_total counter
 idemgateway_decisions_total{decision="conflict",tool="create_ticket"} 1
@@ -475,172 +579,392 @@ idemgateway_decisions_total{decision="execute",tool="create_ticket"} 1
 idemgateway_decisions_total{decision="rejected",tool="create_ticket"} 1
 idemgateway_decisions_total{decision="replay",tool="create_ticket"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "idemgateway_decisions_total"); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := testutil.GatherAndCount(reg, "idemgateway_store_duration_seconds", "idemgateway_upstream_duration_seconds"); err != nil || n == 0 {
-		t.Fatalf("store and upstream histograms: %d series, %v", n, err)
-	}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "idemgateway_decisions_total"); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := testutil.GatherAndCount(reg, "idemgateway_store_duration_seconds", "idemgateway_upstream_duration_seconds"); err != nil || n == 0 {
+			t.Fatalf("store and upstream histograms: %d series, %v", n, err)
+		}
+		if n := executions.Load(); n != 1 {
+			t.Fatalf("upstream called %d times, want 1 (the conflict and the rejected request call none)", n)
+		}
+	})
 }
 
 // TestAbandon: a shutdown whose grace ran out marks the calls still under way outcome_unknown:
-// never free, so no retry executes again; the cut-off call's own commit is then refused.
+// never free, so no retry executes again; the cut-off call's own commit is then refused (by the
+// record's state: TestCommitAfterTakeoverIsRefused shows the owner check).
 func TestAbandon(t *testing.T) {
 	t.Parallel()
-	h := startHeldCall(t, "cut")
-	srv, store, gw, executions := h.srv, h.store, h.gw, &h.executions
-	if n := gw.Abandon(context.Background()); n != 1 {
-		t.Fatalf("Abandon marked %d records, want 1", n)
-	}
-	if state, _, _ := store.Get(context.Background(), "default/create_ticket/cut"); state != gateway.StateUnknown {
-		t.Fatalf("state after Abandon = %q", state)
-	}
-	close(h.release)
-	<-h.done
-	resp, _ := post(t, srv.URL, "cut", `{}`)
-	if resp.StatusCode != http.StatusConflict || resp.Header.Get("Idempotency-Decision") != "outcome_unknown" || executions.Load() != 1 {
-		t.Fatalf("retry: %d %q, %d executions; want 409 outcome_unknown, 1", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), executions.Load())
-	}
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		h := startHeldCall(t, open, "cut")
+		if n := h.gw.Abandon(context.Background()); n != 1 {
+			t.Fatalf("Abandon marked %d records, want 1", n)
+		}
+		if state, _, _ := h.store.Get(context.Background(), "default/create_ticket/cut"); state != gateway.StateUnknown {
+			t.Fatalf("state after Abandon = %q", state)
+		}
+		h.up.releaseAll()
+		if r := await(t, h.done, "the cut-off call"); r.status != http.StatusCreated {
+			t.Fatalf("the cut-off call: %s, want 201 (the upstream acted)", r)
+		}
+		resp, _ := post(t, h.srv.URL, "cut", `{}`)
+		if resp.StatusCode != http.StatusConflict || resp.Header.Get("Idempotency-Decision") != "outcome_unknown" || h.up.calls.Load() != 1 {
+			t.Fatalf("retry: %d %q, %d executions; want 409 outcome_unknown, 1", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), h.up.calls.Load())
+		}
+	})
 }
 
 // TestReloadKeepsRequestsUnderWay: a request under way finishes under the routes it started with;
 // the next one sees the new routes.
 func TestReloadKeepsRequestsUnderWay(t *testing.T) {
 	t.Parallel()
-	h := startHeldCall(t, "old")
-	srv, store, gw := h.srv, h.store, h.gw
-
-	cfg, err := routes.Parse("routes.yaml", []byte(`
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		h := startHeldCall(t, open, "old")
+		cfg, err := routes.Parse("routes.yaml", []byte(`
 upstreams:
-  tickets: {url: `+h.upstream+`}
+  tickets: {url: `+h.up.URL+`}
 routes:
   - {name: create_ticket_v2, upstream: tickets, method: POST, path: /v2/tickets, class: non_idempotent}
 `), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Reload(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Reload(&routes.Config{}); err == nil {
-		t.Fatal("Reload of a config without routes succeeded")
-	}
-	if resp, _ := post(t, srv.URL, "new", `{}`); resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("a new request on the removed route: %d, want 404", resp.StatusCode)
-	}
-	close(h.release)
-	if status := <-h.done; status != http.StatusCreated {
-		t.Fatalf("the request under way: %d, want 201", status)
-	}
-	if state, _, _ := store.Get(context.Background(), "default/create_ticket/old"); state != gateway.StateCommitted {
-		t.Fatalf("its record: %q, want committed", state)
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.gw.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.gw.Reload(&routes.Config{}); err == nil {
+			t.Fatal("Reload of a config without routes succeeded")
+		}
+		if resp, _ := post(t, h.srv.URL, "new", `{}`); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("a new request on the removed route: %d, want 404", resp.StatusCode)
+		}
+		h.up.releaseAll()
+		if r := await(t, h.done, "the request under way"); r.status != http.StatusCreated {
+			t.Fatalf("the request under way: %s, want 201", r)
+		}
+		if state, _, _ := h.store.Get(context.Background(), "default/create_ticket/old"); state != gateway.StateCommitted {
+			t.Fatalf("its record: %q, want committed", state)
+		}
+	})
 }
 
-// claimCounter is a real store that counts its claims.
+// claimCounter is a real store that counts the claims it has answered.
 type claimCounter struct {
 	gateway.Store
 	claims atomic.Int32
 }
 
 func (c *claimCounter) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte, error) {
+	claimed, state, stored, err := c.Store.Claim(ctx, key, owner, payload, lease, ttl)
 	c.claims.Add(1)
-	return c.Store.Claim(ctx, key, owner, payload, lease, ttl)
+	return claimed, state, stored, err
 }
 
-// TestWaitIsWokenNotPolled: with concurrency: wait, duplicates sleep until the first request's
-// receipt is stored and are woken by it: each reads the record a bounded number of times, however
-// long the upstream takes (a poll every 20 ms would read it about a hundred times here).
-func TestWaitIsWokenNotPolled(t *testing.T) {
-	t.Parallel()
-	var executions atomic.Int32
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		executions.Add(1)
-		time.Sleep(2 * time.Second)
-		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, `{"id":"T-1"}`)
-	}))
-	t.Cleanup(upstream.Close)
-	base, err := boltstore.Open(t.TempDir(), boltstore.Options{})
+// notifyingClaimCounter is a claimCounter of a store with settle notices (Redis), which it
+// passes through.
+type notifyingClaimCounter struct {
+	*claimCounter
+	notifier gateway.SettleNotifier
+}
+
+func (c notifyingClaimCounter) WatchSettled(ctx context.Context, key string, settled func()) (func(), error) {
+	return c.notifier.WatchSettled(ctx, key, settled)
+}
+
+// waitingGateway serves a gateway with concurrency: wait on store, counting its claims, whose
+// waiters only a wake-up can end: the safety poll and the wait for the store to listen are
+// longer than the test may take.
+func waitingGateway(t *testing.T, store gateway.Store, upstream string) (*httptest.Server, *claimCounter, *gateway.Gateway) {
+	t.Helper()
+	counted := &claimCounter{Store: store}
+	var wrapped gateway.Store = counted
+	if n, ok := store.(gateway.SettleNotifier); ok {
+		wrapped = notifyingClaimCounter{counted, n}
+	}
+	cfg, err := routes.Parse("routes.yaml", []byte(ticketsYAML(upstream, "{concurrency: wait, wait_timeout: 40s}")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { base.Close() })
-	store := &claimCounter{Store: base}
-	cfg, err := routes.Parse("routes.yaml", []byte(`
-upstreams:
-  tickets: {url: `+upstream.URL+`}
-defaults: {concurrency: wait, wait_timeout: 10s}
-routes:
-  - {name: create_ticket, upstream: tickets, method: POST, path: /v1/tickets, class: non_idempotent}
-`), nil)
+	gw, err := gateway.New(cfg, wrapped, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(cfg, store, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw.SetWaitTimers(2*hangTimeout, hangTimeout)
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
+	return srv, counted, gw
+}
 
-	const waiters = 5
-	var wg sync.WaitGroup
-	decisions := make(chan string, waiters+1)
-	for range waiters + 1 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, _ := post(t, srv.URL, "slow", `{}`)
-			decisions <- resp.Header.Get("Idempotency-Decision")
-		}()
+// TestWaitIsWokenNotPolled (audit W1): duplicates that wait (concurrency: wait) for a call held
+// upstream are woken by the settle of its receipt: the gateway counts every one of them woken by
+// its settle (or, on Redis, by the store's notice of it, which may come first). The safety poll
+// is set longer than the test, so a settle that wakes nobody leaves the waiters without an answer.
+func TestWaitIsWokenNotPolled(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		up := newHeldUpstream(t, nil)
+		srv, store, gw := waitingGateway(t, open(t), up.URL)
+		first := sendAsync(srv.URL, "slow", `{}`)
+		up.awaitCalls(t, 1)
+		const waiters = 5
+		var dups []<-chan result
+		for range waiters {
+			dups = append(dups, sendAsync(srv.URL, "slow", `{}`))
+		}
+		// Each waiter claims, listens, and reads the record again (in_progress) before it sleeps.
+		waitFor(t, func() bool { return store.claims.Load() == 1+2*waiters })
+		up.releaseAll()
+		if r := await(t, first, "the first request"); r.String() != "201 execute" {
+			t.Fatalf("the first request: %s", r)
+		}
+		for i, d := range dups {
+			if r := await(t, d, "a waiter"); r.String() != "201 replay" || r.body != `{"id":"T-1"}` {
+				t.Fatalf("waiter %d: %s %s, want 201 replay of T-1", i, r, r.body)
+			}
+		}
+		bySettle, byNotice, byPoll := gw.WakeUps()
+		if bySettle+byNotice != waiters || byPoll != 0 || up.calls.Load() != 1 {
+			t.Fatalf("woken by the settle %d, by the store's notice %d, polls %d, %d upstream calls; want %d woken, no poll, 1 call",
+				bySettle, byNotice, byPoll, up.calls.Load(), waiters)
+		}
+	})
+}
+
+// TestWaitIsWokenAcrossProcesses: two gateway processes share one Redis; the duplicates waiting at
+// the second are woken by the store's notice of the first's settle (WatchSettled), not by a poll.
+func TestWaitIsWokenAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	redisSrv := redistest.Start(t, redistest.Options{})
+	up := newHeldUpstream(t, nil)
+	a, _, _ := waitingGateway(t, redisStoreOn(t, redisSrv), up.URL)
+	b, storeB, gwB := waitingGateway(t, redisStoreOn(t, redisSrv), up.URL)
+	first := sendAsync(a.URL, "k", `{}`)
+	up.awaitCalls(t, 1)
+	const waiters = 3
+	var dups []<-chan result
+	for range waiters {
+		dups = append(dups, sendAsync(b.URL, "k", `{}`))
 	}
-	wg.Wait()
-	close(decisions)
-	count := map[string]int{}
-	for d := range decisions {
-		count[d]++
+	waitFor(t, func() bool { return storeB.claims.Load() == 2*waiters })
+	up.releaseAll()
+	if r := await(t, first, "the first request"); r.String() != "201 execute" {
+		t.Fatalf("the first request: %s", r)
 	}
-	if count["execute"] != 1 || count["replay"] != waiters || executions.Load() != 1 {
-		t.Fatalf("decisions %v, executions %d", count, executions.Load())
+	for i, d := range dups {
+		if r := await(t, d, "a waiter"); r.String() != "201 replay" {
+			t.Fatalf("waiter %d at the second gateway: %s, want 201 replay", i, r)
+		}
 	}
-	// Per waiter: the first claim, one after it starts listening, one after it is woken, and the
-	// 500 ms safety-net polls of a 2 s wait (at most 4): 7. A 20 ms poll would make about 100.
-	if n := store.claims.Load(); n > 1+waiters*7 {
-		t.Fatalf("%d claims for %d waiters: they polled", n, waiters)
+	bySettle, byNotice, byPoll := gwB.WakeUps()
+	if bySettle != 0 || byNotice != waiters || byPoll != 0 || up.calls.Load() != 1 {
+		t.Fatalf("second gateway: woken by its settle %d, by the notice %d, polls %d; %d upstream calls; want 0, %d, 0, 1 call",
+			bySettle, byNotice, byPoll, up.calls.Load(), waiters)
 	}
+}
+
+// TestWaitTimeout: a waiter (concurrency: wait) whose wait_timeout lapses while the first call is
+// still held gets 409 in_progress with Retry-After, and the upstream is called once.
+func TestWaitTimeout(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		up := newHeldUpstream(t, nil)
+		srv, _, _ := newGateway(t, open, up.URL, gateway.Options{}, "{concurrency: wait, wait_timeout: 100ms}")
+		first := sendAsync(srv.URL, "held", `{}`)
+		up.awaitCalls(t, 1)
+		// The first call is held until the waiter has its answer: only wait_timeout can end its wait.
+		r := await(t, sendAsync(srv.URL, "held", `{}`), "the waiter")
+		if r.String() != "409 in_progress" || r.retryAfter == "" {
+			t.Fatalf("the waiter: %s Retry-After %q; want 409 in_progress with Retry-After", r, r.retryAfter)
+		}
+		up.releaseAll()
+		if r := await(t, first, "the first request"); r.String() != "201 execute" {
+			t.Fatalf("the first request: %s", r)
+		}
+		if n := up.calls.Load(); n != 1 {
+			t.Fatalf("%d upstream calls, want 1", n)
+		}
+	})
+}
+
+// TestWaitAfterRelease: a waiter (concurrency: wait) whose first call is not committed (the
+// upstream answered 503: the key is freed) executes the call itself.
+func TestWaitAfterRelease(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		up := newHeldUpstream(t, func(n int32) int {
+			if n == 1 {
+				return http.StatusServiceUnavailable
+			}
+			return http.StatusCreated
+		})
+		srv, _, gw := newGateway(t, open, up.URL, gateway.Options{}, "{concurrency: wait, wait_timeout: 1m}")
+		first := sendAsync(srv.URL, "freed", `{}`)
+		up.awaitCalls(t, 1)
+		waiter := sendAsync(srv.URL, "freed", `{}`)
+		waitFor(t, func() bool { return gw.Waiting("default/create_ticket/freed") == 1 })
+		up.release(1)
+		if r := await(t, first, "the first request"); r.String() != "503 execute" {
+			t.Fatalf("the first request: %s, want 503 execute", r)
+		}
+		up.awaitCalls(t, 2) // the waiter's own execution
+		up.release(2)
+		if r := await(t, waiter, "the waiter"); r.String() != "201 execute" || r.body != `{"id":"T-2"}` {
+			t.Fatalf("the waiter: %s %s, want 201 execute T-2", r, r.body)
+		}
+	})
+}
+
+// TestConflictInEveryState: a request with a different fingerprint under a key that is
+// in_progress, committed or outcome_unknown gets 422 (cases C05, C12), and calls no upstream.
+func TestConflictInEveryState(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		up := newHeldUpstream(t, func(n int32) int {
+			if n == 2 {
+				return http.StatusInternalServerError // the outcome is unknown
+			}
+			return http.StatusCreated
+		})
+		srv, store, _ := newGateway(t, open, up.URL, gateway.Options{})
+		states := []struct{ key, state string }{
+			{"committed", gateway.StateCommitted},
+			{"unknown", gateway.StateUnknown},
+			{"in-progress", gateway.StateInProgress}, // held until the test ends
+		}
+		var held <-chan result
+		for i, st := range states {
+			call := sendAsync(srv.URL, st.key, `{"a":1}`)
+			up.awaitCalls(t, int32(i+1))
+			if st.state == gateway.StateInProgress {
+				held = call
+				continue
+			}
+			up.release(int32(i + 1))
+			await(t, call, st.key)
+		}
+		for _, st := range states {
+			if state, _, err := store.Get(context.Background(), "default/create_ticket/"+st.key); err != nil || state != st.state {
+				t.Fatalf("record %s: state %q, %v; want %s", st.key, state, err, st.state)
+			}
+			r, err := send(srv.URL, st.key, `{"a":2}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.String() != "422 conflict" {
+				t.Errorf("a %s key, another fingerprint: %s %s; want 422 conflict", st.state, r, r.body)
+			}
+		}
+		up.releaseAll()
+		if r := await(t, held, "the held call"); r.String() != "201 execute" {
+			t.Errorf("the held call: %s", r)
+		}
+		if n := up.calls.Load(); n != 3 {
+			t.Errorf("%d upstream calls, want 3 (none for the conflicts)", n)
+		}
+	})
 }
 
 // heldCall is a request under way: the gateway has sent it upstream, and the upstream holds it
-// until release is closed; done then receives the client's status.
+// until it is released; done then receives the client's answer.
 type heldCall struct {
-	srv        *httptest.Server
-	store      gateway.Store
-	gw         *gateway.Gateway
-	upstream   string
-	executions atomic.Int32
-	release    chan struct{}
-	done       chan int
+	srv   *httptest.Server
+	store gateway.Store
+	gw    *gateway.Gateway
+	up    *heldUpstream
+	done  <-chan result
 }
 
-// startHeldCall starts a gateway whose upstream holds every call, sends one request with key, and
-// returns once the upstream has it.
-func startHeldCall(t *testing.T, key string) *heldCall {
+// startHeldCall starts a gateway on a store of open whose upstream holds every call, sends one
+// request with key, and returns once the upstream has it.
+func startHeldCall(t *testing.T, open storeFactory, key string) *heldCall {
 	t.Helper()
-	h := &heldCall{release: make(chan struct{}), done: make(chan int, 1)}
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.executions.Add(1)
-		<-h.release
-		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, `{"id":"T-1"}`)
-	}))
-	t.Cleanup(upstream.Close)
-	h.upstream = upstream.URL
-	h.srv, h.store, h.gw = newGateway(t, upstream.URL, gateway.Options{})
-	go func() {
-		resp, _ := post(t, h.srv.URL, key, `{}`)
-		h.done <- resp.StatusCode
-	}()
-	waitFor(t, func() bool { return h.executions.Load() == 1 })
+	h := &heldCall{up: newHeldUpstream(t, nil)}
+	h.srv, h.store, h.gw = newGateway(t, open, h.up.URL, gateway.Options{})
+	h.done = sendAsync(h.srv.URL, key, `{}`)
+	h.up.awaitCalls(t, 1)
 	return h
+}
+
+// heldUpstream is an upstream that holds each call until the test releases it, then answers
+// status(n) (201 when status is nil) with {"id":"T-<n>"}, n counting its calls from 1.
+type heldUpstream struct {
+	*httptest.Server
+	calls  atomic.Int32
+	status func(n int32) int
+	mu     sync.Mutex
+	gates  map[int32]chan struct{} // closed to release call n
+	all    bool                    // every call released, present and future
+}
+
+func newHeldUpstream(t *testing.T, status func(n int32) int) *heldUpstream {
+	t.Helper()
+	h := &heldUpstream{status: status, gates: map[int32]chan struct{}{}}
+	ending := t.Context() // done before the cleanups, which wait for the calls to end
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		n := h.calls.Add(1)
+		select {
+		case <-h.gate(n):
+		case <-r.Context().Done():
+			return
+		case <-ending.Done(): // the test ended (or failed) with the call held: break it off
+			panic(http.ErrAbortHandler)
+		}
+		code := http.StatusCreated
+		if h.status != nil {
+			code = h.status(n)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"id":"T-%d"}`, n)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *heldUpstream) gate(n int32) chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := h.gates[n]
+	if g == nil {
+		g = make(chan struct{})
+		h.gates[n] = g
+		if h.all {
+			close(g)
+		}
+	}
+	return g
+}
+
+// release lets call n answer.
+func (h *heldUpstream) release(n int32) {
+	g := h.gate(n)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-g:
+	default:
+		close(g)
+	}
+}
+
+// releaseAll lets every call answer, those to come included.
+func (h *heldUpstream) releaseAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.all = true
+	for _, g := range h.gates {
+		select {
+		case <-g:
+		default:
+			close(g)
+		}
+	}
+}
+
+// awaitCalls waits until the upstream has received n calls.
+func (h *heldUpstream) awaitCalls(t *testing.T, n int32) {
+	t.Helper()
+	waitFor(t, func() bool { return h.calls.Load() >= n })
 }

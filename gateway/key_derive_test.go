@@ -25,7 +25,7 @@ func TestKeyDerivedFromTheOperation(t *testing.T) {
 		fmt.Fprintf(w, `{"id":"T-%d"}`, n)
 	}))
 	t.Cleanup(upstream.Close)
-	srv, _, _ := newGatewayYAML(t, `
+	srv, _, _ := newGatewayYAML(t, openEmbedded, `
 upstreams:
   tickets: {url: `+upstream.URL+`}
 routes:
@@ -61,7 +61,10 @@ routes:
 		defer resp.Body.Close()
 		a := answer{status: resp.StatusCode, decision: resp.Header.Get("Idempotency-Decision")}
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
-			b, _ := io.ReadAll(resp.Body)
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := json.Unmarshal(b, &a.problem); err != nil {
 				t.Fatal(err)
 			}

@@ -58,7 +58,7 @@ func (x *exchange) reconcile(prev *record) {
 	// The upstream may still be working on the call whose outcome is unknown (the gateway stopped
 	// waiting, or died; the upstream did not). A lookup now could miss an effect that lands a
 	// moment later, and the re-execution would make it twice: wait reconcile.after from the start.
-	if wait := time.Until(prev.StartedAt.Add(x.rt.Reconcile.After)); wait > 0 {
+	if wait := prev.StartedAt.Add(x.rt.Reconcile.After).Sub(x.g.now()); wait > 0 {
 		x.refuseFor(DecisionInProgress, fmt.Errorf("%w: the outcome of the call is unknown; the upstream is asked %s after the call started, in %s",
 			ErrInProgress, x.rt.Reconcile.After, wait.Round(time.Millisecond)), wait)
 		return

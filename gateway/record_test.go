@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,11 +147,7 @@ func TestRecordTimes(t *testing.T) {
 // the payload.
 func TestDecodeRecordBoundedAllocation(t *testing.T) {
 	allocated := func(payload []byte) uint64 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		_, _ = decodeRecord(StateCommitted, payload)
-		runtime.ReadMemStats(&after)
-		return after.TotalAlloc - before.TotalAlloc
+		return allocatedBytes(5, func() { _, _ = decodeRecord(StateCommitted, payload) })
 	}
 	big := fullRecord()
 	big.Response.Body = bytes.Repeat([]byte("x"), 1<<20)

@@ -72,7 +72,10 @@ func do(t *testing.T, method, url string, header http.Header, body string) answe
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the answer (%d): %v", method, url, resp.StatusCode, err)
+	}
 	a := answer{status: resp.StatusCode, header: resp.Header}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
 		_ = json.Unmarshal(b, &a.problem)
@@ -83,7 +86,7 @@ func do(t *testing.T, method, url string, header http.Header, body string) answe
 func TestRegressionRequests(t *testing.T) {
 	t.Parallel()
 	up, executions := countingUpstream(t)
-	srv, _, _ := newGatewayYAML(t, fmt.Sprintf(regressionRoutes, up.URL), gateway.Options{})
+	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(regressionRoutes, up.URL), gateway.Options{})
 	json := http.Header{"Content-Type": {"application/json"}}
 	withKey := func(key string, extra ...string) http.Header {
 		h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}
@@ -152,7 +155,7 @@ func TestRegressionRequests(t *testing.T) {
 func TestRegressionAdminPathDecodedOnce(t *testing.T) {
 	t.Parallel()
 	up, executions := countingUpstream(t)
-	srv, _, gw := newGatewayYAML(t, fmt.Sprintf(regressionRoutes, up.URL), gateway.Options{})
+	srv, _, gw := newGatewayYAML(t, openEmbedded, fmt.Sprintf(regressionRoutes, up.URL), gateway.Options{})
 	admin := gw.AdminHandler("")
 	for _, key := range []string{"pct%41", "pctA"} {
 		if a := do(t, "POST", srv.URL+"/v1/tickets", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}, `{}`); a.status != 201 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -50,6 +51,14 @@ type waiters struct {
 	mu     sync.Mutex
 	keys   map[string]*keyWaiters
 	warned time.Time // when the last warning of a failed watch was logged
+
+	// poll is waitPoll and watchTimeout is watchTimeout; tests lengthen them (export_test.go), so
+	// that only a wake-up can end a wait.
+	poll, watchTimeout time.Duration
+
+	// Wake-ups, counted for the tests (export_test.go): waiters woken by a settle of this
+	// process, by the store's notice of a settle, and waits that ended on the safety poll.
+	bySettle, byNotice, byPoll atomic.Int64
 }
 
 // keyWaiters are the waiters of one key, and the store's watch of it.
@@ -106,10 +115,10 @@ func (w *waiters) listen(key string, k *keyWaiters) {
 	if w.notifier == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), watchTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), w.watchTimeout)
 	defer cancel()
 	// An error leaves the waiters to the poll: the watch may still start, and is stopped as usual.
-	stop, err := w.notifier.WatchSettled(ctx, key, func() { w.wake(key, k) })
+	stop, err := w.notifier.WatchSettled(ctx, key, func() { w.wake(key, k, &w.byNotice) })
 	if err != nil {
 		w.warnWatch(key, err)
 	}
@@ -139,7 +148,7 @@ func (w *waiters) warnWatch(key string, err error) {
 		return
 	}
 	w.log.Warn("settle notices not working: waiting duplicates poll the store instead of being woken",
-		"poll_every", waitPoll.String(), "likely_cause", "the Redis user lacks +subscribe (ACL), or Redis is slow",
+		"poll_every", w.poll.String(), "likely_cause", "the Redis user lacks +subscribe (ACL), or Redis is slow",
 		"key", key, "err", err, "warned_at_most_every", watchWarnEvery.String())
 }
 
@@ -156,12 +165,18 @@ func (w *waiters) end(key string, k *keyWaiters) (stop func()) {
 
 // settled wakes every waiter of key.
 func (w *waiters) settled(key string) {
-	w.wake(key, nil)
+	w.wake(key, nil, &w.bySettle)
+}
+
+// polled counts a wait that ended on the safety poll (waitPoll) rather than a wake-up.
+func (w *waiters) polled() {
+	w.byPoll.Add(1)
 }
 
 // wake wakes the waiters of key, and stops their watch; when only is not nil, only if they are
 // still only: a notice of a watch that has ended is not for newer waiters, which have their own.
-func (w *waiters) wake(key string, only *keyWaiters) {
+// It adds the number of waiters it woke to woken.
+func (w *waiters) wake(key string, only *keyWaiters, woken *atomic.Int64) {
 	w.mu.Lock()
 	k := w.keys[key]
 	if k == nil || (only != nil && k != only) {
@@ -171,6 +186,7 @@ func (w *waiters) wake(key string, only *keyWaiters) {
 	for ch := range k.chans {
 		close(ch)
 	}
+	woken.Add(int64(len(k.chans)))
 	clear(k.chans)
 	stop := w.end(key, k)
 	w.mu.Unlock()

@@ -1,0 +1,33 @@
+package gateway
+
+import "time"
+
+// Seams for the tests of package gateway_test.
+
+// WakeUps returns how many waiting duplicates (concurrency: wait) this gateway has woken by a
+// settle of its own, by the store's settle notice, and how many waits ended on the safety poll.
+func (g *Gateway) WakeUps() (bySettle, byNotice, byPoll int64) {
+	return g.waiters.bySettle.Load(), g.waiters.byNotice.Load(), g.waiters.byPoll.Load()
+}
+
+// Waiting returns how many duplicates wait for the record at the store key skey to settle.
+func (g *Gateway) Waiting(skey string) int {
+	g.waiters.mu.Lock()
+	defer g.waiters.mu.Unlock()
+	if k := g.waiters.keys[skey]; k != nil {
+		return len(k.chans)
+	}
+	return 0
+}
+
+// SetClock makes now the clock that reconcile.after is measured on. Call it before the gateway
+// serves; now must be safe for concurrent use.
+func (g *Gateway) SetClock(now func() time.Time) {
+	g.now = now
+}
+
+// SetWaitTimers sets the waiters' safety poll (waitPoll) and how long the first waiter of a key
+// waits for the store to listen (watchTimeout). Call it before the gateway serves.
+func (g *Gateway) SetWaitTimers(poll, watch time.Duration) {
+	g.waiters.poll, g.waiters.watchTimeout = poll, watch
+}

@@ -1,0 +1,344 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idemgateway/idemgateway/boltstore"
+	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/testlog"
+)
+
+// clock is a store clock (boltstore.Options.Now) that moves only when the test advances it, so a
+// lease lapses exactly when the test says, however slow the machine.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// openEmbeddedAt returns a factory of embedded stores whose leases and TTLs run on c.
+func openEmbeddedAt(c *clock) storeFactory {
+	return func(t *testing.T) gateway.Store {
+		t.Helper()
+		store, err := boltstore.Open(t.TempDir(), boltstore.Options{Now: c.now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = store.Close() })
+		return store
+	}
+}
+
+// renewalGate is a real store whose renewals of the first owner that claims a key fail while
+// prevented is set: that executor's lease lapses as it does when its store calls stall.
+type renewalGate struct {
+	gateway.Store
+	prevented atomic.Bool
+	mu        sync.Mutex
+	first     string // the owner of the first successful claim
+}
+
+func (s *renewalGate) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte, error) {
+	claimed, state, stored, err := s.Store.Claim(ctx, key, owner, payload, lease, ttl)
+	if claimed {
+		s.mu.Lock()
+		if s.first == "" {
+			s.first = owner
+		}
+		s.mu.Unlock()
+	}
+	return claimed, state, stored, err
+}
+
+func (s *renewalGate) Renew(ctx context.Context, key, owner string, lease time.Duration) (bool, error) {
+	s.mu.Lock()
+	first := s.first
+	s.mu.Unlock()
+	if owner == first && s.prevented.Load() {
+		return false, errors.New("renewal prevented by the test")
+	}
+	return s.Store.Renew(ctx, key, owner, lease)
+}
+
+// metricValue returns the value of the counter, or the sample count of the histogram, name with
+// the label pairs labels (name, value, ...); 0 when there is no such series.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	v, err := gatherValue(reg, name, labels...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// gatherValue is metricValue for any goroutine: it returns the error of the gathering.
+func gatherValue(reg *prometheus.Registry, name string, labels ...string) (float64, error) {
+	families, err := reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount()), nil
+			}
+			return m.GetCounter().GetValue(), nil
+		}
+	}
+	return 0, nil
+}
+
+// logLines returns the JSON log lines in logs.
+func logLines(t *testing.T, logs *testlog.Buffer) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// hasLog reports whether logs hold a line at level whose message contains msg and whose key is key.
+func hasLog(t *testing.T, logs *testlog.Buffer, level, msg, key string) bool {
+	t.Helper()
+	for _, l := range logLines(t, logs) {
+		if l["level"] == level && strings.Contains(fmt.Sprint(l["msg"]), msg) && l["key"] == key {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCommitAfterTakeoverIsRefused (audit W17): an executor whose lease lapsed while its upstream
+// call was held, and whose key another request took over (on_unknown_outcome: release), has its
+// commit refused by the store's owner check: counted in idemgateway_store_duration_seconds
+// {op="commit",result="refused"} and logged, and the successor's record is not overwritten. Its
+// next renewal is refused too: idemgateway_lease_renewals_total{result="lost"}. The client still
+// gets the upstream's answer, which it acted on.
+func TestCommitAfterTakeoverIsRefused(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second
+	c := newClock()
+	for _, kind := range []struct {
+		name  string
+		open  storeFactory
+		lapse func() // makes the lease lapse; nothing on Redis, where it lapses on Redis's clock
+	}{
+		{"embedded", openEmbeddedAt(c), func() { c.advance(2 * lease) }},
+		{"redis", openRedis, func() {}},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			up := newHeldUpstream(t, nil)
+			reg := gateway.NewRegistry()
+			logs := &testlog.Buffer{}
+			store := &renewalGate{Store: kind.open(t)}
+			store.prevented.Store(true)
+			srv, _, gw := newGatewayOn(t, store, fmt.Sprintf(`
+upstreams:
+  tickets: {url: %q}
+routes:
+  - {name: create_ticket, upstream: tickets, method: POST, path: /v1/tickets, class: non_idempotent,
+     receipt: {remote_id: /id}, lock_lease: %s, on_unknown_outcome: release}
+`, up.URL, lease), gateway.Options{Metrics: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+			admin := gw.AdminHandler("")
+
+			a := sendAsync(srv.URL, "k", `{}`)
+			up.awaitCalls(t, 1)
+			kind.lapse()
+			// A duplicate is refused while A's lease holds; the first one after it lapsed takes the
+			// key over (its claim marks the record outcome_unknown, the release policy reclaims it)
+			// and is held upstream.
+			var b <-chan result
+			waitFor(t, func() bool {
+				b = sendAsync(srv.URL, "k", `{}`)
+				for {
+					select {
+					case r := <-b:
+						if r.err != nil || r.String() != "409 in_progress" {
+							t.Fatalf("a duplicate before the takeover: %s %v, want 409 in_progress", r, r.err)
+						}
+						return false
+					default:
+						if up.calls.Load() == 2 {
+							return true
+						}
+						time.Sleep(time.Millisecond)
+					}
+				}
+			})
+			// A's renewals reach the store again: the store refuses them, B owns the key.
+			store.prevented.Store(false)
+			waitFor(t, func() bool {
+				return metricValue(t, reg, "idemgateway_lease_renewals_total", "result", "lost") == 1
+			})
+
+			up.release(1)
+			if r := await(t, a, "the stale executor's client"); r.String() != "201 execute" || r.body != `{"id":"T-1"}` {
+				t.Fatalf("the stale executor's client: %s %s; want the upstream's 201 T-1", r, r.body)
+			}
+			if n := metricValue(t, reg, "idemgateway_store_duration_seconds", "op", "commit", "result", "refused"); n != 1 {
+				t.Errorf("refused commits counted: %v, want 1", n)
+			}
+			if !hasLog(t, logs, "ERROR", "the store refused a stale owner", "k") {
+				t.Errorf("no error line for the refused commit of key k:\n%s", logs.String())
+			}
+			if code, rec := adminDo(t, admin, "GET", "/v1/records/default/create_ticket/k", "", ""); code != 200 ||
+				rec["state"] != gateway.StateInProgress || rec["executions"] != float64(2) {
+				t.Fatalf("after the refused commit: %d %v; want B's record (in_progress, executions 2)", code, rec)
+			}
+
+			up.release(2)
+			if r := await(t, b, "the successor"); r.String() != "201 execute" || r.body != `{"id":"T-2"}` {
+				t.Fatalf("the successor: %s %s, want 201 execute T-2", r, r.body)
+			}
+			if code, rec := adminDo(t, admin, "GET", "/v1/records/default/create_ticket/k", "", ""); code != 200 ||
+				rec["state"] != gateway.StateCommitted || rec["remote_id"] != "T-2" {
+				t.Fatalf("final record: %d %v; want committed with T-2", code, rec)
+			}
+		})
+	}
+}
+
+// TestLeaseRenewedWhileCallHeld: an upstream call held for several lease periods keeps its lease:
+// idemgateway_lease_renewals_total{result="ok"} grows, a duplicate during the call gets 409
+// in_progress (never outcome_unknown), and the record ends committed. The test waits on the
+// renewals it counts, never on time: on the embedded store the lease runs on a clock that the
+// test advances only after a renewal; on Redis, on Redis's clock, so the duplicate is sent right
+// after a renewal, a whole lease before the next could be missed.
+func TestLeaseRenewedWhileCallHeld(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	for _, kind := range []struct {
+		name    string
+		open    storeFactory
+		lease   time.Duration
+		renewed func() // after each renewal observed
+	}{
+		{"embedded", openEmbeddedAt(c), 300 * time.Millisecond, func() { c.advance(200 * time.Millisecond) }},
+		{"redis", openRedis, 750 * time.Millisecond, func() {}},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			up := newHeldUpstream(t, nil)
+			reg := gateway.NewRegistry()
+			srv, store, _ := newGateway(t, kind.open, up.URL, gateway.Options{Metrics: reg}, fmt.Sprintf("{lock_lease: %s}", kind.lease))
+			call := sendAsync(srv.URL, "long", `{}`)
+			up.awaitCalls(t, 1)
+			// Seven renewals, a third of a lease apart at least: the call has been held over two
+			// leases (on the embedded store's clock, 1.4 s against a 300 ms lease).
+			for n := 1.0; n <= 7; n++ {
+				waitFor(t, func() bool {
+					return metricValue(t, reg, "idemgateway_lease_renewals_total", "result", "ok") >= n
+				})
+				kind.renewed()
+			}
+			r, err := send(srv.URL, "long", `{}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.String() != "409 in_progress" {
+				t.Fatalf("a duplicate during the held call: %s %s; want 409 in_progress", r, r.body)
+			}
+			up.releaseAll()
+			if r := await(t, call, "the held call"); r.String() != "201 execute" {
+				t.Fatalf("the held call: %s", r)
+			}
+			if state, _, err := store.Get(context.Background(), "default/create_ticket/long"); err != nil || state != gateway.StateCommitted {
+				t.Fatalf("record: %q, %v; want committed", state, err)
+			}
+			if n := metricValue(t, reg, "idemgateway_lease_renewals_total", "result", "lost"); n != 0 {
+				t.Errorf("%v renewals lost, want 0", n)
+			}
+		})
+	}
+}
+
+// firstByteCheck is a ResponseWriter that runs check once, before the first byte of the
+// response (its header) is written.
+type firstByteCheck struct {
+	http.ResponseWriter
+	once  sync.Once
+	check func()
+}
+
+func (w *firstByteCheck) WriteHeader(code int) {
+	w.once.Do(w.check)
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *firstByteCheck) Write(p []byte) (int, error) {
+	w.once.Do(w.check)
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *firstByteCheck) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TestReceiptStoredBeforeResponse: the receipt of a committed call is in the store before the
+// first byte of the response leaves the gateway, so a client that has any of the answer (and a
+// retry after a cut connection) finds the record committed.
+func TestReceiptStoredBeforeResponse(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		up := newHeldUpstream(t, nil)
+		up.releaseAll()
+		_, store, gw := newGateway(t, open, up.URL, gateway.Options{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			key := "default/create_ticket/" + r.Header.Get("Idempotency-Key")
+			gw.ServeHTTP(&firstByteCheck{ResponseWriter: w, check: func() {
+				state, _, err := store.Get(context.Background(), key)
+				if err != nil || state != gateway.StateCommitted {
+					t.Errorf("%s at the first byte of the response: state %q, %v; want committed", key, state, err)
+				}
+			}}, r)
+		}))
+		t.Cleanup(srv.Close)
+		for i := range 5 {
+			r, err := send(srv.URL, fmt.Sprint("k", i), `{}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.String() != "201 execute" {
+				t.Fatalf("call %d: %s", i, r)
+			}
+		}
+	})
+}
