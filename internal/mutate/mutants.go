@@ -27,7 +27,7 @@ var mutants = []Mutant{
 	// Replay without the upstream.
 	{Name: "replay-calls-upstream", Behaviour: "a retry of a committed record executes again instead of replaying the receipt",
 		File: "gateway/effect.go", From: "case state == StateCommitted:\n\t\t\tx.replay(prev)", To: "case state == StateCommitted:\n\t\t\tx.execute()",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestDecisionMetrics$"}, {Pkg: "./e2e", Run: "^TestContract_CommittedSameFingerprint$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^(TestDecisionMetrics|TestSpanAttributes)$"}, {Pkg: "./e2e", Run: "^TestContract_CommittedSameFingerprint$"}}},
 
 	// 422 on a changed fingerprint.
 	{Name: "changed-fingerprint-replayed", Behaviour: "a known key with another effect fingerprint is not refused with 422: it gets the first request's replay",
@@ -37,7 +37,13 @@ var mutants = []Mutant{
 	// Lease renewal while the upstream call runs.
 	{Name: "lease-never-renewed", Behaviour: "the gateway never renews the lease of a call under way: a long call lapses to outcome_unknown",
 		File: "gateway/effect.go", From: "x.stopLease = x.keepLease()", To: "x.stopLease = func() {}",
-		Tests: []Target{{Pkg: "./e2e", Run: "^TestC02_LeaseRenewedDuringLongCall$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestLeaseRenewedWhileCallHeld$"}, {Pkg: "./e2e", Run: "^TestC02_LeaseRenewedDuringLongCall$"}}},
+	{Name: "renewal-timer-never-fires", Behaviour: "keepLease arms a timer that never renews",
+		File: "gateway/effect.go", From: "timer = time.AfterFunc(every, renew)", To: "timer = time.AfterFunc(every, func() {}); _ = renew",
+		Tests: []Target{{Pkg: "./gateway", Run: "^(TestLeaseRenewedWhileCallHeld|TestDeployMetricsAreRegistered)$"}}},
+	{Name: "lease-lost-uncounted", Behaviour: "a refused renewal is not counted as lost",
+		File: "gateway/effect.go", From: `x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "lost").Inc()`, To: ``,
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}}},
 	{Name: "renew-keeps-lease-bolt", Behaviour: "Renew answers ok but leaves the lease where it was",
 		File: "boltstore/boltstore.go", From: "r.leaseUntil = now + millis(lease)\n", To: "",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^RenewExtendsLease$"}}},
@@ -54,11 +60,9 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^LapsedLeaseBecomesUnknownNeverFreed$"}}},
 
 	// The receipt is stored before the first byte of the response reaches the client.
-	// At 62d8848 this is caught only through races (the race detector, or a test that reads the
-	// store just after the response); guarded by issue 11's first-byte test.
 	{Name: "commit-after-response", Behaviour: "the receipt is committed asynchronously, while the response is already on its way to the client",
 		File: "gateway/proxy.go", From: "\tx.commit()\n", To: "\tgo x.commit()\n",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestReloadKeepsRequestsUnderWay$"}, {Pkg: "./e2e", Run: "^TestContract_KeyNew$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestReceiptStoredBeforeResponse$"}}},
 
 	// No Set-Cookie (nor any other never-replayed header) is replayed.
 	{Name: "receipt-keeps-every-header", Behaviour: "the receipt stores every response header, Set-Cookie included, and replays repeat them",
@@ -71,15 +75,14 @@ var mutants = []Mutant{
 	// A stale owner's writes are refused (fencing).
 	{Name: "finish-ignores-owner-bolt", Behaviour: "Commit and MarkUnknown settle an in_progress record whoever owns it",
 		File: "boltstore/boltstore.go", From: "if !r.ownedInProgress(owner) {\n\t\t\treturn false\n\t\t}\n\t\tr.state, r.payload", To: "if r.state != stateInProgress {\n\t\t\treturn false\n\t\t}\n\t\tr.state, r.payload",
-		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^FencingRefusesOtherOwnersAndStates$"}}},
+		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^FencingRefusesOtherOwnersAndStates$"}, {Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}}},
 	{Name: "commit-ignores-owner-redis", Behaviour: "commit.lua commits an in_progress record whoever owns it",
 		File: "redisstore/scripts/commit.lua", From: "if not rec or rec.state ~= 'in_progress' or rec.owner ~= ARGV[1] then", To: "if not rec or rec.state ~= 'in_progress' then",
-		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^FencingRefusesOtherOwnersAndStates$"}, {Pkg: "./e2e", Run: "^TestC13_FailoverClaimOnNewPrimary$"}}},
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^FencingRefusesOtherOwnersAndStates$"}, {Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}, {Pkg: "./e2e", Run: "^TestC13_FailoverClaimOnNewPrimary$"}}},
 
 	// The mutants that survived every test at 62d8848 (issue 11).
 	{Name: "settle-wakes-no-waiter", Behaviour: "an in-process settle wakes no waiting duplicate: they wait for the 500 ms poll",
-		File: "gateway/waiters.go", From: "func (w *waiters) settled(key string) {\n\tw.wake(key, nil)\n}", To: "func (w *waiters) settled(key string) {}",
-		// survives at 62d8848; guarded by issue 11's new tests
+		File: "gateway/waiters.go", From: "w.wake(key, nil, &w.bySettle)", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestWaitIsWokenNotPolled$"}}},
 	{Name: "sighup-not-forwarded", Behaviour: "SIGHUP is caught but never reaches the reload: only the 2 s file watcher reloads",
 		File: "cmd/idemgateway/main.go", From: "case <-sig:\n\t\t\t\tselect {\n\t\t\t\tcase now <- struct{}{}:\n\t\t\t\tcase <-ctx.Done():\n\t\t\t\t\treturn\n\t\t\t\t}", To: "case <-sig:",
@@ -101,23 +104,20 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestTransitionsSurvivePowerLoss$"}}},
 	{Name: "changed-fingerprint-on-unknown-is-409", Behaviour: "another effect fingerprint under a key whose outcome is unknown gets 409 outcome_unknown instead of 422",
 		File: "gateway/effect.go", From: "case prev.EffectFingerprint != x.fp:", To: "case prev.EffectFingerprint != x.fp && state != StateUnknown:",
-		// survives at 62d8848; guarded by issue 11's new tests
-		Tests: []Target{{Pkg: "./e2e", Run: "^TestContract_OutcomeUnknownBlock$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestConflictInEveryState$"}}},
 	{Name: "wait-ignores-wait-timeout", Behaviour: "a duplicate with concurrency: wait waits up to an hour, whatever wait_timeout says",
 		File: "gateway/effect.go", From: "waitUntil := time.Now().Add(rt.WaitTimeout)", To: "waitUntil := time.Now().Add(time.Hour)",
-		// survives at 62d8848; guarded by issue 11's new tests
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestConcurrentDuplicates$/^wait$"}, {Pkg: "./e2e", Run: "^TestContract_InFlightWait$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestWaitTimeout$"}}},
 	{Name: "failed-commit-frees-key", Behaviour: "a settle the store failed (a commit when the store is away) frees the key, so a retry executes again",
 		File:  "gateway/proxy.go",
 		From:  "\tcase err != nil:\n\t\tx.logger().Error(\"record not settled: store failed\"",
 		To:    "\tcase err != nil:\n\t\t_, _ = x.g.store.Release(context.Background(), x.skey, x.owner) // mutant\n\t\tx.logger().Error(\"record not settled: store failed\"",
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestStoreDownAtCommit$"}}},
 	{Name: "stale-commit-not-logged", Behaviour: "a commit the store refuses to a stale owner (lease lost) is not logged",
-		File: "gateway/proxy.go",
-		From: "\t\tx.logger().Error(\"record not settled: the store refused a stale owner (lease lost)\", \"op\", op)\n",
-		To:   "",
-		// survives at 62d8848; guarded by issue 11's new tests
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestAbandon$"}}},
+		File:  "gateway/proxy.go",
+		From:  "\t\tx.logger().Error(\"record not settled: the store refused a stale owner (lease lost)\", \"op\", op)\n",
+		To:    "",
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}, {Pkg: "./e2e", Run: "^TestC13_FailoverClaimOnNewPrimary$"}}},
 	{Name: "grace-over-not-abandoned", Behaviour: "a shutdown whose grace ran out leaves the calls it cut off in_progress, not outcome_unknown at once",
 		File: "cmd/idemgateway/main.go", From: "n := gw.Abandon(context.Background())", To: "n := 0",
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestShutdownGraceRunsOut$"}}},
@@ -143,7 +143,13 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestContract_NoRoute$"}}},
 	{Name: "commit-failure-not-error", Behaviour: "a receipt the store failed to write is logged below error level",
 		File: "gateway/proxy.go", From: `x.logger().Error("record not settled: store failed", "op", op, "err", err)`, To: `x.logger().Warn("record not settled: store failed", "op", op, "err", err)`,
-		Tests: []Target{{Pkg: "./e2e", Run: "^TestStoreDownAtCommit$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$"}, {Pkg: "./e2e", Run: "^TestStoreDownAtCommit$"}}},
+	{Name: "reconcile-no-after", Behaviour: "reconciliation runs before reconcile.after",
+		File: "gateway/reconcile.go", From: "Sub(x.g.now()); wait > 0 {", To: "Sub(x.g.now()); wait > time.Hour {",
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestReconcile$"}}},
+	{Name: "prealloc-declared-length", Behaviour: "readBody allocates the declared Content-Length",
+		File: "gateway/effect.go", From: "min(max(r.ContentLength, 0), preallocMax)", To: "max(r.ContentLength, 0)",
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestReadBodyDeclaredLengthHoldsNoMemory$"}}},
 
 	// Store readiness, settle notices, the admin list, the fingerprint CLI (issue 11).
 	{Name: "list-endpoint-dropped", Behaviour: "GET /v1/records is no longer routed",
@@ -177,8 +183,8 @@ var mutants = []Mutant{
 		File: "redisstore/notify.go", From: "\t\t\tfor _, fn := range fns { // outside the lock: fn may stop its watch\n\t\t\t\tfn()", To: "\t\t\tfor _, fn := range fns { // outside the lock: fn may stop its watch\n\t\t\t\t_ = fn",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^(TestWaitAcrossGateways|TestWatchSettled)$"}}},
 	{Name: "notice-wakes-no-waiter", Behaviour: "another process's settle notice wakes no waiting duplicate",
-		File: "gateway/waiters.go", From: "stop, err := w.notifier.WatchSettled(ctx, key, func() { w.wake(key, k) })", To: "stop, err := w.notifier.WatchSettled(ctx, key, func() {})",
-		Tests: []Target{{Pkg: "./redisstore", Run: "^TestWaitAcrossGateways$"}}},
+		File: "gateway/waiters.go", From: "func() { w.wake(key, k, &w.byNotice) }", To: "func() {}",
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestWaitIsWokenAcrossProcesses$"}, {Pkg: "./redisstore", Run: "^TestWaitAcrossGateways$"}}},
 	{Name: "commit-not-replicated", Behaviour: "commits are not replicated to replicas",
 		File: "redisstore/scripts/commit.lua", From: "redis.call('HSET', KEYS[1], 'state', 'committed', 'payload', ARGV[2])", To: "redis.set_repl(redis.REPL_AOF)\nredis.call('HSET', KEYS[1], 'state', 'committed', 'payload', ARGV[2])",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSentinelFailover$"}}},
