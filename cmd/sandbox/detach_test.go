@@ -213,8 +213,8 @@ func TestHold(t *testing.T) {
 			done <- answer{resp, err}
 		}()
 		waitHeld(t, s, "a", 1)
-		if st := s.snapshot(); st.Total != 0 {
-			t.Fatalf("effect before the release: %+v", st)
+		if st := s.snapshot(); st.Total != 0 || st.InFlight != 1 {
+			t.Fatalf("stats while held: %+v, want no effect and 1 request in flight", st)
 		}
 		resp, body := send(t, newClient(), srv.URL, request{method: "GET", path: "/_sandbox/holds"})
 		if resp.StatusCode != 200 || !strings.Contains(string(body), `"a":{"waiting":1,"released":false}`) {
@@ -225,8 +225,9 @@ func TestHold(t *testing.T) {
 		if a.err != nil || a.resp.StatusCode != http.StatusCreated {
 			t.Fatalf("held request: %v %v, want 201", a.resp, a.err)
 		}
-		if st := s.snapshot(); st.Total != 1 {
-			t.Errorf("effects = %d after the release, want 1", st.Total)
+		srv.Close() // waits for the handler
+		if st := s.snapshot(); st.Total != 1 || st.InFlight != 0 {
+			t.Errorf("stats after the release: %+v, want 1 effect and none in flight", st)
 		}
 	})
 	t.Run("released first", func(t *testing.T) {

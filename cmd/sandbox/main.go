@@ -32,7 +32,7 @@ Endpoints (side-effect counter name in brackets):
   GET  /v1/tickets?external_id=X  generic: {"data":[tickets created with that external_id]}
                                 (the lookup of a reconcile block; no side effect)
   GET  /_sandbox/stats          {"total":N,"by_endpoint":{"jira.create_issue":N,...},
-                                 "requests":{"total":N,"by_endpoint":{...}}}
+                                 "requests":{"total":N,"by_endpoint":{...}},"in_flight":N}
   POST /_sandbox/reset          zero the counters, forget created objects, clear the script
   GET  /_sandbox/script         the faults still queued
   POST /_sandbox/script         queue faults for the next requests, whatever their headers:

@@ -52,6 +52,7 @@ type sandbox struct {
 	effects  counter
 	requests counter
 	script   []fault          // queued by POST /_sandbox/script, oldest first
+	inFlight int64            // requests to tool endpoints being served
 	holds    map[string]*hold // by name (holds.go)
 	keyed    map[string]reply // the answer of the first effect by endpoint and forwarded key (dedup.go)
 	jira     jiraState
@@ -151,7 +152,13 @@ func (s *sandbox) api(endpoint string, h apiHandler) http.Handler {
 		e.endpoint = endpoint
 		s.mu.Lock()
 		s.requests.add(endpoint)
+		s.inFlight++
 		s.mu.Unlock()
+		defer func() { // also when the handler aborts
+			s.mu.Lock()
+			s.inFlight--
+			s.mu.Unlock()
+		}()
 
 		// Read the whole body first: the server notices that the client went away (and ends the
 		// request's context) only once the body has been read.
