@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -33,12 +34,17 @@ import (
 // in-progress, 503, 502/504 and connection errors, with bounded attempts and time.
 //
 // Meanwhile it injects, at random moments of a seeded schedule (the seed is logged; rerun with
-// E2E_CHAOS_SEED=<seed>): kill -9 of the gateway that has the most slow upstream calls in flight,
-// then a restart on a new port that the clients route to; Redis stopped (SIGTERM or SIGKILL) while
+// E2E_CHAOS_SEED=<seed>): kill -9 of a gateway that has slow upstream calls in flight (by its
+// idemgateway_upstream_in_flight metric: asserted), then a restart on a new port that the clients
+// route to; Redis stopped (SIGTERM or SIGKILL) while
 // executions are between claim and commit, down for up to 1.5 s (longer than the 1 s lease), then
 // restarted on its AOF; and, per operation, upstream delays beyond the lease (renewals),
 // X-Sandbox-Fail-After-Commit drop or 500 (the upstream acts, the gateway cannot know), 503 before
-// acting, and clients that give up mid-call.
+// acting, calls longer than the upstream timeout of create_ticket_slow, and clients that give up
+// mid-call. Every request is detached (X-Sandbox-Detach): the sandbox finishes it and counts its
+// effect also when the gateway timed out or died meanwhile (issue 11, audit F1). Besides the two
+// block routes, a forward_key route (the sandbox de-duplicates by the forwarded key) and a reconcile
+// route (the sandbox's lookup finds the effect) run the same faults (audit F5).
 //
 // Side effects are counted on the upstream's side, per operation. The sandbox logs one line per
 // request with its endpoint, whether it performed the effect, the id it created and the fault it
@@ -58,7 +64,11 @@ import (
 //     one effect and the one the final replay returns; no second execute; no record gone after a 2xx;
 //   - a final state: committed with exactly one effect (replayed with that effect's id), blocked as
 //     outcome_unknown (zero or one effect), or no record and zero effects (never executed);
-//   - no 422 and no answer outside the contract's decision table.
+//   - no 422 and no answer outside the contract's decision table;
+//   - (audit W6) lease renewals when calls outlived the lease, no receipt not stored outside a
+//     Redis outage, and an upstream call in flight on every killed gateway;
+//   - on the forward_key and reconcile routes, that the faults reached them: at least one answer
+//     from the upstream's de-duplication, and one reconciliation that found the effect.
 //
 // A 2xx execute whose receipt could not be stored (Redis down at commit time, or its lease lapsed
 // while Redis was away and another request turned the record outcome_unknown) leaves the record
@@ -69,11 +79,10 @@ import (
 // Redis, restarted on its own AOF with appendfsync always; with everysec or without AOF a restart
 // can lose claims and receipts); the embedded store; network partitions or clock jumps (everything
 // is loopback on one host, and lease deadlines come from the one Redis's clock); routes with
-// on_unknown_outcome: release (which re-execute unknown outcomes by design); forward_key and
-// reconcile (the sandbox neither de-duplicates by key nor offers a lookup); gateways paused past
-// their lease; and a kill in the microseconds between the upstream's commit and the receipt write,
-// which random kills hit rarely (a kill during the upstream's delay is what it mostly exercises:
-// the sandbox then does not act, and the record is left outcome_unknown). Absence of a duplicate
+// on_unknown_outcome: release without forward_key (which re-execute unknown outcomes by design);
+// gateways paused past their lease; and a kill in the microseconds between the upstream's commit
+// and the receipt write, which random kills hit rarely (a kill during the upstream's delay is what
+// it mostly exercises: the detached sandbox then acts, and the record is left outcome_unknown). Absence of a duplicate
 // in one run is evidence, not proof; the schedule is random across runs. docs/guarantees.md says
 // which test covers what is left out here.
 func TestChaos(t *testing.T) {
@@ -665,9 +674,7 @@ func (c *chaosRun) victim(timeout time.Duration) (g *chaosGateway, inFlight, slo
 		c.mu.RLock()
 		slots := slices.Clone(c.slots)
 		c.mu.RUnlock()
-		var best *chaosGateway
-		var bestM map[string]float64
-		bestN, bestSlow := -1, false
+		best, bestM, bestN, bestSlow := slots[0], map[string]float64(nil), math.MinInt, false
 		for _, g := range slots {
 			m, err := scrapeMetrics(g.gateway)
 			if err != nil {
@@ -680,7 +687,10 @@ func (c *chaosRun) victim(timeout time.Duration) (g *chaosGateway, inFlight, slo
 				best, bestM, bestN, bestSlow = g, m, n, slow
 			}
 		}
-		if best != nil && (bestSlow || time.Now().After(deadline)) {
+		if bestSlow || time.Now().After(deadline) {
+			if bestN == math.MinInt { // no gateway answered
+				bestN = 0
+			}
 			return best, bestN, int(best.slow.Load()), bestM
 		}
 		time.Sleep(5 * time.Millisecond)
