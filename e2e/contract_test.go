@@ -298,17 +298,29 @@ func TestContract_OutcomeUnknownRelease(t *testing.T) {
 }
 
 // TestContract_UpstreamTimeout: a timeout is an unknown outcome: 504 with decision execute, and
-// the record blocks retries. (The sandbox does not act when its caller gives up, so Up×0.)
+// the record blocks retries. The sandbox holds the call past the gateway's 300ms timeout and acts
+// once the test releases it, after the gateway gave up (detached, as most APIs finish what they
+// accepted; issue 11, audit F1): Up×1, the record outcome_unknown, and the retry refused with 409
+// outcome-unknown, without a second effect (its hold is released: an execution would act at once).
 func TestContract_UpstreamTimeout(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		first := e.gw.do(t, request{Path: pathSlow, Key: "slow-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "2s"}})
+		req := request{Path: pathSlow, Key: "slow-1", Body: ticketBody, Header: heldDetached("slow-1")}
+		first := e.gw.do(t, req)
 		expectProblem(t, first, http.StatusGatewayTimeout, "upstream-timeout", "execute", false)
 		if rec := e.gw.mustRecord(t, "create_ticket_slow", "slow-1"); rec.State != "outcome_unknown" {
 			t.Errorf("record state %q, want outcome_unknown", rec.State)
 		}
-		r := e.gw.do(t, request{Path: pathSlow, Key: "slow-1", Body: ticketBody})
+		expectUp(t, e.sb, 0)
+		e.sb.release(t, "slow-1")
+		waitUp(t, e.sb, 1) // the upstream acted after the gateway timed out
+
+		r := e.gw.do(t, req)
 		expectProblem(t, r, http.StatusConflict, "outcome-unknown", "outcome_unknown", false)
+		if rec := e.gw.mustRecord(t, "create_ticket_slow", "slow-1"); rec.State != "outcome_unknown" {
+			t.Errorf("record state after the retry %q, want outcome_unknown", rec.State)
+		}
+		expectUp(t, e.sb, 1)
 		expectAttempts(t, e.sb, 1)
 	})
 }

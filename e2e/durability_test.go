@@ -67,22 +67,30 @@ func TestReceiptsSurviveKill9(t *testing.T) {
 }
 
 // TestKill9InFlight: a gateway that crashes during the upstream call leaves a record that no
-// retry executes again on a block route: in progress while the lease runs, then outcome unknown.
+// retry executes again on a block route, although the upstream acts (issue 11, audit F1): the
+// sandbox holds the call, the gateway is killed with SIGKILL while it waits, then the sandbox acts
+// (detached, as an API that finishes what it accepted): Up×1. The record is in_progress while
+// nobody has seen its lease lapse, then outcome_unknown; retries on a restarted gateway are refused
+// and never reach the upstream (their hold is released: an execution would act at once).
 func TestKill9InFlight(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		req := request{Path: pathLease, Key: "kill-2", Body: ticketBody}
-		slow := req
-		slow.Header = map[string]string{"X-Sandbox-Delay": "2s"}
-		first := goSend(e.gw, slow)
+		req := request{Path: pathLease, Key: "kill-2", Body: ticketBody, Header: heldDetached("kill-2")}
+		first := goSend(e.gw, req)
 		e.gw.waitState(t, "create_ticket_lease", "kill-2", "in_progress")
-		eventually(t, 5*time.Second, "the request to reach the sandbox", func() bool {
-			return e.sb.stats(t).Requests.ByEndpoint[ticketsEndpoint] == 1
-		})
+		e.sb.waitHeld(t, "kill-2", 1) // the call is at the upstream
 		e.gw.kill9(t)
-		<-first.done // the client sees the connection break
+		<-first.done
+		if first.err == nil {
+			t.Errorf("the client got %d %q from a gateway killed mid-call, want a broken connection", first.resp.Status, first.resp.decision())
+		}
+		e.sb.release(t, "kill-2")
+		waitUp(t, e.sb, 1) // the upstream acted after the gateway died
 
 		g := e.startGateway(t)
+		if rec := g.mustRecord(t, "create_ticket_lease", "kill-2"); rec.State != "in_progress" {
+			t.Errorf("record after the crash: %q, want in_progress (no claim has seen its lease lapse yet)", rec.State)
+		}
 		eventually(t, 5*time.Second, "the record to become outcome_unknown after its lease", func() bool {
 			r, err := g.send(req)
 			if err != nil {
@@ -93,8 +101,11 @@ func TestKill9InFlight(t *testing.T) {
 			}
 			return r.decision() == "outcome_unknown"
 		})
-		// The sandbox saw the gateway go away during the delay and did not act.
-		expectUp(t, e.sb, 0)
+		expectProblem(t, g.do(t, req), http.StatusConflict, "outcome-unknown", "outcome_unknown", false)
+		if rec := g.mustRecord(t, "create_ticket_lease", "kill-2"); rec.State != "outcome_unknown" {
+			t.Errorf("record after the retries: %q, want outcome_unknown", rec.State)
+		}
+		expectUp(t, e.sb, 1)
 		expectAttempts(t, e.sb, 1)
 	})
 }

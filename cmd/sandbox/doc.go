@@ -5,9 +5,18 @@
 // assert how many times an effect really happened, and it injects faults on request (see faults.go
 // and the -h text): a slow upstream, an error before acting, a connection broken after acting.
 //
+// By default a delayed request whose client goes away is dropped without effect. With
+// X-Sandbox-Detach: 1 it is finished instead, as most real APIs finish what they accepted: the
+// side effect is performed and counted after the delay (or the hold, holds.go) even when the
+// gateway timed out, disconnected or died meanwhile. That is the case an unknown outcome exists
+// for, and the end-to-end timeout, kill -9 and chaos tests use it.
+//
 // The sandbox is deliberately naive: like many real tool APIs it ignores Idempotency-Key and
 // performs the effect again for every request it accepts. Every deduplication a test observes is
-// therefore the gateway's.
+// therefore the gateway's, except on a route that forwards its key on X-Sandbox-Idempotency-Key,
+// which the sandbox honours as an upstream with idempotency keys does (dedup.go). POST /v1/tickets
+// keeps the tickets by external_id, and GET /v1/tickets?external_id=X finds them: the lookup of a
+// route's reconcile block.
 //
 // Usage:
 //

@@ -5,7 +5,18 @@ package main
 //
 //	X-Sandbox-Delay: 500ms            Wait this long (time.ParseDuration) before acting. If the
 //	                                  request's context ends meanwhile (the client went away), the
-//	                                  side effect is NOT performed and no response is written.
+//	                                  side effect is NOT performed and no response is written
+//	                                  (logged status=canceled), unless the request is detached.
+//	X-Sandbox-Hold: NAME              Then wait until POST /_sandbox/release {"hold":"NAME"}
+//	                                  (see holds.go): a test decides when the upstream acts. A
+//	                                  client that goes away ends the wait as it ends a delay.
+//	X-Sandbox-Detach: 1               Finish the request whatever its client does, as most real
+//	                                  APIs finish a request they accepted: the delay and the hold
+//	                                  are not cut short when the client (the gateway) times out,
+//	                                  disconnects or dies; the side effect is performed and
+//	                                  counted after them, and the answer goes to a connection that
+//	                                  nobody reads (logged status=abandoned). Any
+//	                                  strconv.ParseBool true value.
 //	X-Sandbox-Status: 503             Answer this status (400-599) with an application/problem+json
 //	                                  body WITHOUT performing the side effect. 429 and 503 carry
 //	                                  Retry-After: 1.
@@ -19,7 +30,7 @@ package main
 //	                                  "sandbox_padding" whose string value is that many bytes
 //	                                  (at most 64 MiB).
 //
-// The faults combine and apply in this order: delay, status, the request's own validation (an
+// The faults combine and apply in this order: delay, hold, status, the request's own validation (an
 // invalid request, including a GraphQL document answered with 200 and "errors", is rejected without
 // effect and without further faults), side effect, fail after commit, Set-Cookie and padding. On
 // the read endpoint the faults apply alike, without the side effect. A malformed fault header gets
@@ -30,8 +41,8 @@ package main
 //
 //	{"fail_next": [{"status": 503}, {}, {"fail_after_commit": "drop", "endpoint": "jira.create_issue"}]}
 //
-// queues faults, with the same fields as the headers (delay, status, fail_after_commit,
-// set_cookie, body_bytes). Each request to a tool endpoint takes the first queued fault whose
+// queues faults, with the same fields as the headers (delay, hold, detach, status,
+// fail_after_commit, set_cookie, body_bytes). Each request to a tool endpoint takes the first queued fault whose
 // endpoint is empty or its own, and that fault replaces its headers entirely; {} is a request
 // without fault. The queue is process-wide: scripted tests must not run in parallel.
 
@@ -49,6 +60,8 @@ import (
 // The fault headers.
 const (
 	headerDelay           = "X-Sandbox-Delay"
+	headerHold            = "X-Sandbox-Hold"
+	headerDetach          = "X-Sandbox-Detach"
 	headerStatus          = "X-Sandbox-Status"
 	headerFailAfterCommit = "X-Sandbox-Fail-After-Commit"
 	headerSetCookie       = "X-Sandbox-Set-Cookie"
@@ -66,6 +79,8 @@ type fault struct {
 	endpoint    string        // scripted faults only: the endpoint it is for; "" is any
 	scripted    bool          // it came from the script, not from headers
 	delay       time.Duration // wait before acting
+	hold        string        // then wait until this hold is released; "" is none
+	detach      bool          // the client going away cuts neither the delay nor the hold short
 	status      int           // answer this status without acting; 0 is none
 	afterCommit int           // after acting: dropConnection, or a status to answer; 0 is none
 	setCookie   bool          // add Set-Cookie to the success response
@@ -92,6 +107,14 @@ func faultFromHeaders(h http.Header) (fault, error) {
 	var f faultJSON
 	if v := h.Get(headerDelay); v != "" {
 		f.Delay = v
+	}
+	f.Hold = h.Get(headerHold)
+	if v := h.Get(headerDetach); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fault{}, fmt.Errorf("%s: %q is not a boolean", headerDetach, v)
+		}
+		f.Detach = b
 	}
 	if v := h.Get(headerStatus); v != "" {
 		n, err := strconv.Atoi(v)
@@ -133,12 +156,14 @@ type faultError struct {
 func (e *faultError) Error() string { return e.field + ": " + e.msg }
 
 // faultJSON is a fault as scripted in POST /_sandbox/script, e.g.
-// {"endpoint":"jira.create_issue","delay":"500ms","status":503,"fail_after_commit":"drop",
-// "set_cookie":true,"body_bytes":1024}. fail_after_commit is "drop" or a status, as a string or a
+// {"endpoint":"jira.create_issue","delay":"500ms","hold":"h1","detach":true,"status":503,
+// "fail_after_commit":"drop","set_cookie":true,"body_bytes":1024}. fail_after_commit is "drop" or a status, as a string or a
 // number.
 type faultJSON struct {
 	Endpoint        string          `json:"endpoint,omitempty"`
 	Delay           string          `json:"delay,omitempty"`
+	Hold            string          `json:"hold,omitempty"`
+	Detach          bool            `json:"detach,omitempty"`
 	Status          int             `json:"status,omitempty"`
 	FailAfterCommit json.RawMessage `json:"fail_after_commit,omitempty"`
 	SetCookie       bool            `json:"set_cookie,omitempty"`
@@ -148,7 +173,7 @@ type faultJSON struct {
 // toFault validates fj. Its errors are *faultError, which name the field as a script writes it
 // ("status: 200 is not between 400 and 599") and as a header (X-Sandbox-Status).
 func (fj faultJSON) toFault() (fault, error) {
-	f := fault{endpoint: fj.Endpoint, status: fj.Status, setCookie: fj.SetCookie, bodyBytes: fj.BodyBytes}
+	f := fault{endpoint: fj.Endpoint, hold: fj.Hold, detach: fj.Detach, status: fj.Status, setCookie: fj.SetCookie, bodyBytes: fj.BodyBytes}
 	if fj.Endpoint != "" && !slices.Contains(apiEndpoints, fj.Endpoint) {
 		return fault{}, &faultError{"endpoint", "endpoint", fmt.Sprintf("unknown endpoint %q (one of %s)", fj.Endpoint, strings.Join(apiEndpoints, ", "))}
 	}
@@ -196,7 +221,7 @@ func isErrorStatus(n int) bool { return n >= 400 && n <= 599 }
 
 // toJSON is the inverse of faultJSON.toFault.
 func (f fault) toJSON() faultJSON {
-	fj := faultJSON{Endpoint: f.endpoint, Status: f.status, SetCookie: f.setCookie, BodyBytes: f.bodyBytes}
+	fj := faultJSON{Endpoint: f.endpoint, Hold: f.hold, Detach: f.detach, Status: f.status, SetCookie: f.setCookie, BodyBytes: f.bodyBytes}
 	if f.delay > 0 {
 		fj.Delay = f.delay.String()
 	}
@@ -215,6 +240,12 @@ func (f fault) String() string {
 	var parts []string
 	if f.delay > 0 {
 		parts = append(parts, "delay="+f.delay.String())
+	}
+	if f.hold != "" {
+		parts = append(parts, "hold="+f.hold)
+	}
+	if f.detach {
+		parts = append(parts, "detach")
 	}
 	if f.status != 0 {
 		parts = append(parts, "status="+strconv.Itoa(f.status))

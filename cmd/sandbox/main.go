@@ -29,22 +29,34 @@ Endpoints (side-effect counter name in brackets):
   POST /graphql                 Linear: mutation issueCreate, GraphQL     [linear.issue_create]
   POST /v1/refunds              Stripe: create a refund, form-encoded     [stripe.create_refund]
   POST /v1/tickets              generic: create a ticket from any JSON object [tickets.create_ticket]
+  GET  /v1/tickets?external_id=X  generic: {"data":[tickets created with that external_id]}
+                                (the lookup of a reconcile block; no side effect)
   GET  /_sandbox/stats          {"total":N,"by_endpoint":{"jira.create_issue":N,...},
-                                 "requests":{"total":N,"by_endpoint":{...}}}
+                                 "requests":{"total":N,"by_endpoint":{...}},"in_flight":N}
   POST /_sandbox/reset          zero the counters, forget created objects, clear the script
   GET  /_sandbox/script         the faults still queued
   POST /_sandbox/script         queue faults for the next requests, whatever their headers:
                                 {"fail_next":[{"status":503},{},{"fail_after_commit":"drop",
                                 "endpoint":"jira.create_issue"}]} (replaces the queue; {} = no fault)
+  GET  /_sandbox/holds          {"holds":{"NAME":{"waiting":N,"released":false}}}
+  POST /_sandbox/release        {"hold":"NAME"}: let the requests held on NAME act (now and later)
 
 Fault headers, per request (a scripted fault replaces them all):
   X-Sandbox-Delay: 500ms             wait first; if the request ends meanwhile, do nothing
+  X-Sandbox-Hold: NAME               then wait until POST /_sandbox/release {"hold":"NAME"}
+  X-Sandbox-Detach: 1                finish whatever the client does: the delay and the hold are
+                                     not cut short when the client goes away, and the side effect
+                                     is performed and counted after them (logged status=abandoned)
   X-Sandbox-Status: 503              answer 503 (400-599) WITHOUT performing the side effect
   X-Sandbox-Fail-After-Commit: drop  perform the side effect, then close the connection unanswered
   X-Sandbox-Fail-After-Commit: 500   perform the side effect, then answer 500 (400-599)
   X-Sandbox-Set-Cookie: 1            add a Set-Cookie header to the success response
   X-Sandbox-Body-Bytes: 5242880      pad the success response with a JSON string field
                                      "sandbox_padding" of that many bytes (at most 64 MiB)
+
+De-duplication (not a fault; route it with the gateway's forward_key):
+  X-Sandbox-Idempotency-Key: K       the first effect with K is answered again, without a second
+                                     effect, to every later request to that endpoint with K
 
 Flags:
 `
@@ -97,8 +109,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sb := newSandbox(logger)
 	srv := &http.Server{
-		Handler:           newSandbox(logger),
+		Handler:           sb,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
@@ -112,6 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
+	sb.abortHolds() // a held request must not keep the shutdown waiting
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

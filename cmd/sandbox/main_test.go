@@ -114,8 +114,9 @@ func TestRunFlags(t *testing.T) {
 			// The -h text documents every endpoint and every fault header.
 			for _, want := range []string{
 				"-listen", "/rest/api/3/issue", "/rest/api/3/issue/{id}", "/api/v2/tickets.json", "/graphql",
-				"/v1/refunds", "/v1/tickets", "/_sandbox/stats", "/_sandbox/reset", "/_sandbox/script",
-				headerDelay, headerStatus, headerFailAfterCommit + ": drop", headerFailAfterCommit + ": 500",
+				"/v1/refunds", "/v1/tickets", "/v1/tickets?external_id=", "/_sandbox/stats", "/_sandbox/reset", "/_sandbox/script",
+				"/_sandbox/holds", "/_sandbox/release",
+				headerDelay, headerHold, headerDetach, headerIdempotencyKey, headerStatus, headerFailAfterCommit + ": drop", headerFailAfterCommit + ": 500",
 				headerSetCookie, headerBodyBytes,
 			} {
 				if !strings.Contains(stderr.String(), want) {
@@ -123,7 +124,7 @@ func TestRunFlags(t *testing.T) {
 				}
 			}
 			for _, ep := range apiEndpoints {
-				if ep != jiraGetIssue && !strings.Contains(stderr.String(), "["+ep+"]") {
+				if ep != jiraGetIssue && ep != ticketsFindTickets && !strings.Contains(stderr.String(), "["+ep+"]") {
 					t.Errorf("usage lacks the counter name [%s]", ep)
 				}
 			}

@@ -22,13 +22,14 @@ const (
 	linearIssueCreate   = "linear.issue_create"
 	stripeCreateRefund  = "stripe.create_refund"
 	ticketsCreateTicket = "tickets.create_ticket"
+	ticketsFindTickets  = "tickets.find_tickets"
 )
 
 // effectEndpoints are the endpoints that perform a side effect; the stats list each of them, zero
 // or not. apiEndpoints are all the endpoints that play a tool's API.
 var (
 	effectEndpoints = []string{jiraCreateIssue, zendeskCreateTicket, linearIssueCreate, stripeCreateRefund, ticketsCreateTicket}
-	apiEndpoints    = append([]string{jiraGetIssue}, effectEndpoints...)
+	apiEndpoints    = append([]string{jiraGetIssue, ticketsFindTickets}, effectEndpoints...)
 )
 
 // maxRequestBytes bounds a request body; larger ones get 413.
@@ -39,13 +40,21 @@ const maxRequestBytes = 10 << 20
 type sandbox struct {
 	log *slog.Logger
 	mux *http.ServeMux
+	// after is the timer of X-Sandbox-Delay (time.After); a test replaces it to end a delay when
+	// it decides.
+	after func(time.Duration) <-chan time.Time
+	// keyMu serialises the requests with a forwarded key at their side effect (dedup.go).
+	keyMu sync.Mutex
 
 	// mu guards everything below. A side effect and its count change under one lock (see commit),
 	// so the counters never disagree with the objects created.
 	mu       sync.Mutex
 	effects  counter
 	requests counter
-	script   []fault // queued by POST /_sandbox/script, oldest first
+	script   []fault          // queued by POST /_sandbox/script, oldest first
+	inFlight int64            // requests to tool endpoints being served
+	holds    map[string]*hold // by name (holds.go)
+	keyed    map[string]reply // the answer of the first effect by endpoint and forwarded key (dedup.go)
 	jira     jiraState
 	zendesk  zendeskState
 	linear   linearState
@@ -57,6 +66,8 @@ func newSandbox(log *slog.Logger) *sandbox {
 	s := &sandbox{
 		log:     log,
 		mux:     http.NewServeMux(),
+		after:   time.After,
+		holds:   make(map[string]*hold),
 		jira:    newJiraState(),
 		zendesk: newZendeskState(),
 		linear:  newLinearState(),
@@ -70,22 +81,29 @@ func newSandbox(log *slog.Logger) *sandbox {
 	s.mux.Handle("POST /graphql", s.api(linearIssueCreate, s.linearGraphQL))
 	s.mux.Handle("POST /v1/refunds", s.api(stripeCreateRefund, s.stripeCreateRefund))
 	s.mux.Handle("POST /v1/tickets", s.api(ticketsCreateTicket, s.ticketsCreateTicket))
+	s.mux.Handle("GET /v1/tickets", s.api(ticketsFindTickets, s.ticketsFindTickets))
 
 	s.mux.Handle("GET /_sandbox/stats", s.admin("sandbox.stats", s.serveStats))
 	s.mux.Handle("POST /_sandbox/reset", s.admin("sandbox.reset", s.serveReset))
 	s.mux.Handle("GET /_sandbox/script", s.admin("sandbox.script", s.serveScript))
 	s.mux.Handle("POST /_sandbox/script", s.admin("sandbox.script", s.serveSetScript))
+	s.mux.Handle("GET /_sandbox/holds", s.admin("sandbox.holds", s.serveHolds))
+	s.mux.Handle("POST /_sandbox/release", s.admin("sandbox.release", s.serveRelease))
 	return s
 }
 
-// resetLocked zeroes the counters, clears the script and forgets the objects created. Identifier
-// sequences go on, so an id is never handed out twice by one process. s.mu must be held.
+// resetLocked zeroes the counters, clears the script, ends the holds without effect and forgets
+// the objects created and the forwarded keys. Identifier sequences go on, so an id is never
+// handed out twice by one process. s.mu must be held.
 func (s *sandbox) resetLocked() {
 	s.effects = newCounter(effectEndpoints)
 	s.requests = newCounter(apiEndpoints)
 	s.script = nil
+	s.abortHoldsLocked()
+	s.keyed = make(map[string]reply)
 	s.jira.forget()
 	s.zendesk.forget()
+	s.tickets.forget()
 }
 
 // commit performs a side effect: it runs apply and counts one effect of endpoint, under s.mu.
@@ -123,15 +141,24 @@ func (rep reply) succeeded() bool { return rep.status < 300 && !rep.rejected }
 type apiHandler func(c *call) reply
 
 // api wraps h with the fault injection, in this order: read the body; take the fault (the next
-// scripted one, else the X-Sandbox-* headers); delay; answer an injected status without acting;
-// run h; break the connection or answer an error after acting; else add Set-Cookie and padding.
+// scripted one, else the X-Sandbox-* headers); delay; hold; answer an injected status without
+// acting; run h (or answer the reply stored for the request's forwarded key, dedup.go); break the
+// connection or answer an error after acting; else add Set-Cookie and padding. Unless the fault
+// detaches the request, a client that goes away during the delay or the hold ends the request
+// without effect.
 func (s *sandbox) api(endpoint string, h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e := entryFrom(r.Context())
 		e.endpoint = endpoint
 		s.mu.Lock()
 		s.requests.add(endpoint)
+		s.inFlight++
 		s.mu.Unlock()
+		defer func() { // also when the handler aborts
+			s.mu.Lock()
+			s.inFlight--
+			s.mu.Unlock()
+		}()
 
 		// Read the whole body first: the server notices that the client went away (and ends the
 		// request's context) only once the body has been read.
@@ -152,24 +179,50 @@ func (s *sandbox) api(endpoint string, h apiHandler) http.Handler {
 		}
 		e.fault = f.String()
 
+		// gone is closed when the client goes away; a detached request never sees it, and acts
+		// as an upstream that finishes what it accepted.
+		gone := r.Context().Done()
+		cr := r
+		if f.detach {
+			gone = nil
+			cr = r.WithContext(context.WithoutCancel(r.Context()))
+		}
 		if f.delay > 0 {
-			t := time.NewTimer(f.delay)
 			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
-				// Nobody is waiting for an answer: act as an upstream that died before acting.
-				e.outcome = "canceled"
-				panic(http.ErrAbortHandler)
+			case <-s.after(f.delay):
+			case <-gone:
 			}
+		}
+		if isClosed(gone) {
+			// Nobody is waiting for an answer: act as an upstream that died before acting.
+			e.outcome = "canceled"
+			panic(http.ErrAbortHandler)
+		}
+		if f.hold != "" && !s.waitHold(f.hold, gone) {
+			e.outcome = "aborted" // by a reset or the shutdown
+			if isClosed(gone) {
+				e.outcome = "canceled"
+			}
+			panic(http.ErrAbortHandler)
 		}
 		if f.status != 0 {
 			writeProblem(w, f.status, "injected by the sandbox before acting; no side effect was performed", false, f.String())
 			return
 		}
 
-		rep := h(&call{r: r, body: body, base: baseURL(r)})
+		c := &call{r: cr, body: body, base: baseURL(r)}
+		var rep reply
+		if key := r.Header.Get(headerIdempotencyKey); key != "" {
+			rep, e.keyReplayed = s.keyedCall(endpoint, key, h, c)
+		} else {
+			rep = h(c)
+		}
 		e.effect, e.id = rep.effect, rep.id
+		if r.Context().Err() != nil {
+			// The client went away before the answer (a detached request): whatever was done
+			// stays done, and the answer below goes to nobody.
+			e.outcome = "abandoned"
+		}
 		if !rep.succeeded() {
 			writeJSON(w, rep.status, rep.header, rep.body, 0)
 			return
@@ -192,6 +245,17 @@ func (s *sandbox) api(endpoint string, h apiHandler) http.Handler {
 		}
 		writeJSON(w, rep.status, rep.header, rep.body, f.bodyBytes)
 	})
+}
+
+// isClosed reports whether c is closed; a nil c never is. A client that went away when a wait
+// ended wins over the wait's end, so that the outcome does not depend on which came first.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // admin wraps an endpoint under /_sandbox/ so that it is logged under name.
@@ -241,7 +305,9 @@ type logEntry struct {
 	fault    string
 	effect   bool
 	id       string
-	outcome  string // "dropped" or "canceled" when no response was written
+	outcome  string // "dropped", "canceled" or "aborted" when no response was written; "abandoned" when nobody read it
+	// keyReplayed: the answer was the one stored for the request's forwarded key (dedup.go).
+	keyReplayed bool
 }
 
 type entryKey struct{}
@@ -271,6 +337,9 @@ func (s *sandbox) logRequest(r *http.Request, rec *recorder, e *logEntry, d time
 	attrs = append(attrs, slog.Bool("effect", e.effect), slog.String("fault", e.fault))
 	if e.id != "" {
 		attrs = append(attrs, slog.String("id", e.id))
+	}
+	if e.keyReplayed {
+		attrs = append(attrs, slog.Bool("key_replayed", true))
 	}
 	attrs = append(attrs, slog.Duration("duration", d))
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)

@@ -36,14 +36,18 @@ type counts struct {
 
 // stats is the body of GET /_sandbox/stats:
 //
-//	{"total":N,"by_endpoint":{"jira.create_issue":N,...},"requests":{"total":N,"by_endpoint":{...}}}
+//	{"total":N,"by_endpoint":{"jira.create_issue":N,...},"requests":{"total":N,"by_endpoint":{...}},"in_flight":N}
 //
 // total and by_endpoint count side effects performed (a create that succeeded, including one whose
 // response was then dropped or replaced by a 5xx). requests counts every request that reached a
-// tool endpoint, including reads, rejected requests and injected faults: "attempts".
+// tool endpoint, including reads, rejected requests and injected faults: "attempts". in_flight
+// is the number of requests to tool endpoints being served now (in a delay, a hold, or acting): a
+// test waits for 0 before it reads the counters for good, since a detached request may still act
+// after its caller has gone.
 type stats struct {
 	counts
 	Requests counts `json:"requests"`
+	InFlight int64  `json:"in_flight"`
 }
 
 // snapshot returns the counters. s.mu must not be held.
@@ -53,6 +57,7 @@ func (s *sandbox) snapshot() stats {
 	return stats{
 		counts:   counts{Total: s.effects.total, ByEndpoint: maps.Clone(s.effects.byEndpoint)},
 		Requests: counts{Total: s.requests.total, ByEndpoint: maps.Clone(s.requests.byEndpoint)},
+		InFlight: s.inFlight,
 	}
 }
 
