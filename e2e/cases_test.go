@@ -15,7 +15,7 @@ func TestC01_SimultaneousDuplicates(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		req := request{Key: "c01", Body: ticketBody}
-		resps, heldAt := sendHeldDuplicates(t, e.hold, "c01", req, []*gateway{e.gw, e.gw})
+		resps, heldAt := sendHeldDuplicates(t, e.sb, "c01", req, []*gateway{e.gw, e.gw})
 		for i, r := range resps {
 			if i == heldAt {
 				expectCreated(t, r)
@@ -27,7 +27,7 @@ func TestC01_SimultaneousDuplicates(t *testing.T) {
 		expectReplayOf(t, e.gw.do(t, req), resps[heldAt])
 		expectUp(t, e.sb, 1)
 		expectAttempts(t, e.sb, 1)
-	}, envOptions{hold: true})
+	})
 }
 
 // leaseRenewals is the series of the lease renewals of create_ticket_lease with result.
@@ -45,7 +45,7 @@ func TestC02_LeaseRenewedDuringLongCall(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
 		req := request{Path: pathLease, Key: "c02", Body: ticketBody}
 		first := goSend(e.gw, held(req, "c02"))
-		e.hold.waitHeld(t, "c02")
+		e.sb.waitHeld(t, "c02", 1)
 		e.gw.waitMetric(t, leaseRenewals("ok"), 6)
 
 		r := e.gw.do(t, req)
@@ -54,7 +54,7 @@ func TestC02_LeaseRenewedDuringLongCall(t *testing.T) {
 			t.Errorf("record state %q after 2 leases of a running call, want in_progress (lease not renewed?)", rec.State)
 		}
 
-		e.hold.release("c02")
+		e.sb.release(t, "c02")
 		fr := first.wait(t)
 		expectCreated(t, fr)
 		expectReplayOf(t, e.gw.do(t, req), fr)
@@ -68,7 +68,7 @@ func TestC02_LeaseRenewedDuringLongCall(t *testing.T) {
 		}
 		expectUp(t, e.sb, 1)
 		expectAttempts(t, e.sb, 1)
-	}, envOptions{hold: true})
+	})
 }
 
 // expectUnknownExecution checks the answer to an execution whose connection broke after the
@@ -344,11 +344,11 @@ func TestC12_InFlightDifferentBody(t *testing.T) {
 // TestC13_FailoverClaimOnNewPrimary.)
 func TestTwoReplicasShareRedis(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, redisStore, envOptions{hold: true})
+	e := newEnv(t, redisStore)
 	other := e.startGateway(t)
 	req := request{Key: "c13", Body: ticketBody}
 	gws := []*gateway{e.gw, other, e.gw, other, e.gw, other}
-	resps, heldAt := sendHeldDuplicates(t, e.hold, "c13", req, gws)
+	resps, heldAt := sendHeldDuplicates(t, e.sb, "c13", req, gws)
 	for i, r := range resps {
 		if i == heldAt {
 			expectCreated(t, r)

@@ -120,7 +120,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 		for i := range gws {
 			gws[i] = e.gw
 		}
-		resps, heldAt := sendHeldDuplicates(t, e.hold, "dup-10", req, gws)
+		resps, heldAt := sendHeldDuplicates(t, e.sb, "dup-10", req, gws)
 		for i, r := range resps {
 			if i == heldAt {
 				expectCreated(t, r)
@@ -132,7 +132,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 		expectReplayOf(t, e.gw.do(t, req), resps[heldAt])
 		expectUp(t, e.sb, 1)
 		expectAttempts(t, e.sb, 1)
-	}, envOptions{hold: true})
+	})
 }
 
 // TestClientDisconnectMidCall: the client gives up during the upstream call; the gateway finishes

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,16 +45,25 @@ func (sb *sandbox) release(t *testing.T, name string) {
 func (sb *sandbox) waitHeld(t *testing.T, name string, n int) {
 	t.Helper()
 	eventually(t, 10*time.Second, fmt.Sprintf("%d requests held on %q by the sandbox", n, name), func() bool {
-		resp, err := client.Get(sb.url + "/_sandbox/holds")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		var holds struct {
-			Holds map[string]struct{ Waiting int } `json:"holds"`
-		}
-		return json.NewDecoder(resp.Body).Decode(&holds) == nil && holds.Holds[name].Waiting == n
+		return sb.holding(t, name) == n
 	})
+}
+
+// holding reads how many requests wait on the hold name now (GET /_sandbox/holds).
+func (sb *sandbox) holding(t *testing.T, name string) int {
+	t.Helper()
+	resp, err := client.Get(sb.url + "/_sandbox/holds")
+	if err != nil {
+		t.Fatalf("sandbox holds: %v", err)
+	}
+	defer resp.Body.Close()
+	var holds struct {
+		Holds map[string]struct{ Waiting int } `json:"holds"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&holds); err != nil {
+		t.Fatalf("sandbox holds: %v", err)
+	}
+	return holds.Holds[name].Waiting
 }
 
 // waitUp polls the sandbox until it has performed want ticket side effects (an upstream that acts
@@ -80,4 +91,121 @@ func (sb *sandbox) inFlight(t *testing.T) int {
 		t.Fatalf("sandbox stats: no in_flight: %v", err)
 	}
 	return *st.InFlight
+}
+
+// holdTimeout bounds every wait of the hold helpers; it only bounds a hang.
+const holdTimeout = 20 * time.Second
+
+// held returns req with the headers of a call that the sandbox holds on name until the test
+// releases it, and then performs whatever became of its caller (heldDetached).
+func held(req request, name string) request {
+	hdr := heldDetached(name)
+	for k, v := range req.Header {
+		hdr[k] = v
+	}
+	req.Header = hdr
+	return req
+}
+
+// sendHeldDuplicates sends req, held under name, to each gateway of gws at the same moment. It
+// waits until one of them has reached the upstream and every other has been answered while that
+// one is held, then releases it. It returns the answers in the order of gws and the index of the
+// one that was held. A second request that reaches the upstream is a test error (it executed
+// twice); it is released too, so that the test can go on.
+func sendHeldDuplicates(t *testing.T, sb *sandbox, name string, req request, gws []*gateway) (resps []response, heldAt int) {
+	t.Helper()
+	req = held(req, name)
+	type result struct {
+		i    int
+		resp response
+		err  error
+	}
+	results := make(chan result, len(gws))
+	start := make(chan struct{})
+	for i, g := range gws {
+		go func() {
+			<-start
+			r, err := g.send(req)
+			results <- result{i, r, err}
+		}()
+	}
+	close(start)
+	resps = make([]response, len(gws))
+	answered := make([]bool, len(gws))
+	deadline := time.After(holdTimeout)
+	arrivals, answers := 0, 0
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	for arrivals == 0 || answers+arrivals < len(gws) {
+		select {
+		case r := <-results:
+			if r.err != nil {
+				t.Fatalf("request %d: %v", r.i, r.err)
+			}
+			resps[r.i], answered[r.i] = r.resp, true
+			answers++
+		case <-poll.C:
+			if arrivals = sb.holding(t, name); arrivals > 1 {
+				t.Errorf("%d requests with key %q reached the upstream while the first was held: executed more than once", arrivals, req.Key)
+			}
+		case <-deadline:
+			t.Fatalf("after %s: %d of %d requests answered, %d held at the upstream", holdTimeout, answers, len(gws), arrivals)
+		}
+	}
+	sb.release(t, name)
+	heldAt = -1
+	for answers < len(gws) {
+		select {
+		case r := <-results:
+			if r.err != nil {
+				t.Fatalf("request %d: %v", r.i, r.err)
+			}
+			resps[r.i], answered[r.i] = r.resp, true
+			answers++
+			if heldAt == -1 {
+				heldAt = r.i
+			}
+		case <-deadline:
+			t.Fatalf("after %s: the released request was not answered", holdTimeout)
+		}
+	}
+	if heldAt == -1 {
+		t.Fatalf("every request was answered before the held one was released: %d answers", answers)
+	}
+	return resps, heldAt
+}
+
+// metric reads the value of one series from the gateway's /metrics, e.g.
+// metric(t, `idemgateway_lease_renewals_total{result="ok",tool="create_ticket_lease"}`); 0 when
+// the series is absent.
+func (g *gateway) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	resp, err := client.Get(g.admin + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric %s: %q: %v", series, v, err)
+			}
+			return f
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	return 0
+}
+
+// waitMetric polls the gateway's /metrics until series is at least min.
+func (g *gateway) waitMetric(t *testing.T, series string, min float64) {
+	t.Helper()
+	eventually(t, holdTimeout, fmt.Sprintf("%s >= %v", series, min), func() bool {
+		return g.metric(t, series) >= min
+	})
 }

@@ -291,7 +291,6 @@ type env struct {
 	sb       *sandbox
 	gw       *gateway
 	redis    *redistest.Server // nil on the embedded store
-	hold     *holdGate         // between the gateway and the sandbox, with envOptions.hold; else nil
 	routes   string            // path of the routes file
 	storeEnv []string          // the gateway's store settings, and envOptions.env
 }
@@ -300,7 +299,6 @@ type env struct {
 type envOptions struct {
 	redis  redistest.Options // options of the redis-server, on the Redis store
 	routes string            // the routes template in testdata; default routes.yaml.tmpl
-	hold   bool              // route the upstream calls through a holdGate (e.hold)
 	env    []string          // more settings of every gateway process, e.g. IDEMGATEWAY_SHUTDOWN_GRACE=1s
 }
 
@@ -326,12 +324,7 @@ func newEnv(t *testing.T, kind storeKind, opts ...envOptions) *env {
 	if o.routes == "" {
 		o.routes = "routes.yaml.tmpl"
 	}
-	upstream := e.sb.url
-	if o.hold {
-		e.hold = newHoldGate(t, e.sb.url)
-		upstream = e.hold.url
-	}
-	e.routes = writeRoutes(t, o.routes, upstream)
+	e.routes = writeRoutes(t, o.routes, e.sb.url)
 	e.gw = e.startGateway(t)
 	return e
 }

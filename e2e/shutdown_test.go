@@ -17,7 +17,7 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
 		req := request{Key: "grace-1", Body: ticketBody}
 		first := goSend(e.gw, held(req, "grace-1"))
-		e.hold.waitHeld(t, "grace-1")
+		e.sb.waitHeld(t, "grace-1", 1)
 
 		err := e.gw.terminate(t) // the call stays held: the grace must run out
 		t.Logf("the gateway exited with %v", err)
@@ -44,7 +44,7 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 		}
 
 		// The upstream acts after the gateway left.
-		e.hold.release("grace-1")
+		e.sb.release(t, "grace-1")
 		eventually(t, holdTimeout, "the released call to reach the sandbox", func() bool {
 			return e.sb.stats(t).ByEndpoint[ticketsEndpoint] == 1
 		})
@@ -52,5 +52,5 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 		expectProblem(t, r, http.StatusConflict, "outcome-unknown", "outcome_unknown", false)
 		expectUp(t, e.sb, 1)
 		expectAttempts(t, e.sb, 1)
-	}, envOptions{hold: true, env: []string{"IDEMGATEWAY_SHUTDOWN_GRACE=1s"}})
+	}, envOptions{env: []string{"IDEMGATEWAY_SHUTDOWN_GRACE=1s"}})
 }

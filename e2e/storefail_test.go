@@ -17,13 +17,13 @@ import (
 func TestStoreDownAtCommit(t *testing.T) {
 	t.Parallel()
 	// AOF with fsync always: the claim survives Redis's stop and restart.
-	e := newEnv(t, redisStore, envOptions{hold: true, redis: redistest.Options{AppendOnly: true, Args: []string{"--appendfsync", "always"}}})
+	e := newEnv(t, redisStore, envOptions{redis: redistest.Options{AppendOnly: true, Args: []string{"--appendfsync", "always"}}})
 	req := request{Path: pathLease, Key: "commit-down", Body: ticketBody}
 	first := goSend(e.gw, held(req, "commit-down"))
-	e.hold.waitHeld(t, "commit-down")
+	e.sb.waitHeld(t, "commit-down", 1)
 
 	e.redis.Stop()
-	e.hold.release("commit-down")
+	e.sb.release(t, "commit-down")
 	fr := first.wait(t)
 	id := expectCreated(t, fr)
 
