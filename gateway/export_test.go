@@ -1,13 +1,18 @@
 package gateway
 
-import "time"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
 
 // Seams for the tests of package gateway_test.
 
-// WakeUps returns how many waiting duplicates (concurrency: wait) this gateway has woken by a
-// settle of its own, by the store's settle notice, and how many waits ended on the safety poll.
+// WakeUps reads idemgateway_wait_wakeups_total: how many waiting duplicates (concurrency: wait)
+// this gateway has woken by a settle of its own, by the store's settle notice, and how many waits
+// ended on the safety poll.
 func (g *Gateway) WakeUps() (bySettle, byNotice, byPoll int64) {
-	return g.waiters.bySettle.Load(), g.waiters.byNotice.Load(), g.waiters.byPoll.Load()
+	return int64(testutil.ToFloat64(g.waiters.bySettle)), int64(testutil.ToFloat64(g.waiters.byNotice)), int64(testutil.ToFloat64(g.waiters.byPoll))
 }
 
 // Waiting returns how many duplicates wait for the record at the store key skey to settle.

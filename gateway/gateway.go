@@ -114,6 +114,9 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.waiters.poll, g.waiters.watchTimeout = waitPoll, watchTimeout
+	g.waiters.bySettle = g.metrics.wakeups.WithLabelValues("settle")
+	g.waiters.byNotice = g.metrics.wakeups.WithLabelValues("notice")
+	g.waiters.byPoll = g.metrics.wakeups.WithLabelValues("poll")
 	if n, ok := store.(SettleNotifier); ok {
 		g.waiters.notifier = n
 		g.waiters.log = opts.Logger

@@ -15,6 +15,7 @@ type metrics struct {
 	leaseRenewals *prometheus.CounterVec   // idemgateway_lease_renewals_total{tool,result}
 	unknown       *prometheus.CounterVec   // idemgateway_outcome_unknown_records_total{tool}
 	keyChurn      *prometheus.CounterVec   // idemgateway_key_churn_total{tool}
+	wakeups       *prometheus.CounterVec   // idemgateway_wait_wakeups_total{cause}
 }
 
 // Outcome labels of idemgateway_upstream_duration_seconds.
@@ -58,7 +59,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Namespace: "idemgateway", Name: "key_churn_total",
 		Help: "Executions of an effect (tenant, tool, fingerprint) that executed under another key within a minute: a client minting a new key per retry (counted per gateway process).",
 	}, []string{"tool"})
-	reg.MustRegister(m.decisions, m.upstream, m.store, m.inFlight, m.leaseRenewals, m.unknown, m.keyChurn)
+	m.wakeups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "idemgateway", Name: "wait_wakeups_total",
+		Help: "Waiting duplicates (concurrency: wait) woken by a settle of this process (settle), by the store's settle notice (notice), or whose wait ended on the safety poll (poll): polls on a shared Redis mean its notices are not arriving.",
+	}, []string{"cause"})
+	reg.MustRegister(m.decisions, m.upstream, m.store, m.inFlight, m.leaseRenewals, m.unknown, m.keyChurn, m.wakeups)
 	return m
 }
 

@@ -4,8 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // SettleNotifier is implemented by stores that several gateway processes share (the Redis store).
@@ -56,9 +57,10 @@ type waiters struct {
 	// that only a wake-up can end a wait.
 	poll, watchTimeout time.Duration
 
-	// Wake-ups, counted for the tests (export_test.go): waiters woken by a settle of this
-	// process, by the store's notice of a settle, and waits that ended on the safety poll.
-	bySettle, byNotice, byPoll atomic.Int64
+	// idemgateway_wait_wakeups_total{cause}: waiters woken by a settle of this process, by the
+	// store's notice of a settle, and waits that ended on the safety poll. Polls where notices
+	// should wake say that the notices are not working (metrics.go).
+	bySettle, byNotice, byPoll prometheus.Counter
 }
 
 // keyWaiters are the waiters of one key, and the store's watch of it.
@@ -118,7 +120,7 @@ func (w *waiters) listen(key string, k *keyWaiters) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.watchTimeout)
 	defer cancel()
 	// An error leaves the waiters to the poll: the watch may still start, and is stopped as usual.
-	stop, err := w.notifier.WatchSettled(ctx, key, func() { w.wake(key, k, &w.byNotice) })
+	stop, err := w.notifier.WatchSettled(ctx, key, func() { w.wake(key, k, w.byNotice) })
 	if err != nil {
 		w.warnWatch(key, err)
 	}
@@ -165,18 +167,18 @@ func (w *waiters) end(key string, k *keyWaiters) (stop func()) {
 
 // settled wakes every waiter of key.
 func (w *waiters) settled(key string) {
-	w.wake(key, nil, &w.bySettle)
+	w.wake(key, nil, w.bySettle)
 }
 
 // polled counts a wait that ended on the safety poll (waitPoll) rather than a wake-up.
 func (w *waiters) polled() {
-	w.byPoll.Add(1)
+	w.byPoll.Inc()
 }
 
 // wake wakes the waiters of key, and stops their watch; when only is not nil, only if they are
 // still only: a notice of a watch that has ended is not for newer waiters, which have their own.
 // It adds the number of waiters it woke to woken.
-func (w *waiters) wake(key string, only *keyWaiters, woken *atomic.Int64) {
+func (w *waiters) wake(key string, only *keyWaiters, woken prometheus.Counter) {
 	w.mu.Lock()
 	k := w.keys[key]
 	if k == nil || (only != nil && k != only) {
@@ -186,7 +188,7 @@ func (w *waiters) wake(key string, only *keyWaiters, woken *atomic.Int64) {
 	for ch := range k.chans {
 		close(ch)
 	}
-	woken.Add(int64(len(k.chans)))
+	woken.Add(float64(len(k.chans)))
 	clear(k.chans)
 	stop := w.end(key, k)
 	w.mu.Unlock()
