@@ -82,7 +82,7 @@ var mutants = []Mutant{
 
 	// The mutants that survived every test at 62d8848 (issue 11).
 	{Name: "settle-wakes-no-waiter", Behaviour: "an in-process settle wakes no waiting duplicate: they wait for the 500 ms poll",
-		File: "gateway/waiters.go", From: "w.wake(key, nil, &w.bySettle)", To: "",
+		File: "gateway/waiters.go", From: "w.wake(key, nil, w.bySettle)", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestWaitIsWokenNotPolled$"}}},
 	{Name: "sighup-not-forwarded", Behaviour: "SIGHUP is caught but never reaches the reload: only the 2 s file watcher reloads",
 		File: "cmd/idemgateway/main.go", From: "case <-sig:\n\t\t\t\tselect {\n\t\t\t\tcase now <- struct{}{}:\n\t\t\t\tcase <-ctx.Done():\n\t\t\t\t\treturn\n\t\t\t\t}", To: "case <-sig:",
@@ -183,7 +183,7 @@ var mutants = []Mutant{
 		File: "redisstore/notify.go", From: "\t\t\tfor _, fn := range fns { // outside the lock: fn may stop its watch\n\t\t\t\tfn()", To: "\t\t\tfor _, fn := range fns { // outside the lock: fn may stop its watch\n\t\t\t\t_ = fn",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^(TestWaitAcrossGateways|TestWatchSettled)$"}}},
 	{Name: "notice-wakes-no-waiter", Behaviour: "another process's settle notice wakes no waiting duplicate",
-		File: "gateway/waiters.go", From: "func() { w.wake(key, k, &w.byNotice) }", To: "func() {}",
+		File: "gateway/waiters.go", From: "func() { w.wake(key, k, w.byNotice) }", To: "func() {}",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestWaitIsWokenAcrossProcesses$"}, {Pkg: "./redisstore", Run: "^TestWaitAcrossGateways$"}}},
 	{Name: "commit-not-replicated", Behaviour: "commits are not replicated to replicas",
 		File: "redisstore/scripts/commit.lua", From: "redis.call('HSET', KEYS[1], 'state', 'committed', 'payload', ARGV[2])", To: "redis.set_repl(redis.REPL_AOF)\nredis.call('HSET', KEYS[1], 'state', 'committed', 'payload', ARGV[2])",
