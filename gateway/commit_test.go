@@ -121,4 +121,36 @@ func TestStoreFailsAtCommit(t *testing.T) {
 			t.Fatalf("%d upstream calls, want 1", n)
 		}
 	})
+
+	// Redis reachable but refusing the commit's write (out of memory: HSET is denied, DEL is
+	// not): the record must stay in_progress, never be freed because the write failed.
+	t.Run("redis refuses the write", func(t *testing.T) {
+		t.Parallel()
+		store, redisSrv := openRedisServer(t, redistest.Options{})
+		copts, err := redis.ParseURL(redisSrv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := redis.NewClient(copts)
+		t.Cleanup(func() { _ = raw.Close() })
+		ctx := context.Background()
+		setMaxmemory := func(v string) {
+			t.Helper()
+			if err := raw.ConfigSet(ctx, "maxmemory", v).Err(); err != nil {
+				t.Fatalf("CONFIG SET maxmemory %s: %v", v, err)
+			}
+		}
+		up := failAtCommit(t, store, time.Minute, func() { setMaxmemory("1") })
+		setMaxmemory("0")
+		if state, err := raw.HGet(ctx, "idemgateway:{"+skey+"}", "state").Result(); err != nil || state != gateway.StateInProgress {
+			t.Fatalf("record after the refused commit: %q, %v; want in_progress", state, err)
+		}
+		srv, _, _ := newGatewayOn(t, redisStoreOn(t, redisSrv), ticketsYAML(up.URL, "{lock_lease: 1m}"), gateway.Options{})
+		if r := retry(t, srv.URL); r.String() != "409 in_progress" {
+			t.Fatalf("a retry: %s, want 409 in_progress", r)
+		}
+		if n := up.calls.Load(); n != 1 {
+			t.Fatalf("%d upstream calls, want 1", n)
+		}
+	})
 }
