@@ -157,13 +157,18 @@ routes:
 			}
 			return do(t, "POST", srv.URL+"/v1/tickets", h, `{"title":"disk full"}`)
 		}
-		// retry sends key again before reconcile.after has passed: the call may still be under way
-		// upstream, and the answer is 409 in_progress with Retry-After. It then moves the clock past
-		// reconcile.after and sends key once more: that retry reconciles. The clock stays ahead, so
-		// a later retry of the same key is past reconcile.after too.
+		// first sends key's first call with the clock back at time.Now: it is stamped with that
+		// start.
+		first := func(key, drop string) answer {
+			ahead.Store(0)
+			return send(key, drop)
+		}
+		// retry sends key again before reconcile.after has passed since its first call: the call
+		// may still be under way upstream, and the answer is 409 in_progress with Retry-After. It
+		// then moves the clock past reconcile.after and sends key once more: that retry reconciles.
+		// The clock stays ahead, so a later retry of the same key is past reconcile.after too.
 		retry := func(key string) answer {
 			t.Helper()
-			ahead.Store(0)
 			a := send(key, "")
 			if a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "in_progress" || a.header.Get("Retry-After") == "" {
 				t.Fatalf("%s, retry before reconcile.after: %d %q %q", key, a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Retry-After"))
@@ -173,7 +178,7 @@ routes:
 		}
 
 		// Found: the upstream acted, then the connection broke.
-		if a := send("found", "after"); a.status != http.StatusBadGateway {
+		if a := first("found", "after"); a.status != http.StatusBadGateway {
 			t.Fatalf("found, first: %d", a.status)
 		}
 		a := retry("found")
@@ -188,7 +193,7 @@ routes:
 		}
 
 		// Not found: the request reached the upstream, which did nothing.
-		if a = send("missing", "before"); a.status != http.StatusBadGateway {
+		if a = first("missing", "before"); a.status != http.StatusBadGateway {
 			t.Fatalf("missing, first: %d", a.status)
 		}
 		a = retry("missing")
@@ -200,7 +205,7 @@ routes:
 		}
 
 		// The lookup fails: the record stays outcome_unknown.
-		send("broken", "after")
+		first("broken", "after")
 		mu.Lock()
 		lookupFails = true
 		mu.Unlock()
