@@ -1,6 +1,9 @@
 package gateway
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Seams for the tests of package gateway_test.
 
@@ -30,4 +33,18 @@ func (g *Gateway) SetClock(now func() time.Time) {
 // waits for the store to listen (watchTimeout). Call it before the gateway serves.
 func (g *Gateway) SetWaitTimers(poll, watch time.Duration) {
 	g.waiters.poll, g.waiters.watchTimeout = poll, watch
+}
+
+// RecordStartedAt reads the record of tenant, tool and key from the gateway's store: its state and
+// when the call it records started (started_at, which the admin API does not show).
+func (g *Gateway) RecordStartedAt(ctx context.Context, tenant, tool, key string) (state string, startedAt time.Time, err error) {
+	state, payload, err := g.store.Get(ctx, scopeKey(tenant, tool, key))
+	if err != nil || state == "" {
+		return state, time.Time{}, err
+	}
+	rec, err := decodeRecord(state, payload)
+	if err != nil {
+		return state, time.Time{}, err
+	}
+	return state, rec.StartedAt, nil
 }
