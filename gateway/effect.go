@@ -271,7 +271,7 @@ func pathParams(r *http.Request) map[string]string {
 // claim asks the store for the key with a fresh owner token and an in_progress record.
 func (x *exchange) claim() (claimed bool, state string, stored []byte, err error) {
 	x.owner = newToken()
-	now := time.Now().UTC()
+	now := x.g.now().UTC() // the clock reconcile.after is measured on
 	x.rec = &record{
 		Receipt: Receipt{
 			IdempotencyKey:    x.key,

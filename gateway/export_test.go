@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -25,8 +26,8 @@ func (g *Gateway) Waiting(skey string) int {
 	return 0
 }
 
-// SetClock makes now the clock that reconcile.after is measured on. Call it before the gateway
-// serves; now must be safe for concurrent use.
+// SetClock makes now the clock that records' started_at is stamped with and reconcile.after is
+// measured on. Call it before the gateway serves; now must be safe for concurrent use.
 func (g *Gateway) SetClock(now func() time.Time) {
 	g.now = now
 }
@@ -35,4 +36,18 @@ func (g *Gateway) SetClock(now func() time.Time) {
 // waits for the store to listen (watchTimeout). Call it before the gateway serves.
 func (g *Gateway) SetWaitTimers(poll, watch time.Duration) {
 	g.waiters.poll, g.waiters.watchTimeout = poll, watch
+}
+
+// RecordStartedAt reads the record of tenant, tool and key from the gateway's store: its state and
+// when the call it records started (started_at, which the admin API does not show).
+func (g *Gateway) RecordStartedAt(ctx context.Context, tenant, tool, key string) (state string, startedAt time.Time, err error) {
+	state, payload, err := g.store.Get(ctx, scopeKey(tenant, tool, key))
+	if err != nil || state == "" {
+		return state, time.Time{}, err
+	}
+	rec, err := decodeRecord(state, payload)
+	if err != nil {
+		return state, time.Time{}, err
+	}
+	return state, rec.StartedAt, nil
 }

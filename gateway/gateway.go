@@ -71,7 +71,9 @@ type Gateway struct {
 	churn    *churn   // recent executions, to count keys minted per retry
 	waiters  waiters  // duplicates waiting for a record to settle (concurrency: wait)
 
-	now func() time.Time // the clock reconcile.after is measured on: time.Now; tests set it (export_test.go)
+	// now is the clock records' started_at is stamped with and reconcile.after is measured on:
+	// time.Now; tests set it (export_test.go).
+	now func() time.Time
 }
 
 // New validates opts, builds the router of cfg's routes, and returns the Gateway. cfg must come

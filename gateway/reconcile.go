@@ -50,20 +50,27 @@ func (x *exchange) inject() error {
 }
 
 // reconcile settles prev, a record whose outcome is unknown, by the route's lookup once
-// reconcile.after has passed since its call started: it takes the record over (so one request
+// reconcile.after has passed since its call started (its last execution's start, for a record
+// that was reconciled and executed again): it takes the record over (so one request
 // reconciles it), asks the upstream whether the effect exists, then
 // commits a receipt made from the answer and replays it (found), executes the call again (not
 // found), or leaves the record outcome_unknown (the lookup failed).
 func (x *exchange) reconcile(prev *record) {
 	// The upstream may still be working on the call whose outcome is unknown (the gateway stopped
 	// waiting, or died; the upstream did not). A lookup now could miss an effect that lands a
-	// moment later, and the re-execution would make it twice: wait reconcile.after from the start.
+	// moment later, and the re-execution would make it twice: wait reconcile.after from the start
+	// of the record's last execution.
 	if wait := prev.StartedAt.Add(x.rt.Reconcile.After).Sub(x.g.now()); wait > 0 {
 		x.refuseFor(DecisionInProgress, fmt.Errorf("%w: the outcome of the call is unknown; the upstream is asked %s after the call started, in %s",
 			ErrInProgress, x.rt.Reconcile.After, wait.Round(time.Millisecond)), wait)
 		return
 	}
-	x.rec.StartedAt = prev.StartedAt // still the unknown call's start: a failed lookup may be retried at once
+	// The takeover keeps the claim's start (now), not the unknown call's: when the lookup finds
+	// nothing, the call executes again, and a retry must then wait reconcile.after from the
+	// re-execution's start, both after a kill during it (the takeover's record is what it leaves)
+	// and after it ends unknown too. A lookup that fails executes nothing: it writes back the
+	// unknown call's start, and may be retried at once. (A kill during the lookup leaves the
+	// takeover's start: the next retry waits reconcile.after again, the safe side.)
 	if !x.reclaim(prev, prev.Executions) {
 		x.refuse(DecisionInProgress, fmt.Errorf("%w: another request is settling the key", ErrInProgress))
 		return
@@ -74,6 +81,7 @@ func (x *exchange) reconcile(prev *record) {
 	found, answer, err := x.lookupEffect(rc)
 	switch {
 	case err != nil:
+		x.rec.StartedAt = prev.StartedAt // nothing was executed: still the unknown call's start
 		x.rec.Detail = "reconciliation failed: " + err.Error()
 		x.logger().Warn("reconciliation failed", "err", err)
 		x.settle("mark_unknown", func(ctx context.Context) (bool, error) {

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -157,13 +158,18 @@ routes:
 			}
 			return do(t, "POST", srv.URL+"/v1/tickets", h, `{"title":"disk full"}`)
 		}
-		// retry sends key again before reconcile.after has passed: the call may still be under way
-		// upstream, and the answer is 409 in_progress with Retry-After. It then moves the clock past
-		// reconcile.after and sends key once more: that retry reconciles. The clock stays ahead, so
-		// a later retry of the same key is past reconcile.after too.
+		// first sends key's first call with the clock back at time.Now: it is stamped with that
+		// start.
+		first := func(key, drop string) answer {
+			ahead.Store(0)
+			return send(key, drop)
+		}
+		// retry sends key again before reconcile.after has passed since its first call: the call
+		// may still be under way upstream, and the answer is 409 in_progress with Retry-After. It
+		// then moves the clock past reconcile.after and sends key once more: that retry reconciles.
+		// The clock stays ahead, so a later retry of the same key is past reconcile.after too.
 		retry := func(key string) answer {
 			t.Helper()
-			ahead.Store(0)
 			a := send(key, "")
 			if a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "in_progress" || a.header.Get("Retry-After") == "" {
 				t.Fatalf("%s, retry before reconcile.after: %d %q %q", key, a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Retry-After"))
@@ -173,7 +179,7 @@ routes:
 		}
 
 		// Found: the upstream acted, then the connection broke.
-		if a := send("found", "after"); a.status != http.StatusBadGateway {
+		if a := first("found", "after"); a.status != http.StatusBadGateway {
 			t.Fatalf("found, first: %d", a.status)
 		}
 		a := retry("found")
@@ -188,7 +194,7 @@ routes:
 		}
 
 		// Not found: the request reached the upstream, which did nothing.
-		if a = send("missing", "before"); a.status != http.StatusBadGateway {
+		if a = first("missing", "before"); a.status != http.StatusBadGateway {
 			t.Fatalf("missing, first: %d", a.status)
 		}
 		a = retry("missing")
@@ -200,7 +206,7 @@ routes:
 		}
 
 		// The lookup fails: the record stays outcome_unknown.
-		send("broken", "after")
+		first("broken", "after")
 		mu.Lock()
 		lookupFails = true
 		mu.Unlock()
@@ -217,6 +223,152 @@ routes:
 		defer mu.Unlock()
 		if effects != 3 {
 			t.Fatalf("effects = %d, want 3 (one per operation)", effects)
+		}
+	})
+}
+
+// TestReconcileReExecutionRestartsTheWait: a re-execution after a lookup that found nothing is a
+// new call upstream, so reconcile.after counts from its start, not the first call's. Its record
+// (what a kill -9 during it leaves behind) carries its start, and when it ends unknown too (the
+// upstream answers 500), the retry right after it is refused 409 in_progress with a Retry-After of
+// reconcile.after and sends no lookup: a lookup then could miss the effect of the re-execution,
+// still running upstream, and execute the call a third time. The clock is the test's: it stands
+// still unless the test moves it.
+func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		var lookups, posts atomic.Int32
+		arrived, release := make(chan struct{}, 1), make(chan struct{})
+		var releaseOnce sync.Once
+		unhold := func() { releaseOnce.Do(func() { close(release) }) }
+		upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				lookups.Add(1)
+				io.WriteString(w, `{"data":[]}`) // nothing found
+				return
+			}
+			io.Copy(io.Discard, r.Body)
+			switch posts.Add(1) {
+			case 1: // the request arrived, nothing was done, the connection broke: unknown
+				dropAfter(t, w)
+			case 2: // the re-execution: held, then it ends unknown too
+				arrived <- struct{}{}
+				<-release
+				w.WriteHeader(http.StatusInternalServerError)
+			default:
+				w.WriteHeader(http.StatusCreated)
+				io.WriteString(w, `{"id":"T-1"}`)
+			}
+		}))
+		t.Cleanup(upstream.Close)
+		t.Cleanup(unhold) // before upstream.Close, which waits for the held call
+		srv, _, gw := newGatewayYAML(t, open, `
+upstreams:
+  tickets: {url: `+upstream.URL+`, timeout: 1m}
+routes:
+  - name: create_ticket
+    upstream: tickets
+    method: POST
+    path: /v1/tickets
+    class: non_idempotent
+    receipt: {remote_id: /id}
+    reconcile:
+      inject: {body_pointer: /external_id, value: "{key}"}
+      path: "/v1/tickets?external_id={key}"
+      found: /data/0
+      remote_id: /data/0/id
+      status: 201
+      after: 10m
+`, gateway.Options{})
+		var clock atomic.Int64 // the gateway's clock, in Unix nanoseconds
+		clock.Store(time.Now().UnixNano())
+		gw.SetClock(func() time.Time { return time.Unix(0, clock.Load()) })
+		advance := func(d time.Duration) { clock.Add(int64(d)) }
+		post := func() (*http.Response, error) {
+			req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{"title":"disk full"}`))
+			if err != nil {
+				return nil, err
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", "k")
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			return resp, err
+		}
+		send := func() answer {
+			t.Helper()
+			h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k"}}
+			return do(t, "POST", srv.URL+"/v1/tickets", h, `{"title":"disk full"}`)
+		}
+		startedAt := func(want string) time.Time {
+			t.Helper()
+			state, at, err := gw.RecordStartedAt(context.Background(), "default", "create_ticket", "k")
+			if err != nil || state != want {
+				t.Fatalf("record: state %q, err %v; want %s", state, err, want)
+			}
+			return at
+		}
+
+		if a := send(); a.status != http.StatusBadGateway {
+			t.Fatalf("first call: %d %v", a.status, a.problem)
+		}
+		firstStart := startedAt(gateway.StateUnknown)
+
+		// reconcile.after later, a retry looks up, finds nothing and executes again (held).
+		advance(10*time.Minute + time.Second)
+		reexecStart := time.Unix(0, clock.Load())
+		type result struct {
+			resp *http.Response
+			err  error
+		}
+		retried := make(chan result, 1)
+		go func() { // do would t.Fatal off the test's goroutine
+			resp, err := post()
+			retried <- result{resp, err}
+		}()
+		select {
+		case <-arrived:
+		case r := <-retried:
+			t.Fatalf("the retry did not execute again: %v %v", r.resp, r.err)
+		}
+		// What a kill -9 now leaves behind: the record of the re-execution, with its start.
+		if got := startedAt(gateway.StateInProgress); !got.Equal(reexecStart) {
+			t.Errorf("record during the re-execution: started_at %s, want the re-execution's start %s (the first call's is %s)",
+				got, reexecStart, firstStart)
+		}
+		unhold()
+		r := <-retried
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.resp.StatusCode != http.StatusInternalServerError || r.resp.Header.Get("Idempotency-Reconciled") != "not-found" {
+			t.Fatalf("re-execution: %d %q, want the upstream's 500 after not-found", r.resp.StatusCode, r.resp.Header.Get("Idempotency-Reconciled"))
+		}
+		if got := startedAt(gateway.StateUnknown); !got.Equal(reexecStart) {
+			t.Errorf("record after the re-execution ended unknown: started_at %s, want its start %s (the first call's is %s)",
+				got, reexecStart, firstStart)
+		}
+
+		// At once: the re-execution may still be running upstream. No lookup, no third call.
+		a := send()
+		if a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "in_progress" || a.header.Get("Retry-After") != "600" {
+			t.Fatalf("retry right after the re-execution: %d %q Retry-After %q; want 409 in_progress, Retry-After 600",
+				a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Retry-After"))
+		}
+		if n, p := lookups.Load(), posts.Load(); n != 1 || p != 2 {
+			t.Fatalf("lookups %d, calls %d; want 1 lookup and 2 calls (none before reconcile.after from the re-execution)", n, p)
+		}
+
+		// reconcile.after from the re-execution's start: the next retry looks up again.
+		advance(10 * time.Minute)
+		if a = send(); a.status != http.StatusCreated || a.header.Get("Idempotency-Reconciled") != "not-found" {
+			t.Fatalf("retry reconcile.after after the re-execution: %d %q", a.status, a.header.Get("Idempotency-Reconciled"))
+		}
+		if n, p := lookups.Load(), posts.Load(); n != 2 || p != 3 {
+			t.Fatalf("lookups %d, calls %d; want 2 and 3", n, p)
 		}
 	})
 }
