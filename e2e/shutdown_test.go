@@ -115,11 +115,8 @@ routes:
 		t.Fatal(err)
 	}
 	g.waitLog(t, "shutting down", 1)
-	for _, line := range strings.Split(g.out.String(), "\n") {
-		var l struct{ Msg, Grace string }
-		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "shutting down" && l.Grace != "35s" {
-			t.Errorf("shutdown grace %q, want 35s: the longest upstream timeout seen (30s) plus 5s", l.Grace)
-		}
+	if got := shutdownGraces(g.process); len(got) != 1 || got[0] != "35s" {
+		t.Errorf("shutdown graces %q, want [35s]: the longest upstream timeout seen (30s) plus 5s", got)
 	}
 
 	sb.release(t, "grace-reload")
@@ -137,9 +134,29 @@ routes:
 		t.Errorf("%d grace-over log lines, want none", n)
 	}
 
+	// The next process starts on the 30s file: the file loaded at start counts too.
+	writeTimeout("30s")
 	next := startGateway(t, path, []string{data, "IDEMGATEWAY_ROUTES_POLL=0"})
 	if rec := next.mustRecord(t, "create_ticket", "grace-reload"); rec.State != "committed" {
 		t.Errorf("record of the call in flight at SIGTERM: state %q, want committed", rec.State)
 	}
 	expectUp(t, sb, 1)
+	if err := next.terminate(t); err != nil {
+		t.Errorf("the next gateway exited with %v", err)
+	}
+	if got := shutdownGraces(next.process); len(got) != 1 || got[0] != "35s" {
+		t.Errorf("shutdown graces %q of a process started on the 30s file, want [35s]", got)
+	}
+}
+
+// shutdownGraces returns the grace of each "shutting down" log line of p.
+func shutdownGraces(p *process) []string {
+	var graces []string
+	for _, line := range strings.Split(p.out.String(), "\n") {
+		var l struct{ Msg, Grace string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "shutting down" {
+			graces = append(graces, l.Grace)
+		}
+	}
+	return graces
 }
