@@ -2,9 +2,14 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestShutdownGraceRunsOut: SIGTERM while an upstream call is held longer than the shutdown grace
@@ -53,4 +58,105 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 		expectUp(t, e.sb, 1)
 		expectAttempts(t, e.sb, 1)
 	}, envOptions{env: []string{"IDEMGATEWAY_SHUTDOWN_GRACE=1s"}})
+}
+
+// TestShutdownGraceOutlastsReloads: the default shutdown grace (IDEMGATEWAY_SHUTDOWN_GRACE=0)
+// outlasts the longest upstream timeout of every routes file in force during the process's life,
+// not only of the file loaded at start (issue 11, found while testing it). The gateway starts with
+// an upstream timeout of 1s (grace 6s), is reloaded to 30s, a call starts under it and is held by
+// the sandbox, and the file is reloaded back to 1s: the call still runs under 30s. SIGTERM must then
+// grant 35s, which the "shutting down" log line prints; the call released after it commits and the
+// process exits cleanly, abandoning nothing. With the grace of the start file, or of the file
+// last loaded, the line prints 6s and a call held past it would be cut off and left outcome_unknown.
+func TestShutdownGraceOutlastsReloads(t *testing.T) {
+	t.Parallel()
+	sb := startSandbox(t)
+	path := filepath.Join(t.TempDir(), "routes.yaml")
+	writeTimeout := func(timeout string) {
+		t.Helper()
+		routes := fmt.Sprintf(`upstreams:
+  tickets:
+    url: %s
+    timeout: %s
+routes:
+  - name: create_ticket
+    upstream: tickets
+    method: POST
+    path: /v1/tickets
+    class: non_idempotent
+    receipt:
+      remote_id: /id
+      remote_url: /url
+`, sb.url, timeout)
+		if err := os.WriteFile(path, []byte(routes), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTimeout("1s")
+	data := "IDEMGATEWAY_DATA_DIR=" + t.TempDir()
+	g := startGateway(t, path, []string{data, "IDEMGATEWAY_ROUTES_POLL=0"})
+	reload := func(timeout string, n int) {
+		t.Helper()
+		writeTimeout(timeout)
+		if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		g.waitLog(t, "routes reloaded", n)
+	}
+
+	reload("30s", 1)
+	req := request{Key: "grace-reload", Body: ticketBody}
+	call := goSend(g, held(req, "grace-reload"))
+	sb.waitHeld(t, "grace-reload", 1)
+	reload("1s", 2) // the held call keeps the 30s it started with
+
+	g.judged = true
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	g.waitLog(t, "shutting down", 1)
+	if got := shutdownGraces(g.process); len(got) != 1 || got[0] != "35s" {
+		t.Errorf("shutdown graces %q, want [35s]: the longest upstream timeout seen (30s) plus 5s", got)
+	}
+
+	sb.release(t, "grace-reload")
+	expectCreated(t, call.wait(t))
+	select {
+	case <-g.exited:
+	case <-time.After(stopTimeout):
+		t.Fatalf("the gateway did not exit within %s of SIGTERM once its call had settled", stopTimeout)
+	}
+	g.waitDrained()
+	if g.waitErr != nil {
+		t.Errorf("the gateway exited with %v, want 0: nothing was cut off", g.waitErr)
+	}
+	if n := g.logCount("grace period over: calls still under way are left outcome_unknown"); n != 0 {
+		t.Errorf("%d grace-over log lines, want none", n)
+	}
+
+	// The next process starts on the 30s file: the file loaded at start counts too.
+	writeTimeout("30s")
+	next := startGateway(t, path, []string{data, "IDEMGATEWAY_ROUTES_POLL=0"})
+	if rec := next.mustRecord(t, "create_ticket", "grace-reload"); rec.State != "committed" {
+		t.Errorf("record of the call in flight at SIGTERM: state %q, want committed", rec.State)
+	}
+	expectUp(t, sb, 1)
+	if err := next.terminate(t); err != nil {
+		t.Errorf("the next gateway exited with %v", err)
+	}
+	if got := shutdownGraces(next.process); len(got) != 1 || got[0] != "35s" {
+		t.Errorf("shutdown graces %q of a process started on the 30s file, want [35s]", got)
+	}
+}
+
+// shutdownGraces returns the grace of each "shutting down" log line of p.
+func shutdownGraces(p *process) []string {
+	var graces []string
+	for _, line := range strings.Split(p.out.String(), "\n") {
+		var l struct{ Msg, Grace string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "shutting down" {
+			graces = append(graces, l.Grace)
+		}
+	}
+	return graces
 }

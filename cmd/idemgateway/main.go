@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,6 +78,8 @@ func serve(s *settings) error {
 	if err != nil {
 		return err
 	}
+	var timeouts defaultGrace
+	timeouts.see(cfg)
 	watcher := routes.NewWatcher(s.Routes)
 	tracerProvider, shutdownTracing, err := gateway.SetupTracing(ctx)
 	if err != nil {
@@ -101,6 +104,7 @@ func serve(s *settings) error {
 			log.Error("routes file refused; the routes in force stay", "err", err)
 			return
 		}
+		timeouts.see(cfg)
 		log.Info("routes reloaded", "routes", len(cfg.Routes))
 	})
 
@@ -127,10 +131,7 @@ func serve(s *settings) error {
 	}
 	// Stop accepting; let in-flight upstream calls finish and their records settle. Calls the
 	// grace period cuts off are marked outcome_unknown: they may have reached the upstream.
-	grace := s.ShutdownGrace
-	if grace == 0 {
-		grace = shutdownGrace(cfg)
-	}
+	grace := cmp.Or(s.ShutdownGrace, timeouts.get())
 	log.Info("shutting down", "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
@@ -163,13 +164,4 @@ func hangups(ctx context.Context) <-chan struct{} {
 		}
 	}()
 	return now
-}
-
-// shutdownGrace outlasts the longest upstream timeout, so that every call in flight can settle.
-func shutdownGrace(cfg *routes.Config) time.Duration {
-	grace := 5 * time.Second
-	for _, up := range cfg.Upstreams {
-		grace = max(grace, up.Timeout+5*time.Second)
-	}
-	return grace
 }
