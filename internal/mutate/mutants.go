@@ -232,4 +232,7 @@ var mutants = []Mutant{
 	{Name: "grace-follows-last-file", Behaviour: "a reload that lowers an upstream timeout shortens the default shutdown grace, though calls started under the older file still run",
 		File: "cmd/idemgateway/grace.go", From: "int64(up.Timeout) <= old || ", To: "int64(up.Timeout) == old || ",
 		Tests: []Target{{Pkg: "./cmd/idemgateway", Run: "^TestDefaultGraceNeverShrinks$"}, {Pkg: "./e2e", Run: "^TestShutdownGraceOutlastsReloads$"}}},
+	{Name: "unknown-records-uncounted", Behaviour: "idemgateway_outcome_unknown_records_total is registered but never counts a record left outcome_unknown (its alert never fires)",
+		File: "gateway/proxy.go", From: "\t\tx.g.metrics.unknown.WithLabelValues(x.rt.Name).Inc()", To: "\t\t_ = 0",
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestDeployMetricsAreRegistered$"}}},
 }
