@@ -1,4 +1,4 @@
-# idemgateway — make demo runs the main job; make test runs the tests (both need Go and redis-server).
+# idemgateway — make demo runs the main job (needs Go); make test runs the tests (Go and redis-server).
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
