@@ -242,3 +242,45 @@ func TestRegressionSecondPass(t *testing.T) {
 		t.Fatalf("no access line for a request without a route:\n%s", logs.String())
 	}
 }
+
+// TestStreamedBodyOverLimit: max_body_bytes holds on a body that streams through without a declared
+// length (chunked): a keyless call and a read_only call over the limit get 413, and the upstream
+// never reads the whole body. TestRegressionRequests sends a declared Content-Length, which is
+// refused before any byte streams.
+func TestStreamedBodyOverLimit(t *testing.T) {
+	t.Parallel()
+	body := strings.Repeat("x", 4096) // regressionRoutes: max_body_bytes 64
+	var whole atomic.Int32            // upstream requests that read the whole body
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b, err := io.ReadAll(r.Body); err == nil && len(b) >= len(body) {
+			whole.Add(1)
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(up.Close)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(regressionRoutes, up.URL), gateway.Options{})
+	for _, c := range []struct{ name, method, path string }{
+		{"keyless", "PUT", "/v1/tickets"},
+		{"read_only", "GET", "/v1/tickets/1"},
+	} {
+		// An io.Reader the client cannot measure, with ContentLength -1: sent chunked.
+		req, err := http.NewRequest(c.method, srv.URL+c.path, io.MultiReader(strings.NewReader(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = -1
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: chunked body of %d bytes over max_body_bytes 64: %d, want 413", c.name, len(body), resp.StatusCode)
+		}
+	}
+	if n := whole.Load(); n != 0 {
+		t.Errorf("the upstream read the whole over-limit body %d times, want 0", n)
+	}
+}
