@@ -409,6 +409,10 @@ func TestLargeResponseNotKept(t *testing.T) {
 			resp.Header.Get("Idempotency-Replay-Body") != "omitted" || body != "" {
 			t.Fatalf("replay: %d %q %q body %d bytes", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), resp.Header.Get("Idempotency-Replay-Body"), len(body))
 		}
+		// No body, so no Content-Type: application/json over an empty body would not parse.
+		if ct := resp.Header.Values("Content-Type"); len(ct) != 0 {
+			t.Fatalf("replay without its body carries Content-Type %q, want none", ct)
+		}
 		if n := executions.Load(); n != 1 {
 			t.Fatalf("upstream executed %d times, want 1", n)
 		}

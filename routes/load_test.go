@@ -173,6 +173,9 @@ var badFiles = map[string][]string{
 		`key.bad.yml: routes[1] "y": key.derive: "{tenant}:{body:/a~2}": field {body:/a~2}: "/a~2": invalid JSON Pointer escape`,
 		`key.bad.yml: routes[1] "y": receipt.replay_headers[1]: "Set-Cookie": never replayed (it would hand a caller another's session, credentials or rate limits)`,
 		`key.bad.yml: routes[1] "y": receipt.replay_headers[2]: "X Bad": invalid header name`,
+		`key.bad.yml: routes[1] "y": receipt.replay_headers[3]: "X-RateLimit-Remaining": never replayed (it would hand a caller another's session, credentials or rate limits)`,
+		`key.bad.yml: routes[1] "y": receipt.replay_headers[4]: "x-rate-limit-limit": never replayed (it would hand a caller another's session, credentials or rate limits)`,
+		`key.bad.yml: routes[1] "y": receipt.replay_headers[5]: "RateLimit-Reset": never replayed (it would hand a caller another's session, credentials or rate limits)`,
 	},
 	"reconcile.bad.yml": {
 		`reconcile.bad.yml: upstreams.t.forward_key: "Idempotency Key": invalid header name`,
