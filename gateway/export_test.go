@@ -51,3 +51,14 @@ func (g *Gateway) RecordStartedAt(ctx context.Context, tenant, tool, key string)
 	}
 	return state, rec.StartedAt, nil
 }
+
+// InFlight returns how many upstream calls the gateway counts as under way: those Abandon would
+// mark outcome_unknown.
+func (g *Gateway) InFlight() int {
+	n := 0
+	g.inFlight.Range(func(_, _ any) bool {
+		n++
+		return true
+	})
+	return n
+}

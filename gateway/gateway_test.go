@@ -619,6 +619,37 @@ func TestAbandon(t *testing.T) {
 	})
 }
 
+// TestAbandonAfterCallsFinished: a call that has finished is no longer under way: once the
+// gateway's handlers have returned, it counts no call in flight, and Abandon marks nothing and
+// leaves the committed records as they were.
+func TestAbandonAfterCallsFinished(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		up, executions := countingUpstream(t)
+		srv, store, gw := newGateway(t, open, up.URL, gateway.Options{})
+		for _, key := range []string{"done-1", "done-2", "done-1"} { // two executions, one replay
+			if resp, _ := post(t, srv.URL, key, `{}`); resp.StatusCode != http.StatusCreated {
+				t.Fatalf("%s: %d, want 201", key, resp.StatusCode)
+			}
+		}
+		srv.Close() // blocks until every handler, and so every execution, has returned
+		if n := gw.InFlight(); n != 0 {
+			t.Errorf("%d calls in flight after all finished, want 0", n)
+		}
+		if n := gw.Abandon(context.Background()); n != 0 {
+			t.Errorf("Abandon marked %d records, want 0", n)
+		}
+		for _, key := range []string{"done-1", "done-2"} {
+			if state, _, _ := store.Get(context.Background(), "default/create_ticket/"+key); state != gateway.StateCommitted {
+				t.Errorf("%s after Abandon: %q, want committed", key, state)
+			}
+		}
+		if n := executions.Load(); n != 2 {
+			t.Errorf("upstream executed %d times, want 2", n)
+		}
+	})
+}
+
 // TestReloadKeepsRequestsUnderWay: a request under way finishes under the routes it started with;
 // the next one sees the new routes.
 func TestReloadKeepsRequestsUnderWay(t *testing.T) {
