@@ -1,16 +1,22 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/redistest"
 )
 
 func adminDo(t *testing.T, admin http.Handler, method, path, token, body string) (int, map[string]any) {
@@ -215,4 +221,157 @@ func TestAdminListAndDeleteGuard(t *testing.T) {
 			t.Fatalf("forced DELETE: %d, want 204", code)
 		}
 	})
+}
+
+// unknownUpstream is an upstream that answers every call 502 (the gateway cannot tell whether
+// it acted: the record becomes outcome_unknown), counting its calls.
+func unknownUpstream(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var calls atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	t.Cleanup(up.Close)
+	return up, &calls
+}
+
+// TestAdminResolvedCommitLivesForTheTTL: a record an operator resolves as committed is kept for
+// the route's ttl, not the lock lease: a retry long after the lease, within the ttl, replays the
+// operator's receipt and never executes again. On the embedded store the test moves the store's
+// clock; on Redis it reads the key's own expiry.
+func TestAdminResolvedCommitLivesForTheTTL(t *testing.T) {
+	t.Parallel()
+	const key, skey, path = "k", "default/create_ticket/k", "/v1/records/default/create_ticket/k/resolve"
+	// unknownThenResolved makes the record of key outcome_unknown and resolves it as committed.
+	unknownThenResolved := func(t *testing.T, srvURL string, admin http.Handler) {
+		t.Helper()
+		if r, err := send(srvURL, key, `{}`); err != nil || r.String() != "502 execute" {
+			t.Fatalf("the failing call: %v %v, want 502 execute", r, err)
+		}
+		if code, rec := adminDo(t, admin, "POST", path, "", `{"outcome":"committed","remote_id":"T-5","response_status":201}`); code != 200 || rec["state"] != "committed" {
+			t.Fatalf("resolve committed: %d %v", code, rec)
+		}
+	}
+
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		c := newClock()
+		up, calls := unknownUpstream(t)
+		srv, _, gw := newGateway(t, openEmbeddedAt(c), up.URL, gateway.Options{}, "{lock_lease: 2s, ttl: 1h}")
+		unknownThenResolved(t, srv.URL, gw.AdminHandler(""))
+		c.advance(10 * time.Minute) // far past the lease, well within the ttl
+		if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "201 replay" {
+			t.Fatalf("a retry 10 minutes after the resolve: %v %v, want 201 replay (the record must live for the ttl, not the lease)", r, err)
+		}
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("%d upstream calls, want 1", n)
+		}
+		c.advance(time.Hour) // past the ttl: the key is free again
+		if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "502 execute" {
+			t.Fatalf("a retry after the ttl: %v %v, want 502 execute", r, err)
+		}
+	})
+
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		store, redisSrv := openRedisServer(t, redistest.Options{})
+		up, calls := unknownUpstream(t)
+		srv, _, gw := newGatewayOn(t, store, ticketsYAML(up.URL, "{lock_lease: 2s, ttl: 1h}"), gateway.Options{})
+		unknownThenResolved(t, srv.URL, gw.AdminHandler(""))
+		copts, err := redis.ParseURL(redisSrv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := redis.NewClient(copts)
+		t.Cleanup(func() { _ = raw.Close() })
+		ttl, err := raw.PTTL(context.Background(), "idemgateway:{"+skey+"}").Result()
+		if err != nil || ttl < 30*time.Minute || ttl > time.Hour {
+			t.Fatalf("the resolved record's PTTL = %s, %v; want about the route's ttl (1h), far above the lease (2s)", ttl, err)
+		}
+		if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "201 replay" {
+			t.Fatalf("a retry after the resolve: %v %v, want 201 replay", r, err)
+		}
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("%d upstream calls, want 1", n)
+		}
+	})
+}
+
+// TestAdminListByToolWithoutTenant: GET /v1/records?tool=X without a tenant lists the
+// outcome_unknown records of tool X only, of every tenant.
+func TestAdminListByToolWithoutTenant(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		up, _ := unknownUpstream(t)
+		srv, _, gw := newGatewayYAML(t, open, fmt.Sprintf(`
+upstreams:
+  u: {url: %q, timeout: 5s}
+routes:
+  - {name: create_ticket, upstream: u, method: POST, path: /v1/tickets, class: non_idempotent}
+  - {name: send_email, upstream: u, method: POST, path: /v1/emails, class: non_idempotent}
+`, up.URL), gateway.Options{})
+		admin := gw.AdminHandler("")
+		for _, c := range []struct{ tenant, path, key string }{
+			{"acme", "/v1/tickets", "t1"}, {"other", "/v1/tickets", "t2"},
+			{"acme", "/v1/emails", "e1"}, {"other", "/v1/emails", "e2"},
+		} {
+			a := do(t, http.MethodPost, srv.URL+c.path, http.Header{"Content-Type": {"application/json"},
+				"Idempotency-Key": {c.key}, "X-Tenant-Id": {c.tenant}}, `{}`)
+			if a.status != http.StatusBadGateway {
+				t.Fatalf("%s %s: %d, want 502", c.path, c.key, a.status)
+			}
+		}
+		for tool, want := range map[string]string{"create_ticket": "[create_ticket/t1 create_ticket/t2]", "send_email": "[send_email/e1 send_email/e2]"} {
+			code, page := adminDo(t, admin, "GET", "/v1/records?state=outcome_unknown&tool="+tool, "", "")
+			if code != 200 {
+				t.Fatalf("list tool=%s: %d %v", tool, code, page)
+			}
+			var got []string
+			for _, r := range page["records"].([]any) {
+				rec := r.(map[string]any)
+				got = append(got, fmt.Sprint(rec["tool"], "/", rec["idempotency_key"]))
+			}
+			slices.Sort(got)
+			if fmt.Sprint(got) != want {
+				t.Errorf("list tool=%s: %v, want %s", tool, got, want)
+			}
+		}
+	})
+}
+
+// TestReadyzRefusesWhenWritesFail: /readyz answers 503 while the store answers Ping but refuses
+// writes (Redis out of memory under noeviction), and 200 again once it takes writes.
+func TestReadyzRefusesWhenWritesFail(t *testing.T) {
+	t.Parallel()
+	store, redisSrv := openRedisServer(t, redistest.Options{})
+	_, _, gw := newGatewayOn(t, store, ticketsYAML("http://127.0.0.1:1"), gateway.Options{})
+	admin := gw.AdminHandler("")
+	copts, err := redis.ParseURL(redisSrv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := redis.NewClient(copts)
+	t.Cleanup(func() { _ = raw.Close() })
+	ctx := context.Background()
+	setMaxmemory := func(v string) {
+		t.Helper()
+		if err := raw.ConfigSet(ctx, "maxmemory", v).Err(); err != nil {
+			t.Fatalf("CONFIG SET maxmemory %s: %v", v, err)
+		}
+	}
+	if code, _ := adminDo(t, admin, "GET", "/readyz", "", ""); code != http.StatusOK {
+		t.Fatalf("readyz: %d, want 200", code)
+	}
+	setMaxmemory("1")
+	if err := store.Ping(ctx); err != nil {
+		t.Fatalf("Ping with writes refused: %v; the test needs a store that still answers Ping", err)
+	}
+	if code, _ := adminDo(t, admin, "GET", "/readyz", "", ""); code != http.StatusServiceUnavailable {
+		t.Fatalf("readyz while Redis refuses writes: %d, want 503", code)
+	}
+	setMaxmemory("0")
+	if code, _ := adminDo(t, admin, "GET", "/readyz", "", ""); code != http.StatusOK {
+		t.Fatalf("readyz once Redis takes writes again: %d, want 200", code)
+	}
 }

@@ -432,9 +432,26 @@ func TestSpanAttributes(t *testing.T) {
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	srv, _, _ := newGateway(t, openEmbedded, upstream.URL, gateway.Options{TracerProvider: tp})
-	post(t, srv.URL, "k-span", `{"a":1}`)
-	resp, body := post(t, srv.URL, "k-span", `{"a":1}`)
-	if resp.Header.Get("Idempotency-Decision") != "replay" || body != `{"id":"T-7"}` || executions.Load() != 1 {
+	// Both calls name their actor in the route's actor_header (default X-Actor-ID).
+	actor := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k-span"}, "X-Actor-Id": {"agent-7"}}
+	if a := do(t, http.MethodPost, srv.URL+"/v1/tickets", actor, `{"a":1}`); a.status != http.StatusCreated {
+		t.Fatalf("first call: %d, want 201", a.status)
+	}
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = actor.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := string(b); resp.Header.Get("Idempotency-Decision") != "replay" || body != `{"id":"T-7"}` || executions.Load() != 1 {
 		t.Fatalf("replay: %q %s, %d upstream calls; want the replay of T-7 and 1 call (audit W12)", resp.Header.Get("Idempotency-Decision"), body, executions.Load())
 	}
 
@@ -467,6 +484,7 @@ func TestSpanAttributes(t *testing.T) {
 			"agent.idempotency.decision":          decision,
 			"agent.idempotency.receipt.remote_id": "T-7",
 			"agent.tenant":                        "default",
+			"agent.actor":                         "agent-7",
 		}
 		for k, v := range want {
 			if !hasAttr(got[i], k, v) {
@@ -556,17 +574,30 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 // TestDecisionMetrics: every decision is counted in idemgateway_decisions_total{tool,decision},
-// and the replay does not call the upstream (audit W12).
+// outcome_unknown and in_progress too (the alerts watch them), and the replay does not call the
+// upstream (audit W12).
 func TestDecisionMetrics(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
 		var executions atomic.Int32
+		held, release := make(chan struct{}, 1), make(chan struct{})
 		upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			executions.Add(1)
+			b, _ := io.ReadAll(r.Body)
+			switch string(b) {
+			case `{"fail":1}`: // a 502: the outcome is unknown
+				w.WriteHeader(http.StatusBadGateway)
+				return
+			case `{"hold":1}`: // held until the test releases it
+				held <- struct{}{}
+				<-release
+			}
 			w.WriteHeader(http.StatusCreated)
 			io.WriteString(w, `{"id":"T-1"}`)
 		}))
 		t.Cleanup(upstream.Close)
+		unhold := sync.OnceFunc(func() { close(release) })
+		t.Cleanup(unhold) // before the upstream closes, whatever fails
 		reg := gateway.NewRegistry()
 		srv, _, _ := newGateway(t, open, upstream.URL, gateway.Options{Metrics: reg})
 		post(t, srv.URL, "m", `{"a":1}`)
@@ -575,11 +606,30 @@ func TestDecisionMetrics(t *testing.T) {
 		}
 		post(t, srv.URL, "m", `{"a":2}`)
 		post(t, srv.URL, "", `{"a":2}`)
+		post(t, srv.URL, "u", `{"fail":1}`)
+		if resp, _ := post(t, srv.URL, "u", `{"fail":1}`); resp.Header.Get("Idempotency-Decision") != "outcome_unknown" {
+			t.Fatalf("retry of a 502: %q, want outcome_unknown", resp.Header.Get("Idempotency-Decision"))
+		}
+		call := sendAsync(srv.URL, "h", `{"hold":1}`)
+		select {
+		case <-held:
+		case <-time.After(hangTimeout):
+			t.Fatalf("the held call did not reach the upstream within %s", hangTimeout)
+		}
+		if resp, _ := post(t, srv.URL, "h", `{"hold":1}`); resp.Header.Get("Idempotency-Decision") != "in_progress" {
+			t.Fatalf("duplicate of a held call: %q, want in_progress", resp.Header.Get("Idempotency-Decision"))
+		}
+		unhold()
+		if r := await(t, call, "the held call"); r.String() != "201 execute" {
+			t.Fatalf("the held call: %s, want 201 execute", r)
+		}
 		want := `
 # HELP idemgateway_decisions_total Decisions on side-effecting routes: execute, replay, conflict, in_progress, outcome_unknown, rejected.
 # TYPE idemgateway_decisions_total counter
 idemgateway_decisions_total{decision="conflict",tool="create_ticket"} 1
-idemgateway_decisions_total{decision="execute",tool="create_ticket"} 1
+idemgateway_decisions_total{decision="execute",tool="create_ticket"} 3
+idemgateway_decisions_total{decision="in_progress",tool="create_ticket"} 1
+idemgateway_decisions_total{decision="outcome_unknown",tool="create_ticket"} 1
 idemgateway_decisions_total{decision="rejected",tool="create_ticket"} 1
 idemgateway_decisions_total{decision="replay",tool="create_ticket"} 1
 `
@@ -589,8 +639,8 @@ idemgateway_decisions_total{decision="replay",tool="create_ticket"} 1
 		if n, err := testutil.GatherAndCount(reg, "idemgateway_store_duration_seconds", "idemgateway_upstream_duration_seconds"); err != nil || n == 0 {
 			t.Fatalf("store and upstream histograms: %d series, %v", n, err)
 		}
-		if n := executions.Load(); n != 1 {
-			t.Fatalf("upstream called %d times, want 1 (the conflict and the rejected request call none)", n)
+		if n := executions.Load(); n != 3 {
+			t.Fatalf("upstream called %d times, want 3 (the replay, conflict, rejected request, outcome_unknown and in_progress call none)", n)
 		}
 	})
 }
