@@ -93,6 +93,11 @@ type Store struct {
 	now    func() time.Time
 	logger *slog.Logger
 
+	// afterScan, when set, is called by sweep between its read transaction (the scan) and its
+	// write transactions (the deletes). Only tests set it (export_test.go), before the store is
+	// used, to run a Claim in that window deterministically.
+	afterScan func()
+
 	stop      chan struct{} // closed by Close to stop the sweeper
 	swept     chan struct{} // closed when the sweeper has returned
 	closeOnce sync.Once

@@ -237,6 +237,39 @@ func TestExpiredRecordsAreAbsentAndSwept(t *testing.T) {
 	}
 }
 
+// TestSweepKeepsARecordClaimedAfterItsScan: the sweeper finds expired records in a read
+// transaction and deletes them in a later write transaction; a key claimed afresh in between (a
+// Claim sees its expired record as absent) must keep its new in_progress record. The window is
+// held open by the afterScan seam, so the interleaving does not depend on scheduling.
+func TestSweepKeepsARecordClaimedAfterItsScan(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := open(t, t.TempDir(), boltstore.Options{Now: clk.Now, SweepInterval: -1})
+	for _, key := range []string{"reclaimed", "stale"} {
+		if claimed, _, _, err := s.Claim(ctx, key, "old", []byte("old"), time.Second, time.Minute); !claimed || err != nil {
+			t.Fatalf("Claim(%s) = %v, %v", key, claimed, err)
+		}
+	}
+	clk.Advance(time.Minute) // both expired
+	scans := 0
+	boltstore.SetAfterScan(s, func() {
+		scans++
+		if claimed, _, _, err := s.Claim(ctx, "reclaimed", "new", []byte("fresh"), time.Minute, time.Hour); !claimed || err != nil {
+			t.Errorf("Claim(reclaimed) after the scan = %v, %v; want a fresh claim", claimed, err)
+		}
+	})
+	removed, err := boltstore.Sweep(s)
+	if err != nil || removed != 1 || scans != 1 {
+		t.Fatalf("Sweep = %d, %v after %d scans; want 1 removed (stale) after 1 scan", removed, err, scans)
+	}
+	if state, payload, err := s.Get(ctx, "reclaimed"); state != gateway.StateInProgress || string(payload) != "fresh" || err != nil {
+		t.Errorf("Get(reclaimed) = %q, %q, %v; want the fresh in_progress record", state, payload, err)
+	}
+	if n, err := boltstore.RawCount(s); n != 1 || err != nil {
+		t.Errorf("RawCount = %d, %v; want 1 (the fresh record; stale swept)", n, err)
+	}
+}
+
 func TestCorruptRecordsAreRefused(t *testing.T) {
 	t.Parallel()
 	s := open(t, t.TempDir(), boltstore.Options{})

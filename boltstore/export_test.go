@@ -17,3 +17,10 @@ func PutRaw(s *Store, key string, value []byte) error {
 		return tx.Bucket(recordsBucket).Put([]byte(key), value)
 	})
 }
+
+// SetAfterScan makes f run inside every sweep between its scan for expired records and its
+// deletes. Call it before the store is used; with SweepInterval < 0 only Sweep runs sweeps.
+func SetAfterScan(s *Store, f func()) { s.afterScan = f }
+
+// Sweep runs one sweep now and returns how many records it deleted.
+func Sweep(s *Store) (removed int, err error) { return s.sweep() }

@@ -43,6 +43,9 @@ func (s *Store) sweep() (removed int, err error) {
 			return nil
 		})
 	})
+	if s.afterScan != nil {
+		s.afterScan()
+	}
 	for len(expired) > 0 && err == nil {
 		batch := expired[:min(sweepBatch, len(expired))]
 		expired = expired[len(batch):]

@@ -83,8 +83,8 @@ routes:
 }
 
 // TestReconcile: an unknown outcome is settled by the route's lookup on the next request: a
-// found effect is committed and replayed, a missing one executed again, a failed lookup leaves
-// the record outcome_unknown.
+// found effect is committed and replayed, a missing one (no match, a found pointer holding JSON
+// null, a lookup answering 404) executed again, a failed lookup leaves the record outcome_unknown.
 func TestReconcile(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
@@ -100,8 +100,19 @@ func TestReconcile(t *testing.T) {
 					w.WriteHeader(http.StatusInternalServerError)
 					return
 				}
+				ext := r.URL.Query().Get("external_id")
+				tk := tickets[ext]
+				switch {
+				case tk == nil && strings.HasSuffix(ext, "/null-member"): // found points at a JSON null
+					io.WriteString(w, `{"data":[null]}`)
+					return
+				case tk == nil && strings.HasSuffix(ext, "/gone"): // no such ticket: 404
+					w.WriteHeader(http.StatusNotFound)
+					io.WriteString(w, `{"error":"no ticket with this external_id"}`)
+					return
+				}
 				var data []any
-				if tk := tickets[r.URL.Query().Get("external_id")]; tk != nil {
+				if tk != nil {
 					data = append(data, tk)
 				}
 				json.NewEncoder(w).Encode(map[string]any{"data": data})
@@ -205,6 +216,23 @@ routes:
 			t.Fatalf("missing, record: %d %v", code, rec)
 		}
 
+		// Not found, told two more ways: the lookup's found pointer holds JSON null
+		// ({"data":[null]}), or the lookup answers 404. Neither is an effect: the call executes
+		// again, and no receipt of null is committed.
+		for _, key := range []string{"null-member", "gone"} {
+			if a = first(key, "before"); a.status != http.StatusBadGateway {
+				t.Fatalf("%s, first: %d", key, a.status)
+			}
+			a = retry(key)
+			if a.status != 201 || a.header.Get("Idempotency-Decision") != "execute" || a.header.Get("Idempotency-Reconciled") != "not-found" {
+				t.Fatalf("%s, retry: %d %q %q %v; want 201 execute after not-found", key, a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Idempotency-Reconciled"), a.problem)
+			}
+			if code, rec := adminDo(t, admin, "GET", "/v1/records/default/create_ticket/"+key, "", ""); code != 200 || rec["state"] != "committed" ||
+				rec["executions"] != float64(2) || rec["remote_id"] == nil || rec["remote_id"] == "" {
+				t.Fatalf("%s, record: %d %v; want committed by the re-execution (executions 2, a remote_id)", key, code, rec)
+			}
+		}
+
 		// The lookup fails: the record stays outcome_unknown.
 		first("broken", "after")
 		mu.Lock()
@@ -221,8 +249,8 @@ routes:
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if effects != 3 {
-			t.Fatalf("effects = %d, want 3 (one per operation)", effects)
+		if effects != 5 {
+			t.Fatalf("effects = %d, want 5 (one per operation)", effects)
 		}
 	})
 }
