@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
@@ -279,12 +277,7 @@ func TestAdminResolvedCommitLivesForTheTTL(t *testing.T) {
 		up, calls := unknownUpstream(t)
 		srv, _, gw := newGatewayOn(t, store, ticketsYAML(up.URL, "{lock_lease: 2s, ttl: 1h}"), gateway.Options{})
 		unknownThenResolved(t, srv.URL, gw.AdminHandler(""))
-		copts, err := redis.ParseURL(redisSrv.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw := redis.NewClient(copts)
-		t.Cleanup(func() { _ = raw.Close() })
+		raw := rawRedis(t, redisSrv)
 		ttl, err := raw.PTTL(context.Background(), "idemgateway:{"+skey+"}").Result()
 		if err != nil || ttl < 30*time.Minute || ttl > time.Hour {
 			t.Fatalf("the resolved record's PTTL = %s, %v; want about the route's ttl (1h), far above the lease (2s)", ttl, err)
@@ -347,30 +340,19 @@ func TestReadyzRefusesWhenWritesFail(t *testing.T) {
 	store, redisSrv := openRedisServer(t, redistest.Options{})
 	_, _, gw := newGatewayOn(t, store, ticketsYAML("http://127.0.0.1:1"), gateway.Options{})
 	admin := gw.AdminHandler("")
-	copts, err := redis.ParseURL(redisSrv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := redis.NewClient(copts)
-	t.Cleanup(func() { _ = raw.Close() })
+	raw := rawRedis(t, redisSrv)
 	ctx := context.Background()
-	setMaxmemory := func(v string) {
-		t.Helper()
-		if err := raw.ConfigSet(ctx, "maxmemory", v).Err(); err != nil {
-			t.Fatalf("CONFIG SET maxmemory %s: %v", v, err)
-		}
-	}
 	if code, _ := adminDo(t, admin, "GET", "/readyz", "", ""); code != http.StatusOK {
 		t.Fatalf("readyz: %d, want 200", code)
 	}
-	setMaxmemory("1")
+	setMaxmemory(t, raw, "1")
 	if err := store.Ping(ctx); err != nil {
 		t.Fatalf("Ping with writes refused: %v; the test needs a store that still answers Ping", err)
 	}
 	if code, _ := adminDo(t, admin, "GET", "/readyz", "", ""); code != http.StatusServiceUnavailable {
 		t.Fatalf("readyz while Redis refuses writes: %d, want 503", code)
 	}
-	setMaxmemory("0")
+	setMaxmemory(t, raw, "0")
 	if code, _ := adminDo(t, admin, "GET", "/readyz", "", ""); code != http.StatusOK {
 		t.Fatalf("readyz once Redis takes writes again: %d, want 200", code)
 	}

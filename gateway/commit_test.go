@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/redistest"
@@ -94,12 +92,7 @@ func TestStoreFailsAtCommit(t *testing.T) {
 		up := failAtCommit(t, store, lease, redisSrv.Stop)
 
 		redisSrv.Restart() // the store is back, with what it had written (AOF)
-		copts, err := redis.ParseURL(redisSrv.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw := redis.NewClient(copts)
-		t.Cleanup(func() { _ = raw.Close() })
+		raw := rawRedis(t, redisSrv)
 		// The stored state, whatever the lease: Get would already report a lapsed lease.
 		if state, err := raw.HGet(context.Background(), "idemgateway:{"+skey+"}", "state").Result(); err != nil || state != gateway.StateInProgress {
 			t.Fatalf("record after the failed commit: %q, %v; want in_progress", state, err)
@@ -127,21 +120,10 @@ func TestStoreFailsAtCommit(t *testing.T) {
 	t.Run("redis refuses the write", func(t *testing.T) {
 		t.Parallel()
 		store, redisSrv := openRedisServer(t, redistest.Options{})
-		copts, err := redis.ParseURL(redisSrv.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw := redis.NewClient(copts)
-		t.Cleanup(func() { _ = raw.Close() })
+		raw := rawRedis(t, redisSrv)
 		ctx := context.Background()
-		setMaxmemory := func(v string) {
-			t.Helper()
-			if err := raw.ConfigSet(ctx, "maxmemory", v).Err(); err != nil {
-				t.Fatalf("CONFIG SET maxmemory %s: %v", v, err)
-			}
-		}
-		up := failAtCommit(t, store, time.Minute, func() { setMaxmemory("1") })
-		setMaxmemory("0")
+		up := failAtCommit(t, store, time.Minute, func() { setMaxmemory(t, raw, "1") })
+		setMaxmemory(t, raw, "0")
 		if state, err := raw.HGet(ctx, "idemgateway:{"+skey+"}", "state").Result(); err != nil || state != gateway.StateInProgress {
 			t.Fatalf("record after the refused commit: %q, %v; want in_progress", state, err)
 		}

@@ -139,24 +139,7 @@ func TestReconcile(t *testing.T) {
 			json.NewEncoder(w).Encode(tk)
 		}))
 		t.Cleanup(upstream.Close)
-		srv, _, gw := newGatewayYAML(t, open, `
-upstreams:
-  tickets: {url: `+upstream.URL+`, timeout: 10s}
-routes:
-  - name: create_ticket
-    upstream: tickets
-    method: POST
-    path: /v1/tickets
-    class: non_idempotent
-    receipt: {remote_id: /id}
-    reconcile:
-      inject: {body_pointer: /external_id, value: "{key}"}
-      path: "/v1/tickets?external_id={key}"
-      found: /data/0
-      remote_id: /data/0/id
-      status: 201
-      after: 10m
-`, gateway.Options{})
+		srv, _, gw := newGatewayYAML(t, open, reconcileYAML(upstream.URL, "10s"), gateway.Options{})
 		// reconcile.after is measured on a clock the test moves (audit T3): the retries before it
 		// are answered in_progress however slow the machine, those after it reconcile.
 		var ahead atomic.Int64 // how far the gateway's clock is ahead of time.Now
@@ -290,24 +273,7 @@ func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
 		}))
 		t.Cleanup(upstream.Close)
 		t.Cleanup(unhold) // before upstream.Close, which waits for the held call
-		srv, _, gw := newGatewayYAML(t, open, `
-upstreams:
-  tickets: {url: `+upstream.URL+`, timeout: 1m}
-routes:
-  - name: create_ticket
-    upstream: tickets
-    method: POST
-    path: /v1/tickets
-    class: non_idempotent
-    receipt: {remote_id: /id}
-    reconcile:
-      inject: {body_pointer: /external_id, value: "{key}"}
-      path: "/v1/tickets?external_id={key}"
-      found: /data/0
-      remote_id: /data/0/id
-      status: 201
-      after: 10m
-`, gateway.Options{})
+		srv, _, gw := newGatewayYAML(t, open, reconcileYAML(upstream.URL, "1m"), gateway.Options{})
 		var clock atomic.Int64 // the gateway's clock, in Unix nanoseconds
 		clock.Store(time.Now().UnixNano())
 		gw.SetClock(func() time.Time { return time.Unix(0, clock.Load()) })
@@ -399,4 +365,27 @@ routes:
 			t.Fatalf("lookups %d, calls %d; want 2 and 3", n, p)
 		}
 	})
+}
+
+// reconcileYAML is a routes file with one reconcile route on the upstream at url, with the
+// upstream timeout given and reconcile.after 10m (the tests move the gateway's clock past it).
+func reconcileYAML(url, timeout string) string {
+	return `
+upstreams:
+  tickets: {url: ` + url + `, timeout: ` + timeout + `}
+routes:
+  - name: create_ticket
+    upstream: tickets
+    method: POST
+    path: /v1/tickets
+    class: non_idempotent
+    receipt: {remote_id: /id}
+    reconcile:
+      inject: {body_pointer: /external_id, value: "{key}"}
+      path: "/v1/tickets?external_id={key}"
+      found: /data/0
+      remote_id: /data/0/id
+      status: 201
+      after: 10m
+`
 }

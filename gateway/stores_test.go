@@ -85,6 +85,28 @@ func redisStoreOn(t *testing.T, srv *redistest.Server) *redisstore.Store {
 	return store
 }
 
+// rawRedis returns a plain client of srv, for a test to read or change the server directly;
+// it is closed when t ends.
+func rawRedis(t *testing.T, srv *redistest.Server) *redis.Client {
+	t.Helper()
+	copts, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := redis.NewClient(copts)
+	t.Cleanup(func() { _ = raw.Close() })
+	return raw
+}
+
+// setMaxmemory sets the server's maxmemory: "1" makes every write that grows memory fail with
+// OOM (noeviction), "0" lifts the limit.
+func setMaxmemory(t *testing.T, raw *redis.Client, v string) {
+	t.Helper()
+	if err := raw.ConfigSet(context.Background(), "maxmemory", v).Err(); err != nil {
+		t.Fatalf("CONFIG SET maxmemory %s: %v", v, err)
+	}
+}
+
 // quiet drops go-redis's own log lines (a stopped server makes "failed to dial" lines); the tests
 // report what matters themselves.
 type quiet struct{}
