@@ -11,35 +11,19 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/internal/testlog"
 )
 
 // hangBound only bounds a wait that a broken sandbox would make endless; nothing is timed by it.
 const hangBound = 20 * time.Second
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // leaveTest is a sandbox whose delays end when the test says, behind a server that hands the test
 // each request's context, so that a test can see the server notice that a client went away.
 type leaveTest struct {
 	s       *sandbox
 	srv     *httptest.Server
-	log     *syncBuffer
+	log     *testlog.Buffer
 	ctxs    chan context.Context // the server-side context of each request, as it arrives
 	delayed chan struct{}        // a request has started its delay
 	fire    chan time.Time       // closed by the test: every delay ends
@@ -47,7 +31,7 @@ type leaveTest struct {
 
 func newLeaveTest(t *testing.T) *leaveTest {
 	t.Helper()
-	lt := &leaveTest{log: &syncBuffer{}, ctxs: make(chan context.Context, 16), delayed: make(chan struct{}, 16), fire: make(chan time.Time)}
+	lt := &leaveTest{log: &testlog.Buffer{}, ctxs: make(chan context.Context, 16), delayed: make(chan struct{}, 16), fire: make(chan time.Time)}
 	lt.s = newSandbox(slog.New(slog.NewTextHandler(lt.log, nil)))
 	lt.s.after = func(time.Duration) <-chan time.Time {
 		lt.delayed <- struct{}{}
@@ -362,7 +346,7 @@ func TestForwardedKey(t *testing.T) {
 // TestForwardedKeyLog: a replayed answer is logged without effect, with its id and key_replayed.
 func TestForwardedKeyLog(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testlog.Buffer
 	srv := httptest.NewServer(newSandbox(slog.New(slog.NewTextHandler(&buf, nil))))
 	rq := creates[4].req.with(map[string]string{headerIdempotencyKey: "k"})
 	send(t, newClient(), srv.URL, rq)
