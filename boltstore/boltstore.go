@@ -409,9 +409,9 @@ func (s *Store) fenced(op, key string, change func(r *record, now int64) bool) (
 	return ok, nil
 }
 
-// Get implements gateway.Store.Get with a read-only transaction. It returns the stored state: an
-// in_progress record whose lease has lapsed is reported in_progress until a Claim observes the lapse.
-// An expired record is reported absent.
+// Get implements gateway.Store.Get with a read-only transaction. It returns the stored state,
+// except that an in_progress record whose lease has lapsed is reported outcome_unknown (as the next
+// Claim will store it). An expired record is reported absent.
 func (s *Store) Get(ctx context.Context, key string) (state string, payload []byte, err error) {
 	if err := checkKey(ctx, key); err != nil {
 		return "", nil, fmt.Errorf("boltstore: get: %w", err)
