@@ -278,7 +278,7 @@ func TestAdminResolvedCommitLivesForTheTTL(t *testing.T) {
 		srv, _, gw := newGatewayOn(t, store, ticketsYAML(up.URL, "{lock_lease: 2s, ttl: 1h}"), gateway.Options{})
 		unknownThenResolved(t, srv.URL, gw.AdminHandler(""))
 		raw := rawRedis(t, redisSrv)
-		ttl, err := raw.PTTL(context.Background(), "idemgateway:{"+skey+"}").Result()
+		ttl, err := raw.PTTL(context.Background(), redisRecordKey(skey)).Result()
 		if err != nil || ttl < 30*time.Minute || ttl > time.Hour {
 			t.Fatalf("the resolved record's PTTL = %s, %v; want about the route's ttl (1h), far above the lease (2s)", ttl, err)
 		}

@@ -94,7 +94,7 @@ func TestStoreFailsAtCommit(t *testing.T) {
 		redisSrv.Restart() // the store is back, with what it had written (AOF)
 		raw := rawRedis(t, redisSrv)
 		// The stored state, whatever the lease: Get would already report a lapsed lease.
-		if state, err := raw.HGet(context.Background(), "idemgateway:{"+skey+"}", "state").Result(); err != nil || state != gateway.StateInProgress {
+		if state, err := raw.HGet(context.Background(), redisRecordKey(skey), "state").Result(); err != nil || state != gateway.StateInProgress {
 			t.Fatalf("record after the failed commit: %q, %v; want in_progress", state, err)
 		}
 		srv, _, _ := newGatewayOn(t, redisStoreOn(t, redisSrv), ticketsYAML(up.URL, "{lock_lease: 500ms}"), gateway.Options{})
@@ -124,7 +124,7 @@ func TestStoreFailsAtCommit(t *testing.T) {
 		ctx := context.Background()
 		up := failAtCommit(t, store, time.Minute, func() { setMaxmemory(t, raw, "1") })
 		setMaxmemory(t, raw, "0")
-		if state, err := raw.HGet(ctx, "idemgateway:{"+skey+"}", "state").Result(); err != nil || state != gateway.StateInProgress {
+		if state, err := raw.HGet(ctx, redisRecordKey(skey), "state").Result(); err != nil || state != gateway.StateInProgress {
 			t.Fatalf("record after the refused commit: %q, %v; want in_progress", state, err)
 		}
 		srv, _, _ := newGatewayOn(t, redisStoreOn(t, redisSrv), ticketsYAML(up.URL, "{lock_lease: 1m}"), gateway.Options{})

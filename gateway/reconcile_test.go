@@ -274,10 +274,9 @@ func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
 		t.Cleanup(upstream.Close)
 		t.Cleanup(unhold) // before upstream.Close, which waits for the held call
 		srv, _, gw := newGatewayYAML(t, open, reconcileYAML(upstream.URL, "1m"), gateway.Options{})
-		var clock atomic.Int64 // the gateway's clock, in Unix nanoseconds
-		clock.Store(time.Now().UnixNano())
-		gw.SetClock(func() time.Time { return time.Unix(0, clock.Load()) })
-		advance := func(d time.Duration) { clock.Add(int64(d)) }
+		c := newClock() // the gateway's clock: it moves only when the test moves it
+		gw.SetClock(c.now)
+		advance := c.advance
 		post := func() (*http.Response, error) {
 			req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{"title":"disk full"}`))
 			if err != nil {
@@ -313,7 +312,7 @@ func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
 
 		// reconcile.after later, a retry looks up, finds nothing and executes again (held).
 		advance(10*time.Minute + time.Second)
-		reexecStart := time.Unix(0, clock.Load())
+		reexecStart := c.now()
 		type result struct {
 			resp *http.Response
 			err  error

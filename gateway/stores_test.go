@@ -98,6 +98,12 @@ func rawRedis(t *testing.T, srv *redistest.Server) *redis.Client {
 	return raw
 }
 
+// redisRecordKey is the Redis key redisstore keeps the record at store key skey under, with the
+// default prefix (redisstore/key.go; the test keys need no escaping).
+func redisRecordKey(skey string) string {
+	return redisstore.DefaultPrefix + "{" + skey + "}"
+}
+
 // setMaxmemory sets the server's maxmemory: "1" makes every write that grows memory fail with
 // OOM (noeviction), "0" lifts the limit.
 func setMaxmemory(t *testing.T, raw *redis.Client, v string) {
