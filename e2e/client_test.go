@@ -252,6 +252,7 @@ type sandboxStats struct {
 		Total      int            `json:"total"`
 		ByEndpoint map[string]int `json:"by_endpoint"`
 	} `json:"requests"`
+	InFlight *int `json:"in_flight"` // requests being served now; nil from a sandbox without it
 }
 
 // stats reads the sandbox's counters.

@@ -79,16 +79,9 @@ func waitUp(t *testing.T, sb *sandbox, want int) {
 // inFlight reads how many requests the sandbox is serving now (in a delay, a hold, or acting).
 func (sb *sandbox) inFlight(t *testing.T) int {
 	t.Helper()
-	resp, err := client.Get(sb.url + "/_sandbox/stats")
-	if err != nil {
-		t.Fatalf("sandbox stats: %v", err)
-	}
-	defer resp.Body.Close()
-	var st struct {
-		InFlight *int `json:"in_flight"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.InFlight == nil {
-		t.Fatalf("sandbox stats: no in_flight: %v", err)
+	st := sb.stats(t)
+	if st.InFlight == nil {
+		t.Fatal("sandbox stats: no in_flight")
 	}
 	return *st.InFlight
 }
