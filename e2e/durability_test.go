@@ -69,8 +69,8 @@ func TestReceiptsSurviveKill9(t *testing.T) {
 // TestKill9InFlight: a gateway that crashes during the upstream call leaves a record that no
 // retry executes again on a block route, although the upstream acts (issue 11, audit F1): the
 // sandbox holds the call, the gateway is killed with SIGKILL while it waits, then the sandbox acts
-// (detached, as an API that finishes what it accepted): Up×1. The record is in_progress while
-// nobody has seen its lease lapse, then outcome_unknown; retries on a restarted gateway are refused
+// (detached, as an API that finishes what it accepted): Up×1. The record is in_progress until
+// its lease lapses, then outcome_unknown, never freed; retries on a restarted gateway are refused
 // and never reach the upstream (their hold is released: an execution would act at once).
 func TestKill9InFlight(t *testing.T) {
 	t.Parallel()
@@ -88,8 +88,11 @@ func TestKill9InFlight(t *testing.T) {
 		waitUp(t, e.sb, 1) // the upstream acted after the gateway died
 
 		g := e.startGateway(t)
-		if rec := g.mustRecord(t, "create_ticket_lease", "kill-2"); rec.State != "in_progress" {
-			t.Errorf("record after the crash: %q, want in_progress (no claim has seen its lease lapse yet)", rec.State)
+		// The record is never freed nor committed by the crash: in_progress while its 500 ms lease
+		// runs, outcome_unknown once it lapsed (the restart may take longer than the lease on a
+		// loaded machine, so either is right here).
+		if rec := g.mustRecord(t, "create_ticket_lease", "kill-2"); rec.State != "in_progress" && rec.State != "outcome_unknown" {
+			t.Errorf("record after the crash: %q, want in_progress or outcome_unknown", rec.State)
 		}
 		eventually(t, 5*time.Second, "the record to become outcome_unknown after its lease", func() bool {
 			r, err := g.send(req)

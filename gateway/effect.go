@@ -1,177 +1,114 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-// serveEffect is the decision table of contract §4, top to bottom, for idempotent and
-// non_idempotent routes.
+// serveEffect serves a request on an idempotent or non_idempotent HTTP route: it identifies the
+// request (identify.go), passes a keyless one through, and runs the decision table on the rest.
 func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
-	x := g.newExchange(w, r, rt)
+	x := g.newExchange(w, r, rt, httpRoute{})
 	defer x.logAccess()
-
-	// What operation is this? The key, scoped by tenant and tool: the header, else key.from,
-	// else key.derive. The body is read only when the key or the fingerprint needs it.
-	key, present, err := readKey(r, rt.Key.Header)
-	if err != nil {
+	id, err := identify(rt, w, r, false)
+	x.identified(id)
+	switch {
+	case err != nil:
 		x.reject(err)
-		return
-	}
-	x.key = key // named in the problems from here on
-	if n := len(r.Header.Values(rt.TenantHeader)); n > 1 {
-		x.reject(fmt.Errorf("%w: %s sent %d times", ErrInvalidRequest, rt.TenantHeader, n))
-		return
-	}
-	derivable := !rt.Key.From.IsZero() || rt.Key.Derive != nil
-	if !present && !derivable {
+	case id.keyless(rt):
 		x.keyless()
-		return
-	}
-	body, err := readBody(w, r, rt.MaxBodyBytes)
-	if err != nil {
-		x.reject(err)
-		return
-	}
-	x.body = body
-	source := keyFromHeader
-	if !present {
-		key, source, err = deriveKey(rt, r, x.tenant, body)
-		switch {
-		case err != nil && (rt.Key.Required || errors.Is(err, ErrInvalidKey)):
+	case id.keyErr != nil:
+		x.reject(id.keyErr)
+	default:
+		if err := x.inject(); err != nil {
 			x.reject(err)
 			return
-		case err != nil:
-			x.keyless()
-			return
 		}
+		x.run()
 	}
-	if err := x.setKey(key, source); err != nil {
-		x.reject(err)
-		return
-	}
+}
 
-	// Is this the same request? The effect fingerprint.
-	req, err := canonicalRequest(rt, r, body)
-	if err == nil {
-		var doc []byte
-		doc, err = rt.Fingerprint.Document(req)
-		x.doc = doc
-	}
-	if err != nil {
-		x.reject(err)
-		return
-	}
-	x.setFingerprint(canonical.Fingerprint(x.doc))
-	if err := x.inject(); err != nil {
-		x.reject(err)
-		return
-	}
-
-	// Claim the key, or read what it holds. With concurrency: wait, an in-flight duplicate waits
-	// for the record to settle (woken by this process's settle or the store's notice, else by a
-	// slow poll), then claims again, until wait_timeout passes.
-	waitUntil := time.Now().Add(rt.WaitTimeout)
-	var settled <-chan struct{}
-	stopWaiting := func() {}
-	defer func() { stopWaiting() }()
+// run claims the key, or reads what it holds, and does what the decision table (decide.go) says,
+// until a step answers: only a duplicate that waits for the record to settle claims again.
+func (x *exchange) run() {
+	wait := x.g.waiters.duplicate(x.skey, time.Now().Add(x.rt.WaitTimeout))
+	defer wait.stop()
 	for {
-		claimed, state, stored, err := x.claim()
+		prev, f, err := x.claim()
 		if err != nil {
 			x.reject(err)
 			return
 		}
-		if claimed {
-			if x.g.churn.observe(x.tenant, rt.Name, x.fp, x.key, time.Now()) {
-				x.g.metrics.keyChurn.WithLabelValues(rt.Name).Inc()
-				x.logger().Warn("the same effect executed under another key within a minute: the client may mint a new key per retry")
-			}
+		switch decide(f, x.rt, wait.left(x.r.Context())) {
+		case actExecute:
+			x.noteChurn()
 			x.execute()
-			return
-		}
-		prev, err := decodeRecord(state, stored)
-		if err != nil {
-			x.reject(err)
-			return
-		}
-		switch {
-		case prev.EffectFingerprint != x.fp:
-			// A different effect under a known key is a client error, whatever the state (C05, C12).
-			x.conflict(prev)
-		case state == StateCommitted:
+		case actReplay:
 			x.replay(prev)
-		case state == StateInProgress && rt.Concurrency == routes.Wait && time.Now().Before(waitUntil) && r.Context().Err() == nil:
-			if settled == nil {
-				// Listen first, then read again: a settle between the claim and now is not missed.
-				settled, stopWaiting = x.g.waiters.wait(x.skey)
-				continue
-			}
-			poll := time.NewTimer(min(time.Until(waitUntil), x.g.waiters.poll))
-			select {
-			case <-settled: // woken: listen afresh next time, the record may be claimed again
-				stopWaiting()
-				settled, stopWaiting = nil, func() {}
-			case <-poll.C: // still listening
-				x.g.waiters.polled()
-			case <-r.Context().Done():
-			}
-			poll.Stop()
+		case actConflict:
+			x.conflict(prev)
+		case actWait:
+			wait.await(x.r.Context())
 			continue
-		case state == StateInProgress:
-			x.refuse(DecisionInProgress, fmt.Errorf("%w: started %s ago", ErrInProgress, time.Since(prev.StartedAt).Round(time.Millisecond)))
-		case state == StateUnknown && rt.Reconcile != nil:
+		case actInProgress:
+			x.refuse(DecisionInProgress, fmt.Errorf("%w: started %s ago", ErrInProgress, time.Since(prev.StartedAt).Round(time.Millisecond)), time.Second)
+		case actReconcile:
 			x.reconcile(prev)
-		case state == StateUnknown && rt.OnUnknownOutcome == routes.Release:
-			// The executor died or lost its lease before settling: take the record over.
-			if x.reclaim(prev, prev.Executions+1) {
-				x.execute()
-			} else {
-				x.refuse(DecisionInProgress, fmt.Errorf("%w: another request took the key over", ErrInProgress))
-			}
-		case state == StateUnknown:
-			why := prev.Detail
-			if why == "" {
-				why = "the execution's lease lapsed before it settled (its gateway died or lost the store)"
-			}
-			x.refuse(DecisionOutcomeUnknown, fmt.Errorf("%w: %s; an operator must resolve it, or it expires at %s",
-				ErrOutcomeUnknown, why, prev.ExpiresAt.Format(time.RFC3339)))
-		default:
-			x.reject(fmt.Errorf("%w: unknown state %q", ErrCorruptRecord, state))
+		case actReexecute:
+			x.reexecute(prev)
+		case actOutcomeUnknown:
+			x.refuse(DecisionOutcomeUnknown, outcomeUnknownError(prev), 0)
+		case actCorrupt:
+			x.reject(fmt.Errorf("%w: unknown state %q", ErrCorruptRecord, prev.State))
 		}
 		return
 	}
 }
 
-// waitPoll bounds a waiting duplicate's sleep between two reads of the record: the safety net for a
-// settle notice that was lost (another process's settle on a store without notices, a Redis
-// reconnection, a lease that lapsed).
-const waitPoll = 500 * time.Millisecond
+// noteChurn counts and logs an execution of the same effect under another key within a minute
+// (churn.go).
+func (x *exchange) noteChurn() {
+	if x.g.churn.observe(x.tenant, x.rt.Name, x.fp, x.key, time.Now()) {
+		x.g.metrics.keyChurn.WithLabelValues(x.rt.Name).Inc()
+		x.logger().Warn("the same effect executed under another key within a minute: the client may mint a new key per retry")
+	}
+}
 
-// keyless passes a request without a key through: nothing is stored, and each keyless request is
-// its own operation; there is no shared bucket for "no key" (C08). A route that requires a key
-// refuses it.
-func (x *exchange) keyless() {
-	if x.rt.Key.Required {
-		x.reject(fmt.Errorf("%w: header %s is required on route %s", ErrMissingKey, x.rt.Key.Header, x.rt.Name))
+// reexecute takes over prev, whose executor died or lost its lease before settling, and executes
+// again (on_unknown_outcome: release).
+func (x *exchange) reexecute(prev *record) {
+	if x.reclaim(prev, prev.Executions+1) {
+		x.execute()
 		return
 	}
+	x.refuse(DecisionInProgress, fmt.Errorf("%w: another request took the key over", ErrInProgress), time.Second)
+}
+
+// outcomeUnknownError says why prev's outcome is unknown and how it ends.
+func outcomeUnknownError(prev *record) error {
+	why := prev.Detail
+	if why == "" {
+		why = "the execution's lease lapsed before it settled (its gateway died or lost the store)"
+	}
+	return fmt.Errorf("%w: %s; an operator must resolve it, or it expires at %s",
+		ErrOutcomeUnknown, why, prev.ExpiresAt.Format(time.RFC3339))
+}
+
+// keyless passes a request without a key through: nothing is stored, and each keyless request is
+// its own operation; there is no shared bucket for "no key" (C08).
+func (x *exchange) keyless() {
 	if x.body == nil && !x.limitBody() {
 		return
 	}
@@ -190,86 +127,9 @@ func (x *exchange) limitBody() bool {
 	return true
 }
 
-// canonicalRequest is what the fingerprint reads of r. A query string that does not parse (a bad
-// escape, a ';') or a Content-Type sent twice is refused: the gateway and the upstream could read
-// such a request differently. Errors wrap ErrInvalidRequest.
-func canonicalRequest(rt *routes.Route, r *http.Request, body []byte) (*canonical.Request, error) {
-	query, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return nil, fmt.Errorf("%w: query: %v", ErrInvalidRequest, err)
-	}
-	if n := len(r.Header.Values("Content-Type")); n > 1 {
-		return nil, fmt.Errorf("%w: Content-Type sent %d times", ErrInvalidRequest, n)
-	}
-	return &canonical.Request{
-		Tool:       rt.Name,
-		Method:     r.Method,
-		PathParams: pathParams(r),
-		Query:      query,
-		Header:     r.Header,
-		Body:       body,
-	}, nil
-}
-
-// readBody reads the whole request body, up to limit bytes. Errors wrap ErrBodyTooLarge, or
-// ErrInvalidBody when the body breaks off.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if err := declaredTooLarge(r, limit); err != nil {
-		return nil, err
-	}
-	// Sized from a declared length up to preallocMax, the buffer is allocated once (io.ReadAll grows
-	// it by doubling from 512 bytes); bytes.MinRead spare bytes let ReadFrom see the end without
-	// growing it. Past preallocMax it grows as bytes arrive: a declared length alone, with no body
-	// behind it, must not hold memory.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), preallocMax)+bytes.MinRead))
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	body := buf.Bytes()
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)
-	case err != nil:
-		return nil, fmt.Errorf("%w: reading it failed: %v", ErrInvalidBody, err)
-	}
-	return body, nil
-}
-
-// preallocMax bounds the buffer readBody allocates from a request's Content-Length before the
-// body arrives (64 KiB).
-const preallocMax = 64 << 10
-
-// declaredTooLarge refuses a body whose Content-Length is over limit before a byte is read.
-func declaredTooLarge(r *http.Request, limit int64) error {
-	if r.ContentLength > limit {
-		return fmt.Errorf("%w: %d bytes, the route accepts at most %d", ErrBodyTooLarge, r.ContentLength, limit)
-	}
-	return nil
-}
-
-// pathParams returns the path parameters chi matched, each decoded exactly once. chi matches the
-// escaped path (r.URL.RawPath) when the URL has one, and the decoded path otherwise (Go keeps no
-// RawPath when escaping the decoded path gives the original back): so /t/a%2Fb gives "a/b",
-// /t/a%252Fb gives "a%2Fb", and /t/%41 and /t/A both give "A".
-func pathParams(r *http.Request) map[string]string {
-	rc := chi.RouteContext(r.Context())
-	if rc == nil || len(rc.URLParams.Keys) == 0 {
-		return nil
-	}
-	params := make(map[string]string, len(rc.URLParams.Keys))
-	for i, k := range rc.URLParams.Keys {
-		v := rc.URLParams.Values[i]
-		if r.URL.RawPath != "" {
-			if u, err := url.PathUnescape(v); err == nil { // RawPath is valid escaping: no error
-				v = u
-			}
-		}
-		params[k] = v
-	}
-	return params
-}
-
-// claim asks the store for the key with a fresh owner token and an in_progress record.
-func (x *exchange) claim() (claimed bool, state string, stored []byte, err error) {
+// claim asks the store for the key with a fresh owner token and an in_progress record. prev is
+// the record it found, when this claim did not create one.
+func (x *exchange) claim() (prev *record, f found, err error) {
 	x.owner = newToken()
 	now := x.g.now().UTC() // the clock reconcile.after is measured on
 	x.rec = &record{
@@ -290,19 +150,27 @@ func (x *exchange) claim() (claimed bool, state string, stored []byte, err error
 	if len(x.doc) <= MaxRecordDocumentBytes {
 		x.rec.Document = x.doc
 	}
+	var state string
+	var stored []byte
 	err = x.storeCall("claim", func(ctx context.Context) (err error) {
-		claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
+		f.claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
 		return err
 	})
 	switch {
 	case errors.Is(err, ErrCorruptRecord): // the record exists but cannot be read: never execute
-		return false, "", nil, err
+		return nil, f, err
 	case err != nil:
 		// The store's error may name its address: log it, tell the client only what failed.
 		x.logger().Error("claim failed", "err", err)
-		return false, "", nil, fmt.Errorf("%w: the claim of the key failed", ErrStoreUnavailable)
+		return nil, f, fmt.Errorf("%w: the claim of the key failed", ErrStoreUnavailable)
+	case f.claimed:
+		return nil, f, nil
 	}
-	return claimed, state, stored, nil
+	if prev, err = decodeRecord(state, stored); err != nil {
+		return nil, f, err
+	}
+	f.state, f.sameEffect = state, prev.EffectFingerprint == x.fp
+	return prev, f, nil
 }
 
 // reclaim takes over prev, a record whose outcome is unknown, for a new execution or a
@@ -319,8 +187,9 @@ func (x *exchange) reclaim(prev *record, executions int) bool {
 	return err == nil
 }
 
-// execute calls the upstream once, holding the lease, and settles the record from the outcome
-// (proxy.go). The call is detached from the client: a client that goes away does not cancel it.
+// execute calls the upstream once through the front end, holding the lease; the front end settles
+// the record from the call's outcome (settle). The call is detached from the client: a client that
+// goes away does not cancel it.
 func (x *exchange) execute() {
 	x.decide(DecisionExecute)
 	e := &execution{key: x.skey, owner: x.owner, rec: *x.rec, ttl: x.rt.TTL} // a copy: x.rec changes as the call settles
@@ -328,7 +197,7 @@ func (x *exchange) execute() {
 	defer x.g.inFlight.Delete(e)
 	x.stopLease = x.keepLease()
 	defer x.stopLease()
-	x.proxy()
+	x.front.call(x)
 }
 
 // keepLease renews the lease every third of its length until the returned function is called
@@ -378,73 +247,37 @@ func (x *exchange) keepLease() (stop func()) {
 	}
 }
 
-// replay answers with the stored response, without calling the upstream.
-func (x *exchange) replay(prev *record) {
-	x.decide(DecisionReplay)
-	x.setRemoteID(prev.RemoteID)
-	h := x.w.Header()
-	status := prev.ResponseStatus
-	var body []byte
-	if resp := prev.Response; resp != nil {
-		for name, values := range resp.Header {
-			h[name] = values
+// settle writes the execution's final state by op: commit (x.rec holds the receipt), release, or
+// mark unknown (x.rec.Detail says why). It stops the lease renewals first, wakes the duplicates
+// waiting for the record, and reports a failed or refused write: the span and log say so, the
+// client's answer does not change. A commit that fails leaves the record in_progress until its
+// lease lapses and it reads outcome_unknown, so no retry executes again on a block route.
+func (x *exchange) settle(op settleOp) {
+	x.stopLease()
+	x.settled = true
+	err := x.storeCall(op.String(), func(ctx context.Context) error {
+		switch op {
+		case opCommit:
+			return refused(x.g.store.Commit(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL))
+		case opMarkUnknown:
+			return refused(x.g.store.MarkUnknown(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL))
+		default:
+			return refused(x.g.store.Release(ctx, x.skey, x.owner))
 		}
-		status, body = resp.Status, resp.Body
+	})
+	if err == nil {
+		x.g.waiters.settled(x.skey)
 	}
-	h.Set("Idempotent-Replayed", "true")
-	if !prev.ResponseBodyKept {
-		h.Del("Content-Type")
-		h.Set("Idempotency-Replay-Body", "omitted")
-	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	x.w.WriteHeader(status)
-	_, _ = x.w.Write(body)
-}
-
-// conflict answers 422: the key is known with a different effect fingerprint.
-func (x *exchange) conflict(prev *record) {
-	x.decide(DecisionConflict)
-	p := newProblem(fmt.Errorf("%w: key %q was first used for a request with fingerprint %s", ErrConflict, x.key, prev.EffectFingerprint),
-		DecisionConflict, x.key)
-	p.Reason = "idempotency_key_reused_with_different_effect"
-	p.ExistingFingerprint = prev.EffectFingerprint
-	p.ReceivedFingerprint = x.fp
-	p.ExistingRemoteID = prev.RemoteID
-	if prev.Document != nil && x.doc != nil {
-		p.DifferingFields = canonical.DifferingFields(prev.Document, x.doc, maxDifferingFields)
-	}
-	p.write(x.w, 0)
-}
-
-// refuse answers a 409 with the decision in the header (in_progress, outcome_unknown).
-func (x *exchange) refuse(decision string, err error) {
-	x.refuseFor(decision, err, time.Second)
-}
-
-// refuseFor is refuse with a Retry-After of wait, rounded up to whole seconds (on retryable
-// problems only).
-func (x *exchange) refuseFor(decision string, err error, wait time.Duration) {
-	x.decide(decision)
-	newProblem(err, decision, x.key).write(x.w, int((wait+time.Second-1)/time.Second))
-}
-
-// reject answers a request that cannot be decided on (bad key, bad body, store down): no
-// Idempotency-Decision header, decision "rejected" in the problem and the span.
-func (x *exchange) reject(err error) {
-	x.decision = DecisionRejected
-	if x.traced {
-		x.span.SetAttributes(attrDecision.String(DecisionRejected))
-	}
-	x.g.metrics.decisions.WithLabelValues(x.rt.Name, DecisionRejected).Inc()
-	x.w.Header().Del("Idempotency-Decision")
-	retryAfter := 0
 	switch {
-	case errors.Is(err, ErrStoreUnavailable):
-		retryAfter = 1
-	case errors.Is(err, ErrCorruptRecord):
-		x.logger().Error("the key's record is unreadable: its retries are refused until it expires or an operator deletes it", "err", err)
+	case err == nil && op == opMarkUnknown:
+		x.g.metrics.unknown.WithLabelValues(x.rt.Name).Inc()
+	case errors.Is(err, errRefused):
+		x.logger().Error("record not settled: the store refused a stale owner (lease lost)", "op", op.String())
+		x.span.AddEvent("store.write_refused", trace.WithAttributes(attribute.String("op", op.String())))
+	case err != nil:
+		x.logger().Error("record not settled: store failed", "op", op.String(), "err", err)
+		x.span.AddEvent("store.write_failed", trace.WithAttributes(attribute.String("op", op.String())))
 	}
-	newProblem(err, DecisionRejected, x.key).write(x.w, retryAfter)
 }
 
 // storeContext bounds one store call. It is detached from the client, so a record is settled even

@@ -2,10 +2,8 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -33,22 +31,18 @@ var (
 // exchange is the state of one request through the gateway: who asks, what was decided, and, for
 // an execution, the owner token and record that the upstream's outcome settles.
 type exchange struct {
-	g    *Gateway
-	rt   *routes.Route
-	w    http.ResponseWriter
-	r    *http.Request
-	span trace.Span // the server span; a no-op one without Options.TracerProvider
+	g     *Gateway
+	rt    *routes.Route
+	front responder // the protocol's side: how the upstream is called, how answers are written
+	w     http.ResponseWriter
+	r     *http.Request
+	span  trace.Span // the server span; a no-op one without Options.TracerProvider
 	// traced: span records. Attributes are built only then: a variadic call through the Span
 	// interface allocates even on a no-op span.
 	traced bool
 
-	tenant, actor string
-	key, skey, fp string
-	keySource     string // header, from or derive
-	credential    string // the credential scope of the key, "" when the route has none
-	decision      string
-	body          []byte // the request body, read for the key or fingerprint; nil when streamed through
-	doc           []byte // the canonical document
+	identity // who asks, the key and its scope, the fingerprint (identify.go)
+	decision string
 
 	// Set for an execution under a claimed key; settled once the record has been written.
 	owner     string
@@ -70,19 +64,14 @@ type exchange struct {
 
 type exchangeKey struct{}
 
-func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes.Route) *exchange {
+func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes.Route, front responder) *exchange {
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-	tenant := r.Header.Get(rt.TenantHeader)
-	if tenant == "" {
-		tenant = routes.DefaultTenant
-	}
 	x := &exchange{
-		g: g, rt: rt, w: ww, r: r,
-		status: ww.Status,
-		span:   trace.SpanFromContext(r.Context()),
-		tenant: tenant,
-		actor:  r.Header.Get(rt.ActorHeader),
-		start:  time.Now(),
+		g: g, rt: rt, front: front, w: ww, r: r,
+		status:   ww.Status,
+		span:     trace.SpanFromContext(r.Context()),
+		identity: identity{tenant: tenantOf(rt, r), actor: r.Header.Get(rt.ActorHeader)},
+		start:    time.Now(),
 	}
 	x.traced = x.span.IsRecording()
 	if !x.traced {
@@ -111,32 +100,18 @@ func (x *exchange) request() *http.Request {
 	return x.r.WithContext(context.WithValue(x.r.Context(), exchangeKey{}, x))
 }
 
-// setKey sets the idempotency key and its scope: tenant, tool and key, and with scope.credential
-// a hash of the caller's credential (never the credential). A missing credential is an error
-// wrapping ErrInvalidRequest.
-func (x *exchange) setKey(key, source string) error {
-	x.key = key
-	x.skey = scopeKey(x.tenant, x.rt.Name, key)
-	if h := x.rt.Scope.CredentialHeader; h != "" {
-		cred := x.r.Header.Get(h)
-		if cred == "" {
-			return fmt.Errorf("%w: keys of route %s are scoped by the credential in %s, and it is missing", ErrInvalidRequest, x.rt.Name, h)
+// identified takes what the identify phase read (identify.go), and shows it: the key on the span
+// once it is usable, the fingerprint on the span and in Idempotency-Fingerprint once computed.
+func (x *exchange) identified(id *identity) {
+	x.identity = *id
+	if x.keySource != "" && x.traced {
+		x.span.SetAttributes(attrKey.String(x.key), attrKeySource.String(x.keySource))
+	}
+	if x.fp != "" {
+		x.w.Header().Set("Idempotency-Fingerprint", x.fp)
+		if x.traced {
+			x.span.SetAttributes(attrFingerprint.String(x.fp))
 		}
-		x.credential = credentialScope(cred)
-		x.skey += "/" + url.PathEscape(x.credential)
-	}
-	x.keySource = source
-	if x.traced {
-		x.span.SetAttributes(attrKey.String(key), attrKeySource.String(source))
-	}
-	return nil
-}
-
-func (x *exchange) setFingerprint(fp string) {
-	x.fp = fp
-	x.w.Header().Set("Idempotency-Fingerprint", fp)
-	if x.traced {
-		x.span.SetAttributes(attrFingerprint.String(fp))
 	}
 }
 

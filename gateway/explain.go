@@ -34,12 +34,11 @@ type Explanation struct {
 
 // Explain returns the Explanation of r under the route named route in cfg. r's method and path
 // must match the route; its body is read up to the route's max_body_bytes. With steps, the
-// explanation lists what each fingerprint rule did. Errors: no such route, a path that does not
+// explanation lists what each fingerprint rule did. It runs the serving path's identify phase
+// (identify.go), so it says what the gateway would; unlike serving, it fingerprints a request that
+// has no usable key, and says why in KeyProblem. Errors: no such route, a path that does not
 // match, a tenant header sent more than once (ErrInvalidRequest), a body too large or not
 // parseable where the fingerprint needs it (ErrInvalidBody).
-//
-// It follows serveEffect's identify steps, which it must agree with (TestFingerprintMatchesServing
-// in cmd/idemgateway compares the two on every request shape).
 func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Explanation, error) {
 	var rt *routes.Route
 	for _, candidate := range cfg.Routes {
@@ -61,48 +60,20 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Ex
 		return nil, fmt.Errorf("%s %s does not match route %q (%s %s)", r.Method, r.URL.Path, route, rt.Method, rt.Path)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx))
-	body, err := readBody(nil, r, rt.MaxBodyBytes)
+	id, err := identify(rt, nil, r, true)
 	if err != nil {
 		return nil, err
 	}
-
-	if n := len(r.Header.Values(rt.TenantHeader)); n > 1 {
-		return nil, fmt.Errorf("%w: %s sent %d times", ErrInvalidRequest, rt.TenantHeader, n)
-	}
-	e := &Explanation{Route: rt.Name, Tenant: r.Header.Get(rt.TenantHeader)}
-	if e.Tenant == "" {
-		e.Tenant = routes.DefaultTenant
-	}
-	key, present, err := readKey(r, rt.Key.Header)
-	source := keyFromHeader
-	if err == nil && !present {
-		key, source, err = deriveKey(rt, r, e.Tenant, body)
-	}
-	if h := rt.Scope.CredentialHeader; err == nil && h != "" { // as exchange.setKey
-		if cred := r.Header.Get(h); cred != "" {
-			e.CredentialScope = credentialScope(cred)
-		} else {
-			err = fmt.Errorf("%w: keys of route %s are scoped by the credential in %s, and it is missing", ErrInvalidRequest, rt.Name, h)
-		}
-	}
-	if err != nil {
-		e.KeyProblem = err.Error()
+	e := &Explanation{Route: rt.Name, Tenant: id.tenant, Document: id.doc, Fingerprint: id.fp}
+	if id.keyErr != nil {
+		e.KeyProblem = id.keyErr.Error()
 	} else {
-		e.Key, e.KeySource = key, source
-	}
-
-	req, err := canonicalRequest(rt, r, body)
-	if err != nil {
-		return nil, err
+		e.Key, e.KeySource, e.CredentialScope = id.key, id.keySource, id.credential
 	}
 	if steps {
-		e.Document, e.Steps, err = rt.Fingerprint.Explain(req)
-	} else {
-		e.Document, err = rt.Fingerprint.Document(req)
+		if e.Document, e.Steps, err = rt.Fingerprint.Explain(id.req); err != nil {
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	e.Fingerprint = canonical.Fingerprint(e.Document)
 	return e, nil
 }

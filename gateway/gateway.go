@@ -2,8 +2,11 @@
 // reads its idempotency key, computes its effect fingerprint, asks the Store what to do, and then
 // executes the upstream call once, replays the stored receipt, or refuses (contract §4).
 //
-// The decision table reads top to bottom in effect.go; the upstream exchange and its outcome
-// classes are in proxy.go; the admin listener is in admin.go.
+// Reading order: decide.go is the decision table and the outcome table as two pure functions;
+// identify.go reads a request's tenant, key and fingerprint (the identify phase, shared with
+// Explain); effect.go runs the table on a request (claim, decide, act, settle); respond.go is the
+// seam a protocol front end plugs into (responder) and the HTTP routes' answers; proxy.go makes
+// an HTTP route's upstream call; admin.go is the admin listener.
 package gateway
 
 import (

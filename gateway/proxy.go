@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
-	"slices"
 	"strings"
 	"time"
 
@@ -20,37 +19,9 @@ import (
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-// outcome is what an executed call did upstream (contract §4).
-type outcome int
-
-const (
-	committed    outcome = iota // the upstream acted: store the receipt
-	notCommitted                // the upstream did not act: free the key
-	unknown                     // it may have: block the key or free it, by route policy
-)
-
-// classify maps an upstream status to its outcome: a route's lists first, then 2xx and 3xx
-// committed, 4xx and 503 not committed, any other 5xx unknown.
-func classify(o routes.Outcome, status int) outcome {
-	switch {
-	case slices.Contains(o.Committed, status):
-		return committed
-	case slices.Contains(o.NotCommitted, status):
-		return notCommitted
-	case slices.Contains(o.Unknown, status):
-		return unknown
-	case status < 400:
-		return committed
-	case status < 500, status == http.StatusServiceUnavailable:
-		return notCommitted
-	default:
-		return unknown
-	}
-}
-
 // serveReadOnly proxies a read_only route without touching the store.
 func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
-	x := g.newExchange(w, r, rt)
+	x := g.newExchange(w, r, rt, httpRoute{})
 	defer x.logAccess()
 	if x.limitBody() {
 		x.proxy()
@@ -140,8 +111,8 @@ func (x *exchange) clientTrace() *httptrace.ClientTrace {
 	}
 }
 
-// modifyResponse settles the record of an execution from the upstream's status, before a byte of
-// the response reaches the client: a committed response's receipt is stored first.
+// modifyResponse settles the record of an execution from the upstream's status (outcomeOf),
+// before a byte of the response reaches the client: a committed response's receipt is stored first.
 func (g *Gateway) modifyResponse(resp *http.Response) error {
 	x := exchangeFrom(resp.Request.Context())
 	x.upDur = time.Since(x.upStart)
@@ -149,17 +120,13 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 		x.observeUpstream(outcomePassThrough)
 		return nil
 	}
-	switch classify(x.rt.Outcome, resp.StatusCode) {
-	case notCommitted:
-		x.observeUpstream(outcomeNotCommitted)
-		x.release()
-		return nil
-	case unknown:
-		x.observeUpstream(outcomeUnknown)
-		x.unknown(fmt.Sprintf("upstream answered %d", resp.StatusCode))
+	oc := outcomeOf(upstreamResult{status: resp.StatusCode}, x.rt)
+	x.observeUpstream(oc.class.String())
+	if oc.op != opCommit {
+		x.rec.Detail = fmt.Sprintf("upstream answered %d", resp.StatusCode)
+		x.settle(oc.op)
 		return nil
 	}
-	x.observeUpstream(outcomeCommitted)
 
 	// Committed: keep up to MaxReceiptBodyBytes of the body in the receipt; the client gets the
 	// whole body either way.
@@ -179,7 +146,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	// the remote id when it comes early.
 	ids := canonical.LookupPrefixes(kept, x.rt.Receipt.RemoteID, x.rt.Receipt.RemoteURL)
 	rec.RemoteID, rec.RemoteURL = ids[0], ids[1]
-	x.commit()
+	x.settle(opCommit)
 	x.setRemoteID(rec.RemoteID)
 	if readErr != nil {
 		return fmt.Errorf("%w: the response body broke after the upstream committed (receipt stored without it): %v", ErrUpstream, readErr)
@@ -195,9 +162,9 @@ func (x *exchange) observeUpstream(outcome string) {
 	x.g.metrics.upstream.WithLabelValues(x.rt.Name, outcome).Observe(x.upDur.Seconds())
 }
 
-// proxyError answers an upstream exchange that failed. If no connection to the upstream was
-// obtained, nothing was sent: the key is freed and the client may retry. Otherwise the upstream may
-// have acted: the outcome is unknown.
+// proxyError answers an upstream exchange that failed, settling the record by outcomeOf: if no
+// connection to the upstream was obtained, nothing was sent, the key is freed and the client may
+// retry; otherwise the upstream may have acted, and the outcome is unknown.
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeFrom(r.Context())
 	if x.upDur == 0 {
@@ -212,70 +179,17 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		perr = fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, tooLarge.Limit)
 	}
 	retryable := false
-	switch {
-	case x.owner == "" || x.settled: // nothing to settle, or settled before the body broke
+	if x.owner == "" || x.settled { // nothing to settle, or settled before the body broke
 		x.observeUpstream(outcomePassThrough)
-	case x.mayHaveSent.Load():
-		x.observeUpstream(outcomeUnknown)
-		x.unknown(perr.Error())
-		retryable = x.rt.OnUnknownOutcome == routes.Release // the key was freed
-	default:
-		x.observeUpstream(outcomeNotCommitted)
-		x.release()
-		retryable = true
+	} else {
+		oc := outcomeOf(upstreamResult{sent: x.mayHaveSent.Load()}, x.rt)
+		x.observeUpstream(oc.class.String())
+		x.rec.Detail = perr.Error()
+		x.settle(oc.op)
+		retryable = oc.op == opRelease // the key was freed
 	}
 	x.logger().Warn("upstream exchange failed", "err", err, "may_have_sent", x.mayHaveSent.Load())
 	p := newProblem(perr, x.decision, x.key)
 	p.Retryable = retryable
 	p.write(w, 0)
-}
-
-// commit stores the receipt. If the store refuses or fails, the upstream has still acted, so the
-// client still gets the upstream's response; the record stays in_progress until its lease lapses
-// and then reads as outcome_unknown, so no retry executes again on a block route.
-func (x *exchange) commit() {
-	x.settle("commit", func(ctx context.Context) (bool, error) {
-		return x.g.store.Commit(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL)
-	})
-}
-
-// release frees the key: the upstream did not act.
-func (x *exchange) release() {
-	x.settle("release", func(ctx context.Context) (bool, error) {
-		return x.g.store.Release(ctx, x.skey, x.owner)
-	})
-}
-
-// unknown settles an outcome the gateway cannot know: by route policy, the record is kept as
-// outcome_unknown (block) or the key is freed (release).
-func (x *exchange) unknown(reason string) {
-	if x.rt.OnUnknownOutcome == routes.Release {
-		x.release()
-		return
-	}
-	x.rec.Detail = reason
-	x.settle("mark_unknown", func(ctx context.Context) (bool, error) {
-		return x.g.store.MarkUnknown(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL)
-	})
-}
-
-// settle writes the execution's final state: it stops the lease renewals, makes the write, and
-// reports a failed or refused one (the span and log say so; the client's answer does not change).
-func (x *exchange) settle(op string, write func(ctx context.Context) (bool, error)) {
-	x.stopLease()
-	x.settled = true
-	err := x.storeCall(op, func(ctx context.Context) error { return refused(write(ctx)) })
-	if err == nil {
-		x.g.waiters.settled(x.skey)
-	}
-	switch {
-	case err == nil && op == "mark_unknown":
-		x.g.metrics.unknown.WithLabelValues(x.rt.Name).Inc()
-	case errors.Is(err, errRefused):
-		x.logger().Error("record not settled: the store refused a stale owner (lease lost)", "op", op)
-		x.span.AddEvent("store.write_refused", trace.WithAttributes(attribute.String("op", op)))
-	case err != nil:
-		x.logger().Error("record not settled: store failed", "op", op, "err", err)
-		x.span.AddEvent("store.write_failed", trace.WithAttributes(attribute.String("op", op)))
-	}
 }

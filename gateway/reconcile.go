@@ -61,7 +61,7 @@ func (x *exchange) reconcile(prev *record) {
 	// moment later, and the re-execution would make it twice: wait reconcile.after from the start
 	// of the record's last execution.
 	if wait := prev.StartedAt.Add(x.rt.Reconcile.After).Sub(x.g.now()); wait > 0 {
-		x.refuseFor(DecisionInProgress, fmt.Errorf("%w: the outcome of the call is unknown; the upstream is asked %s after the call started, in %s",
+		x.refuse(DecisionInProgress, fmt.Errorf("%w: the outcome of the call is unknown; the upstream is asked %s after the call started, in %s",
 			ErrInProgress, x.rt.Reconcile.After, wait.Round(time.Millisecond)), wait)
 		return
 	}
@@ -72,7 +72,7 @@ func (x *exchange) reconcile(prev *record) {
 	// unknown call's start, and may be retried at once. (A kill during the lookup leaves the
 	// takeover's start: the next retry waits reconcile.after again, the safe side.)
 	if !x.reclaim(prev, prev.Executions) {
-		x.refuse(DecisionInProgress, fmt.Errorf("%w: another request is settling the key", ErrInProgress))
+		x.refuse(DecisionInProgress, fmt.Errorf("%w: another request is settling the key", ErrInProgress), time.Second)
 		return
 	}
 	x.stopLease = x.keepLease()
@@ -84,10 +84,8 @@ func (x *exchange) reconcile(prev *record) {
 		x.rec.StartedAt = prev.StartedAt // nothing was executed: still the unknown call's start
 		x.rec.Detail = "reconciliation failed: " + err.Error()
 		x.logger().Warn("reconciliation failed", "err", err)
-		x.settle("mark_unknown", func(ctx context.Context) (bool, error) {
-			return x.g.store.MarkUnknown(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL)
-		})
-		x.refuse(DecisionOutcomeUnknown, fmt.Errorf("%w: %s", ErrOutcomeUnknown, x.rec.Detail))
+		x.settle(opMarkUnknown)
+		x.refuse(DecisionOutcomeUnknown, fmt.Errorf("%w: %s", ErrOutcomeUnknown, x.rec.Detail), 0)
 	case found != "":
 		now := time.Now().UTC()
 		rec := x.rec
@@ -97,7 +95,7 @@ func (x *exchange) reconcile(prev *record) {
 		ids := canonical.LookupPrefixes(answer, rc.RemoteID, rc.RemoteURL)
 		rec.RemoteID, rec.RemoteURL = ids[0], ids[1]
 		rec.Detail = "reconciled: the upstream has the effect"
-		x.commit()
+		x.settle(opCommit)
 		x.w.Header().Set("Idempotency-Reconciled", "found")
 		x.replay(rec)
 	default:

@@ -33,6 +33,11 @@ type SettleNotifier interface {
 	WatchSettled(ctx context.Context, key string, settled func()) (stop func(), err error)
 }
 
+// waitPoll bounds a waiting duplicate's sleep between two reads of the record: the safety net for a
+// settle notice that was lost (another process's settle on a store without notices, a Redis
+// reconnection, a lease that lapsed).
+const waitPoll = 500 * time.Millisecond
+
 // watchTimeout bounds how long the first duplicate that waits for a key waits for the store to
 // listen to its settles (a dial and a round trip when the store's notice connection is new, a round
 // trip otherwise); past it, the waiter reads the record again anyway, and relies on the poll if
@@ -195,4 +200,54 @@ func (w *waiters) wake(key string, only *keyWaiters, woken prometheus.Counter) {
 	if stop != nil {
 		stop()
 	}
+}
+
+// duplicateWait is one duplicate's wait for a record in flight to settle (concurrency: wait), until
+// a deadline: wait_timeout from its first claim.
+type duplicateWait struct {
+	w       *waiters
+	key     string
+	until   time.Time
+	settled <-chan struct{} // nil until the duplicate listens
+	stopped func()          // ends the current listening
+}
+
+// duplicate starts the wait of a duplicate of the record at key, which may last until until.
+func (w *waiters) duplicate(key string, until time.Time) *duplicateWait {
+	return &duplicateWait{w: w, key: key, until: until}
+}
+
+// left reports whether the duplicate may still wait: the deadline has not passed and the client is
+// still there.
+func (d *duplicateWait) left(ctx context.Context) bool {
+	return time.Now().Before(d.until) && ctx.Err() == nil
+}
+
+// await returns once the record may have settled, for the caller to read it again. The first call
+// only starts listening and returns at once: listening first and reading again, a settle between the
+// caller's read and now is not missed. Later calls block until a settle wakes the duplicate (it then
+// listens afresh next time: the record may be claimed again), the safety poll is due, the deadline
+// passes or ctx is done.
+func (d *duplicateWait) await(ctx context.Context) {
+	if d.settled == nil {
+		d.settled, d.stopped = d.w.wait(d.key)
+		return
+	}
+	poll := time.NewTimer(min(time.Until(d.until), d.w.poll))
+	defer poll.Stop()
+	select {
+	case <-d.settled:
+		d.stop()
+	case <-poll.C: // still listening
+		d.w.polled()
+	case <-ctx.Done():
+	}
+}
+
+// stop ends the duplicate's listening, if any.
+func (d *duplicateWait) stop() {
+	if d.stopped != nil {
+		d.stopped()
+	}
+	d.settled, d.stopped = nil, nil
 }

@@ -116,7 +116,8 @@ routes:
 // TestFingerprintMatchesServing: `idemgateway fingerprint` (gateway.Explain) says what the serving
 // gateway does with the same request bytes: the same Idempotency-Fingerprint, and a record stored
 // under the tenant, key and credential scope that the command prints, holding that fingerprint;
-// and where the gateway refuses the key (400), the command names a key problem. Audit W16: the
+// and where the gateway refuses the key (400), the command names a key problem and still prints the
+// fingerprint. Both run one identify phase (gateway/identify.go). Audit W16: the
 // command used to be compared only with itself.
 func TestFingerprintMatchesServing(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -231,8 +232,8 @@ func TestFingerprintMatchesServing(t *testing.T) {
 			}
 			resp := sendRaw(t, serving.Listener.Addr().String(), raw)
 			if tc.refused {
-				if resp.StatusCode != http.StatusBadRequest || e.KeyProblem == "" || e.Key != "" {
-					t.Fatalf("gateway answered %d; command: key %q, key problem %q; want 400 and a key problem", resp.StatusCode, e.Key, e.KeyProblem)
+				if resp.StatusCode != http.StatusBadRequest || e.KeyProblem == "" || e.Key != "" || e.Fingerprint == "" {
+					t.Fatalf("gateway answered %d; command: key %q, key problem %q, fingerprint %q; want 400, a key problem and the fingerprint", resp.StatusCode, e.Key, e.KeyProblem, e.Fingerprint)
 				}
 				return
 			}

@@ -1,0 +1,167 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// The decision table (docs/contract.md §4) as two pure functions: decide, what a request gets once
+// its key is claimed or read, and outcomeOf, what an executed call did upstream and what the record
+// becomes. The request path calls them and does what they say (effect.go); waiting, leases, the
+// proxy's callbacks and the rendering of answers (respond.go) sit around them, never inside a row.
+// A second front end (MCP tool calls) calls the same two functions.
+
+// action is what decide says to do with a request whose key was claimed or read.
+type action int
+
+const (
+	// actExecute: the key was new and this request claimed it: call the upstream once (execute).
+	actExecute action = iota
+	// actReplay: committed with the same effect: answer with the stored response (replay).
+	actReplay
+	// actConflict: known with another effect, whatever its state: 422 (conflict).
+	actConflict
+	// actWait: in flight, and the route waits for duplicates with time left: wait for the record
+	// to settle, then claim again.
+	actWait
+	// actInProgress: in flight: 409 request-in-progress, retryable (in_progress).
+	actInProgress
+	// actReconcile: outcome unknown on a route with reconcile: ask the upstream whether the effect
+	// exists (reconcile.go).
+	actReconcile
+	// actReexecute: outcome unknown on a route with on_unknown_outcome: release: take the record
+	// over and execute again.
+	actReexecute
+	// actOutcomeUnknown: outcome unknown, on_unknown_outcome: block: 409 outcome-unknown (outcome_unknown).
+	actOutcomeUnknown
+	// actCorrupt: a state the gateway does not know: 500 corrupt-record (rejected).
+	actCorrupt
+)
+
+var actionNames = [...]string{"execute", "replay", "conflict", "wait", "in_progress", "reconcile", "reexecute", "outcome_unknown", "corrupt"}
+
+func (a action) String() string { return actionNames[a] }
+
+// found is what a claim found at the key: whether the claim created the record, else the stored
+// record's state and whether its effect fingerprint is the request's.
+type found struct {
+	claimed    bool
+	state      string // a State constant; "" when claimed
+	sameEffect bool
+}
+
+// decide is the decision table of docs/contract.md §4 for a request whose key was claimed or read.
+// waitLeft is true while a duplicate may still wait (concurrency: wait, wait_timeout not passed, the
+// client still there); rt gives the route's policies.
+func decide(f found, rt *routes.Route, waitLeft bool) action {
+	switch {
+	case f.claimed:
+		return actExecute
+	case !isState(f.state):
+		return actCorrupt
+	case !f.sameEffect:
+		return actConflict // C05, C12: a client error, whatever the state
+	case f.state == StateCommitted:
+		return actReplay
+	case f.state == StateInProgress && rt.Concurrency == routes.Wait && waitLeft:
+		return actWait
+	case f.state == StateInProgress:
+		return actInProgress
+	case f.state == StateUnknown && rt.Reconcile != nil:
+		return actReconcile
+	case f.state == StateUnknown && rt.OnUnknownOutcome == routes.Release:
+		return actReexecute
+	default:
+		return actOutcomeUnknown
+	}
+}
+
+func isState(s string) bool {
+	return s == StateInProgress || s == StateCommitted || s == StateUnknown
+}
+
+// outcomeClass is what an executed call did upstream (docs/contract.md §4).
+type outcomeClass int
+
+const (
+	committed    outcomeClass = iota // the upstream acted: store the receipt
+	notCommitted                     // the upstream did not act: free the key
+	unknown                          // it may have: block the key or free it, by route policy
+)
+
+// Labels of idemgateway_upstream_duration_seconds{outcome}.
+var outcomeClassNames = [...]string{outcomeCommitted, outcomeNotCommitted, outcomeUnknown}
+
+func (c outcomeClass) String() string { return outcomeClassNames[c] }
+
+// settleOp is the store write that settles an executed call's record.
+type settleOp int
+
+const (
+	opCommit      settleOp = iota // store the receipt: retries replay it
+	opRelease                     // delete the record: a retry executes again
+	opMarkUnknown                 // keep the record outcome_unknown: retries are refused until it is resolved
+)
+
+var settleOpNames = [...]string{"commit", "release", "mark_unknown"}
+
+func (o settleOp) String() string { return settleOpNames[o] }
+
+// outcome is an executed call's class and the write that settles its record.
+type outcome struct {
+	class outcomeClass
+	op    settleOp
+}
+
+// upstreamResult is what a front end saw of its upstream call: the response status, or, when no
+// response arrived (status 0), whether a connection was obtained, so that bytes of the request may
+// have reached the upstream.
+type upstreamResult struct {
+	status int
+	sent   bool
+}
+
+// outcomeOf is the outcome table of docs/contract.md §4: the route's outcome lists first, then 2xx
+// and 3xx committed, 4xx and 503 not committed, any other 5xx unknown; with no response, a call
+// that never reached the upstream is not committed and one that may have is unknown.
+func outcomeOf(res upstreamResult, rt *routes.Route) outcome {
+	return settled(classOf(res, rt.Outcome), rt)
+}
+
+func classOf(res upstreamResult, o routes.Outcome) outcomeClass {
+	status := res.status
+	switch {
+	case status == 0 && res.sent:
+		return unknown
+	case status == 0:
+		return notCommitted
+	case slices.Contains(o.Committed, status):
+		return committed
+	case slices.Contains(o.NotCommitted, status):
+		return notCommitted
+	case slices.Contains(o.Unknown, status):
+		return unknown
+	case status < 400:
+		return committed
+	case status < 500, status == http.StatusServiceUnavailable:
+		return notCommitted
+	default:
+		return unknown
+	}
+}
+
+// settled is the write that settles a call of class c on rt: commit, release, or, for an unknown
+// outcome, mark unknown (on_unknown_outcome: block) or release (release). Every front end
+// settles through it, whatever its own classes come from.
+func settled(c outcomeClass, rt *routes.Route) outcome {
+	switch {
+	case c == committed:
+		return outcome{c, opCommit}
+	case c == unknown && rt.OnUnknownOutcome != routes.Release:
+		return outcome{c, opMarkUnknown}
+	default:
+		return outcome{c, opRelease}
+	}
+}

@@ -1,0 +1,102 @@
+package gateway
+
+import (
+	"testing"
+
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// TestDecide is the decision table of docs/contract.md §4 (the README's "What a request gets"),
+// one row a line, for a request whose key was claimed or read; the rows before the claim (a key
+// missing or invalid, a body too large or unparseable, the store down) are identify's and the
+// claim's errors. policy is the route's: concurrency, reconcile, on_unknown_outcome.
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	type policy struct {
+		wait, reconcile, release bool
+	}
+	var none policy
+	tests := []struct {
+		situation string
+		found     found
+		policy    policy
+		waitLeft  bool
+		want      action
+	}{
+		{"key new: this request claimed it", found{claimed: true}, none, false, actExecute},
+		{"committed, same fingerprint", found{state: StateCommitted, sameEffect: true}, none, false, actReplay},
+		{"committed, different fingerprint", found{state: StateCommitted}, none, false, actConflict},
+		{"in flight, different fingerprint (C12)", found{state: StateInProgress}, policy{wait: true}, true, actConflict},
+		{"outcome unknown, different fingerprint", found{state: StateUnknown}, policy{reconcile: true, release: true}, false, actConflict},
+		{"in flight, same fingerprint, concurrency: reject", found{state: StateInProgress, sameEffect: true}, none, true, actInProgress},
+		{"in flight, same fingerprint, concurrency: wait, time left", found{state: StateInProgress, sameEffect: true}, policy{wait: true}, true, actWait},
+		{"in flight, same fingerprint, concurrency: wait, wait_timeout passed", found{state: StateInProgress, sameEffect: true}, policy{wait: true}, false, actInProgress},
+		{"outcome unknown, same fingerprint, block", found{state: StateUnknown, sameEffect: true}, none, false, actOutcomeUnknown},
+		{"outcome unknown, same fingerprint, release", found{state: StateUnknown, sameEffect: true}, policy{release: true}, false, actReexecute},
+		{"outcome unknown, same fingerprint, reconcile", found{state: StateUnknown, sameEffect: true}, policy{reconcile: true}, false, actReconcile},
+		{"outcome unknown, same fingerprint, reconcile and release", found{state: StateUnknown, sameEffect: true}, policy{reconcile: true, release: true}, false, actReconcile},
+		{"a state the gateway does not know", found{state: "pending", sameEffect: true}, none, false, actCorrupt},
+		{"a state the gateway does not know, different fingerprint", found{state: "pending"}, none, false, actCorrupt},
+	}
+	for _, tt := range tests {
+		rt := &routes.Route{Concurrency: routes.Reject, OnUnknownOutcome: routes.Block}
+		if tt.policy.wait {
+			rt.Concurrency = routes.Wait
+		}
+		if tt.policy.reconcile {
+			rt.Reconcile = &routes.Reconcile{}
+		}
+		if tt.policy.release {
+			rt.OnUnknownOutcome = routes.Release
+		}
+		if got := decide(tt.found, rt, tt.waitLeft); got != tt.want {
+			t.Errorf("%s: decide = %v, want %v", tt.situation, got, tt.want)
+		}
+	}
+}
+
+// TestOutcomeOf is the outcome table of docs/contract.md §4 (the README's "What an executed call
+// did"), one row a line: what the upstream answered, the route's outcome lists and
+// on_unknown_outcome, and what the record becomes.
+func TestOutcomeOf(t *testing.T) {
+	t.Parallel()
+	lists := routes.Outcome{Committed: []int{402}, NotCommitted: []int{504}, Unknown: []int{409}}
+	var none routes.Outcome
+	tests := []struct {
+		answered string
+		result   upstreamResult
+		outcome  routes.Outcome
+		release  bool // on_unknown_outcome: release
+		want     outcome
+	}{
+		{"200", upstreamResult{status: 200}, none, false, outcome{committed, opCommit}},
+		{"201", upstreamResult{status: 201}, none, false, outcome{committed, opCommit}},
+		{"302", upstreamResult{status: 302}, none, false, outcome{committed, opCommit}},
+		{"400", upstreamResult{status: 400}, none, false, outcome{notCommitted, opRelease}},
+		{"409", upstreamResult{status: 409}, none, false, outcome{notCommitted, opRelease}},
+		{"429", upstreamResult{status: 429}, none, false, outcome{notCommitted, opRelease}},
+		{"503", upstreamResult{status: 503}, none, false, outcome{notCommitted, opRelease}},
+		{"500, block", upstreamResult{status: 500}, none, false, outcome{unknown, opMarkUnknown}},
+		{"500, release", upstreamResult{status: 500}, none, true, outcome{unknown, opRelease}},
+		{"502", upstreamResult{status: 502}, none, false, outcome{unknown, opMarkUnknown}},
+		{"504", upstreamResult{status: 504}, none, false, outcome{unknown, opMarkUnknown}},
+		{"507", upstreamResult{status: 507}, none, false, outcome{unknown, opMarkUnknown}},
+		{"nothing: no connection obtained", upstreamResult{}, none, false, outcome{notCommitted, opRelease}},
+		{"nothing: failed after a connection (timeout, broken)", upstreamResult{sent: true}, none, false, outcome{unknown, opMarkUnknown}},
+		{"nothing: failed after a connection, release", upstreamResult{sent: true}, none, true, outcome{unknown, opRelease}},
+		{"402, listed committed", upstreamResult{status: 402}, lists, false, outcome{committed, opCommit}},
+		{"504, listed not_committed", upstreamResult{status: 504}, lists, false, outcome{notCommitted, opRelease}},
+		{"409, listed unknown", upstreamResult{status: 409}, lists, false, outcome{unknown, opMarkUnknown}},
+		{"500, not listed", upstreamResult{status: 500}, lists, false, outcome{unknown, opMarkUnknown}},
+		{"201, not listed", upstreamResult{status: 201}, lists, true, outcome{committed, opCommit}},
+	}
+	for _, tt := range tests {
+		rt := &routes.Route{Outcome: tt.outcome, OnUnknownOutcome: routes.Block}
+		if tt.release {
+			rt.OnUnknownOutcome = routes.Release
+		}
+		if got := outcomeOf(tt.result, rt); got != tt.want {
+			t.Errorf("upstream answered %s: outcomeOf = {%v %v}, want {%v %v}", tt.answered, got.class, got.op, tt.want.class, tt.want.op)
+		}
+	}
+}

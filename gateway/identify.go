@@ -1,0 +1,198 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// identity is what the identify phase reads of one request under one route: who asks, which
+// operation it is (the idempotency key and its scope), and which effect (the fingerprint).
+type identity struct {
+	tenant, actor string
+	// key is the idempotency key, set once one is read (also when its scope is then refused, so
+	// that the problem names it); keySource is where it came from (header, from or derive) once
+	// it is usable, and keyErr says why there is none: it wraps ErrMissingKey, ErrInvalidKey or
+	// ErrInvalidRequest (a scope credential missing).
+	key, keySource string
+	keyErr         error
+	credential     string // the credential scope of the key, "" when the route has none
+	skey           string // the store key of (tenant, tool, key[, credential])
+
+	body []byte             // the request body; nil when it was not read (it streams through)
+	req  *canonical.Request // what the fingerprint reads of the request
+	doc  []byte             // the canonical document (docs/fingerprint.md)
+	fp   string             // its fingerprint, sha256:<64 hex>
+}
+
+// keyless reports whether the request goes on without a key: it has none and its route does not
+// require one. It is then passed through and nothing is stored (C08).
+func (id *identity) keyless(rt *routes.Route) bool {
+	return errors.Is(id.keyErr, ErrMissingKey) && !rt.Key.Required
+}
+
+// identify is the identify phase of docs/contract.md §4, written once for every caller: the
+// serving path, the fingerprint CLI (Explain) and each protocol front end. In order: the key
+// header, the tenant (sent at most once), the body (up to max_body_bytes), a key from key.from or
+// key.derive when no header carried one, the credential scope, and the canonical document and its
+// fingerprint.
+//
+// A request without a usable key stops before its body is read unless fingerprintKeyless is set
+// (Explain sets it: it fingerprints a request whatever its key): id.keyErr says why, and the body
+// streams through when the request is keyless. w, when not nil, is told when the body is over
+// the limit (http.MaxBytesReader). err is a problem of the request itself (a tenant sent twice, a
+// body too large or not parseable, an unparseable query), wrapping the sentinel of its answer.
+func identify(rt *routes.Route, w http.ResponseWriter, r *http.Request, fingerprintKeyless bool) (id *identity, err error) {
+	id = &identity{tenant: tenantOf(rt, r), actor: r.Header.Get(rt.ActorHeader)}
+	key, present, err := readKey(r, rt.Key.Header)
+	if id.keyErr = err; err != nil && !fingerprintKeyless {
+		return id, nil
+	}
+	id.key = key // named in the problems from here on
+	if n := len(r.Header.Values(rt.TenantHeader)); n > 1 {
+		return id, fmt.Errorf("%w: %s sent %d times", ErrInvalidRequest, rt.TenantHeader, n)
+	}
+	derivable := !rt.Key.From.IsZero() || rt.Key.Derive != nil
+	switch {
+	case present || derivable || id.keyErr != nil:
+	case rt.Key.Required:
+		id.keyErr = fmt.Errorf("%w: header %s is required on route %s", ErrMissingKey, rt.Key.Header, rt.Name)
+	default:
+		id.keyErr = fmt.Errorf("%w: no header %s; route %s passes such a request through and stores nothing", ErrMissingKey, rt.Key.Header, rt.Name)
+	}
+	if id.keyErr != nil && !fingerprintKeyless {
+		return id, nil
+	}
+	if id.body, err = readBody(w, r, rt.MaxBodyBytes); err != nil {
+		return id, err
+	}
+	source := keyFromHeader
+	if !present && id.keyErr == nil {
+		key, source, id.keyErr = deriveKey(rt, r, id.tenant, id.body)
+	}
+	if id.keyErr == nil {
+		id.keyErr = id.setKey(rt, r, key, source)
+	}
+	if id.keyErr != nil && !fingerprintKeyless {
+		return id, nil
+	}
+	if id.req, err = canonicalRequest(rt, r, id.body); err != nil {
+		return id, err
+	}
+	if id.doc, err = rt.Fingerprint.Document(id.req); err != nil {
+		return id, err
+	}
+	id.fp = canonical.Fingerprint(id.doc)
+	return id, nil
+}
+
+// tenantOf is the request's tenant: the route's tenant header, else routes.DefaultTenant.
+func tenantOf(rt *routes.Route, r *http.Request) string {
+	if tenant := r.Header.Get(rt.TenantHeader); tenant != "" {
+		return tenant
+	}
+	return routes.DefaultTenant
+}
+
+// setKey sets the idempotency key and its scope: tenant, tool and key, and with scope.credential
+// a hash of the caller's credential (never the credential). A missing credential is an error
+// wrapping ErrInvalidRequest.
+func (id *identity) setKey(rt *routes.Route, r *http.Request, key, source string) error {
+	id.key = key
+	id.skey = scopeKey(id.tenant, rt.Name, key)
+	if h := rt.Scope.CredentialHeader; h != "" {
+		cred := r.Header.Get(h)
+		if cred == "" {
+			return fmt.Errorf("%w: keys of route %s are scoped by the credential in %s, and it is missing", ErrInvalidRequest, rt.Name, h)
+		}
+		id.credential = credentialScope(cred)
+		id.skey += "/" + url.PathEscape(id.credential)
+	}
+	id.keySource = source
+	return nil
+}
+
+// canonicalRequest is what the fingerprint reads of r. A query string that does not parse (a bad
+// escape, a ';') or a Content-Type sent twice is refused: the gateway and the upstream could read
+// such a request differently. Errors wrap ErrInvalidRequest.
+func canonicalRequest(rt *routes.Route, r *http.Request, body []byte) (*canonical.Request, error) {
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("%w: query: %v", ErrInvalidRequest, err)
+	}
+	if n := len(r.Header.Values("Content-Type")); n > 1 {
+		return nil, fmt.Errorf("%w: Content-Type sent %d times", ErrInvalidRequest, n)
+	}
+	return &canonical.Request{
+		Tool:       rt.Name,
+		Method:     r.Method,
+		PathParams: pathParams(r),
+		Query:      query,
+		Header:     r.Header,
+		Body:       body,
+	}, nil
+}
+
+// readBody reads the whole request body, up to limit bytes. Errors wrap ErrBodyTooLarge, or
+// ErrInvalidBody when the body breaks off.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if err := declaredTooLarge(r, limit); err != nil {
+		return nil, err
+	}
+	// Sized from a declared length up to preallocMax, the buffer is allocated once (io.ReadAll grows
+	// it by doubling from 512 bytes); bytes.MinRead spare bytes let ReadFrom see the end without
+	// growing it. Past preallocMax it grows as bytes arrive: a declared length alone, with no body
+	// behind it, must not hold memory.
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), preallocMax)+bytes.MinRead))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	body := buf.Bytes()
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)
+	case err != nil:
+		return nil, fmt.Errorf("%w: reading it failed: %v", ErrInvalidBody, err)
+	}
+	return body, nil
+}
+
+// preallocMax bounds the buffer readBody allocates from a request's Content-Length before the
+// body arrives (64 KiB).
+const preallocMax = 64 << 10
+
+// declaredTooLarge refuses a body whose Content-Length is over limit before a byte is read.
+func declaredTooLarge(r *http.Request, limit int64) error {
+	if r.ContentLength > limit {
+		return fmt.Errorf("%w: %d bytes, the route accepts at most %d", ErrBodyTooLarge, r.ContentLength, limit)
+	}
+	return nil
+}
+
+// pathParams returns the path parameters chi matched, each decoded exactly once. chi matches the
+// escaped path (r.URL.RawPath) when the URL has one, and the decoded path otherwise (Go keeps no
+// RawPath when escaping the decoded path gives the original back): so /t/a%2Fb gives "a/b",
+// /t/a%252Fb gives "a%2Fb", and /t/%41 and /t/A both give "A".
+func pathParams(r *http.Request) map[string]string {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil || len(rc.URLParams.Keys) == 0 {
+		return nil
+	}
+	params := make(map[string]string, len(rc.URLParams.Keys))
+	for i, k := range rc.URLParams.Keys {
+		v := rc.URLParams.Values[i]
+		if r.URL.RawPath != "" {
+			if u, err := url.PathUnescape(v); err == nil { // RawPath is valid escaping: no error
+				v = u
+			}
+		}
+		params[k] = v
+	}
+	return params
+}

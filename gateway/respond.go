@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/idemgateway/idemgateway/canonical"
+)
+
+// responder is what a protocol front end adds to the decision table: how it calls the upstream
+// under a claimed key, and how it renders the answers that call none. The decision loop
+// (effect.go, decide.go), the store's writes and the bookkeeping of each decision (the
+// Idempotency-Decision header, metrics, the span) are shared. HTTP routes (httpRoute) answer with
+// the stored response and RFC 9457 problems; MCP tool calls answer with JSON-RPC messages.
+type responder interface {
+	// call makes x's upstream call once, under its claimed key, and settles the record from the
+	// call's outcome (outcomeOf, then x.settle) before the answer reaches the client.
+	call(x *exchange)
+	// replay answers with prev's stored response.
+	replay(x *exchange, prev *record)
+	// refuse answers with ref: a decision that called no upstream.
+	refuse(x *exchange, ref *refusal)
+}
+
+// refusal is an answer that calls no upstream: a conflict, a request in progress, an unknown
+// outcome, or a rejected request (a bad key or body, the store down).
+type refusal struct {
+	decision string // one of the Decision constants
+	// err wraps the sentinel that says which answer this is (problemOf); its message is the detail.
+	err error
+	// retryAfter is when a retry may succeed, on retryable refusals (0: not said).
+	retryAfter time.Duration
+	// conflict is set on a conflict: what differs from the record the key holds.
+	conflict *conflict
+}
+
+// conflict is what a conflict's answer tells of the record the key holds (docs/contract.md §4).
+type conflict struct {
+	existingFingerprint, receivedFingerprint string
+	existingRemoteID                         string
+	// differingFields name the fields whose values differ (docs/fingerprint.md), at most
+	// maxDifferingFields; nil when the record kept no document.
+	differingFields []string
+}
+
+// replay answers with the stored response, without calling the upstream.
+func (x *exchange) replay(prev *record) {
+	x.decide(DecisionReplay)
+	x.setRemoteID(prev.RemoteID)
+	x.front.replay(x, prev)
+}
+
+// conflict answers that the key is known with a different effect fingerprint.
+func (x *exchange) conflict(prev *record) {
+	c := &conflict{existingFingerprint: prev.EffectFingerprint, receivedFingerprint: x.fp, existingRemoteID: prev.RemoteID}
+	if prev.Document != nil && x.doc != nil {
+		c.differingFields = canonical.DifferingFields(prev.Document, x.doc, maxDifferingFields)
+	}
+	x.decide(DecisionConflict)
+	x.front.refuse(x, &refusal{
+		decision: DecisionConflict,
+		err:      fmt.Errorf("%w: key %q was first used for a request with fingerprint %s", ErrConflict, x.key, prev.EffectFingerprint),
+		conflict: c,
+	})
+}
+
+// refuse answers with a decision that calls no upstream (in_progress, outcome_unknown), telling a
+// retryable one to come back after retryAfter.
+func (x *exchange) refuse(decision string, err error, retryAfter time.Duration) {
+	x.decide(decision)
+	x.front.refuse(x, &refusal{decision: decision, err: err, retryAfter: retryAfter})
+}
+
+// reject answers a request that cannot be decided on (bad key, bad body, store down): no
+// Idempotency-Decision header, decision "rejected" in the answer and the span.
+func (x *exchange) reject(err error) {
+	x.decision = DecisionRejected
+	if x.traced {
+		x.span.SetAttributes(attrDecision.String(DecisionRejected))
+	}
+	x.g.metrics.decisions.WithLabelValues(x.rt.Name, DecisionRejected).Inc()
+	x.w.Header().Del("Idempotency-Decision")
+	var retryAfter time.Duration
+	switch {
+	case errors.Is(err, ErrStoreUnavailable):
+		retryAfter = time.Second
+	case errors.Is(err, ErrCorruptRecord):
+		x.logger().Error("the key's record is unreadable: its retries are refused until it expires or an operator deletes it", "err", err)
+	}
+	x.front.refuse(x, &refusal{decision: DecisionRejected, err: err, retryAfter: retryAfter})
+}
+
+// httpRoute is the front end of HTTP routes: the upstream call goes through the reverse proxy
+// (proxy.go), a replay is the stored response, a refusal an RFC 9457 problem.
+type httpRoute struct{}
+
+func (httpRoute) call(x *exchange) { x.proxy() }
+
+// replay writes prev's stored status, headers and body, with Idempotent-Replayed: true. A receipt
+// that kept no body (over MaxReceiptBodyBytes, or resolved by an operator) replays none, and says
+// so in Idempotency-Replay-Body: omitted.
+func (httpRoute) replay(x *exchange, prev *record) {
+	h := x.w.Header()
+	status := prev.ResponseStatus
+	var body []byte
+	if resp := prev.Response; resp != nil {
+		for name, values := range resp.Header {
+			h[name] = values
+		}
+		status, body = resp.Status, resp.Body
+	}
+	h.Set("Idempotent-Replayed", "true")
+	if !prev.ResponseBodyKept {
+		h.Del("Content-Type")
+		h.Set("Idempotency-Replay-Body", "omitted")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	x.w.WriteHeader(status)
+	_, _ = x.w.Write(body)
+}
+
+// refuse writes ref as an application/problem+json answer, with Retry-After in whole seconds,
+// rounded up, on a retryable one.
+func (httpRoute) refuse(x *exchange, ref *refusal) {
+	p := newProblem(ref.err, ref.decision, x.key)
+	if c := ref.conflict; c != nil {
+		p.Reason = "idempotency_key_reused_with_different_effect"
+		p.ExistingFingerprint, p.ReceivedFingerprint = c.existingFingerprint, c.receivedFingerprint
+		p.ExistingRemoteID, p.DifferingFields = c.existingRemoteID, c.differingFields
+	}
+	p.write(x.w, int((ref.retryAfter+time.Second-1)/time.Second))
+}
