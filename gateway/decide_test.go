@@ -6,7 +6,7 @@ import (
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-// TestDecide is the decision table of docs/contract.md §4 (the README's "What a request gets"),
+// TestDecide is the decision table of docs/contract.md §4 and README.md ("The decision table"),
 // one row a line, for a request whose key was claimed or read; the rows before the claim (a key
 // missing or invalid, a body too large or unparseable, the store down) are identify's and the
 // claim's errors. policy is the route's: concurrency, reconcile, on_unknown_outcome.
@@ -55,8 +55,8 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// TestOutcomeOf is the outcome table of docs/contract.md §4 (the README's "What an executed call
-// did"), one row a line: what the upstream answered, the route's outcome lists and
+// TestOutcomeOf is the outcome table of docs/contract.md §4 and README.md ("Outcome of an executed
+// call"), one row a line: what the upstream answered, the route's outcome lists and
 // on_unknown_outcome, and what the record becomes.
 func TestOutcomeOf(t *testing.T) {
 	t.Parallel()
