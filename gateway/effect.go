@@ -411,7 +411,7 @@ func (x *exchange) conflict(prev *record) {
 	p.ReceivedFingerprint = x.fp
 	p.ExistingRemoteID = prev.RemoteID
 	if prev.Document != nil && x.doc != nil {
-		p.DifferingFields = canonical.DifferingFields(prev.Document, x.doc, maxDifferingFields)
+		p.DifferingFields = x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, maxDifferingFields)
 	}
 	p.write(x.w, 0)
 }
