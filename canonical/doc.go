@@ -20,8 +20,8 @@
 // normalization form does not matter; and Sets for arrays whose order and duplicates do not
 // matter. They apply in the order format, defaults, exclude, normalize, sets, include
 // ([Canonicalizer.Document] tells the details). [Canonicalizer.Explain] returns the document with
-// the steps that made it, and [DifferingFields] names, without values, where two documents
-// differ, for a conflict to explain itself.
+// the steps that made it, and [Canonicalizer.DifferingFields] names, without values, where two
+// documents differ, for a conflict to explain itself.
 //
 // # Canonical JSON
 //

@@ -146,7 +146,7 @@ func ExampleCanonicalizer_Explain() {
 	// /body included: the whole body (no include pointers)
 }
 
-func ExampleDifferingFields() {
+func ExampleCanonicalizer_DifferingFields() {
 	amount, _ := canonical.ParsePointer("/amount")
 	c, err := canonical.Compile(canonical.Fields{Include: []canonical.Pointer{amount}, Query: []string{"dry_run"}})
 	if err != nil {
@@ -164,9 +164,9 @@ func ExampleDifferingFields() {
 	}
 	first := doc(`{"amount": "10.00"}`, "false")
 	reused := doc(`{"amount": "99.00"}`, "true")
-	fmt.Println(canonical.DifferingFields(first, reused, 10))
+	fmt.Println(c.DifferingFields(first, reused, 10))
 	// Output:
-	// [/body/~1amount /query/dry_run]
+	// [/amount query/dry_run]
 }
 
 func ExampleFields_graphql() {

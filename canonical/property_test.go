@@ -258,6 +258,34 @@ func allPaths(v jvalue, at string, membersOnly bool) []string {
 	return out
 }
 
+// namedChange is what DifferingFields names for a change of the scalar at toks in v when the
+// rules include toks[:included] (0: the whole body): the included value descended into through
+// objects, arrays named whole, as a pointer into the body ("body" for the whole of it).
+func namedChange(v jvalue, toks []string, included int) string {
+	at := ""
+	for i, tok := range toks {
+		if i >= included && v.kind != '{' {
+			break
+		}
+		at += "/" + escapeToken(tok)
+		if v.kind == '{' {
+			for j, name := range v.names {
+				if name == tok {
+					v = v.kids[j]
+				}
+			}
+		} else {
+			var k int
+			fmt.Sscan(tok, &k)
+			v = v.kids[k]
+		}
+	}
+	if at == "" {
+		return "body"
+	}
+	return at
+}
+
 // changeLeaf returns v with the scalar at the pointer tokens toks replaced by a different value.
 func changeLeaf(v jvalue, toks []string) jvalue {
 	if len(toks) == 0 {
@@ -394,12 +422,15 @@ func TestPropertyIncludedScalarsMatter(t *testing.T) {
 		toks := p.tokens()
 		changed := changeLeaf(v, toks)
 		var f Fields
+		included := 0 // how many of toks the include pointer has
 		switch rapid.IntRange(0, 2).Draw(t, "rule") {
 		case 1: // include the leaf's top-level member
 			f.Include = []Pointer{rapidPointer(t, "/"+escapeToken(toks[0]))}
+			included = 1
 		case 2: // include the leaf itself, and add defaults elsewhere
 			f.Include = []Pointer{p}
 			f.Defaults = []Default{{rapidPointer(t, "/absent"), []byte(`{}`)}}
+			included = len(toks)
 		}
 		c, err := Compile(f)
 		if err != nil {
@@ -409,8 +440,8 @@ func TestPropertyIncludedScalarsMatter(t *testing.T) {
 		if Fingerprint(before) == Fingerprint(after) {
 			t.Fatalf("changing %s does not change the document %s", leaf, before)
 		}
-		if d := DifferingFields(before, after, 0); len(d) == 0 {
-			t.Fatalf("DifferingFields finds nothing between %s and %s", before, after)
+		if d, want := c.DifferingFields(before, after, 0), namedChange(v, toks, included); len(d) != 1 || d[0] != want {
+			t.Fatalf("DifferingFields = %q between %s and %s, want [%q]", d, before, after, want)
 		}
 	})
 }

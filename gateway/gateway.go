@@ -46,7 +46,8 @@ type Options struct {
 	// upstream call, and a span per store call on the request path. nil (the default): no spans,
 	// and neither the handler nor the transport is wrapped in OpenTelemetry instrumentation, which
 	// costs even with a no-op provider; an incoming traceparent header still reaches the upstream,
-	// forwarded like any other header. SetupTracing returns the provider to pass here.
+	// forwarded like any other header. The idemgateway command builds its provider from the OTEL_*
+	// environment variables (cmd/idemgateway/tracing.go).
 	TracerProvider trace.TracerProvider
 	// StoreTimeout bounds each store call. Default DefaultStoreTimeout.
 	StoreTimeout time.Duration

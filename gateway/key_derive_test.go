@@ -83,7 +83,7 @@ routes:
 		{name: "same operation, different effect: conflict naming the field", incident: "INC-1", body: `{"kind":"outage","title":"db up"}`,
 			status: 422, decision: "conflict", check: func(p map[string]any) bool {
 				fields, _ := p["differing_fields"].([]any)
-				return p["idempotency_key"] == "acme:INC-1:outage:create_ticket" && len(fields) == 1 && fields[0] == "/body/title"
+				return p["idempotency_key"] == "acme:INC-1:outage:create_ticket" && len(fields) == 1 && fields[0] == "/title"
 			}},
 		{name: "another incident is another operation", incident: "INC-2", body: `{"kind":"outage","title":"db down"}`, status: 201, decision: "execute"},
 		{name: "a sent key wins", incident: "INC-1", key: "mine", body: `{"kind":"outage","title":"db down"}`, status: 201, decision: "execute"},

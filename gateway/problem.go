@@ -88,8 +88,14 @@ type problem struct {
 	ExistingFingerprint string `json:"existing_fingerprint,omitempty"`
 	ReceivedFingerprint string `json:"received_fingerprint,omitempty"`
 	ExistingRemoteID    string `json:"existing_remote_id,omitempty"`
-	// DifferingFields are the JSON Pointers into the canonical document whose values differ
-	// (never the values), at most maxDifferingFields; absent when the record kept no document.
+	// DifferingFields name the fields whose values differ between the request that first used
+	// the key and this one, never the values (canonical.Canonicalizer.DifferingFields): inside
+	// the body, RFC 6901 JSON Pointers into the request body as the route writes them
+	// ("/fields/summary" for an included pointer, "/fields/summary/lang" deeper inside it,
+	// "/title" on a whole-body route, "/params/arguments/title" in a JSON-RPC body); "body" when
+	// the body differs as a whole; outside it, the part without a leading slash: "method",
+	// "path/<parameter>", "query/<name>", "headers/<lower-case name>". Sorted, at most
+	// maxDifferingFields; absent when the record kept no document.
 	DifferingFields []string `json:"differing_fields,omitempty"`
 }
 

@@ -284,3 +284,34 @@ func TestStreamedBodyOverLimit(t *testing.T) {
 		t.Errorf("the upstream read the whole over-limit body %d times, want 0", n)
 	}
 }
+
+// TestIssue12DifferingFieldsAsTheRouteWritesThem: a conflict names a body field by the pointer
+// the route includes (it once read /body/~1fields~1summary, the canonical document's spelling),
+// and a part outside the body by its name without a leading slash.
+func TestIssue12DifferingFieldsAsTheRouteWritesThem(t *testing.T) {
+	t.Parallel()
+	up, executions := countingUpstream(t)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(`
+upstreams:
+  up: {url: %s}
+routes:
+  - {name: create_issue, upstream: up, method: POST, path: /rest/api/3/issue, class: non_idempotent,
+     fingerprint: {body: {include: [/fields/summary]}, query: [notify], headers: [X-Account]}}
+`, up.URL), gateway.Options{})
+	send := func(summary, notify, account string) answer {
+		return do(t, http.MethodPost, srv.URL+"/rest/api/3/issue?notify="+notify,
+			http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k1"}, "X-Account": {account}},
+			`{"fields":{"summary":"`+summary+`"}}`)
+	}
+	if a := send("Disk full", "true", "a"); a.status != http.StatusCreated {
+		t.Fatalf("first call: %d %v", a.status, a.problem)
+	}
+	a := send("Disk empty", "false", "b")
+	got := fmt.Sprint(a.problem["differing_fields"])
+	if want := "[/fields/summary headers/x-account query/notify]"; a.status != http.StatusUnprocessableEntity || got != want {
+		t.Fatalf("changed call: %d, differing_fields %s; want 422, %s", a.status, got, want)
+	}
+	if n := executions.Load(); n != 1 {
+		t.Fatalf("%d upstream executions, want 1", n)
+	}
+}

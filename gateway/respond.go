@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/idemgateway/idemgateway/canonical"
 )
 
 // responder is what a protocol front end adds to the decision table: how it calls the upstream
@@ -56,7 +54,7 @@ func (x *exchange) replay(prev *record) {
 func (x *exchange) conflict(prev *record) {
 	c := &conflict{existingFingerprint: prev.EffectFingerprint, receivedFingerprint: x.fp, existingRemoteID: prev.RemoteID}
 	if prev.Document != nil && x.doc != nil {
-		c.differingFields = canonical.DifferingFields(prev.Document, x.doc, maxDifferingFields)
+		c.differingFields = x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, maxDifferingFields)
 	}
 	x.decide(DecisionConflict)
 	x.front.refuse(x, &refusal{

@@ -75,7 +75,7 @@ func TestExampleRoutesRules(t *testing.T) {
 				t.Errorf("document\n got %s\nwant %s", first, want)
 			}
 			if retry := doc(".retry"); canonical.Fingerprint(retry) != canonical.Fingerprint(first) {
-				t.Errorf("the retry conflicts at %v", canonical.DifferingFields(first, retry, 0))
+				t.Errorf("the retry conflicts at %v", rt.Fingerprint.DifferingFields(first, retry, 0))
 			}
 			if changed := doc(".changed"); canonical.Fingerprint(changed) == canonical.Fingerprint(first) {
 				t.Errorf("the changed request replays")

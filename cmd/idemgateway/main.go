@@ -81,7 +81,7 @@ func serve(s *settings) error {
 	var timeouts defaultGrace
 	timeouts.see(cfg)
 	watcher := routes.NewWatcher(s.Routes)
-	tracerProvider, shutdownTracing, err := gateway.SetupTracing(ctx)
+	tracerProvider, shutdownTracing, err := setupTracing(ctx)
 	if err != nil {
 		return err
 	}

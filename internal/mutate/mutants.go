@@ -266,4 +266,11 @@ var mutants = []Mutant{
 	{Name: "readyz-ignores-write-probe", Behaviour: "/readyz reports ready when the store answers Ping but refuses writes (Redis OOM, full disk)",
 		File: "gateway/admin.go", From: `if _, _, _, err := g.store.Claim(ctx, key, owner, []byte("{}"), time.Second, 10*time.Second); err != nil {`, To: `if _, _, _, err := g.store.Claim(ctx, key, owner, []byte("{}"), time.Second, 10*time.Second); err != nil && errors.Is(err, ErrCorruptRecord) {`,
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestReadyzRefusesWhenWritesFail$"}}},
+	// differing_fields as the route writes them (issue 12).
+	{Name: "conflict-differs-without-route-rules", Behaviour: "a 422 names an included field by the canonical document's spelling (/~1fields~1summary), not as the route writes it (/fields/summary)",
+		File: "gateway/respond.go", From: "x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, maxDifferingFields)", To: "(*canonical.Canonicalizer)(nil).DifferingFields(prev.Document, x.doc, maxDifferingFields)",
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestIssue12DifferingFieldsAsTheRouteWritesThem$"}}},
+	{Name: "graphql-differs-at-document", Behaviour: "a 422 on a graphql route names the query document /document, a member the request body does not have, instead of /query",
+		File: "canonical/diff.go", From: `out[i] = "/query" + strings.TrimPrefix(p, "/document")`, To: `_ = p // mutant`,
+		Tests: []Target{{Pkg: "./canonical", Run: "^TestDifferingFieldsNames$"}}},
 }

@@ -1,4 +1,4 @@
-package gateway_test
+package main
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
-	"github.com/idemgateway/idemgateway/gateway"
 )
 
 // TestSetupTracing: without an exporter nothing records spans; console installs the SDK; an
@@ -17,7 +15,7 @@ func TestSetupTracing(t *testing.T) {
 	t.Cleanup(func() { otel.SetTracerProvider(before) })
 	for _, none := range []string{"", "none"} {
 		t.Setenv("OTEL_TRACES_EXPORTER", none)
-		tp, _, err := gateway.SetupTracing(context.Background())
+		tp, _, err := setupTracing(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,7 +27,7 @@ func TestSetupTracing(t *testing.T) {
 		}
 	}
 	t.Setenv("OTEL_TRACES_EXPORTER", "console")
-	tp, shutdown, err := gateway.SetupTracing(context.Background())
+	tp, shutdown, err := setupTracing(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +38,7 @@ func TestSetupTracing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("OTEL_TRACES_EXPORTER", "carrier-pigeon")
-	if _, _, err := gateway.SetupTracing(context.Background()); err == nil {
+	if _, _, err := setupTracing(context.Background()); err == nil {
 		t.Fatal("an unknown exporter was accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package main
 
 import (
 	"context"
@@ -12,12 +12,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// SetupTracing builds the tracer provider for Options.TracerProvider from the standard OTEL_*
-// environment variables, and installs it and the W3C propagators globally. OTEL_TRACES_EXPORTER is
-// one of otlp, console or none; unlike the SDK's own default (otlp), an unset OTEL_TRACES_EXPORTER
+// setupTracing builds the tracer provider for gateway.Options.TracerProvider from the standard
+// OTEL_* environment variables, and installs it and the W3C propagators globally: process globals,
+// which is why this lives in the command and not in package gateway. OTEL_TRACES_EXPORTER is one
+// of otlp, console or none; unlike the SDK's own default (otlp), an unset OTEL_TRACES_EXPORTER
 // means none here (contract §1), and then tp is nil: no spans are made, at no cost. shutdown
 // flushes and stops the exporter (a no-op when tp is nil).
-func SetupTracing(ctx context.Context) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
+func setupTracing(ctx context.Context) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	noop := func(context.Context) error { return nil }
 	if os.Getenv("OTEL_TRACES_EXPORTER") == "" {
