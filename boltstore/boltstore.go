@@ -1,4 +1,4 @@
-// Package boltstore is the embedded implementation of gateway.Store, on go.etcd.io/bbolt, for a
+// Package boltstore is the embedded implementation of record.Store, on go.etcd.io/bbolt, for a
 // gateway that runs as a single process with no Redis.
 //
 // The records live in one file, FileName, under a data directory. Every write is one bbolt
@@ -43,6 +43,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // FileName is the name of the database file in the data directory.
@@ -87,7 +89,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Store is a gateway.Store in a bbolt file. It is safe for concurrent use.
+// Store is a record.Store in a bbolt file. It is safe for concurrent use.
 type Store struct {
 	db     *bolt.DB
 	now    func() time.Time
@@ -212,7 +214,7 @@ func (s *Store) view(fn func(b *bolt.Bucket, now int64) error) error {
 }
 
 // load returns the live record at key, or nil when there is none or it has expired.
-func load(b *bolt.Bucket, key string, now int64) (*record, error) {
+func load(b *bolt.Bucket, key string, now int64) (*entry, error) {
 	v := b.Get([]byte(key))
 	if v == nil {
 		return nil, nil
@@ -228,12 +230,12 @@ func load(b *bolt.Bucket, key string, now int64) (*record, error) {
 }
 
 // put stores r at key.
-func put(b *bolt.Bucket, key string, r *record) error {
+func put(b *bolt.Bucket, key string, r *entry) error {
 	if err := b.Put([]byte(key), r.encode()); err != nil {
 		return err
 	}
 	index := b.Tx().Bucket(unknownBucket)
-	if r.state == stateUnknown {
+	if r.state == record.StateUnknown {
 		return index.Put([]byte(key), nil)
 	}
 	return index.Delete([]byte(key))
@@ -247,7 +249,7 @@ func del(b *bolt.Bucket, key []byte) error {
 	return b.Tx().Bucket(unknownBucket).Delete(key)
 }
 
-// Claim implements gateway.Store.Claim. A replay is answered by a read-only transaction; creating a
+// Claim implements record.Store.Claim. A replay is answered by a read-only transaction; creating a
 // record, or turning a lapsed one into outcome_unknown, is one fsync'd write. When it claims, stored
 // is payload itself. lease and ttl are rounded up to whole milliseconds and must be positive; key
 // and owner must not be empty.
@@ -256,7 +258,7 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 		return false, "", nil, fmt.Errorf("boltstore: claim: %w", err)
 	}
 	// Fast path: a live record that needs no change.
-	var found *record
+	var found *entry
 	err = s.view(func(b *bolt.Bucket, now int64) error {
 		r, err := load(b, key, now)
 		if r != nil && !r.lapsed(now) {
@@ -276,16 +278,16 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 		case err != nil:
 			return err
 		case r == nil:
-			claimed, state, stored = true, stateInProgress, payload
-			return put(b, key, &record{
-				state:      stateInProgress,
+			claimed, state, stored = true, record.StateInProgress, payload
+			return put(b, key, &entry{
+				state:      record.StateInProgress,
 				owner:      owner,
 				leaseUntil: now + millis(lease),
 				expiresAt:  now + millis(ttl),
 				payload:    payload,
 			})
 		case r.lapsed(now):
-			r.state = stateUnknown
+			r.state = record.StateUnknown
 			claimed, state, stored = false, r.state, r.payload
 			return put(b, key, r)
 		default:
@@ -299,18 +301,18 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 	return claimed, state, stored, nil
 }
 
-// Reclaim implements gateway.Store.Reclaim. lease and ttl are rounded up to whole milliseconds and
+// Reclaim implements record.Store.Reclaim. lease and ttl are rounded up to whole milliseconds and
 // must be positive; key and owner must not be empty.
 func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []byte, lease, ttl time.Duration) (ok bool, err error) {
 	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: reclaim: %w", err)
 	}
-	return s.fenced("reclaim", key, func(r *record, now int64) bool {
-		if r.owner != from || (r.state != stateUnknown && !r.lapsed(now)) {
+	return s.fenced("reclaim", key, func(r *entry, now int64) bool {
+		if r.owner != from || (r.state != record.StateUnknown && !r.lapsed(now)) {
 			return false
 		}
-		*r = record{
-			state:      stateInProgress,
+		*r = entry{
+			state:      record.StateInProgress,
 			owner:      owner,
 			leaseUntil: now + millis(lease),
 			expiresAt:  now + millis(ttl),
@@ -320,7 +322,7 @@ func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []
 	})
 }
 
-// Renew implements gateway.Store.Renew. The owner of a record that is still in_progress may renew
+// Renew implements record.Store.Renew. The owner of a record that is still in_progress may renew
 // it even after its lease lapsed, as long as no Claim has turned it into outcome_unknown and no
 // Reclaim has taken it over. lease is rounded up to whole milliseconds and must be positive. The
 // record's expiry is unchanged.
@@ -328,7 +330,7 @@ func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duratio
 	if err := check(ctx, key, owner, positive("lease", lease)); err != nil {
 		return false, fmt.Errorf("boltstore: renew: %w", err)
 	}
-	return s.fenced("renew", key, func(r *record, now int64) bool {
+	return s.fenced("renew", key, func(r *entry, now int64) bool {
 		if !r.ownedInProgress(owner) {
 			return false
 		}
@@ -337,28 +339,28 @@ func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duratio
 	})
 }
 
-// Commit implements gateway.Store.Commit. ttl is rounded up to whole milliseconds and must be
+// Commit implements record.Store.Commit. ttl is rounded up to whole milliseconds and must be
 // positive.
 func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
 	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: commit: %w", err)
 	}
-	return s.finish("commit", key, owner, stateCommitted, payload, ttl)
+	return s.finish("commit", key, owner, record.StateCommitted, payload, ttl)
 }
 
-// MarkUnknown implements gateway.Store.MarkUnknown. ttl is rounded up to whole milliseconds and
+// MarkUnknown implements record.Store.MarkUnknown. ttl is rounded up to whole milliseconds and
 // must be positive.
 func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
 	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: mark unknown: %w", err)
 	}
-	return s.finish("mark unknown", key, owner, stateUnknown, payload, ttl)
+	return s.finish("mark unknown", key, owner, record.StateUnknown, payload, ttl)
 }
 
 // finish moves the in_progress record owned by owner to state with payload, expiring after ttl.
 // The owner is kept, so that a later Reclaim can name it.
 func (s *Store) finish(op, key, owner, state string, payload []byte, ttl time.Duration) (bool, error) {
-	return s.fenced(op, key, func(r *record, now int64) bool {
+	return s.fenced(op, key, func(r *entry, now int64) bool {
 		if !r.ownedInProgress(owner) {
 			return false
 		}
@@ -367,7 +369,7 @@ func (s *Store) finish(op, key, owner, state string, payload []byte, ttl time.Du
 	})
 }
 
-// Release implements gateway.Store.Release.
+// Release implements record.Store.Release.
 func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err error) {
 	if err := check(ctx, key, owner); err != nil {
 		return false, fmt.Errorf("boltstore: release: %w", err)
@@ -391,7 +393,7 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 
 // fenced runs change on the live record at key in a write transaction and stores the record when
 // change reports that it changed it; a missing or expired record is refused.
-func (s *Store) fenced(op, key string, change func(r *record, now int64) bool) (ok bool, err error) {
+func (s *Store) fenced(op, key string, change func(r *entry, now int64) bool) (ok bool, err error) {
 	err = s.update(func(b *bolt.Bucket, now int64) error {
 		r, err := load(b, key, now)
 		if err != nil {
@@ -409,7 +411,7 @@ func (s *Store) fenced(op, key string, change func(r *record, now int64) bool) (
 	return ok, nil
 }
 
-// Get implements gateway.Store.Get with a read-only transaction. It returns the stored state,
+// Get implements record.Store.Get with a read-only transaction. It returns the stored state,
 // except that an in_progress record whose lease has lapsed is reported outcome_unknown (as the next
 // Claim will store it). An expired record is reported absent.
 func (s *Store) Get(ctx context.Context, key string) (state string, payload []byte, err error) {
@@ -421,7 +423,7 @@ func (s *Store) Get(ctx context.Context, key string) (state string, payload []by
 		if r != nil {
 			state, payload = r.state, r.payload
 			if r.lapsed(now) {
-				state = stateUnknown // its executor is gone; Claim will store it so
+				state = record.StateUnknown // its executor is gone; Claim will store it so
 			}
 		}
 		return err
@@ -432,7 +434,7 @@ func (s *Store) Get(ctx context.Context, key string) (state string, payload []by
 	return state, payload, nil
 }
 
-// Delete implements gateway.Store.Delete. It also removes a corrupt record (existed is then true),
+// Delete implements record.Store.Delete. It also removes a corrupt record (existed is then true),
 // and an expired one (existed is then false).
 func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error) {
 	if err := checkKey(ctx, key); err != nil {
@@ -453,7 +455,7 @@ func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error
 	return existed, nil
 }
 
-// Ping implements gateway.Store.Ping: it fails when the Store is closed or its file unreadable.
+// Ping implements record.Store.Ping: it fails when the Store is closed or its file unreadable.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("boltstore: ping: %w", err)
@@ -516,7 +518,7 @@ func millis(d time.Duration) int64 {
 	return ms
 }
 
-// ListUnknown implements gateway.Store.ListUnknown from the index bucket "unknown", which every
+// ListUnknown implements record.Store.ListUnknown from the index bucket "unknown", which every
 // write keeps in the same transaction as the record: a page reads the page, in key order.
 func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, payloads [][]byte, next string, err error) {
 	if err := ctx.Err(); err != nil {
@@ -537,7 +539,7 @@ func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit in
 				return nil
 			}
 			r, err := load(b, string(k), now)
-			if err != nil || r == nil || r.state != stateUnknown {
+			if err != nil || r == nil || r.state != record.StateUnknown {
 				continue // corrupt, or expired and not swept yet
 			}
 			keys, payloads = append(keys, string(k)), append(payloads, r.payload)

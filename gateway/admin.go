@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -110,7 +111,7 @@ func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
 	if err == nil && state == "" {
 		err = fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord)
 	}
-	var rec *record
+	var rec *storedRecord
 	if err == nil {
 		rec, err = decodeRecord(state, payload)
 	}
@@ -135,7 +136,7 @@ func (g *Gateway) deleteRecord(w http.ResponseWriter, r *http.Request) {
 		case err != nil && !errors.Is(err, ErrCorruptRecord): // an unreadable record may be deleted
 			newProblem(err, "", "").write(w, 1)
 			return
-		case state == StateInProgress:
+		case state == record.StateInProgress:
 			(&problem{Type: ProblemTypePrefix + "record-in-progress", Title: "Record in progress", Status: http.StatusConflict,
 				Detail: "a call under this key is under way (its lease is live): deleting the record would let a retry execute it again; wait for it, or add ?force=true"}).write(w, 0)
 			return
@@ -203,7 +204,7 @@ func (g *Gateway) resolveRecord(w http.ResponseWriter, r *http.Request) {
 // resolve settles the record at key as res says: it takes the record over from its last owner
 // (the store refuses when the record is committed, or in progress under a live lease), then commits
 // or releases it under the new owner token, so a concurrent execution can never be overwritten.
-func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*Receipt, error) {
+func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*record.Receipt, error) {
 	var state string
 	var payload []byte
 	err := g.storeOp(ctx, func(ctx context.Context) (err error) {
@@ -215,7 +216,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*Rec
 		return nil, err
 	case state == "":
 		return nil, fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord)
-	case state == StateCommitted:
+	case state == record.StateCommitted:
 		return nil, fmt.Errorf("%w: the record is committed already", errResolve)
 	}
 	rec, err := decodeRecord(state, payload)
@@ -246,7 +247,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*Rec
 		})
 	}
 	now := time.Now().UTC()
-	rec.State, rec.CommittedAt, rec.ExpiresAt = StateCommitted, &now, now.Add(ttl)
+	rec.State, rec.CommittedAt, rec.ExpiresAt = record.StateCommitted, &now, now.Add(ttl)
 	rec.RemoteID, rec.RemoteURL, rec.ResponseStatus = res.RemoteID, res.RemoteURL, res.ResponseStatus
 	rec.Response, rec.ResponseBodyKept = nil, false
 	rec.Detail = "resolved as committed by an operator"
@@ -289,8 +290,8 @@ func (g *Gateway) probeStore(ctx context.Context) error {
 
 // recordPage is the answer of GET /v1/records.
 type recordPage struct {
-	Records    []Receipt `json:"records"`
-	NextCursor string    `json:"next_cursor,omitempty"`
+	Records    []record.Receipt `json:"records"`
+	NextCursor string           `json:"next_cursor,omitempty"`
 }
 
 func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
@@ -298,8 +299,8 @@ func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 	bad := func(format string, args ...any) {
 		newProblem(fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...), "", "").write(w, 0)
 	}
-	if state := q.Get("state"); state != "" && state != StateUnknown {
-		bad("state %q: only %s records are listed", state, StateUnknown)
+	if state := q.Get("state"); state != "" && state != record.StateUnknown {
+		bad("state %q: only %s records are listed", state, record.StateUnknown)
 		return
 	}
 	limit := 100
@@ -335,9 +336,9 @@ func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 		newProblem(err, "", "").write(w, 1)
 		return
 	}
-	page := recordPage{Records: []Receipt{}}
+	page := recordPage{Records: []record.Receipt{}}
 	for i, p := range payloads {
-		rec, err := decodeRecord(StateUnknown, p)
+		rec, err := decodeRecord(record.StateUnknown, p)
 		if err != nil {
 			g.log.Error("listing records: an unreadable record", "key", keys[i], "err", err)
 			continue

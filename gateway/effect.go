@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -115,9 +116,9 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 		case prev.EffectFingerprint != x.fp:
 			// A different effect under a known key is a client error, whatever the state (C05, C12).
 			x.conflict(prev)
-		case state == StateCommitted:
+		case state == record.StateCommitted:
 			x.replay(prev)
-		case state == StateInProgress && rt.Concurrency == routes.Wait && time.Now().Before(waitUntil) && r.Context().Err() == nil:
+		case state == record.StateInProgress && rt.Concurrency == routes.Wait && time.Now().Before(waitUntil) && r.Context().Err() == nil:
 			if settled == nil {
 				// Listen first, then read again: a settle between the claim and now is not missed.
 				settled, stopWaiting = x.g.waiters.wait(x.skey)
@@ -134,18 +135,18 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 			}
 			poll.Stop()
 			continue
-		case state == StateInProgress:
+		case state == record.StateInProgress:
 			x.refuse(DecisionInProgress, fmt.Errorf("%w: started %s ago", ErrInProgress, time.Since(prev.StartedAt).Round(time.Millisecond)))
-		case state == StateUnknown && rt.Reconcile != nil:
+		case state == record.StateUnknown && rt.Reconcile != nil:
 			x.reconcile(prev)
-		case state == StateUnknown && rt.OnUnknownOutcome == routes.Release:
+		case state == record.StateUnknown && rt.OnUnknownOutcome == routes.Release:
 			// The executor died or lost its lease before settling: take the record over.
 			if x.reclaim(prev, prev.Executions+1) {
 				x.execute()
 			} else {
 				x.refuse(DecisionInProgress, fmt.Errorf("%w: another request took the key over", ErrInProgress))
 			}
-		case state == StateUnknown:
+		case state == record.StateUnknown:
 			why := prev.Detail
 			if why == "" {
 				why = "the execution's lease lapsed before it settled (its gateway died or lost the store)"
@@ -272,8 +273,8 @@ func pathParams(r *http.Request) map[string]string {
 func (x *exchange) claim() (claimed bool, state string, stored []byte, err error) {
 	x.owner = newToken()
 	now := x.g.now().UTC() // the clock reconcile.after is measured on
-	x.rec = &record{
-		Receipt: Receipt{
+	x.rec = &storedRecord{
+		Receipt: record.Receipt{
 			IdempotencyKey:    x.key,
 			Tenant:            x.tenant,
 			Tool:              x.rt.Name,
@@ -308,7 +309,7 @@ func (x *exchange) claim() (claimed bool, state string, stored []byte, err error
 // reclaim takes over prev, a record whose outcome is unknown, for a new execution or a
 // reconciliation;
 // executions is what the record counts once taken over.
-func (x *exchange) reclaim(prev *record, executions int) bool {
+func (x *exchange) reclaim(prev *storedRecord, executions int) bool {
 	x.rec.Executions = executions
 	err := x.storeCall("reclaim", func(ctx context.Context) error {
 		return refused(x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL))
@@ -379,7 +380,7 @@ func (x *exchange) keepLease() (stop func()) {
 }
 
 // replay answers with the stored response, without calling the upstream.
-func (x *exchange) replay(prev *record) {
+func (x *exchange) replay(prev *storedRecord) {
 	x.decide(DecisionReplay)
 	x.setRemoteID(prev.RemoteID)
 	h := x.w.Header()
@@ -402,7 +403,7 @@ func (x *exchange) replay(prev *record) {
 }
 
 // conflict answers 422: the key is known with a different effect fingerprint.
-func (x *exchange) conflict(prev *record) {
+func (x *exchange) conflict(prev *storedRecord) {
 	x.decide(DecisionConflict)
 	p := newProblem(fmt.Errorf("%w: key %q was first used for a request with fingerprint %s", ErrConflict, x.key, prev.EffectFingerprint),
 		DecisionConflict, x.key)

@@ -8,6 +8,8 @@ import (
 	"crypto/rand"
 	"fmt"
 	"time"
+
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // encryptedMagic starts every payload that Encrypted writes: a version, so the format can change.
@@ -20,7 +22,7 @@ var encryptedMagic = []byte("idg1")
 // expiry stay in the clear: the store's state machine needs them. A payload that does not decrypt
 // (another key, tampering, or written before encryption was turned on) makes the call fail with
 // ErrCorruptRecord: records written in the clear are not readable once encryption is on.
-func Encrypted(store Store, key []byte) (Store, error) {
+func Encrypted(store record.Store, key []byte) (record.Store, error) {
 	if len(key) != 32 {
 		return nil, fmt.Errorf("gateway: encryption key: %d bytes, want 32 (AES-256)", len(key))
 	}
@@ -36,7 +38,7 @@ func Encrypted(store Store, key []byte) (Store, error) {
 }
 
 type encryptedStore struct {
-	Store
+	record.Store
 	aead cipher.AEAD
 }
 
@@ -90,11 +92,11 @@ func (s *encryptedStore) Get(ctx context.Context, key string) (string, []byte, e
 	return state, plain, err
 }
 
-// WatchSettled passes on the wrapped store's settle notices (SettleNotifier); the keys are the
+// WatchSettled passes on the wrapped store's settle notices (record.SettleNotifier); the keys are the
 // same, only payloads are encrypted. A wrapped store without notices gives an error at once, so
 // that its waiters poll, as they would on it unwrapped.
 func (s *encryptedStore) WatchSettled(ctx context.Context, key string, settled func()) (stop func(), err error) {
-	if n, ok := s.Store.(SettleNotifier); ok {
+	if n, ok := s.Store.(record.SettleNotifier); ok {
 		return n.WatchSettled(ctx, key, settled)
 	}
 	return func() {}, fmt.Errorf("gateway: the encrypted store has no settle notices")

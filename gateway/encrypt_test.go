@@ -9,10 +9,11 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
-	"github.com/idemgateway/idemgateway/gateway/storetest"
+	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/record/recordtest"
 )
 
-func newEncrypted(t *testing.T, key byte) (gateway.Store, gateway.Store) {
+func newEncrypted(t *testing.T, key byte) (record.Store, record.Store) {
 	t.Helper()
 	plain, err := boltstore.Open(t.TempDir(), boltstore.Options{})
 	if err != nil {
@@ -28,7 +29,7 @@ func newEncrypted(t *testing.T, key byte) (gateway.Store, gateway.Store) {
 
 // TestEncryptedConformance: the encrypting store is still a store.
 func TestEncryptedConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) gateway.Store {
+	recordtest.Run(t, func(t *testing.T) record.Store {
 		enc, _ := newEncrypted(t, 7)
 		return enc
 	})

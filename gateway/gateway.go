@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -59,7 +60,7 @@ type Options struct {
 
 // Gateway is the proxy handler. Build it with New; it is safe for concurrent use.
 type Gateway struct {
-	store   Store
+	store   record.Store
 	log     *slog.Logger
 	opts    Options
 	metrics *metrics
@@ -78,7 +79,7 @@ type Gateway struct {
 
 // New validates opts, builds the router of cfg's routes, and returns the Gateway. cfg must come
 // from routes.Load or routes.Parse (already validated); store is where records are kept.
-func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
+func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error) {
 	if store == nil {
 		return nil, errors.New("gateway: no store")
 	}
@@ -119,7 +120,7 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	g.waiters.bySettle = g.metrics.wakeups.WithLabelValues("settle")
 	g.waiters.byNotice = g.metrics.wakeups.WithLabelValues("notice")
 	g.waiters.byPoll = g.metrics.wakeups.WithLabelValues("poll")
-	if n, ok := store.(SettleNotifier); ok {
+	if n, ok := store.(record.SettleNotifier); ok {
 		g.waiters.notifier = n
 		g.waiters.log = opts.Logger
 	}

@@ -8,15 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// The record states of the gateway's Store contract (gateway.StateInProgress, StateCommitted,
-// StateUnknown), spelled here so that this package imports nothing of the gateway's; the
-// conformance suite (gateway/storetest) fails if they ever disagree.
-const (
-	stateInProgress = "in_progress"
-	stateCommitted  = "committed"
-	stateUnknown    = "outcome_unknown"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // DefaultPrefix is the key prefix used when Options.Prefix is empty.
@@ -61,7 +54,7 @@ type Options struct {
 // DefaultWaitTimeout is the WAIT timeout used when Options.WaitTimeout is zero.
 const DefaultWaitTimeout = 100 * time.Millisecond
 
-// Store is a gateway.Store on Redis. It is safe for concurrent use.
+// Store is a record.Store on Redis. It is safe for concurrent use.
 type Store struct {
 	client         redis.UniversalClient
 	prefix         string
@@ -117,7 +110,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Claim implements gateway.Store.Claim with one script (one round trip). When it claims, stored is
+// Claim implements record.Store.Claim with one script (one round trip). When it claims, stored is
 // payload itself. lease and ttl are rounded up to whole milliseconds and must be positive; key and
 // owner must not be empty.
 func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored []byte, err error) {
@@ -128,8 +121,8 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 	if err != nil {
 		return false, "", nil, wrap("claim", key, err)
 	}
-	if len(res) == 2 && res[0] == int64(1) && res[1] == stateInProgress {
-		return true, stateInProgress, payload, nil
+	if len(res) == 2 && res[0] == int64(1) && res[1] == record.StateInProgress {
+		return true, record.StateInProgress, payload, nil
 	}
 	if (len(res) == 3 || len(res) == 4) && res[0] == int64(0) {
 		state, ok1 := res[1].(string)
@@ -144,7 +137,7 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 	return false, "", nil, fmt.Errorf("redisstore: claim %q: unexpected script reply of %d elements", key, len(res))
 }
 
-// Reclaim implements gateway.Store.Reclaim with one script. lease and ttl are rounded up to whole
+// Reclaim implements record.Store.Reclaim with one script. lease and ttl are rounded up to whole
 // milliseconds and must be positive; key and owner must not be empty.
 func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []byte, lease, ttl time.Duration) (ok bool, err error) {
 	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
@@ -153,7 +146,7 @@ func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []
 	return s.run(ctx, "reclaim", reclaimScript, key, from, owner, payload, millis(lease), millis(ttl))
 }
 
-// Renew implements gateway.Store.Renew with one script. The owner of a record that is still
+// Renew implements record.Store.Renew with one script. The owner of a record that is still
 // in_progress may renew it even after its lease lapsed, as long as no Claim has turned it into
 // outcome_unknown and no Reclaim has taken it over. lease is rounded up to whole milliseconds and
 // must be positive. The record's TTL is unchanged.
@@ -164,7 +157,7 @@ func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duratio
 	return s.run(ctx, "renew", renewScript, key, owner, millis(lease))
 }
 
-// Commit implements gateway.Store.Commit with one script (one round trip). ttl is rounded up to
+// Commit implements record.Store.Commit with one script (one round trip). ttl is rounded up to
 // whole milliseconds and must be positive. With Options.WaitReplicas, WAIT follows the script in
 // the same round trip (see the package documentation).
 func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
@@ -174,7 +167,7 @@ func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, t
 	return s.runReplicated(ctx, OpCommit, commitScript, key, owner, payload, millis(ttl), s.settledChannel(key))
 }
 
-// MarkUnknown implements gateway.Store.MarkUnknown with one script. ttl is rounded up to whole
+// MarkUnknown implements record.Store.MarkUnknown with one script. ttl is rounded up to whole
 // milliseconds and must be positive. With Options.WaitReplicas, WAIT follows the script in the same
 // round trip (see the package documentation).
 func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
@@ -188,7 +181,7 @@ func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []by
 	return ok, err
 }
 
-// Release implements gateway.Store.Release with one script.
+// Release implements record.Store.Release with one script.
 func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err error) {
 	if err := check(ctx, key, owner); err != nil {
 		return false, fmt.Errorf("redisstore: release: %w", err)
@@ -196,7 +189,7 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 	return s.run(ctx, "release", releaseScript, key, owner, s.settledChannel(key))
 }
 
-// Get implements gateway.Store.Get with one read-only script. It returns the stored state: an
+// Get implements record.Store.Get with one read-only script. It returns the stored state: an
 // in_progress record whose lease has lapsed is reported in_progress until a Claim observes the lapse.
 func (s *Store) Get(ctx context.Context, key string) (state string, payload []byte, err error) {
 	if err := checkKey(ctx, key); err != nil {
@@ -219,7 +212,7 @@ func (s *Store) Get(ctx context.Context, key string) (state string, payload []by
 	return "", nil, fmt.Errorf("redisstore: get %q: unexpected script reply", key)
 }
 
-// Delete implements gateway.Store.Delete with one DEL. It also removes a corrupt record.
+// Delete implements record.Store.Delete with one DEL. It also removes a corrupt record.
 func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error) {
 	if err := checkKey(ctx, key); err != nil {
 		return false, fmt.Errorf("redisstore: delete: %w", err)

@@ -26,7 +26,7 @@ var mutants = []Mutant{
 
 	// Replay without the upstream.
 	{Name: "replay-calls-upstream", Behaviour: "a retry of a committed record executes again instead of replaying the receipt",
-		File: "gateway/effect.go", From: "case state == StateCommitted:\n\t\t\tx.replay(prev)", To: "case state == StateCommitted:\n\t\t\tx.execute()",
+		File: "gateway/effect.go", From: "case state == record.StateCommitted:\n\t\t\tx.replay(prev)", To: "case state == record.StateCommitted:\n\t\t\tx.execute()",
 		Tests: []Target{{Pkg: "./gateway", Run: "^(TestDecisionMetrics|TestSpanAttributes)$"}, {Pkg: "./e2e", Run: "^TestContract_CommittedSameFingerprint$"}}},
 
 	// 422 on a changed fingerprint.
@@ -74,7 +74,7 @@ var mutants = []Mutant{
 
 	// A stale owner's writes are refused (fencing).
 	{Name: "finish-ignores-owner-bolt", Behaviour: "Commit and MarkUnknown settle an in_progress record whoever owns it",
-		File: "boltstore/boltstore.go", From: "if !r.ownedInProgress(owner) {\n\t\t\treturn false\n\t\t}\n\t\tr.state, r.payload", To: "if r.state != stateInProgress {\n\t\t\treturn false\n\t\t}\n\t\tr.state, r.payload",
+		File: "boltstore/boltstore.go", From: "if !r.ownedInProgress(owner) {\n\t\t\treturn false\n\t\t}\n\t\tr.state, r.payload", To: "if r.state != record.StateInProgress {\n\t\t\treturn false\n\t\t}\n\t\tr.state, r.payload",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^FencingRefusesOtherOwnersAndStates$"}, {Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}}},
 	{Name: "commit-ignores-owner-redis", Behaviour: "commit.lua commits an in_progress record whoever owns it",
 		File: "redisstore/scripts/commit.lua", From: "if not rec or rec.state ~= 'in_progress' or rec.owner ~= ARGV[1] then", To: "if not rec or rec.state ~= 'in_progress' then",
@@ -91,19 +91,19 @@ var mutants = []Mutant{
 		File: "boltstore/boltstore.go", From: "&bolt.Options{Timeout: opts.LockTimeout,", To: "&bolt.Options{NoSync: true, Timeout: opts.LockTimeout,",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestTransitionsSurvivePowerLoss$"}, {Pkg: "./e2e", Run: "^TestReceiptsSurviveKill9$/^embedded,_power_cut$"}}},
 	{Name: "fenced-writes-nosync-bolt", Behaviour: "commit, mark unknown, renew and reclaim return before their write reaches the disk: a power cut loses them",
-		File: "boltstore/boltstore.go", From: "func (s *Store) fenced(op, key string, change func(r *record, now int64) bool) (ok bool, err error) {", To: "func (s *Store) fenced(op, key string, change func(r *record, now int64) bool) (ok bool, err error) {\n\ts.db.NoSync = true",
+		File: "boltstore/boltstore.go", From: "func (s *Store) fenced(op, key string, change func(r *entry, now int64) bool) (ok bool, err error) {", To: "func (s *Store) fenced(op, key string, change func(r *entry, now int64) bool) (ok bool, err error) {\n\ts.db.NoSync = true",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestTransitionsSurvivePowerLoss$"}}},
 	{Name: "release-nosync-bolt", Behaviour: "Release returns before its delete reaches the disk: after a power cut the key is in_progress again, then outcome_unknown",
 		File: "boltstore/boltstore.go", From: "func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err error) {", To: "func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err error) {\n\ts.db.NoSync = true",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestTransitionsSurvivePowerLoss$"}}},
 	{Name: "lapse-claim-nosync-bolt", Behaviour: "the claim that turns a lapsed lease into outcome_unknown returns before that reaches the disk: a power cut drops the record from the unknown list",
-		File: "boltstore/boltstore.go", From: "case r.lapsed(now):\n\t\t\tr.state = stateUnknown", To: "case r.lapsed(now):\n\t\t\tr.state = stateUnknown\n\t\t\ts.db.NoSync = true",
+		File: "boltstore/boltstore.go", From: "case r.lapsed(now):\n\t\t\tr.state = record.StateUnknown", To: "case r.lapsed(now):\n\t\t\tr.state = record.StateUnknown\n\t\t\ts.db.NoSync = true",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestTransitionsSurvivePowerLoss$"}}},
 	{Name: "delete-nosync-bolt", Behaviour: "an operator's DELETE returns before it reaches the disk: after a power cut the record is back",
 		File: "boltstore/boltstore.go", From: "func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error) {", To: "func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error) {\n\ts.db.NoSync = true",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestTransitionsSurvivePowerLoss$"}}},
 	{Name: "changed-fingerprint-on-unknown-is-409", Behaviour: "another effect fingerprint under a key whose outcome is unknown gets 409 outcome_unknown instead of 422",
-		File: "gateway/effect.go", From: "case prev.EffectFingerprint != x.fp:", To: "case prev.EffectFingerprint != x.fp && state != StateUnknown:",
+		File: "gateway/effect.go", From: "case prev.EffectFingerprint != x.fp:", To: "case prev.EffectFingerprint != x.fp && state != record.StateUnknown:",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestConflictInEveryState$"}}},
 	{Name: "wait-ignores-wait-timeout", Behaviour: "a duplicate with concurrency: wait waits up to an hour, whatever wait_timeout says",
 		File: "gateway/effect.go", From: "waitUntil := time.Now().Add(rt.WaitTimeout)", To: "waitUntil := time.Now().Add(time.Hour)",
@@ -129,7 +129,7 @@ var mutants = []Mutant{
 		File: "gateway/effect.go", From: "ok, err := x.g.store.Renew(ctx, x.skey, x.owner, x.rt.LockLease)", To: "ok, err := ctx != nil, error(nil)",
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestC02_LeaseRenewedDuringLongCall$"}}},
 	{Name: "in-progress-executes-again", Behaviour: "a duplicate that finds the key in progress executes too",
-		File: "gateway/effect.go", From: "\t\tif claimed {", To: "\t\tif claimed || state == StateInProgress {",
+		File: "gateway/effect.go", From: "\t\tif claimed {", To: "\t\tif claimed || state == record.StateInProgress {",
 		Tests: []Target{{Pkg: "./e2e", Run: "^(TestC01_SimultaneousDuplicates|TestConcurrentDuplicates|TestTwoReplicasShareRedis)$"}}},
 	{Name: "replay-also-calls-upstream", Behaviour: "a replay calls the upstream first and discards its answer (the replay itself looks right)",
 		File: "gateway/exchange.go", From: "func (x *exchange) decide(decision string) {\n\tx.decision = decision",
