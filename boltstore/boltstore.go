@@ -21,8 +21,8 @@
 //	22+n    rest  payload, byte for byte
 //
 // The bucket "meta" holds the key "format" = "idemgateway-records-v1"; Open refuses a file with
-// another format. A value that does not decode is refused with an error wrapping ErrCorrupt, never
-// overwritten or freed; Delete removes it.
+// another format (ErrFormat). A value that does not decode is refused with an error wrapping
+// record.ErrCorrupt, never overwritten or freed; Delete removes it.
 //
 // Leases and TTLs use the local clock (Options.Now), in milliseconds: a wall clock stepped forward
 // lapses leases and expires records early, stepped backward extends them. An expired record is
@@ -61,6 +61,10 @@ const (
 // ErrLocked is wrapped by Open's error when another process (or another Open in this one) holds
 // the database file.
 var ErrLocked = errors.New("database file is in use by another process")
+
+// ErrFormat is wrapped by Open's error when the database file holds another format than
+// formatValue: another program's bbolt file, or records of a later version of this store.
+var ErrFormat = errors.New("database file of another format")
 
 // Bucket and format marker.
 var (
@@ -108,8 +112,8 @@ type Store struct {
 
 // Open opens (creating it if missing) the database FileName in dir, creating dir with mode 0700
 // when it does not exist, and starts the sweeper. It fails with an error wrapping ErrLocked when the
-// file stays locked by another process for Options.LockTimeout, and with an error wrapping ErrCorrupt
-// when the file holds another format.
+// file stays locked by another process for Options.LockTimeout, and with an error wrapping
+// ErrFormat when the file holds another format.
 func Open(dir string, opts Options) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("boltstore: empty data directory")
@@ -168,7 +172,7 @@ func initBuckets(tx *bolt.Tx) error {
 			return err
 		}
 	case string(format) != string(formatValue):
-		return fmt.Errorf("%w: file format %q, want %q", ErrCorrupt, format, formatValue)
+		return fmt.Errorf("%w: file format %q, want %q", ErrFormat, format, formatValue)
 	}
 	if _, err = tx.CreateBucketIfNotExists(recordsBucket); err != nil {
 		return err

@@ -110,7 +110,7 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{"empty dir", "", nil},
 		{"dir is a file", file, nil},
-		{"other format", otherFormat, boltstore.ErrCorrupt},
+		{"other format", otherFormat, boltstore.ErrFormat},
 	}
 	for _, tc := range cases {
 		s, err := boltstore.Open(tc.dir, boltstore.Options{})
@@ -285,8 +285,8 @@ func TestCorruptRecordsAreRefused(t *testing.T) {
 	_, _, getErr := s.Get(ctx, "k")
 	for op, err := range map[string]error{"Claim": claimErr, "Reclaim": reclaimErr, "Renew": renewErr,
 		"Commit": commitErr, "MarkUnknown": unknownErr, "Release": releaseErr, "Get": getErr} {
-		if !errors.Is(err, boltstore.ErrCorrupt) {
-			t.Errorf("%s = %v, want ErrCorrupt", op, err)
+		if !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("%s = %v, want record.ErrCorrupt", op, err)
 		}
 	}
 	if existed, err := s.Delete(ctx, "k"); !existed || err != nil {

@@ -2,16 +2,10 @@ package boltstore
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/idemgateway/idemgateway/record"
 )
-
-// ErrCorrupt is wrapped by the errors of operations on a key whose stored value is not a valid
-// record (unknown version or state, truncated). The store refuses to read, overwrite or free such a
-// record; Delete removes it.
-var ErrCorrupt = errors.New("not a valid idemgateway record")
 
 // formatVersion is the first byte of every encoded record.
 const formatVersion = 1
@@ -19,7 +13,8 @@ const formatVersion = 1
 // headerLen is the length of the fixed part of an encoded record.
 const headerLen = 1 + 1 + 8 + 8 + 4
 
-// entry is one record as the records bucket holds it. Times are Unix milliseconds of the local clock.
+// entry is one record as the records bucket holds it. Times are Unix milliseconds of the local
+// clock.
 type entry struct {
 	state      string // one of the record.State constants
 	owner      string
@@ -66,17 +61,17 @@ func (r *entry) encode() []byte {
 // for the length of a transaction.
 func decode(b []byte) (*entry, error) {
 	if len(b) < headerLen {
-		return nil, fmt.Errorf("%w: %d bytes, shorter than the header", ErrCorrupt, len(b))
+		return nil, fmt.Errorf("%w: %d bytes, shorter than the header", record.ErrCorrupt, len(b))
 	}
 	if b[0] != formatVersion {
-		return nil, fmt.Errorf("%w: format version %d, want %d", ErrCorrupt, b[0], formatVersion)
+		return nil, fmt.Errorf("%w: format version %d, want %d", record.ErrCorrupt, b[0], formatVersion)
 	}
 	if int(b[1]) >= len(stateCodes) || stateCodes[b[1]] == "" {
-		return nil, fmt.Errorf("%w: state code %d", ErrCorrupt, b[1])
+		return nil, fmt.Errorf("%w: state code %d", record.ErrCorrupt, b[1])
 	}
 	n := binary.BigEndian.Uint32(b[18:])
 	if uint64(n) > uint64(len(b)-headerLen) {
-		return nil, fmt.Errorf("%w: owner length %d beyond the value", ErrCorrupt, n)
+		return nil, fmt.Errorf("%w: owner length %d beyond the value", record.ErrCorrupt, n)
 	}
 	return &entry{
 		state:      stateCodes[b[1]],

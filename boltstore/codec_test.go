@@ -64,8 +64,8 @@ func TestCodecRefusesCorruptValues(t *testing.T) {
 		{"owner length overflow", with(18, 0xff)},
 	}
 	for _, tc := range cases {
-		if _, err := decode(tc.value); !errors.Is(err, ErrCorrupt) {
-			t.Errorf("%s: decode = %v, want ErrCorrupt", tc.name, err)
+		if _, err := decode(tc.value); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("%s: decode = %v, want record.ErrCorrupt", tc.name, err)
 		}
 	}
 }

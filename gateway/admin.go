@@ -133,7 +133,7 @@ func (g *Gateway) deleteRecord(w http.ResponseWriter, r *http.Request) {
 			return err
 		})
 		switch {
-		case err != nil && !errors.Is(err, ErrCorruptRecord): // an unreadable record may be deleted
+		case err != nil && !errors.Is(err, record.ErrCorrupt): // an unreadable record may be deleted
 			newProblem(err, "", "").write(w, 1)
 			return
 		case state == record.StateInProgress:
@@ -259,13 +259,13 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*rec
 }
 
 // storeOp runs one admin store call, bounded by StoreTimeout; errors wrap ErrStoreUnavailable, but
-// for ErrCorruptRecord (a record that does not decode or decrypt), which is returned as it is.
+// for record.ErrCorrupt (a record that exists but cannot be read), which is returned as it is.
 func (g *Gateway) storeOp(ctx context.Context, call func(ctx context.Context) error) error {
 	ctx, cancel := g.storeContext(ctx)
 	defer cancel()
 	err := call(ctx)
 	switch {
-	case err == nil, errors.Is(err, ErrCorruptRecord): // a record that cannot be read is not a store outage
+	case err == nil, errors.Is(err, record.ErrCorrupt): // a record that cannot be read is not a store outage
 		return err
 	}
 	return fmt.Errorf("%w: %v", ErrStoreUnavailable, err)

@@ -154,7 +154,7 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 			x.refuse(DecisionOutcomeUnknown, fmt.Errorf("%w: %s; an operator must resolve it, or it expires at %s",
 				ErrOutcomeUnknown, why, prev.ExpiresAt.Format(time.RFC3339)))
 		default:
-			x.reject(fmt.Errorf("%w: unknown state %q", ErrCorruptRecord, state))
+			x.reject(fmt.Errorf("%w: unknown state %q", record.ErrCorrupt, state))
 		}
 		return
 	}
@@ -296,7 +296,7 @@ func (x *exchange) claim() (claimed bool, state string, stored []byte, err error
 		return err
 	})
 	switch {
-	case errors.Is(err, ErrCorruptRecord): // the record exists but cannot be read: never execute
+	case errors.Is(err, record.ErrCorrupt): // the record exists but cannot be read: never execute
 		return false, "", nil, err
 	case err != nil:
 		// The store's error may name its address: log it, tell the client only what failed.
@@ -442,7 +442,7 @@ func (x *exchange) reject(err error) {
 	switch {
 	case errors.Is(err, ErrStoreUnavailable):
 		retryAfter = 1
-	case errors.Is(err, ErrCorruptRecord):
+	case errors.Is(err, record.ErrCorrupt):
 		x.logger().Error("the key's record is unreadable: its retries are refused until it expires or an operator deletes it", "err", err)
 	}
 	newProblem(err, DecisionRejected, x.key).write(x.w, retryAfter)

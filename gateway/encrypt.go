@@ -21,7 +21,7 @@ var encryptedMagic = []byte("idg1")
 // data, so a payload copied under another key does not decrypt. The state, owner token, lease and
 // expiry stay in the clear: the store's state machine needs them. A payload that does not decrypt
 // (another key, tampering, or written before encryption was turned on) makes the call fail with
-// ErrCorruptRecord: records written in the clear are not readable once encryption is on.
+// record.ErrCorrupt: records written in the clear are not readable once encryption is on.
 func Encrypted(store record.Store, key []byte) (record.Store, error) {
 	if len(key) != 32 {
 		return nil, fmt.Errorf("gateway: encryption key: %d bytes, want 32 (AES-256)", len(key))
@@ -53,11 +53,11 @@ func (s *encryptedStore) seal(key string, payload []byte) []byte {
 func (s *encryptedStore) open(key string, payload []byte) ([]byte, error) {
 	n := len(encryptedMagic) + s.aead.NonceSize()
 	if len(payload) < n || !bytes.HasPrefix(payload, encryptedMagic) {
-		return nil, fmt.Errorf("%w: the payload is not encrypted (written before encryption was turned on?)", ErrCorruptRecord)
+		return nil, fmt.Errorf("%w: the payload is not encrypted (written before encryption was turned on?)", record.ErrCorrupt)
 	}
 	plain, err := s.aead.Open(nil, payload[len(encryptedMagic):n], payload[n:], []byte(key))
 	if err != nil {
-		return nil, fmt.Errorf("%w: the payload does not decrypt with this key", ErrCorruptRecord)
+		return nil, fmt.Errorf("%w: the payload does not decrypt with this key", record.ErrCorrupt)
 	}
 	return plain, nil
 }

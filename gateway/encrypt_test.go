@@ -59,16 +59,16 @@ func TestEncryptedAtRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := other.Get(ctx, "k1"); !errors.Is(err, gateway.ErrCorruptRecord) {
+	if _, _, err := other.Get(ctx, "k1"); !errors.Is(err, record.ErrCorrupt) {
 		t.Fatalf("Get with another key: %v", err)
 	}
 	_, raw, _ := plain.Get(ctx, "k1")
 	plain.Claim(ctx, "k2", "o", raw, time.Minute, time.Hour) // the ciphertext moved under another key
-	if _, _, err := enc.Get(ctx, "k2"); !errors.Is(err, gateway.ErrCorruptRecord) {
+	if _, _, err := enc.Get(ctx, "k2"); !errors.Is(err, record.ErrCorrupt) {
 		t.Fatalf("Get of a moved payload: %v", err)
 	}
 	plain.Claim(ctx, "k3", "o", []byte(`{"clear":true}`), time.Minute, time.Hour)
-	if _, _, _, err := enc.Claim(ctx, "k3", "o", []byte("x"), time.Minute, time.Hour); !errors.Is(err, gateway.ErrCorruptRecord) {
+	if _, _, _, err := enc.Claim(ctx, "k3", "o", []byte("x"), time.Minute, time.Hour); !errors.Is(err, record.ErrCorrupt) {
 		t.Fatalf("Claim over a clear payload: %v", err)
 	}
 	if _, err := gateway.Encrypted(plain, []byte("short")); err == nil {

@@ -50,7 +50,7 @@ type storedResponse struct {
 }
 
 // recordMagic starts every encoded record: "idr" and the format version. A version this gateway
-// does not know is refused as ErrCorruptRecord, so a newer format is never misread; the magic also
+// does not know is refused as record.ErrCorrupt, so a newer format is never misread; the magic also
 // differs from the encryption wrapper's, so a record in the clear is never taken for a sealed one.
 var recordMagic = [4]byte{'i', 'd', 'r', 1}
 
@@ -163,23 +163,23 @@ func (e *recordEncoder) time(t time.Time) {
 // one copy of its small fields, and its Document and response body are slices of payload itself,
 // which the caller must not change afterwards. A payload that is cut off, has bytes after its last
 // field, holds an impossible value or starts with another magic is an error wrapping
-// ErrCorruptRecord that names the field.
+// record.ErrCorrupt that names the field.
 func decodeRecord(state string, payload []byte) (*storedRecord, error) {
 	if len(payload) > 0 && payload[0] == '{' {
 		return decodeJSONRecord(state, payload)
 	}
 	if len(payload) < len(recordMagic) || [3]byte(payload[:3]) != [3]byte(recordMagic[:3]) {
-		return nil, fmt.Errorf("%w: not a record (no %q magic)", ErrCorruptRecord, recordMagic[:3])
+		return nil, fmt.Errorf("%w: not a record (no %q magic)", record.ErrCorrupt, recordMagic[:3])
 	}
 	if v := payload[3]; v != recordMagic[3] {
-		return nil, fmt.Errorf("%w: record format version %d; this gateway reads version %d", ErrCorruptRecord, v, recordMagic[3])
+		return nil, fmt.Errorf("%w: record format version %d; this gateway reads version %d", record.ErrCorrupt, v, recordMagic[3])
 	}
 	if len(payload) < recordHead {
-		return nil, fmt.Errorf("%w: record cut off in its header", ErrCorruptRecord)
+		return nil, fmt.Errorf("%w: record cut off in its header", record.ErrCorrupt)
 	}
 	n := binary.LittleEndian.Uint32(payload[len(recordMagic):])
 	if uint64(n) > uint64(len(payload)-recordHead) {
-		return nil, fmt.Errorf("%w: %d bytes of fields, with %d bytes left", ErrCorruptRecord, n, len(payload)-recordHead)
+		return nil, fmt.Errorf("%w: %d bytes of fields, with %d bytes left", record.ErrCorrupt, n, len(payload)-recordHead)
 	}
 	small := payload[recordHead : recordHead+int(n)]
 	d := recordDecoder{raw: small, str: string(small)}
@@ -230,7 +230,7 @@ func decodeRecord(state string, payload []byte) (*storedRecord, error) {
 		d.err = errors.New("a response body without a response")
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorruptRecord, d.err)
+		return nil, fmt.Errorf("%w: %v", record.ErrCorrupt, d.err)
 	}
 	if docLen > 0 {
 		rec.Document = large[:docLen:docLen]
@@ -335,7 +335,7 @@ type jsonRecord struct {
 func decodeJSONRecord(state string, payload []byte) (*storedRecord, error) {
 	var j jsonRecord
 	if err := json.Unmarshal(payload, &j); err != nil {
-		return nil, fmt.Errorf("%w: a JSON record that does not decode: %v", ErrCorruptRecord, err)
+		return nil, fmt.Errorf("%w: a JSON record that does not decode: %v", record.ErrCorrupt, err)
 	}
 	rec := &storedRecord{Receipt: j.Receipt, Owner: j.Owner, StartedAt: j.StartedAt, Document: j.Document}
 	if j.Response != nil {

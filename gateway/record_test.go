@@ -63,8 +63,8 @@ func TestRecordEncodeOneAllocation(t *testing.T) {
 	}
 }
 
-// TestDecodeRecordCorrupt: every damaged payload is refused as ErrCorruptRecord naming the problem,
-// never decoded into a record that could be replayed.
+// TestDecodeRecordCorrupt: every damaged payload is refused as record.ErrCorrupt naming the
+// problem, never decoded into a record that could be replayed.
 func TestDecodeRecordCorrupt(t *testing.T) {
 	valid := fullRecord().encode()
 	cases := map[string]struct {
@@ -91,8 +91,8 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 	}
 	for name, c := range cases {
 		rec, err := decodeRecord(record.StateCommitted, c.payload)
-		if !errors.Is(err, ErrCorruptRecord) || rec != nil {
-			t.Errorf("%s: decodeRecord = %v, %v; want ErrCorruptRecord", name, rec, err)
+		if !errors.Is(err, record.ErrCorrupt) || rec != nil {
+			t.Errorf("%s: decodeRecord = %v, %v; want record.ErrCorrupt", name, rec, err)
 			continue
 		}
 		if !strings.Contains(err.Error(), c.detail) {
@@ -166,8 +166,8 @@ func TestDecodeRecordBoundedAllocation(t *testing.T) {
 	small = append(small, make([]byte, 1<<20)...)
 	payload := binary.LittleEndian.AppendUint32(append([]byte(nil), recordMagic[:]...), uint32(len(small)))
 	payload = append(payload, small...)
-	if _, err := decodeRecord(record.StateCommitted, payload); !errors.Is(err, ErrCorruptRecord) {
-		t.Fatalf("crafted header count: %v, want ErrCorruptRecord", err)
+	if _, err := decodeRecord(record.StateCommitted, payload); !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("crafted header count: %v, want record.ErrCorrupt", err)
 	}
 	if n := allocated(payload); n > 4<<20 {
 		t.Errorf("a crafted 1 MiB record made the decoder allocate %d bytes", n)
@@ -210,7 +210,7 @@ func TestDecodeRecordJSON(t *testing.T) {
 	}
 }
 
-// FuzzDecodeRecord: decodeRecord never panics, refuses with ErrCorruptRecord or decodes a record
+// FuzzDecodeRecord: decodeRecord never panics, refuses with record.ErrCorrupt or decodes a record
 // that encodes and decodes again to the same record.
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(fullRecord().encode())
@@ -220,8 +220,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		rec, err := decodeRecord(record.StateCommitted, payload)
 		if err != nil {
-			if !errors.Is(err, ErrCorruptRecord) {
-				t.Fatalf("error %v does not wrap ErrCorruptRecord", err)
+			if !errors.Is(err, record.ErrCorrupt) {
+				t.Fatalf("error %v does not wrap record.ErrCorrupt", err)
 			}
 			return
 		}

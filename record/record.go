@@ -5,6 +5,8 @@
 // gateway's HTTP, metrics and tracing dependencies.
 package record
 
+import "errors"
+
 // Record states, as stored and as reported in receipts (contract §5).
 const (
 	// StateInProgress: an executor holds the record's lease and the upstream call may be running.
@@ -15,3 +17,11 @@ const (
 	// or an executor whose lease lapsed). Retries are blocked until an operator resolves it or it expires.
 	StateUnknown = "outcome_unknown"
 )
+
+// ErrCorrupt is wrapped by the errors about a record that exists but cannot be read, whichever
+// layer found the damage: the store's own form of it (a Redis hash with a field missing or
+// unknown, a bbolt value that does not decode) or the payload the gateway keeps in it (cut off,
+// of a format this gateway does not know, or not decrypting). Retrying cannot repair it: a store
+// refuses to read, overwrite or free such a record, and Delete removes it. The gateway answers
+// 500 corrupt-record, not retryable.
+var ErrCorrupt = errors.New("idempotency record unreadable")

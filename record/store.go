@@ -18,7 +18,8 @@ import (
 // returning ok == false and a nil error, when the record is gone or is owned by another token: the
 // fencing check that keeps an executor whose lease was lost from overwriting its successor's record.
 // A non-nil error means the store could not be asked (unreachable, timed out); the gateway answers
-// 503 and calls no upstream.
+// 503 and calls no upstream. An error wrapping ErrCorrupt means instead that the record at key is
+// there but cannot be read; the gateway answers 500, and calls no upstream either.
 //
 // Durations are relative to the store's own clock (Redis's TIME for the Redis store), so gateway
 // replicas with skewed clocks agree. All methods are safe for concurrent use.

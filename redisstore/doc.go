@@ -23,8 +23,8 @@
 // the first use of each script per Redis server, which costs two. Lease deadlines use the server's
 // clock (TIME), so gateway replicas with skewed clocks agree. Each script touches only its record's
 // key, so the store works on Redis Cluster. A key that holds a hash which is not a valid record
-// (missing or unknown fields) is refused with an error wrapping ErrCorrupt, never overwritten or freed;
-// Delete removes it.
+// (missing or unknown fields) is refused with an error wrapping record.ErrCorrupt, never
+// overwritten or freed; Delete removes it.
 //
 // In all, the scripts call HMGET, HSET, EXISTS, PEXPIRE, TIME, DEL and PUBLISH, which a
 // least-privilege ACL user must be allowed (ACLs apply inside scripts too); adding a command to
@@ -75,8 +75,9 @@
 //     serves every replay from it, and the upstream has acted, so the receipt is the best record
 //     there is. Commit and MarkUnknown therefore return ok == true and a nil error, exactly as
 //     without WAIT, and call Options.OnUnreplicated with an Unreplicated that says how many
-//     replicas acknowledged. The Store contract (record.Store) reserves errors for a store that could
-//     not be asked; an error here would make the gateway report a receipt as not stored when it is.
+//     replicas acknowledged. The Store contract (record.Store) reserves errors for a store that
+//     could not be asked; an error here would make the gateway report a receipt as not stored when
+//     it is.
 //   - Claim, Reclaim, Renew and Release do not wait, so a claim lost in a failover still lets a
 //     retry execute a second time. Waiting on every claim would add the replicas' round trip to
 //     every request, including replays.

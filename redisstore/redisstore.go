@@ -15,11 +15,6 @@ import (
 // DefaultPrefix is the key prefix used when Options.Prefix is empty.
 const DefaultPrefix = "idemgateway:"
 
-// ErrCorrupt is wrapped by the errors of operations on a key that holds a hash which is not a valid
-// record (a field missing or unknown). The store refuses to read, overwrite or free such a record;
-// Delete removes it.
-var ErrCorrupt = errors.New("not a valid idemgateway record")
-
 // Options configure a Store. The zero value is the default.
 type Options struct {
 	// Prefix is prepended to every key the store writes, so that several gateways (or other
@@ -234,10 +229,10 @@ func (s *Store) run(ctx context.Context, op string, script *redis.Script, key st
 	return n == 1, nil
 }
 
-// wrap adds the operation and key to err, and ErrCorrupt to a script's CORRUPT error reply.
+// wrap adds the operation and key to err, and record.ErrCorrupt to a script's CORRUPT error reply.
 func wrap(op, key string, err error) error {
 	if redis.HasErrorPrefix(err, "CORRUPT") {
-		return fmt.Errorf("redisstore: %s %q: %w: %s", op, key, ErrCorrupt, strings.TrimPrefix(err.Error(), "CORRUPT "))
+		return fmt.Errorf("redisstore: %s %q: %w: %s", op, key, record.ErrCorrupt, strings.TrimPrefix(err.Error(), "CORRUPT "))
 	}
 	return fmt.Errorf("redisstore: %s %q: %w", op, key, err)
 }

@@ -411,8 +411,8 @@ func TestCorruptRecordsAreRefused(t *testing.T) {
 			_, _, getErr := s.Get(ctx, key)
 			for op, err := range map[string]error{"Claim": claimErr, "Reclaim": reclaimErr, "Renew": renewErr,
 				"Commit": commitErr, "MarkUnknown": unknownErr, "Release": releaseErr, "Get": getErr} {
-				if !errors.Is(err, redisstore.ErrCorrupt) {
-					t.Errorf("%s = %v, want ErrCorrupt", op, err)
+				if !errors.Is(err, record.ErrCorrupt) {
+					t.Errorf("%s = %v, want record.ErrCorrupt", op, err)
 				}
 			}
 			if got := raw.HLen(ctx, rkey).Val(); got != int64(len(tc.fields)) {

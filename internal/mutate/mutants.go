@@ -270,6 +270,6 @@ var mutants = []Mutant{
 		File: "routes/config.go", From: `"Proxy-", "Ratelimit-", "X-Ratelimit-", "X-Rate-Limit-", "Idempotency-"`, To: `"Proxy-", "Ratelimit-", "Idempotency-"`,
 		Tests: []Target{{Pkg: "./routes", Run: "^TestParseBadFiles$"}, {Pkg: "./gateway", Run: "^TestStoredHeader$"}}},
 	{Name: "readyz-ignores-write-probe", Behaviour: "/readyz reports ready when the store answers Ping but refuses writes (Redis OOM, full disk)",
-		File: "gateway/admin.go", From: `if _, _, _, err := g.store.Claim(ctx, key, owner, []byte("{}"), time.Second, 10*time.Second); err != nil {`, To: `if _, _, _, err := g.store.Claim(ctx, key, owner, []byte("{}"), time.Second, 10*time.Second); err != nil && errors.Is(err, ErrCorruptRecord) {`,
+		File: "gateway/admin.go", From: `if _, _, _, err := g.store.Claim(ctx, key, owner, []byte("{}"), time.Second, 10*time.Second); err != nil {`, To: `if _, _, _, err := g.store.Claim(ctx, key, owner, []byte("{}"), time.Second, 10*time.Second); err != nil && errors.Is(err, record.ErrCorrupt) {`,
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestReadyzRefusesWhenWritesFail$"}}},
 }
