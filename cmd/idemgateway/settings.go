@@ -15,7 +15,6 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/idemgateway/idemgateway/boltstore"
-	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -164,7 +163,7 @@ func (s *settings) encryptionKey() ([]byte, error) {
 }
 
 // openStore opens the store the settings name and, with IDEMGATEWAY_ENCRYPTION_KEY, wraps it so
-// that payloads are encrypted at rest (gateway.Encrypted).
+// that payloads are encrypted at rest (record.Encrypted).
 func (s *settings) openStore(log *slog.Logger) (record.Store, func(), error) {
 	st, closeStore, err := s.openBaseStore(log)
 	if err != nil {
@@ -174,7 +173,7 @@ func (s *settings) openStore(log *slog.Logger) (record.Store, func(), error) {
 	if key == nil {
 		return st, closeStore, nil
 	}
-	enc, err := gateway.Encrypted(st, key)
+	enc, err := record.Encrypted(st, key)
 	if err != nil {
 		closeStore()
 		return nil, nil, err

@@ -1,4 +1,4 @@
-package gateway
+package record
 
 import (
 	"bytes"
@@ -8,8 +8,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"time"
-
-	"github.com/idemgateway/idemgateway/record"
 )
 
 // encryptedMagic starts every payload that Encrypted writes: a version, so the format can change.
@@ -21,10 +19,10 @@ var encryptedMagic = []byte("idg1")
 // data, so a payload copied under another key does not decrypt. The state, owner token, lease and
 // expiry stay in the clear: the store's state machine needs them. A payload that does not decrypt
 // (another key, tampering, or written before encryption was turned on) makes the call fail with
-// record.ErrCorrupt: records written in the clear are not readable once encryption is on.
-func Encrypted(store record.Store, key []byte) (record.Store, error) {
+// ErrCorrupt: records written in the clear are not readable once encryption is on.
+func Encrypted(store Store, key []byte) (Store, error) {
 	if len(key) != 32 {
-		return nil, fmt.Errorf("gateway: encryption key: %d bytes, want 32 (AES-256)", len(key))
+		return nil, fmt.Errorf("record: encryption key: %d bytes, want 32 (AES-256)", len(key))
 	}
 	block, err := aes.NewCipher(key)
 	if err != nil {
@@ -38,7 +36,7 @@ func Encrypted(store record.Store, key []byte) (record.Store, error) {
 }
 
 type encryptedStore struct {
-	record.Store
+	Store
 	aead cipher.AEAD
 }
 
@@ -53,11 +51,11 @@ func (s *encryptedStore) seal(key string, payload []byte) []byte {
 func (s *encryptedStore) open(key string, payload []byte) ([]byte, error) {
 	n := len(encryptedMagic) + s.aead.NonceSize()
 	if len(payload) < n || !bytes.HasPrefix(payload, encryptedMagic) {
-		return nil, fmt.Errorf("%w: the payload is not encrypted (written before encryption was turned on?)", record.ErrCorrupt)
+		return nil, fmt.Errorf("%w: the payload is not encrypted (written before encryption was turned on?)", ErrCorrupt)
 	}
 	plain, err := s.aead.Open(nil, payload[len(encryptedMagic):n], payload[n:], []byte(key))
 	if err != nil {
-		return nil, fmt.Errorf("%w: the payload does not decrypt with this key", record.ErrCorrupt)
+		return nil, fmt.Errorf("%w: the payload does not decrypt with this key", ErrCorrupt)
 	}
 	return plain, nil
 }
@@ -92,14 +90,14 @@ func (s *encryptedStore) Get(ctx context.Context, key string) (string, []byte, e
 	return state, plain, err
 }
 
-// WatchSettled passes on the wrapped store's settle notices (record.SettleNotifier); the keys are the
+// WatchSettled passes on the wrapped store's settle notices (SettleNotifier); the keys are the
 // same, only payloads are encrypted. A wrapped store without notices gives an error at once, so
 // that its waiters poll, as they would on it unwrapped.
 func (s *encryptedStore) WatchSettled(ctx context.Context, key string, settled func()) (stop func(), err error) {
-	if n, ok := s.Store.(record.SettleNotifier); ok {
+	if n, ok := s.Store.(SettleNotifier); ok {
 		return n.WatchSettled(ctx, key, settled)
 	}
-	return func() {}, fmt.Errorf("gateway: the encrypted store has no settle notices")
+	return func() {}, fmt.Errorf("record: the encrypted store has no settle notices")
 }
 
 func (s *encryptedStore) ListUnknown(ctx context.Context, prefix, cursor string, limit int) ([]string, [][]byte, string, error) {

@@ -1,4 +1,4 @@
-package gateway_test
+package record_test
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/boltstore"
-	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/record/recordtest"
 )
@@ -20,7 +19,7 @@ func newEncrypted(t *testing.T, key byte) (record.Store, record.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { plain.Close() })
-	enc, err := gateway.Encrypted(plain, bytes.Repeat([]byte{key}, 32))
+	enc, err := record.Encrypted(plain, bytes.Repeat([]byte{key}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +54,7 @@ func TestEncryptedAtRest(t *testing.T) {
 		t.Fatalf("second Claim = %q, %v", stored, err)
 	}
 
-	other, err := gateway.Encrypted(plain, bytes.Repeat([]byte{8}, 32))
+	other, err := record.Encrypted(plain, bytes.Repeat([]byte{8}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +70,7 @@ func TestEncryptedAtRest(t *testing.T) {
 	if _, _, _, err := enc.Claim(ctx, "k3", "o", []byte("x"), time.Minute, time.Hour); !errors.Is(err, record.ErrCorrupt) {
 		t.Fatalf("Claim over a clear payload: %v", err)
 	}
-	if _, err := gateway.Encrypted(plain, []byte("short")); err == nil {
+	if _, err := record.Encrypted(plain, []byte("short")); err == nil {
 		t.Fatal("a 5-byte key was accepted")
 	}
 }
