@@ -258,7 +258,7 @@ func del(b *bolt.Bucket, key []byte) error {
 // is payload itself. lease and ttl are rounded up to whole milliseconds and must be positive; key
 // and owner must not be empty.
 func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored []byte, err error) {
-	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
 		return false, "", nil, fmt.Errorf("boltstore: claim: %w", err)
 	}
 	// Fast path: a live record that needs no change.
@@ -286,8 +286,8 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 			return put(b, key, &entry{
 				state:      record.StateInProgress,
 				owner:      owner,
-				leaseUntil: now + millis(lease),
-				expiresAt:  now + millis(ttl),
+				leaseUntil: now + record.Millis(lease),
+				expiresAt:  now + record.Millis(ttl),
 				payload:    payload,
 			})
 		case r.lapsed(now):
@@ -308,7 +308,7 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 // Reclaim implements record.Store.Reclaim. lease and ttl are rounded up to whole milliseconds and
 // must be positive; key and owner must not be empty.
 func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []byte, lease, ttl time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: reclaim: %w", err)
 	}
 	return s.fenced("reclaim", key, func(r *entry, now int64) bool {
@@ -318,8 +318,8 @@ func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []
 		*r = entry{
 			state:      record.StateInProgress,
 			owner:      owner,
-			leaseUntil: now + millis(lease),
-			expiresAt:  now + millis(ttl),
+			leaseUntil: now + record.Millis(lease),
+			expiresAt:  now + record.Millis(ttl),
 			payload:    payload,
 		}
 		return true
@@ -331,14 +331,14 @@ func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []
 // Reclaim has taken it over. lease is rounded up to whole milliseconds and must be positive. The
 // record's expiry is unchanged.
 func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("lease", lease)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease)); err != nil {
 		return false, fmt.Errorf("boltstore: renew: %w", err)
 	}
 	return s.fenced("renew", key, func(r *entry, now int64) bool {
 		if !r.ownedInProgress(owner) {
 			return false
 		}
-		r.leaseUntil = now + millis(lease)
+		r.leaseUntil = now + record.Millis(lease)
 		return true
 	})
 }
@@ -346,7 +346,7 @@ func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duratio
 // Commit implements record.Store.Commit. ttl is rounded up to whole milliseconds and must be
 // positive.
 func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: commit: %w", err)
 	}
 	return s.finish("commit", key, owner, record.StateCommitted, payload, ttl)
@@ -355,7 +355,7 @@ func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, t
 // MarkUnknown implements record.Store.MarkUnknown. ttl is rounded up to whole milliseconds and
 // must be positive.
 func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: mark unknown: %w", err)
 	}
 	return s.finish("mark unknown", key, owner, record.StateUnknown, payload, ttl)
@@ -368,14 +368,14 @@ func (s *Store) finish(op, key, owner, state string, payload []byte, ttl time.Du
 		if !r.ownedInProgress(owner) {
 			return false
 		}
-		r.state, r.payload, r.expiresAt = state, payload, now+millis(ttl)
+		r.state, r.payload, r.expiresAt = state, payload, now+record.Millis(ttl)
 		return true
 	})
 }
 
 // Release implements record.Store.Release.
 func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err error) {
-	if err := check(ctx, key, owner); err != nil {
+	if err := record.CheckArgs(ctx, key, owner); err != nil {
 		return false, fmt.Errorf("boltstore: release: %w", err)
 	}
 	err = s.update(func(b *bolt.Bucket, now int64) error {
@@ -419,7 +419,7 @@ func (s *Store) fenced(op, key string, change func(r *entry, now int64) bool) (o
 // except that an in_progress record whose lease has lapsed is reported outcome_unknown (as the next
 // Claim will store it). An expired record is reported absent.
 func (s *Store) Get(ctx context.Context, key string) (state string, payload []byte, err error) {
-	if err := checkKey(ctx, key); err != nil {
+	if err := record.CheckKeyArg(ctx, key); err != nil {
 		return "", nil, fmt.Errorf("boltstore: get: %w", err)
 	}
 	err = s.view(func(b *bolt.Bucket, now int64) error {
@@ -441,7 +441,7 @@ func (s *Store) Get(ctx context.Context, key string) (state string, payload []by
 // Delete implements record.Store.Delete. It also removes a corrupt record (existed is then true),
 // and an expired one (existed is then false).
 func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error) {
-	if err := checkKey(ctx, key); err != nil {
+	if err := record.CheckKeyArg(ctx, key); err != nil {
 		return false, fmt.Errorf("boltstore: delete: %w", err)
 	}
 	err = s.update(func(b *bolt.Bucket, now int64) error {
@@ -479,47 +479,6 @@ func (s *Store) Ping(ctx context.Context) error {
 // wrap adds the operation and key to err.
 func wrap(op, key string, err error) error {
 	return fmt.Errorf("boltstore: %s %q: %w", op, key, err)
-}
-
-// check validates key, owner and the results of positive, then the context.
-func check(ctx context.Context, key, owner string, durations ...error) error {
-	if key == "" {
-		return errors.New("empty key")
-	}
-	if owner == "" {
-		return errors.New("empty owner")
-	}
-	for _, err := range durations {
-		if err != nil {
-			return err
-		}
-	}
-	return ctx.Err()
-}
-
-// checkKey refuses an empty key and a done context.
-func checkKey(ctx context.Context, key string) error {
-	if key == "" {
-		return errors.New("empty key")
-	}
-	return ctx.Err()
-}
-
-// positive refuses a duration that is not positive.
-func positive(name string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("%s %s is not positive", name, d)
-	}
-	return nil
-}
-
-// millis returns d in whole milliseconds, rounded up so that a positive duration stays positive.
-func millis(d time.Duration) int64 {
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
 }
 
 // ListUnknown implements record.Store.ListUnknown from the index bucket "unknown", which every

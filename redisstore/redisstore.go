@@ -109,10 +109,10 @@ func (s *Store) Close() error {
 // payload itself. lease and ttl are rounded up to whole milliseconds and must be positive; key and
 // owner must not be empty.
 func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored []byte, err error) {
-	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
 		return false, "", nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	res, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, owner, payload, millis(lease), millis(ttl)).Slice()
+	res, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, owner, payload, record.Millis(lease), record.Millis(ttl)).Slice()
 	if err != nil {
 		return false, "", nil, wrap("claim", key, err)
 	}
@@ -135,10 +135,10 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 // Reclaim implements record.Store.Reclaim with one script. lease and ttl are rounded up to whole
 // milliseconds and must be positive; key and owner must not be empty.
 func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []byte, lease, ttl time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: reclaim: %w", err)
 	}
-	return s.run(ctx, "reclaim", reclaimScript, key, from, owner, payload, millis(lease), millis(ttl))
+	return s.run(ctx, "reclaim", reclaimScript, key, from, owner, payload, record.Millis(lease), record.Millis(ttl))
 }
 
 // Renew implements record.Store.Renew with one script. The owner of a record that is still
@@ -146,30 +146,30 @@ func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []
 // outcome_unknown and no Reclaim has taken it over. lease is rounded up to whole milliseconds and
 // must be positive. The record's TTL is unchanged.
 func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("lease", lease)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease)); err != nil {
 		return false, fmt.Errorf("redisstore: renew: %w", err)
 	}
-	return s.run(ctx, "renew", renewScript, key, owner, millis(lease))
+	return s.run(ctx, "renew", renewScript, key, owner, record.Millis(lease))
 }
 
 // Commit implements record.Store.Commit with one script (one round trip). ttl is rounded up to
 // whole milliseconds and must be positive. With Options.WaitReplicas, WAIT follows the script in
 // the same round trip (see the package documentation).
 func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: commit: %w", err)
 	}
-	return s.runReplicated(ctx, OpCommit, commitScript, key, owner, payload, millis(ttl), s.settledChannel(key))
+	return s.runReplicated(ctx, OpCommit, commitScript, key, owner, payload, record.Millis(ttl), s.settledChannel(key))
 }
 
 // MarkUnknown implements record.Store.MarkUnknown with one script. ttl is rounded up to whole
 // milliseconds and must be positive. With Options.WaitReplicas, WAIT follows the script in the same
 // round trip (see the package documentation).
 func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: mark unknown: %w", err)
 	}
-	ok, err = s.runReplicated(ctx, OpMarkUnknown, markUnknownScript, key, owner, payload, millis(ttl), s.settledChannel(key))
+	ok, err = s.runReplicated(ctx, OpMarkUnknown, markUnknownScript, key, owner, payload, record.Millis(ttl), s.settledChannel(key))
 	if ok {
 		s.index(ctx, key)
 	}
@@ -178,7 +178,7 @@ func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []by
 
 // Release implements record.Store.Release with one script.
 func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err error) {
-	if err := check(ctx, key, owner); err != nil {
+	if err := record.CheckArgs(ctx, key, owner); err != nil {
 		return false, fmt.Errorf("redisstore: release: %w", err)
 	}
 	return s.run(ctx, "release", releaseScript, key, owner, s.settledChannel(key))
@@ -187,7 +187,7 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 // Get implements record.Store.Get with one read-only script. It returns the stored state: an
 // in_progress record whose lease has lapsed is reported in_progress until a Claim observes the lapse.
 func (s *Store) Get(ctx context.Context, key string) (state string, payload []byte, err error) {
-	if err := checkKey(ctx, key); err != nil {
+	if err := record.CheckKeyArg(ctx, key); err != nil {
 		return "", nil, fmt.Errorf("redisstore: get: %w", err)
 	}
 	res, err := getScript.Run(ctx, s.client, []string{s.redisKey(key)}).Slice()
@@ -209,7 +209,7 @@ func (s *Store) Get(ctx context.Context, key string) (state string, payload []by
 
 // Delete implements record.Store.Delete with one DEL. It also removes a corrupt record.
 func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error) {
-	if err := checkKey(ctx, key); err != nil {
+	if err := record.CheckKeyArg(ctx, key); err != nil {
 		return false, fmt.Errorf("redisstore: delete: %w", err)
 	}
 	n, err := s.client.Del(ctx, s.redisKey(key)).Result()
@@ -235,45 +235,4 @@ func wrap(op, key string, err error) error {
 		return fmt.Errorf("redisstore: %s %q: %w: %s", op, key, record.ErrCorrupt, strings.TrimPrefix(err.Error(), "CORRUPT "))
 	}
 	return fmt.Errorf("redisstore: %s %q: %w", op, key, err)
-}
-
-// check validates key, owner and the results of positive, then the context.
-func check(ctx context.Context, key, owner string, durations ...error) error {
-	if key == "" {
-		return errors.New("empty key")
-	}
-	if owner == "" {
-		return errors.New("empty owner")
-	}
-	for _, err := range durations {
-		if err != nil {
-			return err
-		}
-	}
-	return ctx.Err()
-}
-
-// checkKey refuses an empty key and a done context.
-func checkKey(ctx context.Context, key string) error {
-	if key == "" {
-		return errors.New("empty key")
-	}
-	return ctx.Err()
-}
-
-// positive refuses a duration that is not positive.
-func positive(name string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("%s %s is not positive", name, d)
-	}
-	return nil
-}
-
-// millis returns d in whole milliseconds, rounded up so that a positive duration stays positive.
-func millis(d time.Duration) int64 {
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
 }

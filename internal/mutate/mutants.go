@@ -45,7 +45,7 @@ var mutants = []Mutant{
 		File: "gateway/effect.go", From: `x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "lost").Inc()`, To: ``,
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}}},
 	{Name: "renew-keeps-lease-bolt", Behaviour: "Renew answers ok but leaves the lease where it was",
-		File: "boltstore/boltstore.go", From: "r.leaseUntil = now + millis(lease)\n", To: "",
+		File: "boltstore/boltstore.go", From: "r.leaseUntil = now + record.Millis(lease)\n", To: "",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^RenewExtendsLease$"}}},
 	{Name: "renew-keeps-lease-redis", Behaviour: "renew.lua answers 1 but leaves lease_until where it was",
 		File: "redisstore/scripts/renew.lua", From: "redis.call('HSET', KEYS[1], 'lease_until', ms(now_ms() + tonumber(ARGV[2])))", To: "-- mutant: lease not extended",
