@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -90,14 +89,11 @@ func requireBearer(token string) func(http.Handler) http.Handler {
 }
 
 // recordKey is the store key named by the admin path /v1/records/{tenant}/{tool}/{key}[/resolve],
-// whose segments are URL-escaped once (contract §5).
+// whose segments are URL-escaped once (contract §5), and by ?credential= on a route with
+// scope.credential.
 func recordKey(r *http.Request) string {
 	p := pathParams(r)
-	key := scopeKey(p["tenant"], p["tool"], p["key"])
-	if c := r.URL.Query().Get("credential"); c != "" { // a route with scope.credential
-		key += "/" + url.PathEscape(c)
-	}
-	return key
+	return record.ScopeKey{Tenant: p["tenant"], Tool: p["tool"], Key: p["key"], Credential: r.URL.Query().Get("credential")}.String()
 }
 
 func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
@@ -318,13 +314,7 @@ func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant, tool := q.Get("tenant"), q.Get("tool")
-	prefix := ""
-	if tenant != "" {
-		prefix = url.PathEscape(tenant) + "/"
-		if tool != "" {
-			prefix += url.PathEscape(tool) + "/"
-		}
-	}
+	prefix := record.ScopePrefix(tenant, tool)
 	var keys []string
 	var payloads [][]byte
 	var next string

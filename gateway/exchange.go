@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -116,15 +116,16 @@ func (x *exchange) request() *http.Request {
 // wrapping ErrInvalidRequest.
 func (x *exchange) setKey(key, source string) error {
 	x.key = key
-	x.skey = scopeKey(x.tenant, x.rt.Name, key)
+	scope := record.ScopeKey{Tenant: x.tenant, Tool: x.rt.Name, Key: key}
 	if h := x.rt.Scope.CredentialHeader; h != "" {
 		cred := x.r.Header.Get(h)
 		if cred == "" {
 			return fmt.Errorf("%w: keys of route %s are scoped by the credential in %s, and it is missing", ErrInvalidRequest, x.rt.Name, h)
 		}
 		x.credential = credentialScope(cred)
-		x.skey += "/" + url.PathEscape(x.credential)
+		scope.Credential = x.credential
 	}
+	x.skey = scope.String()
 	x.keySource = source
 	if x.traced {
 		x.span.SetAttributes(attrKey.String(key), attrKeySource.String(source))

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/dunglas/httpsfv"
@@ -121,10 +120,4 @@ func deriveKey(rt *routes.Route, r *http.Request, tenant string, body []byte) (k
 func credentialScope(credential string) string {
 	sum := sha256.Sum256([]byte(credential))
 	return "sha256:" + hex.EncodeToString(sum[:16])
-}
-
-// scopeKey is the store key of an idempotency key: tenant, tool and key, each URL-escaped (so no
-// part can forge another's separator, and no '{' or '}' reaches a Redis hash tag).
-func scopeKey(tenant, tool, key string) string {
-	return url.PathEscape(tenant) + "/" + url.PathEscape(tool) + "/" + url.PathEscape(key)
 }
