@@ -1,6 +1,32 @@
 package record
 
-import "net/url"
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// MaxKeyBytes is the longest idempotency key accepted, in bytes (contract §4).
+const MaxKeyBytes = 255
+
+// CheckKey returns nil when key is a valid idempotency key: 1 to MaxKeyBytes bytes of printable
+// ASCII (0x20 to 0x7E), not only spaces (contract §4). Otherwise its error says what is wrong
+// ("empty", "256 bytes, longer than 255", "byte 3 is not printable ASCII"), for the caller to wrap.
+func CheckKey(key string) error {
+	switch {
+	case strings.TrimSpace(key) == "":
+		return errors.New("empty")
+	case len(key) > MaxKeyBytes:
+		return fmt.Errorf("%d bytes, longer than %d", len(key), MaxKeyBytes)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return fmt.Errorf("byte %d is not printable ASCII", i)
+		}
+	}
+	return nil
+}
 
 // ScopeKey names the record of one idempotency key: the key is scoped by tenant and tool and, on
 // routes with scope.credential, by the caller's credential, so equal keys of different scopes

@@ -1,6 +1,7 @@
 package record_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -76,5 +77,32 @@ func TestScopePrefix(t *testing.T) {
 		if tt.tenant != "" && strings.HasPrefix(out, record.ScopePrefix(tt.tenant, tt.tool)) {
 			t.Errorf("the key %q of another tenant starts with the prefix", out)
 		}
+	}
+}
+
+func TestCheckKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, key, err string // err "" for a valid key
+	}{
+		{"token", "abc-123", ""},
+		{"inner space", "a b", ""},
+		{"punctuation", `a"b\c,{}~`, ""},
+		{"longest", strings.Repeat("k", record.MaxKeyBytes), ""},
+		{"empty", "", "empty"},
+		{"spaces only", "   ", "empty"},
+		{"too long", strings.Repeat("k", record.MaxKeyBytes+1), "256 bytes, longer than 255"},
+		{"not ASCII", "clé", "byte 2 is not printable ASCII"},
+		{"control byte", "a\x01b", "byte 1 is not printable ASCII"},
+		{"DEL", "a\x7f", "byte 1 is not printable ASCII"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := record.CheckKey(tt.key)
+			if got := fmt.Sprint(err); (tt.err == "" && err != nil) || (tt.err != "" && got != tt.err) {
+				t.Errorf("CheckKey(%q) = %v, want %q", tt.key, err, tt.err)
+			}
+		})
 	}
 }
