@@ -53,7 +53,7 @@ type Options struct {
 	Metrics *prometheus.Registry
 	// MaxReceiptBodyBytes bounds the response body kept in a receipt. A committed response with a
 	// larger body is still passed to the client whole; its receipt keeps status, headers and
-	// remote id, and replays carry no body (Receipt.ResponseBodyKept is false).
+	// remote id, and replays carry no body (record.Receipt.ResponseBodyKept is false).
 	// Default DefaultMaxReceiptBodyBytes.
 	MaxReceiptBodyBytes int64
 }

@@ -1,8 +1,10 @@
 // Package record is the vocabulary that the gateway and its stores share: the record states, the
-// Store contract that every store implements (and the conformance suite in package recordtest
-// checks), the receipt the admin API serves, and the scope key a record is stored under. It
-// imports nothing else of idemgateway's, so a store or an admin client can use it without the
-// gateway's HTTP, metrics and tracing dependencies.
+// Store contract that every store implements (checked by the conformance suite in package
+// recordtest) with the argument checks the stores share, ErrCorrupt for a record that cannot be
+// read, the Receipt the admin API serves, the ScopeKey a record is stored under, the rule of a
+// valid idempotency key (CheckKey), and Encrypted, which keeps payloads encrypted at rest in any
+// Store. It imports nothing else of idemgateway's, so a store or an admin client can use it
+// without the gateway's HTTP, metrics and tracing dependencies.
 package record
 
 import "errors"
