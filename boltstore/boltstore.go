@@ -62,8 +62,8 @@ const (
 // the database file.
 var ErrLocked = errors.New("database file is in use by another process")
 
-// ErrFormat is wrapped by Open's error when the database file holds another format than
-// formatValue: another program's bbolt file, or records of a later version of this store.
+// ErrFormat is wrapped by Open's error when the database file is marked with another format than
+// this store's ("idemgateway-records-v1"): records of another version of this store.
 var ErrFormat = errors.New("database file of another format")
 
 // Bucket and format marker.
