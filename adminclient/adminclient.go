@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // DefaultTimeout bounds each call of a Client built without Options.HTTPClient.
@@ -151,7 +151,7 @@ type Resolution struct {
 
 // ListQuery selects records for List: GET /v1/records?state=&tenant=&tool=&limit=&cursor=.
 type ListQuery struct {
-	// State is the records' state. Default: gateway.StateUnknown ("outcome_unknown").
+	// State is the records' state. Default: record.StateUnknown ("outcome_unknown").
 	State string
 	// Tenant and Tool narrow the list to one tenant and one tool. Default: empty, all.
 	Tenant, Tool string
@@ -164,15 +164,15 @@ type ListQuery struct {
 
 // Page is one page of List: {"records":[receipt...],"next_cursor":"..."}.
 type Page struct {
-	Records []gateway.Receipt `json:"records"`
+	Records []record.Receipt `json:"records"`
 	// NextCursor continues the listing (ListQuery.Cursor); empty on the last page.
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // Get returns the receipt of the record of (tenant, tool, key): GET /v1/records/{tenant}/{tool}/{key}.
 // A missing record is a *Problem with status 404 (IsNotFound).
-func (c *Client) Get(ctx context.Context, tenant, tool, key string) (*gateway.Receipt, error) {
-	var rec gateway.Receipt
+func (c *Client) Get(ctx context.Context, tenant, tool, key string) (*record.Receipt, error) {
+	var rec record.Receipt
 	if _, err := c.do(ctx, http.MethodGet, c.recordPath(tenant, tool, key, "", nil), nil, &rec); err != nil {
 		return nil, err
 	}
@@ -183,12 +183,12 @@ func (c *Client) Get(ctx context.Context, tenant, tool, key string) (*gateway.Re
 // lease lapsed): POST .../resolve. It returns the committed receipt, or nil for
 // OutcomeNotCommitted (the key is free). The gateway answers 409 (a *Problem) when the record is
 // committed or in progress under a live lease, and 400 for a bad resolution.
-func (c *Client) Resolve(ctx context.Context, tenant, tool, key string, res Resolution) (*gateway.Receipt, error) {
+func (c *Client) Resolve(ctx context.Context, tenant, tool, key string, res Resolution) (*record.Receipt, error) {
 	body, err := json.Marshal(res)
 	if err != nil {
 		return nil, fmt.Errorf("adminclient: resolve: %w", err)
 	}
-	var rec gateway.Receipt
+	var rec record.Receipt
 	status, err := c.do(ctx, http.MethodPost, c.recordPath(tenant, tool, key, "/resolve", nil), body, &rec)
 	if err != nil || status == http.StatusNoContent {
 		return nil, err
@@ -214,7 +214,7 @@ func (c *Client) List(ctx context.Context, q ListQuery) (*Page, error) {
 	v := url.Values{}
 	v.Set("state", q.State)
 	if q.State == "" {
-		v.Set("state", gateway.StateUnknown)
+		v.Set("state", record.StateUnknown)
 	}
 	for name, value := range map[string]string{"tenant": q.Tenant, "tool": q.Tool, "cursor": q.Cursor} {
 		if value != "" {

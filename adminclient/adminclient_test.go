@@ -16,6 +16,7 @@ import (
 	"github.com/idemgateway/idemgateway/adminclient"
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -125,7 +126,7 @@ func TestGetResolveDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != gateway.StateCommitted || rec.Tenant != tenant || rec.IdempotencyKey != key || rec.RemoteID != "T-1" ||
+	if rec.State != record.StateCommitted || rec.Tenant != tenant || rec.IdempotencyKey != key || rec.RemoteID != "T-1" ||
 		rec.ResponseStatus != http.StatusCreated || rec.Executions != 1 || !rec.ResponseBodyKept {
 		t.Fatalf("receipt %+v", rec)
 	}
@@ -143,14 +144,14 @@ func TestGetResolveDelete(t *testing.T) {
 
 	// Unknown outcome, resolved as committed: the retry replays the operator's receipt.
 	tg.send(t, tenant, "unknown-1", true)
-	if rec, err := c.Get(ctx, tenant, "create_ticket", "unknown-1"); err != nil || rec.State != gateway.StateUnknown {
+	if rec, err := c.Get(ctx, tenant, "create_ticket", "unknown-1"); err != nil || rec.State != record.StateUnknown {
 		t.Fatalf("after a 502: %+v, %v; want outcome_unknown", rec, err)
 	}
 	_, err = c.Resolve(ctx, tenant, "create_ticket", "unknown-1", adminclient.Resolution{Outcome: "maybe"})
 	wantProblem(t, err, http.StatusBadRequest, "invalid-body")
 	rec, err = c.Resolve(ctx, tenant, "create_ticket", "unknown-1", adminclient.Resolution{
 		Outcome: adminclient.OutcomeCommitted, RemoteID: "T-99", RemoteURL: "https://tickets.example/T-99", ResponseStatus: 201})
-	if err != nil || rec == nil || rec.State != gateway.StateCommitted || rec.RemoteID != "T-99" || rec.RemoteURL != "https://tickets.example/T-99" || rec.ResponseStatus != 201 {
+	if err != nil || rec == nil || rec.State != record.StateCommitted || rec.RemoteID != "T-99" || rec.RemoteURL != "https://tickets.example/T-99" || rec.ResponseStatus != 201 {
 		t.Fatalf("resolve committed: %+v, %v", rec, err)
 	}
 	if status, d := tg.send(t, tenant, "unknown-1", false); status != http.StatusCreated || d != "replay" {
@@ -228,7 +229,7 @@ func TestListAgainstGateway(t *testing.T) {
 			t.Fatalf("page %d has %d records, limit 2", pages, len(page.Records))
 		}
 		for _, rec := range page.Records {
-			if rec.State != gateway.StateUnknown || rec.Tenant != "acme" || got[rec.IdempotencyKey] {
+			if rec.State != record.StateUnknown || rec.Tenant != "acme" || got[rec.IdempotencyKey] {
 				t.Fatalf("page %d: unexpected or repeated %+v", pages, rec)
 			}
 			got[rec.IdempotencyKey] = true
@@ -252,7 +253,7 @@ func TestListRequest(t *testing.T) {
 		got = r
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{
-			"records":     []gateway.Receipt{{IdempotencyKey: "k1", Tenant: "acme", Tool: "create_ticket", State: gateway.StateUnknown}},
+			"records":     []record.Receipt{{IdempotencyKey: "k1", Tenant: "acme", Tool: "create_ticket", State: record.StateUnknown}},
 			"next_cursor": "c2",
 		})
 	}))

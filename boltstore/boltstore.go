@@ -1,4 +1,4 @@
-// Package boltstore is the embedded implementation of gateway.Store, on go.etcd.io/bbolt, for a
+// Package boltstore is the embedded implementation of record.Store, on go.etcd.io/bbolt, for a
 // gateway that runs as a single process with no Redis.
 //
 // The records live in one file, FileName, under a data directory. Every write is one bbolt
@@ -21,8 +21,8 @@
 //	22+n    rest  payload, byte for byte
 //
 // The bucket "meta" holds the key "format" = "idemgateway-records-v1"; Open refuses a file with
-// another format. A value that does not decode is refused with an error wrapping ErrCorrupt, never
-// overwritten or freed; Delete removes it.
+// another format (ErrFormat). A value that does not decode is refused with an error wrapping
+// record.ErrCorrupt, never overwritten or freed; Delete removes it.
 //
 // Leases and TTLs use the local clock (Options.Now), in milliseconds: a wall clock stepped forward
 // lapses leases and expires records early, stepped backward extends them. An expired record is
@@ -43,6 +43,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // FileName is the name of the database file in the data directory.
@@ -59,6 +61,10 @@ const (
 // ErrLocked is wrapped by Open's error when another process (or another Open in this one) holds
 // the database file.
 var ErrLocked = errors.New("database file is in use by another process")
+
+// ErrFormat is wrapped by Open's error when the database file is marked with another format than
+// this store's ("idemgateway-records-v1"): records of another version of this store.
+var ErrFormat = errors.New("database file of another format")
 
 // Bucket and format marker.
 var (
@@ -87,7 +93,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Store is a gateway.Store in a bbolt file. It is safe for concurrent use.
+// Store is a record.Store in a bbolt file. It is safe for concurrent use.
 type Store struct {
 	db     *bolt.DB
 	now    func() time.Time
@@ -106,8 +112,8 @@ type Store struct {
 
 // Open opens (creating it if missing) the database FileName in dir, creating dir with mode 0700
 // when it does not exist, and starts the sweeper. It fails with an error wrapping ErrLocked when the
-// file stays locked by another process for Options.LockTimeout, and with an error wrapping ErrCorrupt
-// when the file holds another format.
+// file stays locked by another process for Options.LockTimeout, and with an error wrapping
+// ErrFormat when the file holds another format.
 func Open(dir string, opts Options) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("boltstore: empty data directory")
@@ -166,7 +172,7 @@ func initBuckets(tx *bolt.Tx) error {
 			return err
 		}
 	case string(format) != string(formatValue):
-		return fmt.Errorf("%w: file format %q, want %q", ErrCorrupt, format, formatValue)
+		return fmt.Errorf("%w: file format %q, want %q", ErrFormat, format, formatValue)
 	}
 	if _, err = tx.CreateBucketIfNotExists(recordsBucket); err != nil {
 		return err
@@ -212,7 +218,7 @@ func (s *Store) view(fn func(b *bolt.Bucket, now int64) error) error {
 }
 
 // load returns the live record at key, or nil when there is none or it has expired.
-func load(b *bolt.Bucket, key string, now int64) (*record, error) {
+func load(b *bolt.Bucket, key string, now int64) (*entry, error) {
 	v := b.Get([]byte(key))
 	if v == nil {
 		return nil, nil
@@ -228,12 +234,12 @@ func load(b *bolt.Bucket, key string, now int64) (*record, error) {
 }
 
 // put stores r at key.
-func put(b *bolt.Bucket, key string, r *record) error {
+func put(b *bolt.Bucket, key string, r *entry) error {
 	if err := b.Put([]byte(key), r.encode()); err != nil {
 		return err
 	}
 	index := b.Tx().Bucket(unknownBucket)
-	if r.state == stateUnknown {
+	if r.state == record.StateUnknown {
 		return index.Put([]byte(key), nil)
 	}
 	return index.Delete([]byte(key))
@@ -247,16 +253,16 @@ func del(b *bolt.Bucket, key []byte) error {
 	return b.Tx().Bucket(unknownBucket).Delete(key)
 }
 
-// Claim implements gateway.Store.Claim. A replay is answered by a read-only transaction; creating a
+// Claim implements record.Store.Claim. A replay is answered by a read-only transaction; creating a
 // record, or turning a lapsed one into outcome_unknown, is one fsync'd write. When it claims, stored
 // is payload itself. lease and ttl are rounded up to whole milliseconds and must be positive; key
 // and owner must not be empty.
 func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored []byte, err error) {
-	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
 		return false, "", nil, fmt.Errorf("boltstore: claim: %w", err)
 	}
 	// Fast path: a live record that needs no change.
-	var found *record
+	var found *entry
 	err = s.view(func(b *bolt.Bucket, now int64) error {
 		r, err := load(b, key, now)
 		if r != nil && !r.lapsed(now) {
@@ -276,16 +282,16 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 		case err != nil:
 			return err
 		case r == nil:
-			claimed, state, stored = true, stateInProgress, payload
-			return put(b, key, &record{
-				state:      stateInProgress,
+			claimed, state, stored = true, record.StateInProgress, payload
+			return put(b, key, &entry{
+				state:      record.StateInProgress,
 				owner:      owner,
-				leaseUntil: now + millis(lease),
-				expiresAt:  now + millis(ttl),
+				leaseUntil: now + record.Millis(lease),
+				expiresAt:  now + record.Millis(ttl),
 				payload:    payload,
 			})
 		case r.lapsed(now):
-			r.state = stateUnknown
+			r.state = record.StateUnknown
 			claimed, state, stored = false, r.state, r.payload
 			return put(b, key, r)
 		default:
@@ -299,77 +305,77 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 	return claimed, state, stored, nil
 }
 
-// Reclaim implements gateway.Store.Reclaim. lease and ttl are rounded up to whole milliseconds and
+// Reclaim implements record.Store.Reclaim. lease and ttl are rounded up to whole milliseconds and
 // must be positive; key and owner must not be empty.
 func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []byte, lease, ttl time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: reclaim: %w", err)
 	}
-	return s.fenced("reclaim", key, func(r *record, now int64) bool {
-		if r.owner != from || (r.state != stateUnknown && !r.lapsed(now)) {
+	return s.fenced("reclaim", key, func(r *entry, now int64) bool {
+		if r.owner != from || (r.state != record.StateUnknown && !r.lapsed(now)) {
 			return false
 		}
-		*r = record{
-			state:      stateInProgress,
+		*r = entry{
+			state:      record.StateInProgress,
 			owner:      owner,
-			leaseUntil: now + millis(lease),
-			expiresAt:  now + millis(ttl),
+			leaseUntil: now + record.Millis(lease),
+			expiresAt:  now + record.Millis(ttl),
 			payload:    payload,
 		}
 		return true
 	})
 }
 
-// Renew implements gateway.Store.Renew. The owner of a record that is still in_progress may renew
+// Renew implements record.Store.Renew. The owner of a record that is still in_progress may renew
 // it even after its lease lapsed, as long as no Claim has turned it into outcome_unknown and no
 // Reclaim has taken it over. lease is rounded up to whole milliseconds and must be positive. The
 // record's expiry is unchanged.
 func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("lease", lease)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease)); err != nil {
 		return false, fmt.Errorf("boltstore: renew: %w", err)
 	}
-	return s.fenced("renew", key, func(r *record, now int64) bool {
+	return s.fenced("renew", key, func(r *entry, now int64) bool {
 		if !r.ownedInProgress(owner) {
 			return false
 		}
-		r.leaseUntil = now + millis(lease)
+		r.leaseUntil = now + record.Millis(lease)
 		return true
 	})
 }
 
-// Commit implements gateway.Store.Commit. ttl is rounded up to whole milliseconds and must be
+// Commit implements record.Store.Commit. ttl is rounded up to whole milliseconds and must be
 // positive.
 func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: commit: %w", err)
 	}
-	return s.finish("commit", key, owner, stateCommitted, payload, ttl)
+	return s.finish("commit", key, owner, record.StateCommitted, payload, ttl)
 }
 
-// MarkUnknown implements gateway.Store.MarkUnknown. ttl is rounded up to whole milliseconds and
+// MarkUnknown implements record.Store.MarkUnknown. ttl is rounded up to whole milliseconds and
 // must be positive.
 func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: mark unknown: %w", err)
 	}
-	return s.finish("mark unknown", key, owner, stateUnknown, payload, ttl)
+	return s.finish("mark unknown", key, owner, record.StateUnknown, payload, ttl)
 }
 
 // finish moves the in_progress record owned by owner to state with payload, expiring after ttl.
 // The owner is kept, so that a later Reclaim can name it.
 func (s *Store) finish(op, key, owner, state string, payload []byte, ttl time.Duration) (bool, error) {
-	return s.fenced(op, key, func(r *record, now int64) bool {
+	return s.fenced(op, key, func(r *entry, now int64) bool {
 		if !r.ownedInProgress(owner) {
 			return false
 		}
-		r.state, r.payload, r.expiresAt = state, payload, now+millis(ttl)
+		r.state, r.payload, r.expiresAt = state, payload, now+record.Millis(ttl)
 		return true
 	})
 }
 
-// Release implements gateway.Store.Release.
+// Release implements record.Store.Release.
 func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err error) {
-	if err := check(ctx, key, owner); err != nil {
+	if err := record.CheckArgs(ctx, key, owner); err != nil {
 		return false, fmt.Errorf("boltstore: release: %w", err)
 	}
 	err = s.update(func(b *bolt.Bucket, now int64) error {
@@ -391,7 +397,7 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 
 // fenced runs change on the live record at key in a write transaction and stores the record when
 // change reports that it changed it; a missing or expired record is refused.
-func (s *Store) fenced(op, key string, change func(r *record, now int64) bool) (ok bool, err error) {
+func (s *Store) fenced(op, key string, change func(r *entry, now int64) bool) (ok bool, err error) {
 	err = s.update(func(b *bolt.Bucket, now int64) error {
 		r, err := load(b, key, now)
 		if err != nil {
@@ -409,11 +415,11 @@ func (s *Store) fenced(op, key string, change func(r *record, now int64) bool) (
 	return ok, nil
 }
 
-// Get implements gateway.Store.Get with a read-only transaction. It returns the stored state,
+// Get implements record.Store.Get with a read-only transaction. It returns the stored state,
 // except that an in_progress record whose lease has lapsed is reported outcome_unknown (as the next
 // Claim will store it). An expired record is reported absent.
 func (s *Store) Get(ctx context.Context, key string) (state string, payload []byte, err error) {
-	if err := checkKey(ctx, key); err != nil {
+	if err := record.CheckKeyArg(ctx, key); err != nil {
 		return "", nil, fmt.Errorf("boltstore: get: %w", err)
 	}
 	err = s.view(func(b *bolt.Bucket, now int64) error {
@@ -421,7 +427,7 @@ func (s *Store) Get(ctx context.Context, key string) (state string, payload []by
 		if r != nil {
 			state, payload = r.state, r.payload
 			if r.lapsed(now) {
-				state = stateUnknown // its executor is gone; Claim will store it so
+				state = record.StateUnknown // its executor is gone; Claim will store it so
 			}
 		}
 		return err
@@ -432,10 +438,10 @@ func (s *Store) Get(ctx context.Context, key string) (state string, payload []by
 	return state, payload, nil
 }
 
-// Delete implements gateway.Store.Delete. It also removes a corrupt record (existed is then true),
+// Delete implements record.Store.Delete. It also removes a corrupt record (existed is then true),
 // and an expired one (existed is then false).
 func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error) {
-	if err := checkKey(ctx, key); err != nil {
+	if err := record.CheckKeyArg(ctx, key); err != nil {
 		return false, fmt.Errorf("boltstore: delete: %w", err)
 	}
 	err = s.update(func(b *bolt.Bucket, now int64) error {
@@ -453,7 +459,7 @@ func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error
 	return existed, nil
 }
 
-// Ping implements gateway.Store.Ping: it fails when the Store is closed or its file unreadable.
+// Ping implements record.Store.Ping: it fails when the Store is closed or its file unreadable.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("boltstore: ping: %w", err)
@@ -475,48 +481,7 @@ func wrap(op, key string, err error) error {
 	return fmt.Errorf("boltstore: %s %q: %w", op, key, err)
 }
 
-// check validates key, owner and the results of positive, then the context.
-func check(ctx context.Context, key, owner string, durations ...error) error {
-	if key == "" {
-		return errors.New("empty key")
-	}
-	if owner == "" {
-		return errors.New("empty owner")
-	}
-	for _, err := range durations {
-		if err != nil {
-			return err
-		}
-	}
-	return ctx.Err()
-}
-
-// checkKey refuses an empty key and a done context.
-func checkKey(ctx context.Context, key string) error {
-	if key == "" {
-		return errors.New("empty key")
-	}
-	return ctx.Err()
-}
-
-// positive refuses a duration that is not positive.
-func positive(name string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("%s %s is not positive", name, d)
-	}
-	return nil
-}
-
-// millis returns d in whole milliseconds, rounded up so that a positive duration stays positive.
-func millis(d time.Duration) int64 {
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
-}
-
-// ListUnknown implements gateway.Store.ListUnknown from the index bucket "unknown", which every
+// ListUnknown implements record.Store.ListUnknown from the index bucket "unknown", which every
 // write keeps in the same transaction as the record: a page reads the page, in key order.
 func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, payloads [][]byte, next string, err error) {
 	if err := ctx.Err(); err != nil {
@@ -537,7 +502,7 @@ func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit in
 				return nil
 			}
 			r, err := load(b, string(k), now)
-			if err != nil || r == nil || r.state != stateUnknown {
+			if err != nil || r == nil || r.state != record.StateUnknown {
 				continue // corrupt, or expired and not swept yet
 			}
 			keys, payloads = append(keys, string(k)), append(payloads, r.payload)

@@ -15,11 +15,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/idemgateway/idemgateway/boltstore"
-	"github.com/idemgateway/idemgateway/gateway"
-	"github.com/idemgateway/idemgateway/gateway/storetest"
+	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/record/recordtest"
 )
 
-var _ gateway.Store = (*boltstore.Store)(nil)
+var _ record.Store = (*boltstore.Store)(nil)
 
 var ctx = context.Background()
 
@@ -55,7 +55,7 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) gateway.Store {
+	recordtest.Run(t, func(t *testing.T) record.Store {
 		return open(t, t.TempDir(), boltstore.Options{})
 	})
 }
@@ -110,7 +110,7 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{"empty dir", "", nil},
 		{"dir is a file", file, nil},
-		{"other format", otherFormat, boltstore.ErrCorrupt},
+		{"other format", otherFormat, boltstore.ErrFormat},
 	}
 	for _, tc := range cases {
 		s, err := boltstore.Open(tc.dir, boltstore.Options{})
@@ -177,8 +177,8 @@ func TestRecordsSurviveCloseAndOpen(t *testing.T) {
 
 	s = open(t, dir, boltstore.Options{Now: clk.Now})
 	for key, want := range map[string]struct{ state, payload string }{
-		"committed": {gateway.StateCommitted, "receipt\x00"},
-		"in-flight": {gateway.StateInProgress, "claim"},
+		"committed": {record.StateCommitted, "receipt\x00"},
+		"in-flight": {record.StateInProgress, "claim"},
 	} {
 		state, payload, err := s.Get(ctx, key)
 		if err != nil || state != want.state || string(payload) != want.payload {
@@ -187,8 +187,8 @@ func TestRecordsSurviveCloseAndOpen(t *testing.T) {
 	}
 	// Leases and expiry are kept too.
 	clk.Advance(2 * time.Minute)
-	if _, state, _, _ := s.Claim(ctx, "in-flight", "other", nil, time.Minute, time.Hour); state != gateway.StateUnknown {
-		t.Errorf("Claim after the lease = %q, want %q", state, gateway.StateUnknown)
+	if _, state, _, _ := s.Claim(ctx, "in-flight", "other", nil, time.Minute, time.Hour); state != record.StateUnknown {
+		t.Errorf("Claim after the lease = %q, want %q", state, record.StateUnknown)
 	}
 	clk.Advance(time.Hour)
 	if state, _, _ := s.Get(ctx, "committed"); state != "" {
@@ -231,7 +231,7 @@ func TestExpiredRecordsAreAbsentAndSwept(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for _, key := range []string{"k0", "k2", "k4"} { // live, but their 1 s leases lapsed a minute ago
-		if state, _, err := s.Get(ctx, key); state != gateway.StateUnknown || err != nil {
+		if state, _, err := s.Get(ctx, key); state != record.StateUnknown || err != nil {
 			t.Errorf("Get(%s) = %q, %v; want outcome_unknown", key, state, err)
 		}
 	}
@@ -262,7 +262,7 @@ func TestSweepKeepsARecordClaimedAfterItsScan(t *testing.T) {
 	if err != nil || removed != 1 || scans != 1 {
 		t.Fatalf("Sweep = %d, %v after %d scans; want 1 removed (stale) after 1 scan", removed, err, scans)
 	}
-	if state, payload, err := s.Get(ctx, "reclaimed"); state != gateway.StateInProgress || string(payload) != "fresh" || err != nil {
+	if state, payload, err := s.Get(ctx, "reclaimed"); state != record.StateInProgress || string(payload) != "fresh" || err != nil {
 		t.Errorf("Get(reclaimed) = %q, %q, %v; want the fresh in_progress record", state, payload, err)
 	}
 	if n, err := boltstore.RawCount(s); n != 1 || err != nil {
@@ -285,8 +285,8 @@ func TestCorruptRecordsAreRefused(t *testing.T) {
 	_, _, getErr := s.Get(ctx, "k")
 	for op, err := range map[string]error{"Claim": claimErr, "Reclaim": reclaimErr, "Renew": renewErr,
 		"Commit": commitErr, "MarkUnknown": unknownErr, "Release": releaseErr, "Get": getErr} {
-		if !errors.Is(err, boltstore.ErrCorrupt) {
-			t.Errorf("%s = %v, want ErrCorrupt", op, err)
+		if !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("%s = %v, want record.ErrCorrupt", op, err)
 		}
 	}
 	if existed, err := s.Delete(ctx, "k"); !existed || err != nil {
@@ -329,7 +329,7 @@ func TestCommitSurvivesKill9(t *testing.T) {
 	_ = cmd.Wait()
 	s := open(t, dir, boltstore.Options{})
 	state, payload, err := s.Get(ctx, "k")
-	if err != nil || state != gateway.StateCommitted || string(payload) != "receipt" {
+	if err != nil || state != record.StateCommitted || string(payload) != "receipt" {
 		t.Errorf("Get after kill -9 = %q, %q, %v; want committed receipt", state, payload, err)
 	}
 }

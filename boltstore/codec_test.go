@@ -5,15 +5,15 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 func TestCodecRoundTrip(t *testing.T) {
 	t.Parallel()
-	cases := []record{
-		{state: gateway.StateInProgress, owner: "owner", leaseUntil: 1, expiresAt: 2, payload: []byte("p")},
-		{state: gateway.StateCommitted, owner: "", leaseUntil: -1, expiresAt: 1<<62 + 3, payload: nil},
-		{state: gateway.StateUnknown, owner: "ü\x00}", leaseUntil: 1700000000000, expiresAt: 1700000000001, payload: []byte{0, 0xff, 0}},
+	cases := []entry{
+		{state: record.StateInProgress, owner: "owner", leaseUntil: 1, expiresAt: 2, payload: []byte("p")},
+		{state: record.StateCommitted, owner: "", leaseUntil: -1, expiresAt: 1<<62 + 3, payload: nil},
+		{state: record.StateUnknown, owner: "ü\x00}", leaseUntil: 1700000000000, expiresAt: 1700000000001, payload: []byte{0, 0xff, 0}},
 	}
 	for _, want := range cases {
 		got, err := decode(want.encode())
@@ -29,7 +29,7 @@ func TestCodecRoundTrip(t *testing.T) {
 
 func TestCodecVersion1Layout(t *testing.T) {
 	t.Parallel()
-	r := record{state: gateway.StateCommitted, owner: "ab", leaseUntil: 0x0102, expiresAt: 0x0304, payload: []byte("xyz")}
+	r := entry{state: record.StateCommitted, owner: "ab", leaseUntil: 0x0102, expiresAt: 0x0304, payload: []byte("xyz")}
 	want := []byte{
 		1, 2,
 		0, 0, 0, 0, 0, 0, 1, 2,
@@ -44,7 +44,7 @@ func TestCodecVersion1Layout(t *testing.T) {
 
 func TestCodecRefusesCorruptValues(t *testing.T) {
 	t.Parallel()
-	valid := (&record{state: gateway.StateInProgress, owner: "owner", payload: []byte("p")}).encode()
+	valid := (&entry{state: record.StateInProgress, owner: "owner", payload: []byte("p")}).encode()
 	with := func(i int, b byte) []byte {
 		v := bytes.Clone(valid)
 		v[i] = b
@@ -64,8 +64,8 @@ func TestCodecRefusesCorruptValues(t *testing.T) {
 		{"owner length overflow", with(18, 0xff)},
 	}
 	for _, tc := range cases {
-		if _, err := decode(tc.value); !errors.Is(err, ErrCorrupt) {
-			t.Errorf("%s: decode = %v, want ErrCorrupt", tc.name, err)
+		if _, err := decode(tc.value); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("%s: decode = %v, want record.ErrCorrupt", tc.name, err)
 		}
 	}
 }

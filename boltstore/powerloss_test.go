@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/boltstore"
-	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/crashfs"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // powerLossEnv tells a child process of TestTransitionsSurvivePowerLoss what to do:
@@ -56,17 +56,17 @@ var plRounds = []plRound{
 		claimed, _, _, err := s.Claim(ctx, "d", "owner-d", []byte("claim-d"), plShort, plTTL)
 		acknowledged(t, "Claim(d)", claimed, err)
 	}, set: map[string]plWant{
-		"a": {gateway.StateInProgress, "claim-a"}, "b": {gateway.StateInProgress, "claim-b"},
-		"c": {gateway.StateInProgress, "claim-c"}, "d": {gateway.StateInProgress, "claim-d"},
+		"a": {record.StateInProgress, "claim-a"}, "b": {record.StateInProgress, "claim-b"},
+		"c": {record.StateInProgress, "claim-c"}, "d": {record.StateInProgress, "claim-d"},
 	}},
 	{name: "commit", do: func(t *testing.T, s *boltstore.Store) {
 		ok, err := s.Commit(ctx, "a", "owner-a", []byte("receipt-a\x00"), plTTL)
 		acknowledged(t, "Commit(a)", ok, err)
-	}, set: map[string]plWant{"a": {gateway.StateCommitted, "receipt-a\x00"}}},
+	}, set: map[string]plWant{"a": {record.StateCommitted, "receipt-a\x00"}}},
 	{name: "mark unknown", do: func(t *testing.T, s *boltstore.Store) {
 		ok, err := s.MarkUnknown(ctx, "b", "owner-b", []byte("unknown-b"), plTTL)
 		acknowledged(t, "MarkUnknown(b)", ok, err)
-	}, set: map[string]plWant{"b": {gateway.StateUnknown, "unknown-b"}}, unknown: []string{"b"}},
+	}, set: map[string]plWant{"b": {record.StateUnknown, "unknown-b"}}, unknown: []string{"b"}},
 	{name: "release", do: func(t *testing.T, s *boltstore.Store) {
 		ok, err := s.Release(ctx, "c", "owner-c")
 		acknowledged(t, "Release(c)", ok, err)
@@ -74,7 +74,7 @@ var plRounds = []plRound{
 	{name: "reclaim", do: func(t *testing.T, s *boltstore.Store) {
 		ok, err := s.Reclaim(ctx, "b", "owner-b", "owner-b2", []byte("reclaim-b"), plLong, plTTL)
 		acknowledged(t, "Reclaim(b)", ok, err)
-	}, set: map[string]plWant{"b": {gateway.StateInProgress, "reclaim-b"}}},
+	}, set: map[string]plWant{"b": {record.StateInProgress, "reclaim-b"}}},
 	// Checked past the claim's lease and within the renewed one: a lost renewal reads outcome_unknown.
 	{name: "renew", before: plShort - 10*time.Second, after: 20 * time.Second, do: func(t *testing.T, s *boltstore.Store) {
 		ok, err := s.Renew(ctx, "d", "owner-d", plShort)
@@ -84,10 +84,10 @@ var plRounds = []plRound{
 	// when the claim that observed the lapse stored it.
 	{name: "claim of a lapsed lease", before: plShort, do: func(t *testing.T, s *boltstore.Store) {
 		claimed, state, _, err := s.Claim(ctx, "d", "owner-d2", []byte("claim-d2"), plShort, plTTL)
-		if claimed || state != gateway.StateUnknown || err != nil {
+		if claimed || state != record.StateUnknown || err != nil {
 			t.Fatalf("Claim(d) after its lease = %v, %q, %v; want outcome_unknown stored", claimed, state, err)
 		}
-	}, set: map[string]plWant{"d": {gateway.StateUnknown, "claim-d"}}, unknown: []string{"d"}},
+	}, set: map[string]plWant{"d": {record.StateUnknown, "claim-d"}}, unknown: []string{"d"}},
 	{name: "delete", do: func(t *testing.T, s *boltstore.Store) {
 		existed, err := s.Delete(ctx, "a")
 		acknowledged(t, "Delete(a)", existed, err)

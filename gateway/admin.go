@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -89,14 +89,11 @@ func requireBearer(token string) func(http.Handler) http.Handler {
 }
 
 // recordKey is the store key named by the admin path /v1/records/{tenant}/{tool}/{key}[/resolve],
-// whose segments are URL-escaped once (contract §5).
+// whose segments are URL-escaped once (contract §5), and by ?credential= on a route with
+// scope.credential.
 func recordKey(r *http.Request) string {
 	p := pathParams(r)
-	key := scopeKey(p["tenant"], p["tool"], p["key"])
-	if c := r.URL.Query().Get("credential"); c != "" { // a route with scope.credential
-		key += "/" + url.PathEscape(c)
-	}
-	return key
+	return record.ScopeKey{Tenant: p["tenant"], Tool: p["tool"], Key: p["key"], Credential: r.URL.Query().Get("credential")}.String()
 }
 
 func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
@@ -110,7 +107,7 @@ func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
 	if err == nil && state == "" {
 		err = fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord)
 	}
-	var rec *record
+	var rec *storedRecord
 	if err == nil {
 		rec, err = decodeRecord(state, payload)
 	}
@@ -132,10 +129,10 @@ func (g *Gateway) deleteRecord(w http.ResponseWriter, r *http.Request) {
 			return err
 		})
 		switch {
-		case err != nil && !errors.Is(err, ErrCorruptRecord): // an unreadable record may be deleted
+		case err != nil && !errors.Is(err, record.ErrCorrupt): // an unreadable record may be deleted
 			newProblem(err, "", "").write(w, 1)
 			return
-		case state == StateInProgress:
+		case state == record.StateInProgress:
 			(&problem{Type: ProblemTypePrefix + "record-in-progress", Title: "Record in progress", Status: http.StatusConflict,
 				Detail: "a call under this key is under way (its lease is live): deleting the record would let a retry execute it again; wait for it, or add ?force=true"}).write(w, 0)
 			return
@@ -203,7 +200,7 @@ func (g *Gateway) resolveRecord(w http.ResponseWriter, r *http.Request) {
 // resolve settles the record at key as res says: it takes the record over from its last owner
 // (the store refuses when the record is committed, or in progress under a live lease), then commits
 // or releases it under the new owner token, so a concurrent execution can never be overwritten.
-func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*Receipt, error) {
+func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*record.Receipt, error) {
 	var state string
 	var payload []byte
 	err := g.storeOp(ctx, func(ctx context.Context) (err error) {
@@ -215,7 +212,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*Rec
 		return nil, err
 	case state == "":
 		return nil, fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord)
-	case state == StateCommitted:
+	case state == record.StateCommitted:
 		return nil, fmt.Errorf("%w: the record is committed already", errResolve)
 	}
 	rec, err := decodeRecord(state, payload)
@@ -246,7 +243,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*Rec
 		})
 	}
 	now := time.Now().UTC()
-	rec.State, rec.CommittedAt, rec.ExpiresAt = StateCommitted, &now, now.Add(ttl)
+	rec.State, rec.CommittedAt, rec.ExpiresAt = record.StateCommitted, &now, now.Add(ttl)
 	rec.RemoteID, rec.RemoteURL, rec.ResponseStatus = res.RemoteID, res.RemoteURL, res.ResponseStatus
 	rec.Response, rec.ResponseBodyKept = nil, false
 	rec.Detail = "resolved as committed by an operator"
@@ -258,13 +255,13 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*Rec
 }
 
 // storeOp runs one admin store call, bounded by StoreTimeout; errors wrap ErrStoreUnavailable, but
-// for ErrCorruptRecord (a record that does not decode or decrypt), which is returned as it is.
+// for record.ErrCorrupt (a record that exists but cannot be read), which is returned as it is.
 func (g *Gateway) storeOp(ctx context.Context, call func(ctx context.Context) error) error {
 	ctx, cancel := g.storeContext(ctx)
 	defer cancel()
 	err := call(ctx)
 	switch {
-	case err == nil, errors.Is(err, ErrCorruptRecord): // a record that cannot be read is not a store outage
+	case err == nil, errors.Is(err, record.ErrCorrupt): // a record that cannot be read is not a store outage
 		return err
 	}
 	return fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
@@ -289,8 +286,8 @@ func (g *Gateway) probeStore(ctx context.Context) error {
 
 // recordPage is the answer of GET /v1/records.
 type recordPage struct {
-	Records    []Receipt `json:"records"`
-	NextCursor string    `json:"next_cursor,omitempty"`
+	Records    []record.Receipt `json:"records"`
+	NextCursor string           `json:"next_cursor,omitempty"`
 }
 
 func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
@@ -298,8 +295,8 @@ func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 	bad := func(format string, args ...any) {
 		newProblem(fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...), "", "").write(w, 0)
 	}
-	if state := q.Get("state"); state != "" && state != StateUnknown {
-		bad("state %q: only %s records are listed", state, StateUnknown)
+	if state := q.Get("state"); state != "" && state != record.StateUnknown {
+		bad("state %q: only %s records are listed", state, record.StateUnknown)
 		return
 	}
 	limit := 100
@@ -317,13 +314,7 @@ func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant, tool := q.Get("tenant"), q.Get("tool")
-	prefix := ""
-	if tenant != "" {
-		prefix = url.PathEscape(tenant) + "/"
-		if tool != "" {
-			prefix += url.PathEscape(tool) + "/"
-		}
-	}
+	prefix := record.ScopePrefix(tenant, tool)
 	var keys []string
 	var payloads [][]byte
 	var next string
@@ -335,9 +326,9 @@ func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 		newProblem(err, "", "").write(w, 1)
 		return
 	}
-	page := recordPage{Records: []Receipt{}}
+	page := recordPage{Records: []record.Receipt{}}
 	for i, p := range payloads {
-		rec, err := decodeRecord(StateUnknown, p)
+		rec, err := decodeRecord(record.StateUnknown, p)
 		if err != nil {
 			g.log.Error("listing records: an unreadable record", "key", keys[i], "err", err)
 			continue

@@ -10,6 +10,7 @@ import (
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // TestStoreFailsAtCommit (README, "store failure at commit"): the store fails while the upstream
@@ -21,7 +22,7 @@ func TestStoreFailsAtCommit(t *testing.T) {
 	const key, skey = "k", "default/create_ticket/k"
 	// failAtCommit holds a call upstream, breaks the store, releases the call and checks the
 	// client's answer and the log. It returns the upstream.
-	failAtCommit := func(t *testing.T, store gateway.Store, lease time.Duration, breakStore func()) *heldUpstream {
+	failAtCommit := func(t *testing.T, store record.Store, lease time.Duration, breakStore func()) *heldUpstream {
 		t.Helper()
 		up := newHeldUpstream(t, nil)
 		logs := &testlog.Buffer{}
@@ -67,7 +68,7 @@ func TestStoreFailsAtCommit(t *testing.T) {
 
 		store = open() // the store is back
 		srv, _, _ := newGatewayOn(t, store, ticketsYAML(up.URL, "{lock_lease: 1s}"), gateway.Options{})
-		if state, _, err := store.Get(context.Background(), skey); err != nil || state != gateway.StateInProgress {
+		if state, _, err := store.Get(context.Background(), skey); err != nil || state != record.StateInProgress {
 			t.Fatalf("record after the failed commit: %q, %v; want in_progress", state, err)
 		}
 		if r := retry(t, srv.URL); r.String() != "409 in_progress" {
@@ -77,7 +78,7 @@ func TestStoreFailsAtCommit(t *testing.T) {
 		if r := retry(t, srv.URL); r.String() != "409 outcome_unknown" {
 			t.Fatalf("a retry after the lease: %s, want 409 outcome_unknown", r)
 		}
-		if state, _, err := store.Get(context.Background(), skey); err != nil || state != gateway.StateUnknown {
+		if state, _, err := store.Get(context.Background(), skey); err != nil || state != record.StateUnknown {
 			t.Fatalf("record after the lease: %q, %v; want outcome_unknown", state, err)
 		}
 		if n := up.calls.Load(); n != 1 {
@@ -94,7 +95,7 @@ func TestStoreFailsAtCommit(t *testing.T) {
 		redisSrv.Restart() // the store is back, with what it had written (AOF)
 		raw := rawRedis(t, redisSrv)
 		// The stored state, whatever the lease: Get would already report a lapsed lease.
-		if state, err := raw.HGet(context.Background(), redisRecordKey(skey), "state").Result(); err != nil || state != gateway.StateInProgress {
+		if state, err := raw.HGet(context.Background(), redisRecordKey(skey), "state").Result(); err != nil || state != record.StateInProgress {
 			t.Fatalf("record after the failed commit: %q, %v; want in_progress", state, err)
 		}
 		srv, _, _ := newGatewayOn(t, redisStoreOn(t, redisSrv), ticketsYAML(up.URL, "{lock_lease: 500ms}"), gateway.Options{})
@@ -107,7 +108,7 @@ func TestStoreFailsAtCommit(t *testing.T) {
 			}
 			return r.decision == gateway.DecisionOutcomeUnknown
 		})
-		if state, _, err := store.Get(context.Background(), skey); err != nil || state != gateway.StateUnknown {
+		if state, _, err := store.Get(context.Background(), skey); err != nil || state != record.StateUnknown {
 			t.Fatalf("record after the lease: %q, %v; want outcome_unknown", state, err)
 		}
 		if n := up.calls.Load(); n != 1 {
@@ -124,7 +125,7 @@ func TestStoreFailsAtCommit(t *testing.T) {
 		ctx := context.Background()
 		up := failAtCommit(t, store, time.Minute, func() { setMaxmemory(t, raw, "1") })
 		setMaxmemory(t, raw, "0")
-		if state, err := raw.HGet(ctx, redisRecordKey(skey), "state").Result(); err != nil || state != gateway.StateInProgress {
+		if state, err := raw.HGet(ctx, redisRecordKey(skey), "state").Result(); err != nil || state != record.StateInProgress {
 			t.Fatalf("record after the refused commit: %q, %v; want in_progress", state, err)
 		}
 		srv, _, _ := newGatewayOn(t, redisStoreOn(t, redisSrv), ticketsYAML(up.URL, "{lock_lease: 1m}"), gateway.Options{})

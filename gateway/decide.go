@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -63,15 +64,15 @@ func decide(f found, rt *routes.Route, waitLeft bool) action {
 		return actCorrupt
 	case !f.sameEffect:
 		return actConflict // C05, C12: a client error, whatever the state
-	case f.state == StateCommitted:
+	case f.state == record.StateCommitted:
 		return actReplay
-	case f.state == StateInProgress && rt.Concurrency == routes.Wait && waitLeft:
+	case f.state == record.StateInProgress && rt.Concurrency == routes.Wait && waitLeft:
 		return actWait
-	case f.state == StateInProgress:
+	case f.state == record.StateInProgress:
 		return actInProgress
-	case f.state == StateUnknown && rt.Reconcile != nil:
+	case f.state == record.StateUnknown && rt.Reconcile != nil:
 		return actReconcile
-	case f.state == StateUnknown && rt.OnUnknownOutcome == routes.Release:
+	case f.state == record.StateUnknown && rt.OnUnknownOutcome == routes.Release:
 		return actReexecute
 	default:
 		return actOutcomeUnknown
@@ -79,7 +80,7 @@ func decide(f found, rt *routes.Route, waitLeft bool) action {
 }
 
 func isState(s string) bool {
-	return s == StateInProgress || s == StateCommitted || s == StateUnknown
+	return s == record.StateInProgress || s == record.StateCommitted || s == record.StateUnknown
 }
 
 // outcomeClass is what an executed call did upstream (docs/contract.md §4).

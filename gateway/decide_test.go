@@ -3,6 +3,7 @@ package gateway
 import (
 	"testing"
 
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -24,17 +25,17 @@ func TestDecide(t *testing.T) {
 		want      action
 	}{
 		{"key new: this request claimed it", found{claimed: true}, none, false, actExecute},
-		{"committed, same fingerprint", found{state: StateCommitted, sameEffect: true}, none, false, actReplay},
-		{"committed, different fingerprint", found{state: StateCommitted}, none, false, actConflict},
-		{"in flight, different fingerprint (C12)", found{state: StateInProgress}, policy{wait: true}, true, actConflict},
-		{"outcome unknown, different fingerprint", found{state: StateUnknown}, policy{reconcile: true, release: true}, false, actConflict},
-		{"in flight, same fingerprint, concurrency: reject", found{state: StateInProgress, sameEffect: true}, none, true, actInProgress},
-		{"in flight, same fingerprint, concurrency: wait, time left", found{state: StateInProgress, sameEffect: true}, policy{wait: true}, true, actWait},
-		{"in flight, same fingerprint, concurrency: wait, wait_timeout passed", found{state: StateInProgress, sameEffect: true}, policy{wait: true}, false, actInProgress},
-		{"outcome unknown, same fingerprint, block", found{state: StateUnknown, sameEffect: true}, none, false, actOutcomeUnknown},
-		{"outcome unknown, same fingerprint, release", found{state: StateUnknown, sameEffect: true}, policy{release: true}, false, actReexecute},
-		{"outcome unknown, same fingerprint, reconcile", found{state: StateUnknown, sameEffect: true}, policy{reconcile: true}, false, actReconcile},
-		{"outcome unknown, same fingerprint, reconcile and release", found{state: StateUnknown, sameEffect: true}, policy{reconcile: true, release: true}, false, actReconcile},
+		{"committed, same fingerprint", found{state: record.StateCommitted, sameEffect: true}, none, false, actReplay},
+		{"committed, different fingerprint", found{state: record.StateCommitted}, none, false, actConflict},
+		{"in flight, different fingerprint (C12)", found{state: record.StateInProgress}, policy{wait: true}, true, actConflict},
+		{"outcome unknown, different fingerprint", found{state: record.StateUnknown}, policy{reconcile: true, release: true}, false, actConflict},
+		{"in flight, same fingerprint, concurrency: reject", found{state: record.StateInProgress, sameEffect: true}, none, true, actInProgress},
+		{"in flight, same fingerprint, concurrency: wait, time left", found{state: record.StateInProgress, sameEffect: true}, policy{wait: true}, true, actWait},
+		{"in flight, same fingerprint, concurrency: wait, wait_timeout passed", found{state: record.StateInProgress, sameEffect: true}, policy{wait: true}, false, actInProgress},
+		{"outcome unknown, same fingerprint, block", found{state: record.StateUnknown, sameEffect: true}, none, false, actOutcomeUnknown},
+		{"outcome unknown, same fingerprint, release", found{state: record.StateUnknown, sameEffect: true}, policy{release: true}, false, actReexecute},
+		{"outcome unknown, same fingerprint, reconcile", found{state: record.StateUnknown, sameEffect: true}, policy{reconcile: true}, false, actReconcile},
+		{"outcome unknown, same fingerprint, reconcile and release", found{state: record.StateUnknown, sameEffect: true}, policy{reconcile: true, release: true}, false, actReconcile},
 		{"a state the gateway does not know", found{state: "pending", sameEffect: true}, none, false, actCorrupt},
 		{"a state the gateway does not know, different fingerprint", found{state: "pending"}, none, false, actCorrupt},
 	}

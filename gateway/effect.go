@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -71,7 +72,7 @@ func (x *exchange) run() {
 		case actOutcomeUnknown:
 			x.refuse(DecisionOutcomeUnknown, outcomeUnknownError(prev), 0)
 		case actCorrupt:
-			x.reject(fmt.Errorf("%w: unknown state %q", ErrCorruptRecord, prev.State))
+			x.reject(fmt.Errorf("%w: unknown state %q", record.ErrCorrupt, prev.State))
 		}
 		return
 	}
@@ -88,7 +89,7 @@ func (x *exchange) noteChurn() {
 
 // reexecute takes over prev, whose executor died or lost its lease before settling, and executes
 // again (on_unknown_outcome: release).
-func (x *exchange) reexecute(prev *record) {
+func (x *exchange) reexecute(prev *storedRecord) {
 	if x.reclaim(prev, prev.Executions+1) {
 		x.execute()
 		return
@@ -97,7 +98,7 @@ func (x *exchange) reexecute(prev *record) {
 }
 
 // outcomeUnknownError says why prev's outcome is unknown and how it ends.
-func outcomeUnknownError(prev *record) error {
+func outcomeUnknownError(prev *storedRecord) error {
 	why := prev.Detail
 	if why == "" {
 		why = "the execution's lease lapsed before it settled (its gateway died or lost the store)"
@@ -129,11 +130,11 @@ func (x *exchange) limitBody() bool {
 
 // claim asks the store for the key with a fresh owner token and an in_progress record. prev is
 // the record it found, when this claim did not create one.
-func (x *exchange) claim() (prev *record, f found, err error) {
+func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 	x.owner = newToken()
 	now := x.g.now().UTC() // the clock reconcile.after is measured on
-	x.rec = &record{
-		Receipt: Receipt{
+	x.rec = &storedRecord{
+		Receipt: record.Receipt{
 			IdempotencyKey:    x.key,
 			Tenant:            x.tenant,
 			Tool:              x.rt.Name,
@@ -157,7 +158,7 @@ func (x *exchange) claim() (prev *record, f found, err error) {
 		return err
 	})
 	switch {
-	case errors.Is(err, ErrCorruptRecord): // the record exists but cannot be read: never execute
+	case errors.Is(err, record.ErrCorrupt): // the record exists but cannot be read: never execute
 		return nil, f, err
 	case err != nil:
 		// The store's error may name its address: log it, tell the client only what failed.
@@ -176,7 +177,7 @@ func (x *exchange) claim() (prev *record, f found, err error) {
 // reclaim takes over prev, a record whose outcome is unknown, for a new execution or a
 // reconciliation;
 // executions is what the record counts once taken over.
-func (x *exchange) reclaim(prev *record, executions int) bool {
+func (x *exchange) reclaim(prev *storedRecord, executions int) bool {
 	x.rec.Executions = executions
 	err := x.storeCall("reclaim", func(ctx context.Context) error {
 		return refused(x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL))

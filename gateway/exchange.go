@@ -46,7 +46,7 @@ type exchange struct {
 
 	// Set for an execution under a claimed key; settled once the record has been written.
 	owner     string
-	rec       *record
+	rec       *storedRecord
 	settled   bool
 	stopLease func() // stops the lease renewals of an execution
 

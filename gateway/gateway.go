@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -56,14 +57,14 @@ type Options struct {
 	Metrics *prometheus.Registry
 	// MaxReceiptBodyBytes bounds the response body kept in a receipt. A committed response with a
 	// larger body is still passed to the client whole; its receipt keeps status, headers and
-	// remote id, and replays carry no body (Receipt.ResponseBodyKept is false).
+	// remote id, and replays carry no body (record.Receipt.ResponseBodyKept is false).
 	// Default DefaultMaxReceiptBodyBytes.
 	MaxReceiptBodyBytes int64
 }
 
 // Gateway is the proxy handler. Build it with New; it is safe for concurrent use.
 type Gateway struct {
-	store   Store
+	store   record.Store
 	log     *slog.Logger
 	opts    Options
 	metrics *metrics
@@ -82,7 +83,7 @@ type Gateway struct {
 
 // New validates opts, builds the router of cfg's routes, and returns the Gateway. cfg must come
 // from routes.Load or routes.Parse (already validated); store is where records are kept.
-func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
+func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error) {
 	if store == nil {
 		return nil, errors.New("gateway: no store")
 	}
@@ -123,7 +124,7 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	g.waiters.bySettle = g.metrics.wakeups.WithLabelValues("settle")
 	g.waiters.byNotice = g.metrics.wakeups.WithLabelValues("notice")
 	g.waiters.byPoll = g.metrics.wakeups.WithLabelValues("poll")
-	if n, ok := store.(SettleNotifier); ok {
+	if n, ok := store.(record.SettleNotifier); ok {
 		g.waiters.notifier = n
 		g.waiters.log = opts.Logger
 	}

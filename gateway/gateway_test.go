@@ -26,13 +26,14 @@ import (
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
 // newGateway serves a gateway on a store of open in front of upstream, with one non_idempotent
 // route POST /v1/tickets (receipt remote_id /id); defaults is the YAML flow mapping of the file's
 // defaults block. It returns the server, the store and the gateway.
-func newGateway(t *testing.T, open storeFactory, upstream string, opts gateway.Options, defaults ...string) (*httptest.Server, gateway.Store, *gateway.Gateway) {
+func newGateway(t *testing.T, open storeFactory, upstream string, opts gateway.Options, defaults ...string) (*httptest.Server, record.Store, *gateway.Gateway) {
 	t.Helper()
 	return newGatewayOn(t, open(t), ticketsYAML(upstream, defaults...), opts)
 }
@@ -57,13 +58,13 @@ routes:
 }
 
 // newGatewayYAML serves a gateway on a store of open with the routes file yaml.
-func newGatewayYAML(t *testing.T, open storeFactory, yaml string, opts gateway.Options) (*httptest.Server, gateway.Store, *gateway.Gateway) {
+func newGatewayYAML(t *testing.T, open storeFactory, yaml string, opts gateway.Options) (*httptest.Server, record.Store, *gateway.Gateway) {
 	t.Helper()
 	return newGatewayOn(t, open(t), yaml, opts)
 }
 
 // newGatewayOn serves a gateway on store with the routes file yaml.
-func newGatewayOn(t *testing.T, store gateway.Store, yaml string, opts gateway.Options) (*httptest.Server, gateway.Store, *gateway.Gateway) {
+func newGatewayOn(t *testing.T, store record.Store, yaml string, opts gateway.Options) (*httptest.Server, record.Store, *gateway.Gateway) {
 	t.Helper()
 	cfg, err := routes.Parse("routes.yaml", []byte(yaml), nil)
 	if err != nil {
@@ -213,7 +214,7 @@ func TestC11_NoResendAfterBytesMayHaveReachedUpstream(t *testing.T) {
 		t.Fatalf("upstream received %d requests, want 2 (the dropped one must not be resent)", n)
 	}
 	state, _, err := store.Get(context.Background(), "default/create_ticket/drop")
-	if err != nil || state != gateway.StateUnknown {
+	if err != nil || state != record.StateUnknown {
 		t.Fatalf("record state = %q, %v; want outcome_unknown", state, err)
 	}
 	// Every attempt is a span event.
@@ -362,7 +363,7 @@ func TestClientGoneUpstreamFinishes(t *testing.T) {
 		}()
 		waitFor(t, func() bool {
 			s, _, _ := store.Get(context.Background(), "default/create_ticket/gone")
-			return s == gateway.StateInProgress
+			return s == record.StateInProgress
 		})
 		cancel()
 		if err := <-done; err == nil {
@@ -371,7 +372,7 @@ func TestClientGoneUpstreamFinishes(t *testing.T) {
 		close(release)
 		waitFor(t, func() bool {
 			s, _, _ := store.Get(context.Background(), "default/create_ticket/gone")
-			return s == gateway.StateCommitted
+			return s == record.StateCommitted
 		})
 
 		resp, body := post(t, srv.URL, "gone", `{}`)
@@ -655,7 +656,7 @@ func TestAbandon(t *testing.T) {
 		if n := h.gw.Abandon(context.Background()); n != 1 {
 			t.Fatalf("Abandon marked %d records, want 1", n)
 		}
-		if state, _, _ := h.store.Get(context.Background(), "default/create_ticket/cut"); state != gateway.StateUnknown {
+		if state, _, _ := h.store.Get(context.Background(), "default/create_ticket/cut"); state != record.StateUnknown {
 			t.Fatalf("state after Abandon = %q", state)
 		}
 		h.up.releaseAll()
@@ -690,7 +691,7 @@ func TestAbandonAfterCallsFinished(t *testing.T) {
 			t.Errorf("Abandon marked %d records, want 0", n)
 		}
 		for _, key := range []string{"done-1", "done-2"} {
-			if state, _, _ := store.Get(context.Background(), "default/create_ticket/"+key); state != gateway.StateCommitted {
+			if state, _, _ := store.Get(context.Background(), "default/create_ticket/"+key); state != record.StateCommitted {
 				t.Errorf("%s after Abandon: %q, want committed", key, state)
 			}
 		}
@@ -728,7 +729,7 @@ routes:
 		if r := await(t, h.done, "the request under way"); r.status != http.StatusCreated {
 			t.Fatalf("the request under way: %s, want 201", r)
 		}
-		if state, _, _ := h.store.Get(context.Background(), "default/create_ticket/old"); state != gateway.StateCommitted {
+		if state, _, _ := h.store.Get(context.Background(), "default/create_ticket/old"); state != record.StateCommitted {
 			t.Fatalf("its record: %q, want committed", state)
 		}
 	})
@@ -736,7 +737,7 @@ routes:
 
 // claimCounter is a real store that counts the claims it has answered.
 type claimCounter struct {
-	gateway.Store
+	record.Store
 	claims atomic.Int32
 }
 
@@ -750,7 +751,7 @@ func (c *claimCounter) Claim(ctx context.Context, key, owner string, payload []b
 // passes through.
 type notifyingClaimCounter struct {
 	*claimCounter
-	notifier gateway.SettleNotifier
+	notifier record.SettleNotifier
 }
 
 func (c notifyingClaimCounter) WatchSettled(ctx context.Context, key string, settled func()) (func(), error) {
@@ -760,11 +761,11 @@ func (c notifyingClaimCounter) WatchSettled(ctx context.Context, key string, set
 // waitingGateway serves a gateway with concurrency: wait on store, counting its claims, whose
 // waiters only a wake-up can end: the safety poll and the wait for the store to listen are
 // longer than the test may take.
-func waitingGateway(t *testing.T, store gateway.Store, upstream string) (*httptest.Server, *claimCounter, *gateway.Gateway) {
+func waitingGateway(t *testing.T, store record.Store, upstream string) (*httptest.Server, *claimCounter, *gateway.Gateway) {
 	t.Helper()
 	counted := &claimCounter{Store: store}
-	var wrapped gateway.Store = counted
-	if n, ok := store.(gateway.SettleNotifier); ok {
+	var wrapped record.Store = counted
+	if n, ok := store.(record.SettleNotifier); ok {
 		wrapped = notifyingClaimCounter{counted, n}
 	}
 	cfg, err := routes.Parse("routes.yaml", []byte(ticketsYAML(upstream, "{concurrency: wait, wait_timeout: 40s}")), nil)
@@ -913,15 +914,15 @@ func TestConflictInEveryState(t *testing.T) {
 		})
 		srv, store, _ := newGateway(t, open, up.URL, gateway.Options{})
 		states := []struct{ key, state string }{
-			{"committed", gateway.StateCommitted},
-			{"unknown", gateway.StateUnknown},
-			{"in-progress", gateway.StateInProgress}, // held until the test ends
+			{"committed", record.StateCommitted},
+			{"unknown", record.StateUnknown},
+			{"in-progress", record.StateInProgress}, // held until the test ends
 		}
 		var held <-chan result
 		for i, st := range states {
 			call := sendAsync(srv.URL, st.key, `{"a":1}`)
 			up.awaitCalls(t, int32(i+1))
-			if st.state == gateway.StateInProgress {
+			if st.state == record.StateInProgress {
 				held = call
 				continue
 			}
@@ -954,7 +955,7 @@ func TestConflictInEveryState(t *testing.T) {
 // until it is released; done then receives the client's answer.
 type heldCall struct {
 	srv   *httptest.Server
-	store gateway.Store
+	store record.Store
 	gw    *gateway.Gateway
 	up    *heldUpstream
 	done  <-chan result

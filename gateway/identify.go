@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -106,15 +107,16 @@ func tenantOf(rt *routes.Route, r *http.Request) string {
 // wrapping ErrInvalidRequest.
 func (id *identity) setKey(rt *routes.Route, r *http.Request, key, source string) error {
 	id.key = key
-	id.skey = scopeKey(id.tenant, rt.Name, key)
+	scope := record.ScopeKey{Tenant: id.tenant, Tool: rt.Name, Key: key}
 	if h := rt.Scope.CredentialHeader; h != "" {
 		cred := r.Header.Get(h)
 		if cred == "" {
 			return fmt.Errorf("%w: keys of route %s are scoped by the credential in %s, and it is missing", ErrInvalidRequest, rt.Name, h)
 		}
 		id.credential = credentialScope(cred)
-		id.skey += "/" + url.PathEscape(id.credential)
+		scope.Credential = id.credential
 	}
+	id.skey = scope.String()
 	id.keySource = source
 	return nil
 }

@@ -5,22 +5,20 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/dunglas/httpsfv"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-// MaxKeyBytes is the longest idempotency key accepted, in bytes (contract §4).
-const MaxKeyBytes = 255
-
 // readKey returns the idempotency key carried in header h of r. present is false when the header
 // is absent. A value that starts with a double quote is an sf-string (RFC 8941 §3.3.3): `"abc"` is
-// the key abc; any other value is taken as the raw token. The key must be 1 to MaxKeyBytes bytes of
-// printable ASCII, not only spaces, and the header must be sent once. Errors wrap ErrInvalidKey.
+// the key abc; any other value is taken as the raw token. The key must be valid (record.CheckKey:
+// 1 to record.MaxKeyBytes bytes of printable ASCII, not only spaces), and the header must be sent
+// once. Errors wrap ErrInvalidKey.
 func readKey(r *http.Request, h string) (key string, present bool, err error) {
 	values := r.Header.Values(h)
 	switch len(values) {
@@ -42,24 +40,10 @@ func readKey(r *http.Request, h string) (key string, present bool, err error) {
 		// A proxy folds a header sent twice into one line joined by commas (RFC 9110 §5.3).
 		return "", true, fmt.Errorf("%w: a comma in an unquoted key (the header may have been sent twice and folded); send a key with a comma as an sf-string", ErrInvalidKey)
 	}
-	return key, true, checkKey(key)
-}
-
-// checkKey reports whether key is 1 to MaxKeyBytes bytes of printable ASCII, not only spaces.
-// Errors wrap ErrInvalidKey.
-func checkKey(key string) error {
-	switch {
-	case strings.TrimSpace(key) == "":
-		return fmt.Errorf("%w: empty", ErrInvalidKey)
-	case len(key) > MaxKeyBytes:
-		return fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidKey, len(key), MaxKeyBytes)
+	if err := record.CheckKey(key); err != nil {
+		return key, true, fmt.Errorf("%w: %v", ErrInvalidKey, err)
 	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return fmt.Errorf("%w: byte %d is not printable ASCII", ErrInvalidKey, i)
-		}
-	}
-	return nil
+	return key, true, nil
 }
 
 // Where a request's key came from (agent.idempotency.key_source).
@@ -99,8 +83,8 @@ func deriveKey(rt *routes.Route, r *http.Request, tenant string, body []byte) (k
 	var errs []string
 	if from := rt.Key.From; !from.IsZero() {
 		if key, ok := lookup(from.Source, from.Name, from.Pointer); ok && key != "" {
-			if err := checkKey(key); err != nil {
-				return "", "", fmt.Errorf("%w (key.from %s)", err, from)
+			if err := record.CheckKey(key); err != nil {
+				return "", "", fmt.Errorf("%w: %v (key.from %s)", ErrInvalidKey, err, from)
 			}
 			return key, keyFromFrom, nil
 		}
@@ -121,10 +105,4 @@ func deriveKey(rt *routes.Route, r *http.Request, tenant string, body []byte) (k
 func credentialScope(credential string) string {
 	sum := sha256.Sum256([]byte(credential))
 	return "sha256:" + hex.EncodeToString(sum[:16])
-}
-
-// scopeKey is the store key of an idempotency key: tenant, tool and key, each URL-escaped (so no
-// part can forge another's separator, and no '{' or '}' reaches a Redis hash tag).
-func scopeKey(tenant, tool, key string) string {
-	return url.PathEscape(tenant) + "/" + url.PathEscape(tool) + "/" + url.PathEscape(key)
 }

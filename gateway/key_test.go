@@ -59,22 +59,3 @@ func TestReadKey(t *testing.T) {
 		})
 	}
 }
-
-func TestScopeKeyDoesNotCollide(t *testing.T) {
-	t.Parallel()
-	scopes := [][3]string{
-		{"a/b", "c", "d"}, {"a", "b/c", "d"}, {"a", "b", "c/d"},
-		{"a%2Fb", "c", "d"}, {"{x}", "t", "k"}, {"x", "t", "{k}"},
-	}
-	seen := map[string][3]string{}
-	for _, s := range scopes {
-		k := scopeKey(s[0], s[1], s[2])
-		if prev, dup := seen[k]; dup {
-			t.Fatalf("scopeKey(%q) == scopeKey(%q) == %q", s, prev, k)
-		}
-		if strings.ContainsAny(k, "{}") {
-			t.Errorf("scopeKey(%q) = %q holds a Redis hash-tag brace", s, k)
-		}
-		seen[k] = s
-	}
-}

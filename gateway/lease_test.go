@@ -19,6 +19,7 @@ import (
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/testlog"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // clock is a store clock (boltstore.Options.Now) that moves only when the test advances it, so a
@@ -36,7 +37,7 @@ func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // openEmbeddedAt returns a factory of embedded stores whose leases and TTLs run on c.
 func openEmbeddedAt(c *clock) storeFactory {
-	return func(t *testing.T) gateway.Store {
+	return func(t *testing.T) record.Store {
 		t.Helper()
 		store, err := boltstore.Open(t.TempDir(), boltstore.Options{Now: c.now})
 		if err != nil {
@@ -50,7 +51,7 @@ func openEmbeddedAt(c *clock) storeFactory {
 // renewalGate is a real store whose renewals of the first owner that claims a key fail while
 // prevented is set: that executor's lease lapses as it does when its store calls stall.
 type renewalGate struct {
-	gateway.Store
+	record.Store
 	prevented atomic.Bool
 	mu        sync.Mutex
 	first     string // the owner of the first successful claim
@@ -222,7 +223,7 @@ routes:
 				t.Errorf("no error line for the refused commit of key k:\n%s", logs.String())
 			}
 			if code, rec := adminDo(t, admin, "GET", "/v1/records/default/create_ticket/k", "", ""); code != 200 ||
-				rec["state"] != gateway.StateInProgress || rec["executions"] != float64(2) {
+				rec["state"] != record.StateInProgress || rec["executions"] != float64(2) {
 				t.Fatalf("after the refused commit: %d %v; want B's record (in_progress, executions 2)", code, rec)
 			}
 
@@ -231,7 +232,7 @@ routes:
 				t.Fatalf("the successor: %s %s, want 201 execute T-2", r, r.body)
 			}
 			if code, rec := adminDo(t, admin, "GET", "/v1/records/default/create_ticket/k", "", ""); code != 200 ||
-				rec["state"] != gateway.StateCommitted || rec["remote_id"] != "T-2" {
+				rec["state"] != record.StateCommitted || rec["remote_id"] != "T-2" {
 				t.Fatalf("final record: %d %v; want committed with T-2", code, rec)
 			}
 		})
@@ -282,7 +283,7 @@ func TestLeaseRenewedWhileCallHeld(t *testing.T) {
 			if r := await(t, call, "the held call"); r.String() != "201 execute" {
 				t.Fatalf("the held call: %s", r)
 			}
-			if state, _, err := store.Get(context.Background(), "default/create_ticket/long"); err != nil || state != gateway.StateCommitted {
+			if state, _, err := store.Get(context.Background(), "default/create_ticket/long"); err != nil || state != record.StateCommitted {
 				t.Fatalf("record: %q, %v; want committed", state, err)
 			}
 			if n := metricValue(t, reg, "idemgateway_lease_renewals_total", "result", "lost"); n != 0 {
@@ -325,7 +326,7 @@ func TestReceiptStoredBeforeResponse(t *testing.T) {
 			key := "default/create_ticket/" + r.Header.Get("Idempotency-Key")
 			gw.ServeHTTP(&firstByteCheck{ResponseWriter: w, check: func() {
 				state, _, err := store.Get(context.Background(), key)
-				if err != nil || state != gateway.StateCommitted {
+				if err != nil || state != record.StateCommitted {
 					t.Errorf("%s at the first byte of the response: state %q, %v; want committed", key, state, err)
 				}
 			}}, r)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // Sentinel errors for the decisions of contract §4 that answer with a problem. problemOf maps each
@@ -22,7 +23,6 @@ var (
 	ErrInProgress       = errors.New("a request with this idempotency key is in progress")
 	ErrOutcomeUnknown   = errors.New("the outcome of the request with this idempotency key is unknown")
 	ErrStoreUnavailable = errors.New("idempotency store unavailable")
-	ErrCorruptRecord    = errors.New("idempotency record unreadable")
 	ErrNoRoute          = errors.New("no route")
 	ErrNoRecord         = errors.New("no record")
 	ErrMethodNotAllowed = errors.New("method not allowed")
@@ -58,7 +58,7 @@ func problemOf(err error) problemKind {
 		{ErrInProgress, problemKind{http.StatusConflict, "request-in-progress", "Request in progress", true}},
 		{ErrOutcomeUnknown, problemKind{http.StatusConflict, "outcome-unknown", "Outcome unknown", false}},
 		{ErrStoreUnavailable, problemKind{http.StatusServiceUnavailable, "store-unavailable", "Idempotency store unavailable", true}},
-		{ErrCorruptRecord, problemKind{http.StatusInternalServerError, "corrupt-record", "Idempotency record unreadable", false}},
+		{record.ErrCorrupt, problemKind{http.StatusInternalServerError, "corrupt-record", "Idempotency record unreadable", false}},
 		{ErrNoRoute, problemKind{http.StatusNotFound, "no-route", "No route", false}},
 		{ErrNoRecord, problemKind{http.StatusNotFound, "no-record", "No record", false}},
 		{ErrMethodNotAllowed, problemKind{http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", false}},

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/idemgateway/idemgateway/record"
 )
 
 func TestProblemOf(t *testing.T) {
@@ -24,6 +26,8 @@ func TestProblemOf(t *testing.T) {
 		{ErrInProgress, 409, "request-in-progress", true},
 		{ErrOutcomeUnknown, 409, "outcome-unknown", false},
 		{ErrStoreUnavailable, 503, "store-unavailable", true},
+		{record.ErrCorrupt, 500, "corrupt-record", false},
+		{fmt.Errorf("redisstore: claim %q: %w: hash has no state field", "k", record.ErrCorrupt), 500, "corrupt-record", false},
 		{ErrNoRoute, 404, "no-route", false},
 		{ErrUpstreamTimeout, 504, "upstream-timeout", false},
 		{ErrUpstream, 502, "upstream-failed", false},

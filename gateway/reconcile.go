@@ -55,7 +55,7 @@ func (x *exchange) inject() error {
 // reconciles it), asks the upstream whether the effect exists, then
 // commits a receipt made from the answer and replays it (found), executes the call again (not
 // found), or leaves the record outcome_unknown (the lookup failed).
-func (x *exchange) reconcile(prev *record) {
+func (x *exchange) reconcile(prev *storedRecord) {
 	// The upstream may still be working on the call whose outcome is unknown (the gateway stopped
 	// waiting, or died; the upstream did not). A lookup now could miss an effect that lands a
 	// moment later, and the re-execution would make it twice: wait reconcile.after from the start

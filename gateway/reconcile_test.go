@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // dropAfter hijacks the connection and closes it without a response: the upstream acted (or not)
@@ -308,7 +309,7 @@ func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
 		if a := send(); a.status != http.StatusBadGateway {
 			t.Fatalf("first call: %d %v", a.status, a.problem)
 		}
-		firstStart := startedAt(gateway.StateUnknown)
+		firstStart := startedAt(record.StateUnknown)
 
 		// reconcile.after later, a retry looks up, finds nothing and executes again (held).
 		advance(10*time.Minute + time.Second)
@@ -328,7 +329,7 @@ func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
 			t.Fatalf("the retry did not execute again: %v %v", r.resp, r.err)
 		}
 		// What a kill -9 now leaves behind: the record of the re-execution, with its start.
-		if got := startedAt(gateway.StateInProgress); !got.Equal(reexecStart) {
+		if got := startedAt(record.StateInProgress); !got.Equal(reexecStart) {
 			t.Errorf("record during the re-execution: started_at %s, want the re-execution's start %s (the first call's is %s)",
 				got, reexecStart, firstStart)
 		}
@@ -340,7 +341,7 @@ func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
 		if r.resp.StatusCode != http.StatusInternalServerError || r.resp.Header.Get("Idempotency-Reconciled") != "not-found" {
 			t.Fatalf("re-execution: %d %q, want the upstream's 500 after not-found", r.resp.StatusCode, r.resp.Header.Get("Idempotency-Reconciled"))
 		}
-		if got := startedAt(gateway.StateUnknown); !got.Equal(reexecStart) {
+		if got := startedAt(record.StateUnknown); !got.Equal(reexecStart) {
 			t.Errorf("record after the re-execution ended unknown: started_at %s, want its start %s (the first call's is %s)",
 				got, reexecStart, firstStart)
 		}

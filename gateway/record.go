@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -24,37 +25,11 @@ const (
 	DecisionRejected       = "rejected"
 )
 
-// Receipt is what the gateway tells of one idempotency record (contract §5), as served by the
-// admin API. Times are UTC, RFC 3339.
-type Receipt struct {
-	IdempotencyKey string `json:"idempotency_key"`
-	Tenant         string `json:"tenant"`
-	Tool           string `json:"tool"`
-	// CredentialScope is the hash of the caller's credential on routes with scope.credential;
-	// the admin API addresses such a record with ?credential=<this>.
-	CredentialScope   string     `json:"credential_scope,omitempty"`
-	EffectFingerprint string     `json:"effect_fingerprint"`
-	State             string     `json:"state"` // one of the State constants
-	Actor             string     `json:"actor,omitempty"`
-	RemoteSystem      string     `json:"remote_system"` // the upstream's name in the routes file
-	RemoteID          string     `json:"remote_id,omitempty"`
-	RemoteURL         string     `json:"remote_url,omitempty"`
-	ResponseStatus    int        `json:"response_status,omitempty"`
-	CommittedAt       *time.Time `json:"committed_at,omitempty"`
-	ExpiresAt         time.Time  `json:"expires_at"`
-	Executions        int        `json:"executions"` // how many times the upstream was called for this key
-	// ResponseBodyKept is false when the committed response's body was larger than the gateway
-	// keeps (Options.MaxReceiptBodyBytes) or arrived broken: replays then carry no body.
-	ResponseBodyKept bool `json:"response_body_kept"`
-	// Detail says why an outcome is unknown.
-	Detail string `json:"detail,omitempty"`
-}
-
-// record is the payload the gateway keeps in the store for one key: the receipt (without its
+// storedRecord is the payload the gateway keeps in the store for one key: the receipt (without its
 // state, which the store owns), the owner token of the current execution, and the stored response.
 // It is kept in the framed binary form of encode, not JSON: a replay decodes it on every request.
-type record struct {
-	Receipt
+type storedRecord struct {
+	record.Receipt
 	Owner     string
 	StartedAt time.Time
 	Response  *storedResponse
@@ -75,7 +50,7 @@ type storedResponse struct {
 }
 
 // recordMagic starts every encoded record: "idr" and the format version. A version this gateway
-// does not know is refused as ErrCorruptRecord, so a newer format is never misread; the magic also
+// does not know is refused as record.ErrCorrupt, so a newer format is never misread; the magic also
 // differs from the encryption wrapper's, so a record in the clear is never taken for a sealed one.
 var recordMagic = [4]byte{'i', 'd', 'r', 1}
 
@@ -92,7 +67,7 @@ const recordHead = len(recordMagic) + 4
 // of names, then each name and its values (a count, then each value). The last two small fields
 // are the lengths of the document and of the response body, whose bytes follow, so that a decoder
 // copies the small fields once and leaves the large ones in place.
-func (rec *record) encode() []byte {
+func (rec *storedRecord) encode() []byte {
 	var body []byte
 	if rec.Response != nil {
 		body = rec.Response.Body
@@ -110,7 +85,7 @@ func (rec *record) encode() []byte {
 
 // fields walks the record's small fields in their stored order for e; bodyLen is the length of
 // the response body. decodeRecord reads them in the same order.
-func (rec *record) fields(e *recordEncoder, bodyLen int) {
+func (rec *storedRecord) fields(e *recordEncoder, bodyLen int) {
 	r := &rec.Receipt
 	for _, s := range [...]string{r.IdempotencyKey, r.Tenant, r.Tool, r.CredentialScope, r.EffectFingerprint,
 		r.Actor, r.RemoteSystem, r.RemoteID, r.RemoteURL, r.Detail, rec.Owner} {
@@ -188,27 +163,27 @@ func (e *recordEncoder) time(t time.Time) {
 // one copy of its small fields, and its Document and response body are slices of payload itself,
 // which the caller must not change afterwards. A payload that is cut off, has bytes after its last
 // field, holds an impossible value or starts with another magic is an error wrapping
-// ErrCorruptRecord that names the field.
-func decodeRecord(state string, payload []byte) (*record, error) {
+// record.ErrCorrupt that names the field.
+func decodeRecord(state string, payload []byte) (*storedRecord, error) {
 	if len(payload) > 0 && payload[0] == '{' {
 		return decodeJSONRecord(state, payload)
 	}
 	if len(payload) < len(recordMagic) || [3]byte(payload[:3]) != [3]byte(recordMagic[:3]) {
-		return nil, fmt.Errorf("%w: not a record (no %q magic)", ErrCorruptRecord, recordMagic[:3])
+		return nil, fmt.Errorf("%w: not a record (no %q magic)", record.ErrCorrupt, recordMagic[:3])
 	}
 	if v := payload[3]; v != recordMagic[3] {
-		return nil, fmt.Errorf("%w: record format version %d; this gateway reads version %d", ErrCorruptRecord, v, recordMagic[3])
+		return nil, fmt.Errorf("%w: record format version %d; this gateway reads version %d", record.ErrCorrupt, v, recordMagic[3])
 	}
 	if len(payload) < recordHead {
-		return nil, fmt.Errorf("%w: record cut off in its header", ErrCorruptRecord)
+		return nil, fmt.Errorf("%w: record cut off in its header", record.ErrCorrupt)
 	}
 	n := binary.LittleEndian.Uint32(payload[len(recordMagic):])
 	if uint64(n) > uint64(len(payload)-recordHead) {
-		return nil, fmt.Errorf("%w: %d bytes of fields, with %d bytes left", ErrCorruptRecord, n, len(payload)-recordHead)
+		return nil, fmt.Errorf("%w: %d bytes of fields, with %d bytes left", record.ErrCorrupt, n, len(payload)-recordHead)
 	}
 	small := payload[recordHead : recordHead+int(n)]
 	d := recordDecoder{raw: small, str: string(small)}
-	rec := &record{Receipt: Receipt{State: state}}
+	rec := &storedRecord{Receipt: record.Receipt{State: state}}
 	r := &rec.Receipt
 	for _, f := range [...]struct {
 		name string
@@ -255,7 +230,7 @@ func decodeRecord(state string, payload []byte) (*record, error) {
 		d.err = errors.New("a response body without a response")
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorruptRecord, d.err)
+		return nil, fmt.Errorf("%w: %v", record.ErrCorrupt, d.err)
 	}
 	if docLen > 0 {
 		rec.Document = large[:docLen:docLen]
@@ -345,7 +320,7 @@ func (d *recordDecoder) time(field string) time.Time {
 // records; decodeRecord still reads it, so that those records replay after an upgrade. Nothing
 // writes it.
 type jsonRecord struct {
-	Receipt
+	record.Receipt
 	Owner     string    `json:"owner"`
 	StartedAt time.Time `json:"started_at"`
 	Response  *struct {
@@ -357,12 +332,12 @@ type jsonRecord struct {
 }
 
 // decodeJSONRecord decodes a record in the form of jsonRecord.
-func decodeJSONRecord(state string, payload []byte) (*record, error) {
+func decodeJSONRecord(state string, payload []byte) (*storedRecord, error) {
 	var j jsonRecord
 	if err := json.Unmarshal(payload, &j); err != nil {
-		return nil, fmt.Errorf("%w: a JSON record that does not decode: %v", ErrCorruptRecord, err)
+		return nil, fmt.Errorf("%w: a JSON record that does not decode: %v", record.ErrCorrupt, err)
 	}
-	rec := &record{Receipt: j.Receipt, Owner: j.Owner, StartedAt: j.StartedAt, Document: j.Document}
+	rec := &storedRecord{Receipt: j.Receipt, Owner: j.Owner, StartedAt: j.StartedAt, Document: j.Document}
 	if j.Response != nil {
 		rec.Response = &storedResponse{Status: j.Response.Status, Header: j.Response.Header, Body: j.Response.Body}
 	}

@@ -11,15 +11,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // fullRecord is a committed record with every field set, odd bytes included.
-func fullRecord() *record {
+func fullRecord() *storedRecord {
 	committed := time.Date(2026, 11, 30, 5, 30, 0, 123456789, time.UTC)
-	return &record{
-		Receipt: Receipt{
+	return &storedRecord{
+		Receipt: record.Receipt{
 			IdempotencyKey: "k\x00\"é", Tenant: "acme", Tool: "create_ticket", CredentialScope: "c0ffee",
-			EffectFingerprint: "sha256:" + strings.Repeat("ab", 32), State: StateCommitted, Actor: "agent-7",
+			EffectFingerprint: "sha256:" + strings.Repeat("ab", 32), State: record.StateCommitted, Actor: "agent-7",
 			RemoteSystem: "jira", RemoteID: "T-1", RemoteURL: "https://t/1", ResponseStatus: 201,
 			CommittedAt: &committed, ExpiresAt: committed.Add(24 * time.Hour), Executions: 2,
 			ResponseBodyKept: true, Detail: "upstream answered 502",
@@ -38,11 +40,11 @@ func fullRecord() *record {
 // TestRecordRoundTrip: decode gives back what encode was given, for a full record, a fresh claim
 // (no response, no commit time) and a committed record whose body was not kept.
 func TestRecordRoundTrip(t *testing.T) {
-	claim := &record{Receipt: Receipt{IdempotencyKey: "k", Tenant: "default", Tool: "t", EffectFingerprint: "sha256:00",
-		State: StateInProgress, ExpiresAt: time.Unix(1700000000, 0).UTC(), Executions: 1}, Owner: "o", StartedAt: time.Unix(1699990000, 5).UTC()}
+	claim := &storedRecord{Receipt: record.Receipt{IdempotencyKey: "k", Tenant: "default", Tool: "t", EffectFingerprint: "sha256:00",
+		State: record.StateInProgress, ExpiresAt: time.Unix(1700000000, 0).UTC(), Executions: 1}, Owner: "o", StartedAt: time.Unix(1699990000, 5).UTC()}
 	bodiless := fullRecord()
 	bodiless.Response.Body, bodiless.ResponseBodyKept, bodiless.Response.Header = nil, false, nil
-	for name, rec := range map[string]*record{"full": fullRecord(), "claim": claim, "bodiless": bodiless} {
+	for name, rec := range map[string]*storedRecord{"full": fullRecord(), "claim": claim, "bodiless": bodiless} {
 		got, err := decodeRecord(rec.State, rec.encode())
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -61,8 +63,8 @@ func TestRecordEncodeOneAllocation(t *testing.T) {
 	}
 }
 
-// TestDecodeRecordCorrupt: every damaged payload is refused as ErrCorruptRecord naming the problem,
-// never decoded into a record that could be replayed.
+// TestDecodeRecordCorrupt: every damaged payload is refused as record.ErrCorrupt naming the
+// problem, never decoded into a record that could be replayed.
 func TestDecodeRecordCorrupt(t *testing.T) {
 	valid := fullRecord().encode()
 	cases := map[string]struct {
@@ -76,9 +78,9 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 		"trailing byte":   {append(bytes.Clone(valid), 0), "1 bytes after the response body"},
 		"fields too long": {[]byte("idr\x01\xe8\x03\x00\x00"), "1000 bytes of fields, with 0 bytes left"},
 		"string too long": {[]byte("idr\x01\x02\x00\x00\x00\x7e\x00"), "idempotency_key at byte 0: 63, with 1 bytes left"},
-		"bad status":      {recordWith(func(r *record) { r.ResponseStatus = 1000 }), "response_status"},
+		"bad status":      {recordWith(func(r *storedRecord) { r.ResponseStatus = 1000 }), "response_status"},
 		"bad bool":        {patchBodyKept(valid), "response_body_kept"},
-		"negative count":  {recordWith(func(r *record) { r.Executions = -1 }), "executions"},
+		"negative count":  {recordWith(func(r *storedRecord) { r.Executions = -1 }), "executions"},
 	}
 	// Every cut-off prefix of a valid record.
 	for i := range len(valid) {
@@ -88,9 +90,9 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 		}{valid[:i], ""}
 	}
 	for name, c := range cases {
-		rec, err := decodeRecord(StateCommitted, c.payload)
-		if !errors.Is(err, ErrCorruptRecord) || rec != nil {
-			t.Errorf("%s: decodeRecord = %v, %v; want ErrCorruptRecord", name, rec, err)
+		rec, err := decodeRecord(record.StateCommitted, c.payload)
+		if !errors.Is(err, record.ErrCorrupt) || rec != nil {
+			t.Errorf("%s: decodeRecord = %v, %v; want record.ErrCorrupt", name, rec, err)
 			continue
 		}
 		if !strings.Contains(err.Error(), c.detail) {
@@ -100,7 +102,7 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 }
 
 // recordWith encodes fullRecord changed by change.
-func recordWith(change func(*record)) []byte {
+func recordWith(change func(*storedRecord)) []byte {
 	rec := fullRecord()
 	change(rec)
 	return rec.encode()
@@ -147,7 +149,7 @@ func TestRecordTimes(t *testing.T) {
 // the payload.
 func TestDecodeRecordBoundedAllocation(t *testing.T) {
 	allocated := func(payload []byte) uint64 {
-		return allocatedBytes(5, func() { _, _ = decodeRecord(StateCommitted, payload) })
+		return allocatedBytes(5, func() { _, _ = decodeRecord(record.StateCommitted, payload) })
 	}
 	big := fullRecord()
 	big.Response.Body = bytes.Repeat([]byte("x"), 1<<20)
@@ -164,8 +166,8 @@ func TestDecodeRecordBoundedAllocation(t *testing.T) {
 	small = append(small, make([]byte, 1<<20)...)
 	payload := binary.LittleEndian.AppendUint32(append([]byte(nil), recordMagic[:]...), uint32(len(small)))
 	payload = append(payload, small...)
-	if _, err := decodeRecord(StateCommitted, payload); !errors.Is(err, ErrCorruptRecord) {
-		t.Fatalf("crafted header count: %v, want ErrCorruptRecord", err)
+	if _, err := decodeRecord(record.StateCommitted, payload); !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("crafted header count: %v, want record.ErrCorrupt", err)
 	}
 	if n := allocated(payload); n > 4<<20 {
 		t.Errorf("a crafted 1 MiB record made the decoder allocate %d bytes", n)
@@ -178,10 +180,10 @@ func TestDecodeRecordJSON(t *testing.T) {
 	committed := time.Date(2026, 11, 30, 5, 30, 0, 123456789, time.UTC)
 	full := `{"idempotency_key":"k-1","tenant":"acme","tool":"create_ticket","credential_scope":"sha256:c0ffee","effect_fingerprint":"sha256:ab","state":"","actor":"agent-7","remote_system":"jira","remote_id":"T-1","remote_url":"https://t/1","response_status":201,"committed_at":"2026-11-30T05:30:00.123456789Z","expires_at":"2026-12-01T05:30:00.123456789Z","executions":2,"response_body_kept":true,"detail":"reconciled","owner":"0123456789abcdef0123456789abcdef","started_at":"2026-11-30T05:29:59.123456789Z","response":{"status":201,"header":{"Content-Type":["application/json"],"Link":["\u003ca\u003e","\u003cb\u003e"]},"body":"eyJpZCI6IlQtMSJ9"},"document":{"body":{"title":"a"}}}`
 	claim := `{"idempotency_key":"k-2","tenant":"default","tool":"t","effect_fingerprint":"sha256:00","state":"","remote_system":"","expires_at":"2026-11-30T05:30:00.123456789Z","executions":1,"response_body_kept":false,"owner":"o","started_at":"2026-11-30T05:30:00.123456789Z"}`
-	want := map[string]*record{
+	want := map[string]*storedRecord{
 		full: {
-			Receipt: Receipt{IdempotencyKey: "k-1", Tenant: "acme", Tool: "create_ticket", CredentialScope: "sha256:c0ffee",
-				EffectFingerprint: "sha256:ab", State: StateCommitted, Actor: "agent-7", RemoteSystem: "jira", RemoteID: "T-1",
+			Receipt: record.Receipt{IdempotencyKey: "k-1", Tenant: "acme", Tool: "create_ticket", CredentialScope: "sha256:c0ffee",
+				EffectFingerprint: "sha256:ab", State: record.StateCommitted, Actor: "agent-7", RemoteSystem: "jira", RemoteID: "T-1",
 				RemoteURL: "https://t/1", ResponseStatus: 201, CommittedAt: &committed, ExpiresAt: committed.Add(24 * time.Hour),
 				Executions: 2, ResponseBodyKept: true, Detail: "reconciled"},
 			Owner:     "0123456789abcdef0123456789abcdef",
@@ -191,14 +193,14 @@ func TestDecodeRecordJSON(t *testing.T) {
 			Document: []byte(`{"body":{"title":"a"}}`),
 		},
 		claim: {
-			Receipt: Receipt{IdempotencyKey: "k-2", Tenant: "default", Tool: "t", EffectFingerprint: "sha256:00",
-				State: StateCommitted, ExpiresAt: committed, Executions: 1},
+			Receipt: record.Receipt{IdempotencyKey: "k-2", Tenant: "default", Tool: "t", EffectFingerprint: "sha256:00",
+				State: record.StateCommitted, ExpiresAt: committed, Executions: 1},
 			Owner:     "o",
 			StartedAt: committed,
 		},
 	}
 	for payload, rec := range want {
-		got, err := decodeRecord(StateCommitted, []byte(payload))
+		got, err := decodeRecord(record.StateCommitted, []byte(payload))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,22 +210,22 @@ func TestDecodeRecordJSON(t *testing.T) {
 	}
 }
 
-// FuzzDecodeRecord: decodeRecord never panics, refuses with ErrCorruptRecord or decodes a record
+// FuzzDecodeRecord: decodeRecord never panics, refuses with record.ErrCorrupt or decodes a record
 // that encodes and decodes again to the same record.
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(fullRecord().encode())
-	f.Add((&record{}).encode())
+	f.Add((&storedRecord{}).encode())
 	f.Add([]byte("idr\x01\x00\x00\x00\x00"))
 	f.Add([]byte(`{"idempotency_key":"k","response":{"status":201,"body":"eA=="}}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		rec, err := decodeRecord(StateCommitted, payload)
+		rec, err := decodeRecord(record.StateCommitted, payload)
 		if err != nil {
-			if !errors.Is(err, ErrCorruptRecord) {
-				t.Fatalf("error %v does not wrap ErrCorruptRecord", err)
+			if !errors.Is(err, record.ErrCorrupt) {
+				t.Fatalf("error %v does not wrap record.ErrCorrupt", err)
 			}
 			return
 		}
-		again, err := decodeRecord(StateCommitted, rec.encode())
+		again, err := decodeRecord(record.StateCommitted, rec.encode())
 		if err != nil {
 			t.Fatalf("re-encoded record does not decode: %v", err)
 		}
@@ -247,7 +249,7 @@ func BenchmarkRecordCodec(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			p, _ := json.Marshal(rec)
-			var r record
+			var r storedRecord
 			_ = json.Unmarshal(jsonPayload, &r)
 			_ = p
 		}
@@ -257,7 +259,7 @@ func BenchmarkRecordCodec(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = rec.encode()
-			if _, err := decodeRecord(StateCommitted, payload); err != nil {
+			if _, err := decodeRecord(record.StateCommitted, payload); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/testlog"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -200,7 +201,7 @@ func TestRegressionSecondPass(t *testing.T) {
 	t.Cleanup(func() { base.Close() })
 	logs := &testlog.Buffer{}
 	serve := func(key byte) (*httptest.Server, http.Handler) {
-		store, err := gateway.Encrypted(base, bytes.Repeat([]byte{key}, 32))
+		store, err := record.Encrypted(base, bytes.Repeat([]byte{key}, 32))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // responder is what a protocol front end adds to the decision table: how it calls the upstream
@@ -17,7 +19,7 @@ type responder interface {
 	// call's outcome (outcomeOf, then x.settle) before the answer reaches the client.
 	call(x *exchange)
 	// replay answers with prev's stored response.
-	replay(x *exchange, prev *record)
+	replay(x *exchange, prev *storedRecord)
 	// refuse answers with ref: a decision that called no upstream.
 	refuse(x *exchange, ref *refusal)
 }
@@ -44,14 +46,14 @@ type conflict struct {
 }
 
 // replay answers with the stored response, without calling the upstream.
-func (x *exchange) replay(prev *record) {
+func (x *exchange) replay(prev *storedRecord) {
 	x.decide(DecisionReplay)
 	x.setRemoteID(prev.RemoteID)
 	x.front.replay(x, prev)
 }
 
 // conflict answers that the key is known with a different effect fingerprint.
-func (x *exchange) conflict(prev *record) {
+func (x *exchange) conflict(prev *storedRecord) {
 	c := &conflict{existingFingerprint: prev.EffectFingerprint, receivedFingerprint: x.fp, existingRemoteID: prev.RemoteID}
 	if prev.Document != nil && x.doc != nil {
 		c.differingFields = x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, maxDifferingFields)
@@ -84,7 +86,7 @@ func (x *exchange) reject(err error) {
 	switch {
 	case errors.Is(err, ErrStoreUnavailable):
 		retryAfter = time.Second
-	case errors.Is(err, ErrCorruptRecord):
+	case errors.Is(err, record.ErrCorrupt):
 		x.logger().Error("the key's record is unreadable: its retries are refused until it expires or an operator deletes it", "err", err)
 	}
 	x.front.refuse(x, &refusal{decision: DecisionRejected, err: err, retryAfter: retryAfter})
@@ -99,7 +101,7 @@ func (httpRoute) call(x *exchange) { x.proxy() }
 // replay writes prev's stored status, headers and body, with Idempotent-Replayed: true. A receipt
 // that kept no body (over MaxReceiptBodyBytes, or resolved by an operator) replays none, and says
 // so in Idempotency-Replay-Body: omitted.
-func (httpRoute) replay(x *exchange, prev *record) {
+func (httpRoute) replay(x *exchange, prev *storedRecord) {
 	h := x.w.Header()
 	status := prev.ResponseStatus
 	var body []byte

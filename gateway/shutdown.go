@@ -10,7 +10,7 @@ import (
 // claimed state.
 type execution struct {
 	key, owner string
-	rec        record // as claimed; encoded only if Abandon needs it
+	rec        storedRecord // as claimed; encoded only if Abandon needs it
 	ttl        time.Duration
 }
 

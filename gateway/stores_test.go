@@ -8,19 +8,19 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgateway/idemgateway/boltstore"
-	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
 )
 
 var (
-	_ gateway.Store          = (*boltstore.Store)(nil)
-	_ gateway.Store          = (*redisstore.Store)(nil)
-	_ gateway.SettleNotifier = (*redisstore.Store)(nil)
+	_ record.Store          = (*boltstore.Store)(nil)
+	_ record.Store          = (*redisstore.Store)(nil)
+	_ record.SettleNotifier = (*redisstore.Store)(nil)
 )
 
 // storeFactory opens a new, empty store for the test t; the store is closed when t ends.
-type storeFactory func(t *testing.T) gateway.Store
+type storeFactory func(t *testing.T) record.Store
 
 // storeKinds are the stores the gateway's behaviour tests run on (audit F2): the embedded store,
 // and Redis (a redis-server of the test's own, started by internal/redistest), whose settle notices
@@ -45,7 +45,7 @@ func forEachStore(t *testing.T, test func(t *testing.T, open storeFactory)) {
 }
 
 // openEmbedded opens a boltstore in a temporary directory of t.
-func openEmbedded(t *testing.T) gateway.Store {
+func openEmbedded(t *testing.T) record.Store {
 	t.Helper()
 	store, err := boltstore.Open(t.TempDir(), boltstore.Options{})
 	if err != nil {
@@ -56,7 +56,7 @@ func openEmbedded(t *testing.T) gateway.Store {
 }
 
 // openRedis starts a redis-server for t and returns a store on it.
-func openRedis(t *testing.T) gateway.Store {
+func openRedis(t *testing.T) record.Store {
 	t.Helper()
 	store, _ := openRedisServer(t, redistest.Options{})
 	return store

@@ -7,31 +7,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// SettleNotifier is implemented by stores that several gateway processes share (the Redis store).
-// It tells a process when any process settles (commits, releases or marks unknown) a record that
-// duplicates of this process wait for (concurrency: wait), so that they need not poll the store.
-// The gateway watches a key only while duplicates wait for it, so a store can limit its notices
-// to those keys. A store without it still works: its waiters are woken by the settles of this
-// process and, for those of other processes, by a poll every 500 ms.
-type SettleNotifier interface {
-	// WatchSettled calls settled, from a goroutine of the store, each time the record at key (the
-	// key given to Store.Claim) settles, from the time WatchSettled returns with a nil error until
-	// stop is called; settled may still be called once after stop returns, when a notice was
-	// being delivered. settled must not block.
-	//
-	// WatchSettled blocks until the store listens, so that a caller which reads the record after
-	// it returns cannot miss a settle that follows the read. It returns an error when ctx is done
-	// first, or the store cannot listen (it is closed, or has no notices); the watch may then
-	// still start later, or never: the caller must poll. stop is never nil, must be called once
-	// the caller stops waiting, whatever the error, does not block, and does nothing when called
-	// again.
-	//
-	// Notices are hints: a store may lose one (a dropped connection). That costs a waiter one poll
-	// interval, never a wrong answer: it reads the record again before it acts.
-	WatchSettled(ctx context.Context, key string, settled func()) (stop func(), err error)
-}
+	"github.com/idemgateway/idemgateway/record"
+)
 
 // waitPoll bounds a waiting duplicate's sleep between two reads of the record: the safety net for a
 // settle notice that was lost (another process's settle on a store without notices, a Redis
@@ -51,8 +29,8 @@ const watchWarnEvery = time.Minute
 // waiters are the duplicates of this process waiting for a record to settle, by store key, and
 // the store's watches of those keys.
 type waiters struct {
-	notifier SettleNotifier // nil: woken only by this process's settles (and the poll)
-	log      *slog.Logger   // for the warning of a failed watch; set with notifier
+	notifier record.SettleNotifier // nil: woken only by this process's settles (and the poll)
+	log      *slog.Logger          // for the warning of a failed watch; set with notifier
 
 	mu     sync.Mutex
 	keys   map[string]*keyWaiters

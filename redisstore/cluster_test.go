@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgateway/idemgateway/gateway"
-	"github.com/idemgateway/idemgateway/gateway/storetest"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/record/recordtest"
 	"github.com/idemgateway/idemgateway/redisstore"
 )
 
@@ -45,7 +45,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("Conformance", func(t *testing.T) {
 		t.Parallel()
-		storetest.Run(t, func(t *testing.T) gateway.Store {
+		recordtest.Run(t, func(t *testing.T) record.Store {
 			return newClusterStore(t, cluster, redisstore.Options{Prefix: subtestPrefix(t)})
 		})
 	})
@@ -54,7 +54,7 @@ func TestCluster(t *testing.T) {
 	// no replicas, so every one reports Acked 0.
 	t.Run("ConformanceWithWait", func(t *testing.T) {
 		t.Parallel()
-		storetest.Run(t, func(t *testing.T) gateway.Store {
+		recordtest.Run(t, func(t *testing.T) record.Store {
 			return newClusterStore(t, cluster, redisstore.Options{Prefix: subtestPrefix(t), WaitReplicas: 1,
 				WaitTimeout: time.Millisecond, OnUnreplicated: func(_ context.Context, u redisstore.Unreplicated) {
 					if u.Acked != 0 || u.Err != nil {
@@ -126,7 +126,7 @@ func TestCluster(t *testing.T) {
 // testConcurrentClaims has n goroutines claim one key at once, each with its own owner and
 // payload: exactly one claims it, and every other sees it in_progress with the winner's payload.
 // Then the winner commits, and n goroutines claim again: every one gets the receipt.
-func testConcurrentClaims(t *testing.T, s gateway.Store, n int) {
+func testConcurrentClaims(t *testing.T, s record.Store, n int) {
 	t.Helper()
 	type result struct {
 		claimed bool
@@ -168,7 +168,7 @@ func testConcurrentClaims(t *testing.T, s gateway.Store, n int) {
 	}
 	want := "payload of first-" + strconv.Itoa(winner)
 	for i, r := range results {
-		if r.state != gateway.StateInProgress || r.stored != want {
+		if r.state != record.StateInProgress || r.stored != want {
 			t.Errorf("claim %d = %q, %q; want in_progress, %q", i, r.state, r.stored, want)
 		}
 	}
@@ -176,7 +176,7 @@ func testConcurrentClaims(t *testing.T, s gateway.Store, n int) {
 		t.Fatalf("Commit by the winner = %v, %v", ok, err)
 	}
 	for i, r := range claimAll("second-") {
-		if r.err != nil || r.claimed || r.state != gateway.StateCommitted || r.stored != "receipt" {
+		if r.err != nil || r.claimed || r.state != record.StateCommitted || r.stored != "receipt" {
 			t.Errorf("claim %d after the commit = %+v; want the committed receipt", i, r)
 		}
 	}
@@ -244,7 +244,7 @@ func testWaitAfterSlotMoved(t *testing.T, cluster *redistest.Cluster) {
 	if got := log.take(); len(got) != 1 || got[0] != (redisstore.Unreplicated{Op: redisstore.OpCommit, Key: "k", Acked: -1, Want: 1}) {
 		t.Errorf("OnUnreplicated got %+v, want one commit of k with Acked -1", got)
 	}
-	if state, payload, err := s.Get(ctx, "k"); err != nil || state != gateway.StateCommitted || string(payload) != "receipt" {
+	if state, payload, err := s.Get(ctx, "k"); err != nil || state != record.StateCommitted || string(payload) != "receipt" {
 		t.Errorf("Get = %q, %q, %v; want the receipt", state, payload, err)
 	}
 	if nodes[to].Exists(ctx, rkey).Val() != 1 {

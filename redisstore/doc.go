@@ -1,4 +1,4 @@
-// Package redisstore is the Redis implementation of gateway.Store, for gateways that run as several
+// Package redisstore is the Redis implementation of record.Store, for gateways that run as several
 // replicas sharing one Redis (standalone, Sentinel or Cluster).
 //
 // # Data layout
@@ -23,8 +23,8 @@
 // the first use of each script per Redis server, which costs two. Lease deadlines use the server's
 // clock (TIME), so gateway replicas with skewed clocks agree. Each script touches only its record's
 // key, so the store works on Redis Cluster. A key that holds a hash which is not a valid record
-// (missing or unknown fields) is refused with an error wrapping ErrCorrupt, never overwritten or freed;
-// Delete removes it.
+// (missing or unknown fields) is refused with an error wrapping record.ErrCorrupt, never
+// overwritten or freed; Delete removes it.
 //
 // In all, the scripts call HMGET, HSET, EXISTS, PEXPIRE, TIME, DEL and PUBLISH, which a
 // least-privilege ACL user must be allowed (ACLs apply inside scripts too); adding a command to
@@ -35,7 +35,7 @@
 // # Settle notices
 //
 // The commit, mark-unknown and release scripts PUBLISH a notice on <Prefix>settled:{<key>} (the key
-// escaped as above). WatchSettled (gateway.SettleNotifier) subscribes the Store's one Pub/Sub
+// escaped as above). WatchSettled (record.SettleNotifier) subscribes the Store's one Pub/Sub
 // connection, opened on the first watch, to the channels of the keys that duplicates of this
 // process wait for (concurrency: wait), only while they wait: SUBSCRIBE and UNSUBSCRIBE, never a
 // pattern, so that a process hears of those keys' settles and of no other. A PUBLISH that nobody
@@ -75,8 +75,9 @@
 //     serves every replay from it, and the upstream has acted, so the receipt is the best record
 //     there is. Commit and MarkUnknown therefore return ok == true and a nil error, exactly as
 //     without WAIT, and call Options.OnUnreplicated with an Unreplicated that says how many
-//     replicas acknowledged. The gateway's Store contract reserves errors for a store that could
-//     not be asked; an error here would make the gateway report a receipt as not stored when it is.
+//     replicas acknowledged. The Store contract (record.Store) reserves errors for a store that
+//     could not be asked; an error here would make the gateway report a receipt as not stored when
+//     it is.
 //   - Claim, Reclaim, Renew and Release do not wait, so a claim lost in a failover still lets a
 //     retry execute a second time. Waiting on every claim would add the replicas' round trip to
 //     every request, including replays.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
 )
 
@@ -210,7 +210,7 @@ func TestSentinelFailover(t *testing.T) {
 				t.Fatalf("%s: audit claim %q: %v", r.name, a.key, err)
 			}
 			exists[i] = !claimed
-			if state == gateway.StateCommitted && !claimed {
+			if state == record.StateCommitted && !claimed {
 				continue
 			}
 			lost[i] = true
@@ -221,7 +221,7 @@ func TestSentinelFailover(t *testing.T) {
 			switch {
 			case claimed:
 				duplicates++
-			case state != gateway.StateInProgress:
+			case state != record.StateInProgress:
 				t.Errorf("%s: lost commit of %q reads %q, want in_progress (its claim, blocking retries) or no record", r.name, a.key, state)
 			}
 			if a.claimed.After(dead) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // indexKey is the sorted set of the keys of outcome_unknown records, all with score 0 so that
@@ -23,7 +25,7 @@ func (s *Store) index(ctx context.Context, key string) {
 	s.client.ZAdd(ctx, s.indexKey(), redis.Z{Member: key})
 }
 
-// ListUnknown implements gateway.Store.ListUnknown from the index: ZRANGEBYLEX for a batch of keys
+// ListUnknown implements record.Store.ListUnknown from the index: ZRANGEBYLEX for a batch of keys
 // after cursor under prefix, then one pipelined read of those records (the get script, so that a
 // lapsed in_progress record counts as unknown). Entries whose record is no longer outcome_unknown
 // are removed from the index as they are met.
@@ -65,7 +67,7 @@ func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit in
 			switch {
 			case err != nil && !redis.HasErrorPrefix(err, "CORRUPT"):
 				return nil, nil, "", wrap("list", k, err)
-			case err == nil && len(res) == 2 && res[0] == stateUnknown:
+			case err == nil && len(res) == 2 && res[0] == record.StateUnknown:
 				payload, _ := res[1].(string)
 				keys, payloads = append(keys, k), append(payloads, []byte(payload))
 			default: // gone, settled, reclaimed, or corrupt: not an unknown outcome any more

@@ -24,7 +24,7 @@ const subscribeTimeout = 5 * time.Second
 // errClosed is returned by WatchSettled after Close.
 var errClosed = errors.New("redisstore: store closed")
 
-// WatchSettled implements gateway.SettleNotifier: settled is called, from a goroutine of the store,
+// WatchSettled implements record.SettleNotifier: settled is called, from a goroutine of the store,
 // each time any client of this Redis (this gateway process or another) commits, releases or marks
 // unknown the record at key, from the time WatchSettled returns with a nil error until stop is
 // called. It may be called once more after stop returns, when a notice was being delivered.

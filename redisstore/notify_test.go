@@ -22,11 +22,12 @@ import (
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-var _ gateway.SettleNotifier = (*redisstore.Store)(nil)
+var _ record.SettleNotifier = (*redisstore.Store)(nil)
 
 // watchTimeout bounds the tests' waits for a subscription to be confirmed.
 const watchTimeout = 5 * time.Second
@@ -395,7 +396,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	gatewayOn := func(s gateway.Store) string {
+	gatewayOn := func(s record.Store) string {
 		gw, err := gateway.New(cfg, s, gateway.Options{Logger: logger})
 		if err != nil {
 			t.Fatal(err)
@@ -427,7 +428,7 @@ routes:
 		go send(first, key, firstDecision)
 		waitFor(t, 5*time.Second, "the first request's claim", func() bool {
 			state, _, _ := executing.Get(ctx, "default/create_ticket/"+key)
-			return state == gateway.StateInProgress
+			return state == record.StateInProgress
 		})
 		reads := scriptCalls(t, raw)
 		go send(duplicate, key, duplicateDecision)
@@ -616,7 +617,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	gatewayOn := func(s gateway.Store) string {
+	gatewayOn := func(s record.Store) string {
 		gw, err := gateway.New(cfg, s, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -662,7 +663,7 @@ routes:
 	go send(first, "first", firstDecision)
 	waitFor(t, 5*time.Second, "the first request's claim", func() bool {
 		state, _, _ := executing.Get(ctx, key)
-		return state == gateway.StateInProgress
+		return state == record.StateInProgress
 	})
 	for _, actor := range actors {
 		go send(duplicate, actor, duplicateDecisions)

@@ -14,7 +14,7 @@ import (
 // or when Ping cannot read the policy at all.
 var ErrEvictionPolicy = errors.New("redis may evict idempotency records")
 
-// Ping implements gateway.Store.Ping: it sends PING and then, unless Options.AllowEviction is set,
+// Ping implements record.Store.Ping: it sends PING and then, unless Options.AllowEviction is set,
 // reads maxmemory-policy and returns an error wrapping ErrEvictionPolicy when it is anything but
 // noeviction, since an evicted record lets a retry execute twice.
 //

@@ -8,24 +8,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// The record states of the gateway's Store contract (gateway.StateInProgress, StateCommitted,
-// StateUnknown), spelled here so that this package imports nothing of the gateway's; the
-// conformance suite (gateway/storetest) fails if they ever disagree.
-const (
-	stateInProgress = "in_progress"
-	stateCommitted  = "committed"
-	stateUnknown    = "outcome_unknown"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // DefaultPrefix is the key prefix used when Options.Prefix is empty.
 const DefaultPrefix = "idemgateway:"
-
-// ErrCorrupt is wrapped by the errors of operations on a key that holds a hash which is not a valid
-// record (a field missing or unknown). The store refuses to read, overwrite or free such a record;
-// Delete removes it.
-var ErrCorrupt = errors.New("not a valid idemgateway record")
 
 // Options configure a Store. The zero value is the default.
 type Options struct {
@@ -61,7 +49,7 @@ type Options struct {
 // DefaultWaitTimeout is the WAIT timeout used when Options.WaitTimeout is zero.
 const DefaultWaitTimeout = 100 * time.Millisecond
 
-// Store is a gateway.Store on Redis. It is safe for concurrent use.
+// Store is a record.Store on Redis. It is safe for concurrent use.
 type Store struct {
 	client         redis.UniversalClient
 	prefix         string
@@ -117,19 +105,19 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Claim implements gateway.Store.Claim with one script (one round trip). When it claims, stored is
+// Claim implements record.Store.Claim with one script (one round trip). When it claims, stored is
 // payload itself. lease and ttl are rounded up to whole milliseconds and must be positive; key and
 // owner must not be empty.
 func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored []byte, err error) {
-	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
 		return false, "", nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	res, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, owner, payload, millis(lease), millis(ttl)).Slice()
+	res, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, owner, payload, record.Millis(lease), record.Millis(ttl)).Slice()
 	if err != nil {
 		return false, "", nil, wrap("claim", key, err)
 	}
-	if len(res) == 2 && res[0] == int64(1) && res[1] == stateInProgress {
-		return true, stateInProgress, payload, nil
+	if len(res) == 2 && res[0] == int64(1) && res[1] == record.StateInProgress {
+		return true, record.StateInProgress, payload, nil
 	}
 	if (len(res) == 3 || len(res) == 4) && res[0] == int64(0) {
 		state, ok1 := res[1].(string)
@@ -144,62 +132,62 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 	return false, "", nil, fmt.Errorf("redisstore: claim %q: unexpected script reply of %d elements", key, len(res))
 }
 
-// Reclaim implements gateway.Store.Reclaim with one script. lease and ttl are rounded up to whole
+// Reclaim implements record.Store.Reclaim with one script. lease and ttl are rounded up to whole
 // milliseconds and must be positive; key and owner must not be empty.
 func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []byte, lease, ttl time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("lease", lease), positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: reclaim: %w", err)
 	}
-	return s.run(ctx, "reclaim", reclaimScript, key, from, owner, payload, millis(lease), millis(ttl))
+	return s.run(ctx, "reclaim", reclaimScript, key, from, owner, payload, record.Millis(lease), record.Millis(ttl))
 }
 
-// Renew implements gateway.Store.Renew with one script. The owner of a record that is still
+// Renew implements record.Store.Renew with one script. The owner of a record that is still
 // in_progress may renew it even after its lease lapsed, as long as no Claim has turned it into
 // outcome_unknown and no Reclaim has taken it over. lease is rounded up to whole milliseconds and
 // must be positive. The record's TTL is unchanged.
 func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("lease", lease)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease)); err != nil {
 		return false, fmt.Errorf("redisstore: renew: %w", err)
 	}
-	return s.run(ctx, "renew", renewScript, key, owner, millis(lease))
+	return s.run(ctx, "renew", renewScript, key, owner, record.Millis(lease))
 }
 
-// Commit implements gateway.Store.Commit with one script (one round trip). ttl is rounded up to
+// Commit implements record.Store.Commit with one script (one round trip). ttl is rounded up to
 // whole milliseconds and must be positive. With Options.WaitReplicas, WAIT follows the script in
 // the same round trip (see the package documentation).
 func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: commit: %w", err)
 	}
-	return s.runReplicated(ctx, OpCommit, commitScript, key, owner, payload, millis(ttl), s.settledChannel(key))
+	return s.runReplicated(ctx, OpCommit, commitScript, key, owner, payload, record.Millis(ttl), s.settledChannel(key))
 }
 
-// MarkUnknown implements gateway.Store.MarkUnknown with one script. ttl is rounded up to whole
+// MarkUnknown implements record.Store.MarkUnknown with one script. ttl is rounded up to whole
 // milliseconds and must be positive. With Options.WaitReplicas, WAIT follows the script in the same
 // round trip (see the package documentation).
 func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
-	if err := check(ctx, key, owner, positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: mark unknown: %w", err)
 	}
-	ok, err = s.runReplicated(ctx, OpMarkUnknown, markUnknownScript, key, owner, payload, millis(ttl), s.settledChannel(key))
+	ok, err = s.runReplicated(ctx, OpMarkUnknown, markUnknownScript, key, owner, payload, record.Millis(ttl), s.settledChannel(key))
 	if ok {
 		s.index(ctx, key)
 	}
 	return ok, err
 }
 
-// Release implements gateway.Store.Release with one script.
+// Release implements record.Store.Release with one script.
 func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err error) {
-	if err := check(ctx, key, owner); err != nil {
+	if err := record.CheckArgs(ctx, key, owner); err != nil {
 		return false, fmt.Errorf("redisstore: release: %w", err)
 	}
 	return s.run(ctx, "release", releaseScript, key, owner, s.settledChannel(key))
 }
 
-// Get implements gateway.Store.Get with one read-only script. It returns the stored state: an
+// Get implements record.Store.Get with one read-only script. It returns the stored state: an
 // in_progress record whose lease has lapsed is reported in_progress until a Claim observes the lapse.
 func (s *Store) Get(ctx context.Context, key string) (state string, payload []byte, err error) {
-	if err := checkKey(ctx, key); err != nil {
+	if err := record.CheckKeyArg(ctx, key); err != nil {
 		return "", nil, fmt.Errorf("redisstore: get: %w", err)
 	}
 	res, err := getScript.Run(ctx, s.client, []string{s.redisKey(key)}).Slice()
@@ -219,9 +207,9 @@ func (s *Store) Get(ctx context.Context, key string) (state string, payload []by
 	return "", nil, fmt.Errorf("redisstore: get %q: unexpected script reply", key)
 }
 
-// Delete implements gateway.Store.Delete with one DEL. It also removes a corrupt record.
+// Delete implements record.Store.Delete with one DEL. It also removes a corrupt record.
 func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error) {
-	if err := checkKey(ctx, key); err != nil {
+	if err := record.CheckKeyArg(ctx, key); err != nil {
 		return false, fmt.Errorf("redisstore: delete: %w", err)
 	}
 	n, err := s.client.Del(ctx, s.redisKey(key)).Result()
@@ -241,51 +229,10 @@ func (s *Store) run(ctx context.Context, op string, script *redis.Script, key st
 	return n == 1, nil
 }
 
-// wrap adds the operation and key to err, and ErrCorrupt to a script's CORRUPT error reply.
+// wrap adds the operation and key to err, and record.ErrCorrupt to a script's CORRUPT error reply.
 func wrap(op, key string, err error) error {
 	if redis.HasErrorPrefix(err, "CORRUPT") {
-		return fmt.Errorf("redisstore: %s %q: %w: %s", op, key, ErrCorrupt, strings.TrimPrefix(err.Error(), "CORRUPT "))
+		return fmt.Errorf("redisstore: %s %q: %w: %s", op, key, record.ErrCorrupt, strings.TrimPrefix(err.Error(), "CORRUPT "))
 	}
 	return fmt.Errorf("redisstore: %s %q: %w", op, key, err)
-}
-
-// check validates key, owner and the results of positive, then the context.
-func check(ctx context.Context, key, owner string, durations ...error) error {
-	if key == "" {
-		return errors.New("empty key")
-	}
-	if owner == "" {
-		return errors.New("empty owner")
-	}
-	for _, err := range durations {
-		if err != nil {
-			return err
-		}
-	}
-	return ctx.Err()
-}
-
-// checkKey refuses an empty key and a done context.
-func checkKey(ctx context.Context, key string) error {
-	if key == "" {
-		return errors.New("empty key")
-	}
-	return ctx.Err()
-}
-
-// positive refuses a duration that is not positive.
-func positive(name string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("%s %s is not positive", name, d)
-	}
-	return nil
-}
-
-// millis returns d in whole milliseconds, rounded up so that a positive duration stays positive.
-func millis(d time.Duration) int64 {
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
 }

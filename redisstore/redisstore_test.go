@@ -12,13 +12,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgateway/idemgateway/gateway"
-	"github.com/idemgateway/idemgateway/gateway/storetest"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/record/recordtest"
 	"github.com/idemgateway/idemgateway/redisstore"
 )
 
-var _ gateway.Store = (*redisstore.Store)(nil)
+var _ record.Store = (*redisstore.Store)(nil)
 
 var ctx = context.Background()
 
@@ -51,7 +51,7 @@ func newStore(t *testing.T, srv *redistest.Server, opts redisstore.Options) *red
 
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
-	storetest.Run(t, func(t *testing.T) gateway.Store {
+	recordtest.Run(t, func(t *testing.T) record.Store {
 		// One server for the whole suite; a prefix per subtest keeps their records apart.
 		prefix := "test:" + strings.NewReplacer("{", "_", "}", "_").Replace(t.Name()) + ":"
 		return newStore(t, srv, redisstore.Options{Prefix: prefix})
@@ -108,7 +108,7 @@ func TestKeyLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 		leaseUntil, err := strconv.ParseInt(fields["lease_until"], 10, 64)
-		if fields["state"] != gateway.StateInProgress || fields["owner"] != "owner" || fields["payload"] != "p" || err != nil || leaseUntil < time.Now().Add(-time.Hour).UnixMilli() {
+		if fields["state"] != record.StateInProgress || fields["owner"] != "owner" || fields["payload"] != "p" || err != nil || leaseUntil < time.Now().Add(-time.Hour).UnixMilli() {
 			t.Errorf("hash %s = %q, want state, owner, payload and lease_until in ms", tc.want, fields)
 		}
 		if pttl := raw.PTTL(ctx, tc.want).Val(); pttl <= 0 || pttl > time.Minute {
@@ -249,8 +249,8 @@ func TestClaimSurvivesRestart(t *testing.T) {
 			mustClaim(t, s, "k", time.Hour, payload)
 			tc.restart(srv)
 			state, got, err := s.Get(ctx, "k")
-			if err != nil || state != gateway.StateInProgress || string(got) != string(payload) {
-				t.Fatalf("Get after restart = %q, %q, %v; want %q, %q", state, got, err, gateway.StateInProgress, payload)
+			if err != nil || state != record.StateInProgress || string(got) != string(payload) {
+				t.Fatalf("Get after restart = %q, %q, %v; want %q, %q", state, got, err, record.StateInProgress, payload)
 			}
 			if pttl := newClient(t, srv).PTTL(ctx, redisstore.RedisKey(s, "k")).Val(); pttl <= 0 {
 				t.Errorf("PTTL after restart = %s, want positive", pttl)
@@ -411,8 +411,8 @@ func TestCorruptRecordsAreRefused(t *testing.T) {
 			_, _, getErr := s.Get(ctx, key)
 			for op, err := range map[string]error{"Claim": claimErr, "Reclaim": reclaimErr, "Renew": renewErr,
 				"Commit": commitErr, "MarkUnknown": unknownErr, "Release": releaseErr, "Get": getErr} {
-				if !errors.Is(err, redisstore.ErrCorrupt) {
-					t.Errorf("%s = %v, want ErrCorrupt", op, err)
+				if !errors.Is(err, record.ErrCorrupt) {
+					t.Errorf("%s = %v, want record.ErrCorrupt", op, err)
 				}
 			}
 			if got := raw.HLen(ctx, rkey).Val(); got != int64(len(tc.fields)) {

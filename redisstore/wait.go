@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // The operations that Unreplicated.Op names: the writes that Options.WaitReplicas waits for.
@@ -110,7 +112,7 @@ func (s *Store) pipeline(ctx context.Context, conn redis.Cmdable, eval func(cont
 	pipe := conn.Pipeline()
 	evalCmd = eval(ctx, pipe, []string{rkey}, args...)
 	// Pipeliner has no Wait method (WAIT blocks); the generic command sends the same.
-	waitCmd = pipe.Do(ctx, "wait", s.waitReplicas, millis(s.waitTimeout))
+	waitCmd = pipe.Do(ctx, "wait", s.waitReplicas, record.Millis(s.waitTimeout))
 	_, _ = pipe.Exec(ctx) // the errors are in the commands
 	return evalCmd, waitCmd
 }

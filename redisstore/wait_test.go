@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgateway/idemgateway/gateway"
-	"github.com/idemgateway/idemgateway/gateway/storetest"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/record/recordtest"
 	"github.com/idemgateway/idemgateway/redisstore"
 )
 
@@ -132,7 +132,7 @@ func TestWaitReplicas(t *testing.T) {
 		if got := log.take(); len(got) != 0 {
 			t.Errorf("OnUnreplicated called: %+v", got)
 		}
-		if state, _, err := s.Get(ctx, "k"); err != nil || state != gateway.StateCommitted {
+		if state, _, err := s.Get(ctx, "k"); err != nil || state != record.StateCommitted {
 			t.Errorf("Get = %q, %v", state, err)
 		}
 	})
@@ -148,7 +148,7 @@ func TestWaitReplicas(t *testing.T) {
 			t.Errorf("Commit returned after %s, before the WAIT timeout of %s", took, waitTimeout)
 		}
 		// The write stands on the primary: the receipt replays.
-		if _, state, stored, err := s.Claim(ctx, "k", "other", nil, time.Minute, time.Minute); err != nil || state != gateway.StateCommitted || string(stored) != "receipt" {
+		if _, state, stored, err := s.Claim(ctx, "k", "other", nil, time.Minute, time.Minute); err != nil || state != record.StateCommitted || string(stored) != "receipt" {
 			t.Errorf("Claim after the unreplicated commit = %q, %q, %v; want the committed receipt", state, stored, err)
 		}
 	})
@@ -182,7 +182,7 @@ func TestWaitReplicas(t *testing.T) {
 		if got := log.take(); len(got) != 0 {
 			t.Errorf("OnUnreplicated called: %+v", got)
 		}
-		if state, payload, err := s.Get(ctx, "k"); err != nil || state != gateway.StateUnknown || string(payload) != "unknown" {
+		if state, payload, err := s.Get(ctx, "k"); err != nil || state != record.StateUnknown || string(payload) != "unknown" {
 			t.Errorf("Get = %q, %q, %v", state, payload, err)
 		}
 	})
@@ -216,7 +216,7 @@ func TestWaitReplicas(t *testing.T) {
 // settled write reports Acked 0 and the store behaves exactly as without WAIT.
 func TestConformanceWithWait(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
-	storetest.Run(t, func(t *testing.T) gateway.Store {
+	recordtest.Run(t, func(t *testing.T) record.Store {
 		prefix := "test:" + strings.NewReplacer("{", "_", "}", "_").Replace(t.Name()) + ":"
 		return newStore(t, srv, redisstore.Options{Prefix: prefix, WaitReplicas: 1, WaitTimeout: time.Millisecond,
 			OnUnreplicated: func(_ context.Context, u redisstore.Unreplicated) {

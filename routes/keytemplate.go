@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // Sources of a key template field and of key.from.
@@ -140,9 +141,9 @@ func parseField(f string) (templatePart, error) {
 // String returns the template as written.
 func (t *KeyTemplate) String() string { return t.text }
 
-// Render builds a key with Expand. A key that would not be a valid idempotency key (over 255
-// bytes, or not printable ASCII) is replaced by "sha256:" and the hex SHA-256 of it, so any
-// business value can name an operation.
+// Render builds a key with Expand. A key that would not be a valid idempotency key
+// (record.CheckKey: over record.MaxKeyBytes, not printable ASCII, or only spaces) is replaced by
+// "sha256:" and the hex SHA-256 of it, so any business value can name an operation.
 func (t *KeyTemplate) Render(lookup func(source, name string, pointer canonical.Pointer) (string, bool)) (string, error) {
 	s, err := t.Expand(lookup)
 	if err != nil {
@@ -172,14 +173,10 @@ func (t *KeyTemplate) Expand(lookup func(source, name string, pointer canonical.
 	return b.String(), nil
 }
 
-// KeyOrDigest returns k when it is a valid idempotency key (1 to 255 bytes of printable ASCII),
-// else "sha256:" and the hex SHA-256 of k.
+// KeyOrDigest returns k when it is a valid idempotency key (record.CheckKey), else "sha256:" and
+// the hex SHA-256 of k.
 func KeyOrDigest(k string) string {
-	valid := len(k) > 0 && len(k) <= 255
-	for i := 0; valid && i < len(k); i++ {
-		valid = k[i] >= 0x20 && k[i] <= 0x7e
-	}
-	if valid {
+	if record.CheckKey(k) == nil {
 		return k
 	}
 	sum := sha256.Sum256([]byte(k))

@@ -18,6 +18,8 @@ func TestKeyTemplate(t *testing.T) {
 		"body:/long":        strings.Repeat("x", 300),
 		"body:/unicode":     "café",
 		"body:/empty":       "",
+		"body:/spaces":      "   ",
+		"body:/longest":     strings.Repeat("x", 255),
 	}
 	lookup := func(source, name string, _ canonical.Pointer) (string, bool) {
 		v, ok := values[source+":"+name]
@@ -32,6 +34,8 @@ func TestKeyTemplate(t *testing.T) {
 		{template: "{path:project}/{query:run}/{header:X-Job-Id}", key: "ops/17/job-1"},
 		{template: "{body:/long}", key: "sha256:"},
 		{template: "x-{body:/unicode}", key: "sha256:"},
+		{template: "{body:/spaces}", key: "sha256:"}, // not a valid key (record.CheckKey): no key of spaces only
+		{template: "{body:/longest}", key: strings.Repeat("x", 255)},
 		{template: "{body:/missing}", err: "field {body:/missing} is missing"},
 		{template: "{body:/empty}", err: "field {body:/empty} is missing"},
 	}

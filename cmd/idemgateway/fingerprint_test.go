@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -253,7 +254,7 @@ func TestFingerprintMatchesServing(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer got.Body.Close()
-			var rec gateway.Receipt
+			var rec record.Receipt
 			if err := json.NewDecoder(got.Body).Decode(&rec); err != nil || got.StatusCode != http.StatusOK {
 				t.Fatalf("GET %s: %d, %v: the gateway stored no record under the command's tenant %q, key %q, credential scope %q",
 					u, got.StatusCode, err, e.Tenant, e.Key, e.CredentialScope)

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
 )
 
@@ -70,7 +71,7 @@ func (s *settings) checkRedis() error {
 
 // openRedisStore opens the Redis store on the client of redisClient. Commits that fewer replicas
 // acknowledged than IDEMGATEWAY_REDIS_WAIT_REPLICAS are logged as warnings.
-func (s *settings) openRedisStore(log *slog.Logger) (gateway.Store, func(), error) {
+func (s *settings) openRedisStore(log *slog.Logger) (record.Store, func(), error) {
 	client, err := s.redisClient()
 	if err != nil {
 		return nil, nil, err

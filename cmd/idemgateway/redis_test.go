@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
 )
 
@@ -159,7 +159,7 @@ func exercise(t *testing.T, s *settings, log *slog.Logger, notices bool) {
 		if ok, err := st.Commit(ctx, key, "owner", []byte("receipt"), time.Minute); !ok || err != nil {
 			t.Fatalf("Commit(%q) = %v, %v", key, ok, err)
 		}
-		if state, _, err := st.Get(ctx, key); state != gateway.StateCommitted || err != nil {
+		if state, _, err := st.Get(ctx, key); state != record.StateCommitted || err != nil {
 			t.Fatalf("Get(%q) = %q, %v", key, state, err)
 		}
 	}
@@ -186,7 +186,7 @@ func exercise(t *testing.T, s *settings, log *slog.Logger, notices bool) {
 		}
 	}
 
-	n, ok := st.(gateway.SettleNotifier)
+	n, ok := st.(record.SettleNotifier)
 	if !ok {
 		t.Fatalf("the store %T has no settle notices", st)
 	}
@@ -411,7 +411,7 @@ func TestRedisClientKinds(t *testing.T) {
 	}
 }
 
-var _ gateway.Store = (*redisstore.Store)(nil)
+var _ record.Store = (*redisstore.Store)(nil)
 
 // quiet drops go-redis's own log lines (dial failures of the unreachable servers above).
 type quiet struct{}

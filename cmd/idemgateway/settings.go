@@ -15,7 +15,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/idemgateway/idemgateway/boltstore"
-	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // settings are the process settings of contract §1, plus the Redis connection settings of
@@ -163,8 +163,8 @@ func (s *settings) encryptionKey() ([]byte, error) {
 }
 
 // openStore opens the store the settings name and, with IDEMGATEWAY_ENCRYPTION_KEY, wraps it so
-// that payloads are encrypted at rest (gateway.Encrypted).
-func (s *settings) openStore(log *slog.Logger) (gateway.Store, func(), error) {
+// that payloads are encrypted at rest (record.Encrypted).
+func (s *settings) openStore(log *slog.Logger) (record.Store, func(), error) {
 	st, closeStore, err := s.openBaseStore(log)
 	if err != nil {
 		return nil, nil, err
@@ -173,7 +173,7 @@ func (s *settings) openStore(log *slog.Logger) (gateway.Store, func(), error) {
 	if key == nil {
 		return st, closeStore, nil
 	}
-	enc, err := gateway.Encrypted(st, key)
+	enc, err := record.Encrypted(st, key)
 	if err != nil {
 		closeStore()
 		return nil, nil, err
@@ -181,7 +181,7 @@ func (s *settings) openStore(log *slog.Logger) (gateway.Store, func(), error) {
 	return enc, closeStore, nil
 }
 
-func (s *settings) openBaseStore(log *slog.Logger) (gateway.Store, func(), error) {
+func (s *settings) openBaseStore(log *slog.Logger) (record.Store, func(), error) {
 	if s.RedisURL != "" || len(s.RedisAddrs) > 0 {
 		return s.openRedisStore(log)
 	}

@@ -1,4 +1,4 @@
-package gateway
+package record
 
 import (
 	"bytes"
@@ -19,10 +19,10 @@ var encryptedMagic = []byte("idg1")
 // data, so a payload copied under another key does not decrypt. The state, owner token, lease and
 // expiry stay in the clear: the store's state machine needs them. A payload that does not decrypt
 // (another key, tampering, or written before encryption was turned on) makes the call fail with
-// ErrCorruptRecord: records written in the clear are not readable once encryption is on.
+// ErrCorrupt: records written in the clear are not readable once encryption is on.
 func Encrypted(store Store, key []byte) (Store, error) {
 	if len(key) != 32 {
-		return nil, fmt.Errorf("gateway: encryption key: %d bytes, want 32 (AES-256)", len(key))
+		return nil, fmt.Errorf("record: encryption key: %d bytes, want 32 (AES-256)", len(key))
 	}
 	block, err := aes.NewCipher(key)
 	if err != nil {
@@ -51,11 +51,11 @@ func (s *encryptedStore) seal(key string, payload []byte) []byte {
 func (s *encryptedStore) open(key string, payload []byte) ([]byte, error) {
 	n := len(encryptedMagic) + s.aead.NonceSize()
 	if len(payload) < n || !bytes.HasPrefix(payload, encryptedMagic) {
-		return nil, fmt.Errorf("%w: the payload is not encrypted (written before encryption was turned on?)", ErrCorruptRecord)
+		return nil, fmt.Errorf("%w: the payload is not encrypted (written before encryption was turned on?)", ErrCorrupt)
 	}
 	plain, err := s.aead.Open(nil, payload[len(encryptedMagic):n], payload[n:], []byte(key))
 	if err != nil {
-		return nil, fmt.Errorf("%w: the payload does not decrypt with this key", ErrCorruptRecord)
+		return nil, fmt.Errorf("%w: the payload does not decrypt with this key", ErrCorrupt)
 	}
 	return plain, nil
 }
@@ -97,7 +97,7 @@ func (s *encryptedStore) WatchSettled(ctx context.Context, key string, settled f
 	if n, ok := s.Store.(SettleNotifier); ok {
 		return n.WatchSettled(ctx, key, settled)
 	}
-	return func() {}, fmt.Errorf("gateway: the encrypted store has no settle notices")
+	return func() {}, fmt.Errorf("record: the encrypted store has no settle notices")
 }
 
 func (s *encryptedStore) ListUnknown(ctx context.Context, prefix, cursor string, limit int) ([]string, [][]byte, string, error) {

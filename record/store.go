@@ -1,24 +1,13 @@
-package gateway
+package record
 
 import (
 	"context"
 	"time"
 )
 
-// Record states, as stored and as reported in receipts (contract §5).
-const (
-	// StateInProgress: an executor holds the record's lease and the upstream call may be running.
-	StateInProgress = "in_progress"
-	// StateCommitted: the upstream acted; the record holds the receipt that retries replay.
-	StateCommitted = "committed"
-	// StateUnknown: the upstream may or may not have acted (a 5xx, a timeout, a broken connection,
-	// or an executor whose lease lapsed). Retries are blocked until an operator resolves it or it expires.
-	StateUnknown = "outcome_unknown"
-)
-
-// Store is the durable state machine behind every idempotency key. The gateway declares it; the
-// Redis store (package redisstore) and the embedded store (package boltstore) implement it, and both
-// pass the conformance suite in package storetest.
+// Store is the durable state machine behind every idempotency key. The gateway uses it; the Redis
+// store (package redisstore) and the embedded store (package boltstore) implement it, and both pass
+// the conformance suite in package recordtest.
 //
 // A record lives at an opaque key that the gateway builds from (tenant, tool, idempotency key). The
 // store knows three things of a record: its state (one of the State constants), its owner token,
@@ -29,7 +18,8 @@ const (
 // returning ok == false and a nil error, when the record is gone or is owned by another token: the
 // fencing check that keeps an executor whose lease was lost from overwriting its successor's record.
 // A non-nil error means the store could not be asked (unreachable, timed out); the gateway answers
-// 503 and calls no upstream.
+// 503 and calls no upstream. An error wrapping ErrCorrupt means instead that the record at key is
+// there but cannot be read; the gateway answers 500, and calls no upstream either.
 //
 // Durations are relative to the store's own clock (Redis's TIME for the Redis store), so gateway
 // replicas with skewed clocks agree. All methods are safe for concurrent use.
@@ -77,4 +67,28 @@ type Store interface {
 
 	// Ping reports whether the store can be reached and is fit to keep records.
 	Ping(ctx context.Context) error
+}
+
+// SettleNotifier is implemented by stores that several gateway processes share (the Redis store).
+// It tells a process when any process settles (commits, releases or marks unknown) a record that
+// duplicates of this process wait for (concurrency: wait), so that they need not poll the store.
+// The gateway watches a key only while duplicates wait for it, so a store can limit its notices
+// to those keys. A store without it still works: its waiters are woken by the settles of this
+// process and, for those of other processes, by a poll every 500 ms.
+type SettleNotifier interface {
+	// WatchSettled calls settled, from a goroutine of the store, each time the record at key (the
+	// key given to Store.Claim) settles, from the time WatchSettled returns with a nil error until
+	// stop is called; settled may still be called once after stop returns, when a notice was
+	// being delivered. settled must not block.
+	//
+	// WatchSettled blocks until the store listens, so that a caller which reads the record after
+	// it returns cannot miss a settle that follows the read. It returns an error when ctx is done
+	// first, or the store cannot listen (it is closed, or has no notices); the watch may then
+	// still start later, or never: the caller must poll. stop is never nil, must be called once
+	// the caller stops waiting, whatever the error, does not block, and does nothing when called
+	// again.
+	//
+	// Notices are hints: a store may lose one (a dropped connection). That costs a waiter one poll
+	// interval, never a wrong answer: it reads the record again before it acts.
+	WatchSettled(ctx context.Context, key string, settled func()) (stop func(), err error)
 }

@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite of gateway.Store: every store (the Redis store, the
+// Package recordtest is the conformance suite of record.Store: every store (the Redis store, the
 // embedded store, and any later one) runs Run against a real instance and must pass all of it.
 //
 // The suite uses short leases (tens of milliseconds) and TTLs (hundreds of milliseconds) and polls
@@ -6,7 +6,7 @@
 // tolerates the race detector and loaded machines. Subtests run in parallel; each asks newStore for
 // its own store, so a store may share a server between subtests only if the stores keep their
 // records apart (for instance with a key prefix per subtest).
-package storetest
+package recordtest
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // Durations used by the suite.
@@ -34,11 +34,11 @@ const (
 // Run runs the conformance suite against the stores made by newStore, as parallel named subtests.
 // newStore is called once per subtest with that subtest's t; it must return an empty store (or one
 // whose records no other subtest sees) and arrange its own cleanup with t.Cleanup.
-func Run(t *testing.T, newStore func(t *testing.T) gateway.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) record.Store) {
 	t.Helper()
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s gateway.Store)
+		fn   func(t *testing.T, s record.Store)
 	}{
 		{"ClaimEmptyKeyCreatesInProgress", testClaimEmpty},
 		{"SecondClaimReturnsStoredRecord", testSecondClaim},
@@ -75,7 +75,7 @@ func Run(t *testing.T, newStore func(t *testing.T) gateway.Store) {
 
 // The helpers below fail the test on a store error: the suite runs against healthy stores.
 
-func claim(t *testing.T, s gateway.Store, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte) {
+func claim(t *testing.T, s record.Store, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte) {
 	t.Helper()
 	claimed, state, stored, err := s.Claim(context.Background(), key, owner, payload, lease, ttl)
 	if err != nil {
@@ -85,15 +85,15 @@ func claim(t *testing.T, s gateway.Store, key, owner string, payload []byte, lea
 }
 
 // mustClaim claims a new key and fails unless this call created the record.
-func mustClaim(t *testing.T, s gateway.Store, key, owner string, payload []byte, lease, ttl time.Duration) {
+func mustClaim(t *testing.T, s record.Store, key, owner string, payload []byte, lease, ttl time.Duration) {
 	t.Helper()
 	claimed, state, stored := claim(t, s, key, owner, payload, lease, ttl)
-	if !claimed || state != gateway.StateInProgress || !bytes.Equal(stored, payload) {
-		t.Fatalf("Claim(%q, %q) = %v, %q, %q; want true, %q, %q", key, owner, claimed, state, stored, gateway.StateInProgress, payload)
+	if !claimed || state != record.StateInProgress || !bytes.Equal(stored, payload) {
+		t.Fatalf("Claim(%q, %q) = %v, %q, %q; want true, %q, %q", key, owner, claimed, state, stored, record.StateInProgress, payload)
 	}
 }
 
-func get(t *testing.T, s gateway.Store, key string) (string, []byte) {
+func get(t *testing.T, s record.Store, key string) (string, []byte) {
 	t.Helper()
 	state, payload, err := s.Get(context.Background(), key)
 	if err != nil {
@@ -103,7 +103,7 @@ func get(t *testing.T, s gateway.Store, key string) (string, []byte) {
 }
 
 // wantRecord fails unless the record at key has state and payload.
-func wantRecord(t *testing.T, s gateway.Store, key, state string, payload []byte) {
+func wantRecord(t *testing.T, s record.Store, key, state string, payload []byte) {
 	t.Helper()
 	gotState, gotPayload := get(t, s, key)
 	if gotState != state || !bytes.Equal(gotPayload, payload) {
@@ -144,55 +144,55 @@ func abbrev(b []byte) string {
 
 var ctx = context.Background()
 
-func testClaimEmpty(t *testing.T, s gateway.Store) {
+func testClaimEmpty(t *testing.T, s record.Store) {
 	p := []byte(`{"fingerprint":"sha256:1"}`)
 	mustClaim(t, s, "k", "owner-a", p, long, long)
-	wantRecord(t, s, "k", gateway.StateInProgress, p)
+	wantRecord(t, s, "k", record.StateInProgress, p)
 }
 
-func testSecondClaim(t *testing.T, s gateway.Store) {
+func testSecondClaim(t *testing.T, s record.Store) {
 	p1, p2 := []byte("first"), []byte("second")
 	mustClaim(t, s, "k", "owner-a", p1, long, long)
 	for _, owner := range []string{"owner-b", "owner-a"} { // even the owner does not claim twice
 		claimed, state, stored := claim(t, s, "k", owner, p2, long, long)
-		if claimed || state != gateway.StateInProgress || !bytes.Equal(stored, p1) {
-			t.Errorf("second Claim by %s = %v, %q, %q; want false, %q, %q", owner, claimed, state, stored, gateway.StateInProgress, p1)
+		if claimed || state != record.StateInProgress || !bytes.Equal(stored, p1) {
+			t.Errorf("second Claim by %s = %v, %q, %q; want false, %q, %q", owner, claimed, state, stored, record.StateInProgress, p1)
 		}
 	}
-	wantRecord(t, s, "k", gateway.StateInProgress, p1)
+	wantRecord(t, s, "k", record.StateInProgress, p1)
 }
 
-func testCommit(t *testing.T, s gateway.Store) {
+func testCommit(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit by owner", ok, err, true)
-	wantRecord(t, s, "k", gateway.StateCommitted, []byte("receipt"))
+	wantRecord(t, s, "k", record.StateCommitted, []byte("receipt"))
 	claimed, state, stored := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
-	if claimed || state != gateway.StateCommitted || string(stored) != "receipt" {
-		t.Errorf("Claim after commit = %v, %q, %q; want false, %q, %q", claimed, state, stored, gateway.StateCommitted, "receipt")
+	if claimed || state != record.StateCommitted || string(stored) != "receipt" {
+		t.Errorf("Claim after commit = %v, %q, %q; want false, %q, %q", claimed, state, stored, record.StateCommitted, "receipt")
 	}
 }
 
 // writes are the fencing writes, each applied to key by owner.
 var writes = []struct {
 	name string
-	do   func(s gateway.Store, key, owner string) (bool, error)
+	do   func(s record.Store, key, owner string) (bool, error)
 }{
-	{"Commit", func(s gateway.Store, key, owner string) (bool, error) {
+	{"Commit", func(s record.Store, key, owner string) (bool, error) {
 		return s.Commit(ctx, key, owner, []byte("intruder"), long)
 	}},
-	{"Renew", func(s gateway.Store, key, owner string) (bool, error) {
+	{"Renew", func(s record.Store, key, owner string) (bool, error) {
 		return s.Renew(ctx, key, owner, long)
 	}},
-	{"Release", func(s gateway.Store, key, owner string) (bool, error) {
+	{"Release", func(s record.Store, key, owner string) (bool, error) {
 		return s.Release(ctx, key, owner)
 	}},
-	{"MarkUnknown", func(s gateway.Store, key, owner string) (bool, error) {
+	{"MarkUnknown", func(s record.Store, key, owner string) (bool, error) {
 		return s.MarkUnknown(ctx, key, owner, []byte("intruder"), long)
 	}},
 }
 
-func testFencing(t *testing.T, s gateway.Store) {
+func testFencing(t *testing.T, s record.Store) {
 	p := []byte("original")
 	setups := []struct {
 		name  string
@@ -202,20 +202,20 @@ func testFencing(t *testing.T, s gateway.Store) {
 	}{
 		{"wrong owner on in_progress", "owner-b", func(t *testing.T, key string) {
 			mustClaim(t, s, key, "owner-a", p, long, long)
-		}, gateway.StateInProgress},
+		}, record.StateInProgress},
 		{"empty owner on in_progress", "", func(t *testing.T, key string) {
 			mustClaim(t, s, key, "owner-a", p, long, long)
-		}, gateway.StateInProgress},
+		}, record.StateInProgress},
 		{"owner on committed", "owner-a", func(t *testing.T, key string) {
 			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
 			ok, err := s.Commit(ctx, key, "owner-a", p, long)
 			wantOK(t, "Commit", ok, err, true)
-		}, gateway.StateCommitted},
+		}, record.StateCommitted},
 		{"owner on outcome_unknown", "owner-a", func(t *testing.T, key string) {
 			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
 			ok, err := s.MarkUnknown(ctx, key, "owner-a", p, long)
 			wantOK(t, "MarkUnknown", ok, err, true)
-		}, gateway.StateUnknown},
+		}, record.StateUnknown},
 		{"missing key", "owner-a", func(t *testing.T, key string) {}, ""},
 	}
 	for _, su := range setups {
@@ -239,7 +239,7 @@ func testFencing(t *testing.T, s gateway.Store) {
 	}
 }
 
-func testRelease(t *testing.T, s gateway.Store) {
+func testRelease(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", []byte("a"), long, long)
 	ok, err := s.Release(ctx, "k", "owner-a")
 	wantOK(t, "Release by owner", ok, err, true)
@@ -247,21 +247,21 @@ func testRelease(t *testing.T, s gateway.Store) {
 	ok, err = s.Release(ctx, "k", "owner-a")
 	wantOK(t, "second Release", ok, err, false)
 	mustClaim(t, s, "k", "owner-b", []byte("b"), long, long)
-	wantRecord(t, s, "k", gateway.StateInProgress, []byte("b"))
+	wantRecord(t, s, "k", record.StateInProgress, []byte("b"))
 }
 
-func testMarkUnknown(t *testing.T, s gateway.Store) {
+func testMarkUnknown(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	ok, err := s.MarkUnknown(ctx, "k", "owner-a", []byte("unknown"), long)
 	wantOK(t, "MarkUnknown by owner", ok, err, true)
-	wantRecord(t, s, "k", gateway.StateUnknown, []byte("unknown"))
+	wantRecord(t, s, "k", record.StateUnknown, []byte("unknown"))
 	claimed, state, stored := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
-	if claimed || state != gateway.StateUnknown || string(stored) != "unknown" {
-		t.Errorf("Claim after MarkUnknown = %v, %q, %q; want false, %q, %q", claimed, state, stored, gateway.StateUnknown, "unknown")
+	if claimed || state != record.StateUnknown || string(stored) != "unknown" {
+		t.Errorf("Claim after MarkUnknown = %v, %q, %q; want false, %q, %q", claimed, state, stored, record.StateUnknown, "unknown")
 	}
 }
 
-func testLapsedLease(t *testing.T, s gateway.Store) {
+func testLapsedLease(t *testing.T, s record.Store) {
 	p := []byte("claim")
 	mustClaim(t, s, "k", "owner-a", p, short, long)
 	var claimed bool
@@ -269,38 +269,38 @@ func testLapsedLease(t *testing.T, s gateway.Store) {
 	var stored []byte
 	eventually(t, "lease lapses", func() bool {
 		claimed, state, stored = claim(t, s, "k", "owner-b", []byte("retry"), long, long)
-		return state != gateway.StateInProgress
+		return state != record.StateInProgress
 	})
-	if claimed || state != gateway.StateUnknown || !bytes.Equal(stored, p) {
-		t.Fatalf("Claim after lapse = %v, %q, %q; want false, %q, %q", claimed, state, stored, gateway.StateUnknown, p)
+	if claimed || state != record.StateUnknown || !bytes.Equal(stored, p) {
+		t.Fatalf("Claim after lapse = %v, %q, %q; want false, %q, %q", claimed, state, stored, record.StateUnknown, p)
 	}
 	// It stays outcome_unknown: for Get, for later claims, and for the old owner's writes.
-	wantRecord(t, s, "k", gateway.StateUnknown, p)
+	wantRecord(t, s, "k", record.StateUnknown, p)
 	claimed, state, _ = claim(t, s, "k", "owner-c", []byte("retry"), long, long)
-	if claimed || state != gateway.StateUnknown {
-		t.Errorf("third Claim = %v, %q; want false, %q", claimed, state, gateway.StateUnknown)
+	if claimed || state != record.StateUnknown {
+		t.Errorf("third Claim = %v, %q; want false, %q", claimed, state, record.StateUnknown)
 	}
 	for _, w := range writes {
 		ok, err := w.do(s, "k", "owner-a")
 		wantOK(t, w.name+" by the owner whose lease lapsed and was observed", ok, err, false)
 	}
-	wantRecord(t, s, "k", gateway.StateUnknown, p)
+	wantRecord(t, s, "k", record.StateUnknown, p)
 }
 
 // testFinishAfterLapse pins down that the lease matters to others only: until a Claim has observed
 // the lapse (turning the record outcome_unknown) or a Reclaim has taken it over, the owner of a
 // still in_progress record may renew or finish it, which loses nothing and fences nobody.
-func testFinishAfterLapse(t *testing.T, s gateway.Store) {
+func testFinishAfterLapse(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), 20*time.Millisecond, long)
 	time.Sleep(50 * time.Millisecond) // let the lease lapse
 	ok, err := s.Renew(ctx, "k", "owner-a", long)
 	wantOK(t, "Renew after an unobserved lapse", ok, err, true)
 	ok, err = s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit after an unobserved lapse", ok, err, true)
-	wantRecord(t, s, "k", gateway.StateCommitted, []byte("receipt"))
+	wantRecord(t, s, "k", record.StateCommitted, []byte("receipt"))
 }
 
-func testReclaim(t *testing.T, s gateway.Store) {
+func testReclaim(t *testing.T, s record.Store) {
 	unknown := func(t *testing.T, key string) {
 		mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
 		ok, err := s.MarkUnknown(ctx, key, "owner-a", []byte("unknown"), long)
@@ -344,22 +344,22 @@ func testReclaim(t *testing.T, s gateway.Store) {
 				wantRecord(t, s, key, beforeState, beforePayload)
 				return
 			}
-			wantRecord(t, s, key, gateway.StateInProgress, []byte("reclaimed"))
+			wantRecord(t, s, key, record.StateInProgress, []byte("reclaimed"))
 			claimed, state, _ := claim(t, s, key, "owner-c", []byte("retry"), long, long)
-			if claimed || state != gateway.StateInProgress {
-				t.Errorf("Claim after Reclaim = %v, %q; want false, %q", claimed, state, gateway.StateInProgress)
+			if claimed || state != record.StateInProgress {
+				t.Errorf("Claim after Reclaim = %v, %q; want false, %q", claimed, state, record.StateInProgress)
 			}
 			// The old owner is fenced off; the new one owns the record.
 			ok, err = s.Commit(ctx, key, "owner-a", []byte("stale"), long)
 			wantOK(t, "Commit by the previous owner", ok, err, false)
 			ok, err = s.Commit(ctx, key, "owner-b", []byte("receipt"), long)
 			wantOK(t, "Commit by the new owner", ok, err, true)
-			wantRecord(t, s, key, gateway.StateCommitted, []byte("receipt"))
+			wantRecord(t, s, key, record.StateCommitted, []byte("receipt"))
 		})
 	}
 }
 
-func testConcurrentReclaim(t *testing.T, s gateway.Store) {
+func testConcurrentReclaim(t *testing.T, s record.Store) {
 	const n = 20
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	ok, err := s.MarkUnknown(ctx, "k", "owner-a", []byte("unknown"), long)
@@ -391,33 +391,33 @@ func testConcurrentReclaim(t *testing.T, s gateway.Store) {
 	if winner < 0 {
 		t.Fatal("no reclaimer won")
 	}
-	wantRecord(t, s, "k", gateway.StateInProgress, []byte(fmt.Sprintf("p%d", winner)))
+	wantRecord(t, s, "k", record.StateInProgress, []byte(fmt.Sprintf("p%d", winner)))
 }
 
-func testRenew(t *testing.T, s gateway.Store) {
+func testRenew(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), short, long)
 	ok, err := s.Renew(ctx, "k", "owner-a", long)
 	wantOK(t, "Renew by owner", ok, err, true)
 	time.Sleep(3 * short) // well past the original lease
 	claimed, state, _ := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
-	if claimed || state != gateway.StateInProgress {
-		t.Fatalf("Claim after the original lease = %v, %q; want false, %q (renewed)", claimed, state, gateway.StateInProgress)
+	if claimed || state != record.StateInProgress {
+		t.Fatalf("Claim after the original lease = %v, %q; want false, %q (renewed)", claimed, state, record.StateInProgress)
 	}
 	ok, err = s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit after renewals", ok, err, true)
 }
 
-func testRenewShortens(t *testing.T, s gateway.Store) {
+func testRenewShortens(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	ok, err := s.Renew(ctx, "k", "owner-a", short)
 	wantOK(t, "Renew by owner", ok, err, true)
 	eventually(t, "renewed short lease lapses", func() bool {
 		_, state, _ := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
-		return state == gateway.StateUnknown
+		return state == record.StateUnknown
 	})
 }
 
-func testTTLExpiry(t *testing.T, s gateway.Store) {
+func testTTLExpiry(t *testing.T, s record.Store) {
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, key string)
@@ -453,24 +453,24 @@ func testTTLExpiry(t *testing.T, s gateway.Store) {
 	}
 }
 
-func testCommitResetsTTL(t *testing.T, s gateway.Store) {
+func testCommitResetsTTL(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, 3*short)
 	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit", ok, err, true)
 	time.Sleep(5 * short) // past the claim's TTL
-	wantRecord(t, s, "k", gateway.StateCommitted, []byte("receipt"))
+	wantRecord(t, s, "k", record.StateCommitted, []byte("receipt"))
 }
 
-func testDelete(t *testing.T, s gateway.Store) {
-	for _, state := range []string{gateway.StateInProgress, gateway.StateCommitted, gateway.StateUnknown} {
+func testDelete(t *testing.T, s record.Store) {
+	for _, state := range []string{record.StateInProgress, record.StateCommitted, record.StateUnknown} {
 		t.Run(state, func(t *testing.T) {
 			key := "k-" + state
 			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
 			switch state {
-			case gateway.StateCommitted:
+			case record.StateCommitted:
 				ok, err := s.Commit(ctx, key, "owner-a", []byte("receipt"), long)
 				wantOK(t, "Commit", ok, err, true)
-			case gateway.StateUnknown:
+			case record.StateUnknown:
 				ok, err := s.MarkUnknown(ctx, key, "owner-a", []byte("unknown"), long)
 				wantOK(t, "MarkUnknown", ok, err, true)
 			}
@@ -486,7 +486,7 @@ func testDelete(t *testing.T, s gateway.Store) {
 	}
 }
 
-func testGetMissing(t *testing.T, s gateway.Store) {
+func testGetMissing(t *testing.T, s record.Store) {
 	state, payload, err := s.Get(ctx, "never-claimed")
 	if err != nil || state != "" || len(payload) != 0 {
 		t.Errorf("Get(missing) = %q, %q, %v; want \"\", empty, nil", state, payload, err)
@@ -495,7 +495,7 @@ func testGetMissing(t *testing.T, s gateway.Store) {
 	wantOK(t, "Delete(missing)", existed, err, false)
 }
 
-func testOddKeys(t *testing.T, s gateway.Store) {
+func testOddKeys(t *testing.T, s record.Store) {
 	keys := []string{
 		"plain",
 		"{", "}", "{}", "}{", "{plain}", "a{b}c", "a}b", "a%7Db", "a%7db", "a%b", "%", "%25", "%%",
@@ -507,18 +507,18 @@ func testOddKeys(t *testing.T, s gateway.Store) {
 		mustClaim(t, s, key, "owner", []byte(fmt.Sprintf("payload %d", i)), long, long)
 	}
 	for i, key := range keys {
-		wantRecord(t, s, key, gateway.StateInProgress, []byte(fmt.Sprintf("payload %d", i)))
+		wantRecord(t, s, key, record.StateInProgress, []byte(fmt.Sprintf("payload %d", i)))
 	}
 	existed, err := s.Delete(ctx, "a}b")
 	wantOK(t, "Delete", existed, err, true)
 	for i, key := range keys {
 		if key != "a}b" {
-			wantRecord(t, s, key, gateway.StateInProgress, []byte(fmt.Sprintf("payload %d", i)))
+			wantRecord(t, s, key, record.StateInProgress, []byte(fmt.Sprintf("payload %d", i)))
 		}
 	}
 }
 
-func testPayloads(t *testing.T, s gateway.Store) {
+func testPayloads(t *testing.T, s record.Store) {
 	all := make([]byte, 256)
 	for i := range all {
 		all[i] = byte(i)
@@ -543,19 +543,19 @@ func testPayloads(t *testing.T, s gateway.Store) {
 			t.Parallel()
 			key := tc.name
 			mustClaim(t, s, key, "owner-a", tc.payload, long, long)
-			wantRecord(t, s, key, gateway.StateInProgress, tc.payload)
+			wantRecord(t, s, key, record.StateInProgress, tc.payload)
 			_, _, stored := claim(t, s, key, "owner-b", []byte("x"), long, long)
 			if !bytes.Equal(stored, tc.payload) {
 				t.Fatalf("second Claim stored = %s, want %s", abbrev(stored), abbrev(tc.payload))
 			}
 			ok, err := s.Commit(ctx, key, "owner-a", tc.payload, long)
 			wantOK(t, "Commit", ok, err, true)
-			wantRecord(t, s, key, gateway.StateCommitted, tc.payload)
+			wantRecord(t, s, key, record.StateCommitted, tc.payload)
 		})
 	}
 }
 
-func testConcurrentClaims(t *testing.T, s gateway.Store) {
+func testConcurrentClaims(t *testing.T, s record.Store) {
 	const n = 50
 	type result struct {
 		claimed bool
@@ -593,14 +593,14 @@ func testConcurrentClaims(t *testing.T, s gateway.Store) {
 	}
 	want := []byte(fmt.Sprintf("p%d", winner))
 	for i, r := range results {
-		if r.state != gateway.StateInProgress || !bytes.Equal(r.stored, want) {
-			t.Errorf("Claim %d = %q, %q; want %q, %q", i, r.state, r.stored, gateway.StateInProgress, want)
+		if r.state != record.StateInProgress || !bytes.Equal(r.stored, want) {
+			t.Errorf("Claim %d = %q, %q; want %q, %q", i, r.state, r.stored, record.StateInProgress, want)
 		}
 	}
-	wantRecord(t, s, "k", gateway.StateInProgress, want)
+	wantRecord(t, s, "k", record.StateInProgress, want)
 }
 
-func testInvalidArguments(t *testing.T, s gateway.Store) {
+func testInvalidArguments(t *testing.T, s record.Store) {
 	p := []byte("p")
 	cases := []struct {
 		name string
@@ -624,7 +624,7 @@ func testInvalidArguments(t *testing.T, s gateway.Store) {
 	wantRecord(t, s, "k", "", nil)
 }
 
-func testCancelledContext(t *testing.T, s gateway.Store) {
+func testCancelledContext(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	cctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -637,11 +637,11 @@ func testCancelledContext(t *testing.T, s gateway.Store) {
 	if _, _, err := s.Get(cctx, "k"); err == nil {
 		t.Error("Get with a cancelled context: no error")
 	}
-	wantRecord(t, s, "k", gateway.StateInProgress, []byte("claim"))
+	wantRecord(t, s, "k", record.StateInProgress, []byte("claim"))
 	wantRecord(t, s, "k2", "", nil)
 }
 
-func testPing(t *testing.T, s gateway.Store) {
+func testPing(t *testing.T, s record.Store) {
 	if err := s.Ping(ctx); err != nil {
 		t.Errorf("Ping: %v", err)
 	}
@@ -649,20 +649,20 @@ func testPing(t *testing.T, s gateway.Store) {
 
 // testGetLapsed: Get reports an in_progress record whose lease lapsed as outcome_unknown before any
 // Claim observed it, without changing it (its owner may still finish it).
-func testGetLapsed(t *testing.T, s gateway.Store) {
+func testGetLapsed(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), 20*time.Millisecond, long)
 	eventually(t, "Get reports the lapse", func() bool {
 		state, _, err := s.Get(ctx, "k")
-		return err == nil && state == gateway.StateUnknown
+		return err == nil && state == record.StateUnknown
 	})
 	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit after a lapse only Get saw", ok, err, true)
-	wantRecord(t, s, "k", gateway.StateCommitted, []byte("receipt"))
+	wantRecord(t, s, "k", record.StateCommitted, []byte("receipt"))
 }
 
 // testListUnknown: ListUnknown pages the outcome_unknown records under a prefix in key order,
 // skipping every other state, and forgets records that left the state.
-func testListUnknown(t *testing.T, s gateway.Store) {
+func testListUnknown(t *testing.T, s record.Store) {
 	unknown := func(key string) {
 		t.Helper()
 		mustClaim(t, s, key, "o", []byte("p:"+key), long, long)
@@ -679,7 +679,7 @@ func testListUnknown(t *testing.T, s gateway.Store) {
 	mustClaim(t, s, "a/t/5", "o", []byte("lapsing"), 20*time.Millisecond, long)
 	eventually(t, "a/t/5 lapses and a Claim sees it", func() bool {
 		_, state, _ := claim(t, s, "a/t/5", "o2", []byte("retry"), long, long)
-		return state == gateway.StateUnknown
+		return state == record.StateUnknown
 	})
 
 	var got []string

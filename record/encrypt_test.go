@@ -1,4 +1,4 @@
-package gateway_test
+package record_test
 
 import (
 	"bytes"
@@ -8,18 +8,18 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/boltstore"
-	"github.com/idemgateway/idemgateway/gateway"
-	"github.com/idemgateway/idemgateway/gateway/storetest"
+	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/record/recordtest"
 )
 
-func newEncrypted(t *testing.T, key byte) (gateway.Store, gateway.Store) {
+func newEncrypted(t *testing.T, key byte) (record.Store, record.Store) {
 	t.Helper()
 	plain, err := boltstore.Open(t.TempDir(), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { plain.Close() })
-	enc, err := gateway.Encrypted(plain, bytes.Repeat([]byte{key}, 32))
+	enc, err := record.Encrypted(plain, bytes.Repeat([]byte{key}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func newEncrypted(t *testing.T, key byte) (gateway.Store, gateway.Store) {
 
 // TestEncryptedConformance: the encrypting store is still a store.
 func TestEncryptedConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) gateway.Store {
+	recordtest.Run(t, func(t *testing.T) record.Store {
 		enc, _ := newEncrypted(t, 7)
 		return enc
 	})
@@ -54,23 +54,23 @@ func TestEncryptedAtRest(t *testing.T) {
 		t.Fatalf("second Claim = %q, %v", stored, err)
 	}
 
-	other, err := gateway.Encrypted(plain, bytes.Repeat([]byte{8}, 32))
+	other, err := record.Encrypted(plain, bytes.Repeat([]byte{8}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := other.Get(ctx, "k1"); !errors.Is(err, gateway.ErrCorruptRecord) {
+	if _, _, err := other.Get(ctx, "k1"); !errors.Is(err, record.ErrCorrupt) {
 		t.Fatalf("Get with another key: %v", err)
 	}
 	_, raw, _ := plain.Get(ctx, "k1")
 	plain.Claim(ctx, "k2", "o", raw, time.Minute, time.Hour) // the ciphertext moved under another key
-	if _, _, err := enc.Get(ctx, "k2"); !errors.Is(err, gateway.ErrCorruptRecord) {
+	if _, _, err := enc.Get(ctx, "k2"); !errors.Is(err, record.ErrCorrupt) {
 		t.Fatalf("Get of a moved payload: %v", err)
 	}
 	plain.Claim(ctx, "k3", "o", []byte(`{"clear":true}`), time.Minute, time.Hour)
-	if _, _, _, err := enc.Claim(ctx, "k3", "o", []byte("x"), time.Minute, time.Hour); !errors.Is(err, gateway.ErrCorruptRecord) {
+	if _, _, _, err := enc.Claim(ctx, "k3", "o", []byte("x"), time.Minute, time.Hour); !errors.Is(err, record.ErrCorrupt) {
 		t.Fatalf("Claim over a clear payload: %v", err)
 	}
-	if _, err := gateway.Encrypted(plain, []byte("short")); err == nil {
+	if _, err := record.Encrypted(plain, []byte("short")); err == nil {
 		t.Fatal("a 5-byte key was accepted")
 	}
 }
