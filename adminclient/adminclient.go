@@ -1,5 +1,5 @@
 // Package adminclient is a small typed client of the gateway's records API on the admin listener
-// (contract §5): get a receipt, resolve an unknown outcome, delete a record, and list the records
+// (docs/contract.md §5): get a receipt, resolve an unknown outcome, delete a record, and list the records
 // in one state. It speaks HTTP only; it never opens a store. The `idemgateway records` command is
 // built on it.
 package adminclient
@@ -52,7 +52,7 @@ func (c *Client) WithCredential(scope string) *Client {
 	return &cc
 }
 
-// recordPath is the admin path of a record, segments URL-escaped once (contract §5), with the
+// recordPath is the admin path of a record, segments URL-escaped once (docs/contract.md §5), with the
 // query of the client's credential scope and of extra.
 func (c *Client) recordPath(tenant, tool, key, suffix string, extra url.Values) string {
 	q := url.Values{}
@@ -231,7 +231,7 @@ func (c *Client) List(ctx context.Context, q ListQuery) (*Page, error) {
 	return &page, nil
 }
 
-// recordPath is /v1/records/{tenant}/{tool}/{key}, each segment escaped once (contract §5).
+// recordPath is /v1/records/{tenant}/{tool}/{key}, each segment escaped once (docs/contract.md §5).
 // do sends one request to the admin API and decodes a 200 body into out (when not nil). It returns
 // the status; an answer that is not 2xx is a *Problem.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {

@@ -1,5 +1,5 @@
 // Package canonical turns an HTTP request into its canonical document and effect fingerprint
-// (contract §3).
+// (docs/contract.md §3).
 //
 // The canonical document of a request is the canonical JSON text of the object
 //

@@ -23,7 +23,7 @@ import (
 var ErrInvalidBody = errors.New("invalid body")
 
 // Fields names the parts of a request that belong to its effect: a route's fingerprint rule
-// (contract §2, fingerprint). The zero Fields fingerprints the whole body and no query parameter
+// (docs/contract.md §2, fingerprint). The zero Fields fingerprints the whole body and no query parameter
 // or header.
 type Fields struct {
 	// Include lists the body members to keep (RFC 6901 pointers). Empty means the whole body.
@@ -48,7 +48,7 @@ type Fields struct {
 	// elements of another is sorted before the outer one compares them. A pointer that matches
 	// nothing or a value that is not an array changes nothing. Empty means no array is a set.
 	Sets []Pointer
-	// Defaults lists body members that count as a value when they are absent (C07: with /metadata
+	// Defaults lists body members that count as a value when they are absent (docs/cases.md C07: with /metadata
 	// defaulting to {}, {"name":"w1"} and {"name":"w1","metadata":{}} are one effect). They apply
 	// in the order of their pointers' text, so a default for /a applies before one for /a/b,
 	// whatever the list order. Empty means none. See Default.
@@ -220,7 +220,7 @@ type Request struct {
 	Body []byte
 }
 
-// Document returns the canonical document of r (contract §3): the canonical JSON text of
+// Document returns the canonical document of r (docs/contract.md §3): the canonical JSON text of
 //
 //	{"body":B,"headers":{"x-account":["a"]},"method":"POST","path":{"id":"7"},"query":{"dry_run":["1"]},"tool":"create_ticket"}
 //
@@ -366,7 +366,7 @@ func appendStrings(dst []byte, n int, name string, vals []string, what string) (
 	return append(dst, ']'), nil
 }
 
-// Fingerprint returns the effect fingerprint of the canonical document doc (contract §3):
+// Fingerprint returns the effect fingerprint of the canonical document doc (docs/contract.md §3):
 // "sha256:" followed by the 64 lowercase hex digits of SHA-256(doc).
 func Fingerprint(doc []byte) string {
 	sum := sha256.Sum256(doc)

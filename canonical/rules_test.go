@@ -82,7 +82,7 @@ func TestDefaults(t *testing.T) {
 	})
 }
 
-// TestC07MetadataDefault is case C07: {"name":"w1"} and {"name":"w1","metadata":{}} are one
+// TestC07MetadataDefault is case C07 of docs/cases.md: {"name":"w1"} and {"name":"w1","metadata":{}} are one
 // effect when /metadata defaults to {}, and two without the rule.
 func TestC07MetadataDefault(t *testing.T) {
 	t.Parallel()

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The field cases of shared/cases/README.md, one test each, named after the case.
+// The field cases of docs/cases.md, one test each, named after the case.
 
 // TestC01_SimultaneousDuplicates: two identical requests at the same moment. The upstream call of
 // the one that claims the key is held until the other has been answered (audit T2: no window
@@ -340,7 +340,7 @@ func TestC12_InFlightDifferentBody(t *testing.T) {
 
 // TestTwoReplicasShareRedis: two gateway processes on one Redis get the same key at the same
 // moment: one executes, held at the upstream until the five others have been answered 409 in
-// progress (audit T2); then both replicas replay it. (Field case C13, with a failover, is
+// progress (audit T2); then both replicas replay it. (Field case C13 of docs/cases.md, with a failover, is
 // TestC13_FailoverClaimOnNewPrimary.)
 func TestTwoReplicasShareRedis(t *testing.T) {
 	t.Parallel()

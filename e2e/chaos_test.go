@@ -72,7 +72,7 @@ import (
 //
 // A 2xx execute whose receipt could not be stored (Redis down at commit time, or its lease lapsed
 // while Redis was away and another request turned the record outcome_unknown) leaves the record
-// outcome_unknown: the README documents that, and the report counts it as "receipt not stored"; it
+// outcome_unknown: docs/unknown-outcomes.md documents that, and the report counts it as "receipt not stored"; it
 // is neither a duplicate nor a different answer, so it is not counted as lost.
 //
 // What it does not prove: anything about Redis replication, failover, Sentinel or Cluster (one

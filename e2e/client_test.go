@@ -58,7 +58,7 @@ type response struct {
 	Problem *problem // the body, when it is application/problem+json
 }
 
-// problem is an RFC 9457 problem of the gateway (contract §4).
+// problem is an RFC 9457 problem of the gateway (docs/contract.md §4).
 type problem struct {
 	Type                string `json:"type"`
 	Title               string `json:"title"`
@@ -155,7 +155,7 @@ func (g *gateway) do(t *testing.T, req request) response {
 	return r
 }
 
-// receipt is the admin API's view of a record (contract §5).
+// receipt is the admin API's view of a record (docs/contract.md §5).
 type receipt struct {
 	IdempotencyKey    string     `json:"idempotency_key"`
 	Tenant            string     `json:"tenant"`

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The rows of the decision table of contract §4, one test each, top to bottom.
+// The rows of the decision table of docs/contract.md §4, one test each, top to bottom.
 
 const ticketBody = `{"title":"Disk full on db-1","priority":"high","customer_id":"c-42"}`
 
@@ -184,7 +184,7 @@ func TestContract_DifferentFingerprint(t *testing.T) {
 	})
 }
 
-// expectConflict checks a 422 idempotency-key-reused with its members (contract §4).
+// expectConflict checks a 422 idempotency-key-reused with its members (docs/contract.md §4).
 // existingRemoteID "" means the member must be absent or empty (the first request is in flight).
 func expectConflict(t *testing.T, r response, existingFP, existingRemoteID string) {
 	t.Helper()
@@ -341,7 +341,7 @@ func TestContract_UpstreamRefused(t *testing.T) {
 }
 
 // TestContract_ResolveUnknown: an operator settles an unknown outcome through the admin API
-// (contract §5): not_committed frees the key, DELETE removes the record.
+// (docs/contract.md §5): not_committed frees the key, DELETE removes the record.
 func TestContract_ResolveUnknown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, embeddedStore)
@@ -361,7 +361,7 @@ func TestContract_ResolveUnknown(t *testing.T) {
 		expectDecision(t, e.gw.do(t, request{Key: "res-1", Body: ticketBody, Header: fault}), http.StatusInternalServerError, "execute")
 		status, body := e.gw.adminDo(t, http.MethodPost, recordPath("default", "create_ticket", "res-1")+"/resolve", `{"outcome":"not_committed"}`)
 		if status/100 != 2 {
-			t.Fatalf("POST .../resolve {\"outcome\":\"not_committed\"}: %d %s, want 2xx (contract §5)", status, body)
+			t.Fatalf("POST .../resolve {\"outcome\":\"not_committed\"}: %d %s, want 2xx (docs/contract.md §5)", status, body)
 		}
 		expectCreated(t, e.gw.do(t, request{Key: "res-1", Body: ticketBody}))
 	})
@@ -369,7 +369,7 @@ func TestContract_ResolveUnknown(t *testing.T) {
 		expectDecision(t, e.gw.do(t, request{Key: "res-2", Body: ticketBody, Header: fault}), http.StatusInternalServerError, "execute")
 		status, body := e.gw.adminDo(t, http.MethodPost, recordPath("default", "create_ticket", "res-2")+"/resolve", `{"outcome":"committed","remote_id":"T-1"}`)
 		if status/100 != 2 {
-			t.Fatalf("POST .../resolve {\"outcome\":\"committed\"}: %d %s, want 2xx (contract §5)", status, body)
+			t.Fatalf("POST .../resolve {\"outcome\":\"committed\"}: %d %s, want 2xx (docs/contract.md §5)", status, body)
 		}
 		rec := e.gw.mustRecord(t, "create_ticket", "res-2")
 		if rec.State != "committed" || rec.RemoteID != "T-1" {
@@ -435,7 +435,7 @@ func TestContract_NoRoute(t *testing.T) {
 			expectNoRoute(t, r)
 		})
 	}
-	// A known path with another method: 405 with Allow, as the README promises (audit W10).
+	// A known path with another method: 405 with Allow, as README.md's decision table promises (audit W10).
 	t.Run("other method", func(t *testing.T) {
 		r := e.gw.do(t, request{Method: http.MethodGet, Path: pathTickets, NoKey: true})
 		if r.Status != http.StatusMethodNotAllowed {

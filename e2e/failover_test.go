@@ -23,7 +23,7 @@ import (
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
 
-// TestC13_FailoverClaimOnNewPrimary is field case C13: Redis fails over after a claim, and a
+// TestC13_FailoverClaimOnNewPrimary is field case C13 (docs/cases.md): Redis fails over after a claim, and a
 // second gateway replica claims the same key on the new primary.
 //
 // A primary, a replica and three Sentinels; two gateway processes on the Sentinels; a route that

@@ -1,6 +1,6 @@
 // Package e2e runs the built idemgateway binary in front of the built sandbox upstream, on the
-// embedded store and on a real redis-server, and checks the decision table of contract §4 and the
-// field cases C01–C13 (shared/cases/README.md) from the outside: status, Idempotency-Decision,
+// embedded store and on a real redis-server, and checks the decision table of docs/contract.md §4 and the
+// field cases C01–C13 (docs/cases.md) from the outside: status, Idempotency-Decision,
 // problem members, and the number of side effects the sandbox counted.
 package e2e
 

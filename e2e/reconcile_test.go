@@ -22,7 +22,7 @@ const ticketsLookupEndpoint = "tickets.find_tickets"
 // default: 10s against 30s), and a gateway paused past its lease before it sent the call.
 //
 // The contract's promise is Up×1. The gateway keeps it by waiting reconcile.after from the call's
-// start before it asks (409 in_progress until then; see docs/guarantees.md, "Reconciliation").
+// start before it asks (409 in_progress until then; see docs/guarantees.md, "forward_key and reconciliation").
 //
 // The sandbox holds the first call until the test releases it, and then performs it although the
 // gateway gave up on it (detached). reconcile.after is 1h at first, so the retry is early however

@@ -16,7 +16,7 @@ import (
 // (IDEMGATEWAY_SHUTDOWN_GRACE=1s). The process exits once the grace is over, after marking the
 // cut-off call outcome_unknown (Abandon) and saying so in its log. The upstream then acts after
 // its caller left; the next process on the store refuses the retry, so nothing executes twice.
-// (A README promise that no test exercised; issue 11.)
+// (A promise of docs/operations.md, "Shutdown", that no test exercised; issue 11.)
 func TestShutdownGraceRunsOut(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {

@@ -13,7 +13,7 @@ import (
 // The client gets the upstream's answer (the effect happened); the gateway logs at error level
 // that the record was not settled, naming the key; once Redis is back the record reads
 // outcome_unknown (its lease lapsed, the receipt was never stored), and a retry never executes
-// again. (A README promise, "store down at commit", that no process-level test exercised; issue 11.)
+// again. (A promise of docs/unknown-outcomes.md, "Executing a call", that no process-level test exercised; issue 11.)
 func TestStoreDownAtCommit(t *testing.T) {
 	t.Parallel()
 	// AOF with fsync always: the claim survives Redis's stop and restart.

@@ -19,7 +19,7 @@ import (
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-// AdminHandler serves the admin listener (contract §1, §5):
+// AdminHandler serves the admin listener (docs/contract.md §1, §5):
 //
 //	GET    /healthz                          200 while the process runs
 //	GET    /readyz                           200 while the store is reachable, fit and takes writes, else 503
@@ -89,7 +89,7 @@ func requireBearer(token string) func(http.Handler) http.Handler {
 }
 
 // recordKey is the store key named by the admin path /v1/records/{tenant}/{tool}/{key}[/resolve],
-// whose segments are URL-escaped once (contract §5), and by ?credential= on a route with
+// whose segments are URL-escaped once (docs/contract.md §5), and by ?credential= on a route with
 // scope.credential.
 func recordKey(r *http.Request) string {
 	p := pathParams(r)

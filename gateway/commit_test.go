@@ -13,7 +13,7 @@ import (
 	"github.com/idemgateway/idemgateway/record"
 )
 
-// TestStoreFailsAtCommit (README, "store failure at commit"): the store fails while the upstream
+// TestStoreFailsAtCommit (docs/unknown-outcomes.md, "Executing a call"): the store fails while the upstream
 // acts, so the receipt cannot be stored. The client still gets the upstream's answer, an error
 // line names the key, and the record stays in_progress, then reads outcome_unknown once its
 // lease lapses: never free, never committed, so no retry executes again.

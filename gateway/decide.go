@@ -63,7 +63,7 @@ func decide(f found, rt *routes.Route, waitLeft bool) action {
 	case !isState(f.state):
 		return actCorrupt
 	case !f.sameEffect:
-		return actConflict // C05, C12: a client error, whatever the state
+		return actConflict // docs/cases.md C05, C12: a client error, whatever the state
 	case f.state == record.StateCommitted:
 		return actReplay
 	case f.state == record.StateInProgress && rt.Concurrency == routes.Wait && waitLeft:

@@ -108,7 +108,7 @@ func outcomeUnknownError(prev *storedRecord) error {
 }
 
 // keyless passes a request without a key through: nothing is stored, and each keyless request is
-// its own operation; there is no shared bucket for "no key" (C08).
+// its own operation; there is no shared bucket for "no key" (docs/cases.md C08).
 func (x *exchange) keyless() {
 	if x.body == nil && !x.limitBody() {
 		return

@@ -15,7 +15,7 @@ import (
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-// Span attributes of contract §6.
+// Span attributes of docs/contract.md §6.
 var (
 	attrTool        = attribute.Key("agent.tool.name")
 	attrSideEffect  = attribute.Key("agent.tool.side_effect")

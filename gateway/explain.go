@@ -17,7 +17,7 @@ import (
 type Explanation struct {
 	Route       string          `json:"route"`
 	Tenant      string          `json:"tenant"`
-	Document    json.RawMessage `json:"document"`    // the canonical document (contract §3)
+	Document    json.RawMessage `json:"document"`    // the canonical document (docs/contract.md §3)
 	Fingerprint string          `json:"fingerprint"` // sha256:<64 hex>
 	// Key is the idempotency key and KeySource where it came from: header, from or derive.
 	// KeyProblem says why there is none (the 400 the gateway would answer).

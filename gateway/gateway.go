@@ -1,6 +1,6 @@
 // Package gateway is the HTTP core of idemgateway: it matches a request to an allow-listed route,
 // reads its idempotency key, computes its effect fingerprint, asks the Store what to do, and then
-// executes the upstream call once, replays the stored receipt, or refuses (contract §4).
+// executes the upstream call once, replays the stored receipt, or refuses (docs/contract.md §4).
 //
 // Reading order: decide.go is the decision table and the outcome table as two pure functions;
 // identify.go reads a request's tenant, key and fingerprint (the identify phase, shared with
@@ -43,7 +43,7 @@ type Options struct {
 	// Transport makes the upstream calls. Default: NewTransport(). A custom transport must not
 	// resend a request once any byte of it may have reached the upstream.
 	Transport http.RoundTripper
-	// TracerProvider makes the spans of contract §6: a server span per request, a client span per
+	// TracerProvider makes the spans of docs/contract.md §6: a server span per request, a client span per
 	// upstream call, and a span per store call on the request path. nil (the default): no spans,
 	// and neither the handler nor the transport is wrapped in OpenTelemetry instrumentation, which
 	// costs even with a no-op provider; an incoming traceparent header still reaches the upstream,
@@ -175,7 +175,7 @@ func (copyBuffers) Put(b []byte) { copyBufferPool.Put((*[32 << 10]byte)(b)) }
 // Go's transport resends a request whose connection failed if it deems the request replayable:
 // a GET, or any request with an Idempotency-Key header and a rewindable body. The gateway gives
 // every side-effecting request a body that cannot be rewound, so the transport resends it only when
-// it knows that no byte was written (case C11).
+// it knows that no byte was written (docs/cases.md C11).
 func NewTransport() *http.Transport {
 	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,

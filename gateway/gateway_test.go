@@ -333,7 +333,7 @@ func hasAttr(s tracetest.SpanStub, key, value string) bool {
 }
 
 // TestClientGoneUpstreamFinishes: the client gives up while the upstream works; the gateway
-// finishes the call and stores the receipt, so the retry replays (contract §4).
+// finishes the call and stores the receipt, so the retry replays (docs/contract.md §4).
 func TestClientGoneUpstreamFinishes(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
@@ -387,7 +387,7 @@ func TestClientGoneUpstreamFinishes(t *testing.T) {
 
 // TestLargeResponseNotKept: a committed response larger than MaxReceiptBodyBytes reaches the
 // client whole; the receipt keeps status and remote id is absent, and the replay says the body
-// was not kept (case C10's bounded outcome).
+// was not kept (docs/cases.md C10's bounded outcome).
 func TestLargeResponseNotKept(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
@@ -420,7 +420,7 @@ func TestLargeResponseNotKept(t *testing.T) {
 	})
 }
 
-// TestSpanAttributes: the server span carries the attributes of contract §6.
+// TestSpanAttributes: the server span carries the attributes of docs/contract.md §6.
 func TestSpanAttributes(t *testing.T) {
 	t.Parallel()
 	var executions atomic.Int32
@@ -495,7 +495,7 @@ func TestSpanAttributes(t *testing.T) {
 	}
 }
 
-// TestConcurrentDuplicates: ten identical requests at once: one execution (case C01). With
+// TestConcurrentDuplicates: ten identical requests at once: one execution (docs/cases.md C01). With
 // concurrency reject the nine others get 409 in_progress; with wait they get the replay. The
 // upstream holds the execution until the nine are answered (reject) or wait (wait), so no
 // duplicate can arrive after the receipt is stored (audit T1).
@@ -902,7 +902,7 @@ func TestWaitAfterRelease(t *testing.T) {
 }
 
 // TestConflictInEveryState: a request with a different fingerprint under a key that is
-// in_progress, committed or outcome_unknown gets 422 (cases C05, C12), and calls no upstream.
+// in_progress, committed or outcome_unknown gets 422 (docs/cases.md C05, C12), and calls no upstream.
 func TestConflictInEveryState(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {

@@ -34,7 +34,7 @@ type identity struct {
 }
 
 // keyless reports whether the request goes on without a key: it has none and its route does not
-// require one. It is then passed through and nothing is stored (C08).
+// require one. It is then passed through and nothing is stored (docs/cases.md C08).
 func (id *identity) keyless(rt *routes.Route) bool {
 	return errors.Is(id.keyErr, ErrMissingKey) && !rt.Key.Required
 }

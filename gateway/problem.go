@@ -10,7 +10,7 @@ import (
 	"github.com/idemgateway/idemgateway/record"
 )
 
-// Sentinel errors for the decisions of contract §4 that answer with a problem. problemOf maps each
+// Sentinel errors for the decisions of docs/contract.md §4 that answer with a problem. problemOf maps each
 // to its HTTP status and problem type; wrap them with %w to add a precise detail.
 var (
 	ErrMissingKey       = errors.New("missing idempotency key")
@@ -73,7 +73,7 @@ func problemOf(err error) problemKind {
 	return problemKind{http.StatusInternalServerError, "internal", "Internal gateway error", false}
 }
 
-// problem is an RFC 9457 problem details object with the members of contract §4.
+// problem is an RFC 9457 problem details object with the members of docs/contract.md §4.
 type problem struct {
 	Type           string `json:"type"`
 	Title          string `json:"title"`

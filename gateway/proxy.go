@@ -47,7 +47,7 @@ func (x *exchange) proxy() {
 // strip_prefix) appended, the upstream's configured headers, and the upstream timeout. A
 // side-effecting request is detached from the client's context, so that a client that goes away
 // does not cancel it, and gets a body the transport cannot rewind, so that it is never resent once
-// bytes may have reached the upstream (C11).
+// bytes may have reached the upstream (docs/cases.md C11).
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	x := exchangeFrom(pr.In.Context())
 	up := x.rt.Upstream

@@ -15,7 +15,7 @@ import (
 )
 
 // Decisions, as sent in the Idempotency-Decision header and the agent.idempotency.decision span
-// attribute (contract §4, §6).
+// attribute (docs/contract.md §4, §6).
 const (
 	DecisionExecute        = "execute"
 	DecisionReplay         = "replay"

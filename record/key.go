@@ -7,11 +7,11 @@ import (
 	"strings"
 )
 
-// MaxKeyBytes is the longest idempotency key accepted, in bytes (contract §4).
+// MaxKeyBytes is the longest idempotency key accepted, in bytes (docs/contract.md §4).
 const MaxKeyBytes = 255
 
 // CheckKey returns nil when key is a valid idempotency key: 1 to MaxKeyBytes bytes of printable
-// ASCII (0x20 to 0x7E), not only spaces (contract §4). Otherwise its error says what is wrong
+// ASCII (0x20 to 0x7E), not only spaces (docs/contract.md §4). Otherwise its error says what is wrong
 // ("empty", "256 bytes, longer than 255", "byte 3 is not printable ASCII"), for the caller to wrap.
 func CheckKey(key string) error {
 	switch {
@@ -30,7 +30,7 @@ func CheckKey(key string) error {
 
 // ScopeKey names the record of one idempotency key: the key is scoped by tenant and tool and, on
 // routes with scope.credential, by the caller's credential, so equal keys of different scopes
-// never share a record (contract §4). Its String is the key the Store keeps the record under.
+// never share a record (docs/contract.md §4). Its String is the key the Store keeps the record under.
 type ScopeKey struct {
 	Tenant, Tool, Key string
 	// Credential is the credential scope ("sha256:…", Receipt.CredentialScope) on routes with

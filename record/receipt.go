@@ -2,7 +2,7 @@ package record
 
 import "time"
 
-// Receipt is what the gateway tells of one idempotency record (contract §5), as served by the
+// Receipt is what the gateway tells of one idempotency record (docs/contract.md §5), as served by the
 // admin API. Times are UTC, RFC 3339.
 type Receipt struct {
 	IdempotencyKey string `json:"idempotency_key"`

@@ -9,7 +9,7 @@ package record
 
 import "errors"
 
-// Record states, as stored and as reported in receipts (contract §5).
+// Record states, as stored and as reported in receipts (docs/contract.md §5).
 const (
 	// StateInProgress: an executor holds the record's lease and the upstream call may be running.
 	StateInProgress = "in_progress"

@@ -1,4 +1,4 @@
-// Package routes loads and validates the routes file of idemgateway (contract §2): the upstreams
+// Package routes loads and validates the routes file of idemgateway (docs/contract.md §2): the upstreams
 // the gateway may call, the defaults, and the allow-list of routes with their idempotency rules.
 //
 // Decoding is strict (unknown fields are errors) and validation runs once, at load, reporting every
@@ -32,7 +32,7 @@ const (
 	DefaultTenant          = "default"
 )
 
-// Class says whether a route has side effects (contract §2).
+// Class says whether a route has side effects (docs/contract.md §2).
 type Class string
 
 // The route classes. Only ReadOnly routes bypass the store.
@@ -165,7 +165,7 @@ type Route struct {
 	// OnUnknownOutcome: default Block for NonIdempotent routes (Release when the upstream has a
 	// ForwardKey and the route no Reconcile), Release otherwise.
 	OnUnknownOutcome UnknownPolicy
-	// Outcome overrides the default status classes of contract §4.
+	// Outcome overrides the default status classes of docs/contract.md §4.
 	Outcome Outcome
 	// TTL is how long a committed receipt (and its key) is kept. Default DefaultTTL.
 	TTL time.Duration
@@ -227,7 +227,7 @@ var DefaultReplayHeaders = []string{
 
 // NeverReplayed reports whether a replay must never repeat the response header name (canonical
 // form): Set-Cookie, authentication, Proxy-*, hop-by-hop, Date, Content-Length (recomputed),
-// Retry-After and rate-limit headers, and the gateway's own Idempotency-* headers (contract §4).
+// Retry-After and rate-limit headers, and the gateway's own Idempotency-* headers (docs/contract.md §4).
 func NeverReplayed(name string) bool {
 	switch name {
 	case "Set-Cookie", "Set-Cookie2", "Authorization", "Www-Authenticate", "Authentication-Info",

@@ -25,7 +25,7 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data, os.LookupEnv)
 }
 
-// Parse decodes, resolves and validates a routes file (contract §2). name is the file's name, used
+// Parse decodes, resolves and validates a routes file (docs/contract.md §2). name is the file's name, used
 // in messages only; lookupEnv reads the ${VAR} references of upstream headers (os.LookupEnv in
 // production; nil means no variable is set).
 //

@@ -16,7 +16,7 @@ import (
 )
 
 // fingerprint prints what the gateway makes of one request under one route: the canonical
-// document, the fingerprint and the key (contract §1). The request is a raw HTTP/1.1 request on
+// document, the fingerprint and the key (docs/contract.md §1). The request is a raw HTTP/1.1 request on
 // stdin, or -method/-path/-body/-H.
 func fingerprint(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("idemgateway fingerprint", flag.ContinueOnError)

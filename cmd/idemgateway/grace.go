@@ -10,7 +10,7 @@ import (
 // defaultGrace is the shutdown grace used when IDEMGATEWAY_SHUTDOWN_GRACE is 0: the longest upstream
 // timeout of every routes file put in force during the process's life, plus 5 s, and at least 5 s.
 // It never shrinks: a call started under an older file keeps that file's timeout after a reload
-// that lowers it (README, "Process settings"). Safe for concurrent use; the zero value is 5 s.
+// that lowers it (docs/configuration.md, "Process settings"). Safe for concurrent use; the zero value is 5 s.
 type defaultGrace struct {
 	longest atomic.Int64 // the longest upstream timeout seen, in nanoseconds
 }

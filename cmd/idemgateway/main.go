@@ -1,6 +1,6 @@
 // Command idemgateway is the idempotency gateway for AI-agent tools: an HTTP reverse proxy that
 // executes each side-effecting tool call once, replays its receipt to every retry, and refuses a
-// reused key with a different effect. See README.md and CONTRACT.md.
+// reused key with a different effect. See README.md and docs/contract.md.
 //
 //	idemgateway [serve]          run the gateway (the default)
 //	idemgateway validate         check the routes file; print every problem; exit 1 on any

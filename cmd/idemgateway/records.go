@@ -21,7 +21,7 @@ flags of get, resolve and delete: --credential SCOPE (a route with scope.credent
 credential_scope); of every command: --admin URL (IDEMGATEWAY_ADMIN_URL, default
 http://127.0.0.1:9090); the token is read from IDEMGATEWAY_ADMIN_TOKEN`
 
-// records is `idemgateway records`: the operator's client of the admin records API (contract §5).
+// records is `idemgateway records`: the operator's client of the admin records API (docs/contract.md §5).
 // It prints the receipt (or the page of a list) as indented JSON; delete, and resolve with
 // not_committed, print nothing. An answer of the API that is not 2xx is returned as
 // "records: <status> <title>: <detail>".

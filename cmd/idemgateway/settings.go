@@ -18,7 +18,7 @@ import (
 	"github.com/idemgateway/idemgateway/record"
 )
 
-// settings are the process settings of contract §1, plus the Redis connection settings of
+// settings are the process settings of docs/contract.md §1, plus the Redis connection settings of
 // redis.go. String hides the secrets.
 type settings struct {
 	Routes             string   `default:"routes.yaml"`

@@ -16,7 +16,7 @@ import (
 // OTEL_* environment variables, and installs it and the W3C propagators globally: process globals,
 // which is why this lives in the command and not in package gateway. OTEL_TRACES_EXPORTER is one
 // of otlp, console or none; unlike the SDK's own default (otlp), an unset OTEL_TRACES_EXPORTER
-// means none here (contract §1), and then tp is nil: no spans are made, at no cost. shutdown
+// means none here (docs/contract.md §1), and then tp is nil: no spans are made, at no cost. shutdown
 // flushes and stops the exporter (a no-op when tp is nil).
 func setupTracing(ctx context.Context) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))

@@ -51,7 +51,7 @@ func (s *sandbox) ticketsCreateTicket(c *call) reply {
 }
 
 // ticketsFindTickets plays GET /v1/tickets?external_id=X, the lookup a route's reconcile block
-// sends (README, "Unknown outcomes"): 200 {"data":[ticket,...]} with the tickets created with that
+// sends (docs/unknown-outcomes.md, "reconcile"): 200 {"data":[ticket,...]} with the tickets created with that
 // external_id, oldest first, as POST /v1/tickets answered them; {"data":[]} when there is none. A
 // missing external_id gets 400. It has no side effect.
 func (s *sandbox) ticketsFindTickets(c *call) reply {

@@ -12,8 +12,8 @@ type Mutant struct {
 	Tests                           []Target
 }
 
-// mutants is the list `make mutate` runs. The first group breaks the eight core behaviours of the
-// README (issue 11), on both stores where it is store code; the second the behaviours that no test
+// mutants is the list `make mutate` runs. The first group breaks the eight core behaviours of
+// README.md's decision table and docs/unknown-outcomes.md (issue 11), on both stores where it is store code; the second the behaviours that no test
 // guarded at 62d8848. Add a row for every behaviour you add (docs/contributing.md).
 var mutants = []Mutant{
 	// Atomic claim: of concurrent claims of a free key, one wins.
