@@ -274,6 +274,9 @@ var mutants = []Mutant{
 		File: "canonical/diff.go", From: `out[i] = "/query" + strings.TrimPrefix(p, "/document")`, To: `_ = p // mutant`,
 		Tests: []Target{{Pkg: "./canonical", Run: "^TestDifferingFieldsNames$"}}},
 	// Group commit on the embedded store (issue 15).
+	{Name: "batch-answered-before-fsync-bolt", Behaviour: "each member of a group commit is answered as soon as its transition has run, before the transaction is committed and synced: a power cut loses acknowledged transitions",
+		File: "boltstore/commit.go", From: "case err == nil:\n\t\t\t\t\twrote = true\n", To: "case err == nil:\n\t\t\t\t\twrote = true\n\t\t\t\t\tt.done <- nil // mutant: answered before the commit\n",
+		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConcurrentTransitionsSurvivePowerLoss$"}, {Pkg: "./boltstore", Run: "^TestTransitionsSurvivePowerLoss$"}}},
 	{Name: "batch-failure-answers-every-member-bolt", Behaviour: "a member of a group commit that fails makes the whole batch fail: every other caller gets its error, and nothing is committed",
 		File: "boltstore/commit.go", From: "if failed >= 0 {", To: "if failed >= 0 && false {",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestGroupCommitKeepsResultsApart$"}}},
