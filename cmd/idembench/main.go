@@ -42,7 +42,7 @@
 // each throughput run of the proxies' process (getrusage in the child) and of Redis (INFO cpu),
 // with their ratios to the bare proxy's process in the same repetition, and of the harness's own
 // process (load generator and upstream). Progress goes to stderr and the table to
-// stdout. With the defaults a run takes about two and a half minutes.
+// stdout. With the defaults a run takes about three minutes.
 //
 // Usage:
 //
