@@ -7,8 +7,8 @@
 // drops every unsynced write after each kind of transition, and after many concurrent ones;
 // docs/guarantees.md says what that proves). Concurrent writes share one transaction and its
 // fsync (group commit, commit.go); reads, and a Claim that finds a live record, use read-only
-// transactions and make no fsync. bbolt lets one process open the file at a time: a second Open fails after
-// Options.LockTimeout with an error wrapping ErrLocked.
+// transactions and make no fsync. bbolt lets one process open the file at a time: a second Open
+// fails after Options.LockTimeout with an error wrapping ErrLocked.
 //
 // Records sit in the bucket "records" keyed by the gateway's opaque key (any bytes). A value is a
 // versioned binary encoding, integers big-endian:
