@@ -84,7 +84,8 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 # The performance harness (issue 7): the gateway against a bare reverse proxy on a local
-# redis-server it starts itself, about 2.5 minutes; prints a Markdown table (docs/performance.md).
+# redis-server it starts itself, and on the embedded store, about 3 minutes; prints a Markdown table
+# (docs/performance.md).
 # Flags through BENCHFLAGS, e.g. make bench BENCHFLAGS='-reps 5 -rate 500'.
 .PHONY: bench
 bench: redis-server

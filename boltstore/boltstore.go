@@ -1,12 +1,14 @@
 // Package boltstore is the embedded implementation of record.Store, on go.etcd.io/bbolt, for a
 // gateway that runs as a single process with no Redis.
 //
-// The records live in one file, FileName, under a data directory. Every write is one bbolt
+// The records live in one file, FileName, under a data directory. Every write is made in a bbolt
 // read-write transaction, fsync'd (fdatasync on Linux) before the call returns, so a record written
 // survives kill -9 and power loss on a disk that honours fsync (TestTransitionsSurvivePowerLoss
-// drops every unsynced write after each kind of transition; docs/guarantees.md says what that
-// proves). bbolt lets one process open the file at a time: a second Open fails after
-// Options.LockTimeout with an error wrapping ErrLocked.
+// drops every unsynced write after each kind of transition, and after many concurrent ones;
+// docs/guarantees.md says what that proves). Concurrent writes share one transaction and its
+// fsync (group commit, commit.go); reads, and a Claim that finds a live record, use read-only
+// transactions and make no fsync. bbolt lets one process open the file at a time: a second Open
+// fails after Options.LockTimeout with an error wrapping ErrLocked.
 //
 // Records sit in the bucket "records" keyed by the gateway's opaque key (any bytes). A value is a
 // versioned binary encoding, integers big-endian:
@@ -104,6 +106,8 @@ type Store struct {
 	// used, to run a Claim in that window deterministically.
 	afterScan func()
 
+	commit committer // runs every write (commit.go)
+
 	stop      chan struct{} // closed by Close to stop the sweeper
 	swept     chan struct{} // closed when the sweeper has returned
 	closeOnce sync.Once
@@ -152,6 +156,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		stop:   make(chan struct{}),
 		swept:  make(chan struct{}),
 	}
+	s.startCommitter()
 	if opts.SweepInterval > 0 {
 		go s.sweepLoop(opts.SweepInterval)
 	} else {
@@ -181,12 +186,13 @@ func initBuckets(tx *bolt.Tx) error {
 	return err
 }
 
-// Close stops the sweeper and closes the database file. Later calls return the first call's result;
-// operations on a closed Store return errors.
+// Close stops the sweeper, waits for the writes under way, and closes the database file. Later
+// calls return the first call's result; operations on a closed Store return errors.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		<-s.swept
+		s.stopCommitter()
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("boltstore: close: %w", err)
 		}
@@ -194,21 +200,10 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// errNoWrite makes update roll back a transaction that changed nothing, sparing it the fsync.
+// errNoWrite is returned by a transition (see update, commit.go) that wrote nothing: update then
+// returns nil, and a transaction in which no transition wrote is rolled back, sparing it the
+// fsync.
 var errNoWrite = errors.New("no write")
-
-// update runs fn in a read-write transaction with the records bucket and the current time in Unix
-// milliseconds, read once the transaction holds the writer lock. When fn returns errNoWrite the
-// transaction is rolled back and update returns nil.
-func (s *Store) update(fn func(b *bolt.Bucket, now int64) error) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		return fn(tx.Bucket(recordsBucket), s.now().UnixMilli())
-	})
-	if errors.Is(err, errNoWrite) {
-		return nil
-	}
-	return err
-}
 
 // view runs fn in a read-only transaction with the records bucket and the current time.
 func (s *Store) view(fn func(b *bolt.Bucket, now int64) error) error {

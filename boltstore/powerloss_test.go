@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,7 +118,7 @@ func TestTransitionsSurvivePowerLoss(t *testing.T) {
 	for i, round := range plRounds {
 		clk.Advance(round.before)
 		fsys := crashfs.MountTest(t, backing)
-		runUntilAcknowledged(t, fmt.Sprintf("%s|%d|%d", fsys.Dir, i, clk.Now().UnixMilli()))
+		runUntilAcknowledged(t, "TestTransitionsSurvivePowerLoss", powerLossEnv, fmt.Sprintf("%s|%d|%d", fsys.Dir, i, clk.Now().UnixMilli()))
 		st := fsys.Stats()
 		if err := fsys.Crash(); err != nil {
 			t.Fatal(err)
@@ -153,12 +155,13 @@ func TestTransitionsSurvivePowerLoss(t *testing.T) {
 	}
 }
 
-// runUntilAcknowledged runs a child process of TestTransitionsSurvivePowerLoss with env, waits
-// until it reports its transitions acknowledged, and kills it with SIGKILL.
-func runUntilAcknowledged(t *testing.T, env string) {
+// runUntilAcknowledged runs test in a child process with name=value in its environment, waits
+// until it reports its transitions acknowledged, and kills it with SIGKILL if it has not killed
+// itself (see acknowledge).
+func runUntilAcknowledged(t *testing.T, test, name, value string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestTransitionsSurvivePowerLoss$")
-	cmd.Env = append(os.Environ(), powerLossEnv+"="+env)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), name+"="+value)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -181,7 +184,16 @@ func runUntilAcknowledged(t *testing.T, env string) {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	t.Fatalf("child %s did not acknowledge:\n%s\n%s", env, strings.Join(said, "\n"), stderr.String())
+	t.Fatalf("child %s did not acknowledge:\n%s\n%s", value, strings.Join(said, "\n"), stderr.String())
+}
+
+// acknowledge says "acknowledged" on stdout, for runUntilAcknowledged, and kills this process with
+// SIGKILL at once: whatever the store had not synced when it answered is then lost, not written
+// while the parent reads the line.
+func acknowledge() {
+	fmt.Println("acknowledged")
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
 }
 
 // powerLossChild opens the store named by env, runs its round, says "acknowledged" on stdout and
@@ -202,6 +214,126 @@ func powerLossChild(t *testing.T, env string) {
 		t.Fatal(err)
 	}
 	plRounds[i].do(t, s)
-	fmt.Println("acknowledged")
-	select {} // never Close: the parent kills this process
+	acknowledge() // never Close
+}
+
+// concurrentPowerLossEnv tells a child process of TestConcurrentTransitionsSurvivePowerLoss
+// "<data dir>|<clock, Unix milliseconds>".
+const concurrentPowerLossEnv = "BOLTSTORE_TEST_CONCURRENT_POWERLOSS"
+
+// plWorkers is how many goroutines of TestConcurrentTransitionsSurvivePowerLoss make transitions
+// at once, each on a key of its own.
+const plWorkers = 64
+
+// plWorker returns the key of worker i and the record it leaves: worker i claims its key, then
+// commits it (i%4 == 0), marks it unknown (1), releases it (2) or leaves it claimed (3).
+func plWorker(i int) (key string, want plWant) {
+	key = fmt.Sprintf("w%02d", i)
+	switch i % 4 {
+	case 0:
+		return key, plWant{record.StateCommitted, "receipt-" + key}
+	case 1:
+		return key, plWant{record.StateUnknown, "unknown-" + key}
+	case 2:
+		return key, plWant{}
+	}
+	return key, plWant{record.StateInProgress, "claim-" + key}
+}
+
+// TestConcurrentTransitionsSurvivePowerLoss: transitions made at once by many goroutines, which
+// the store commits in shared transactions (group commit), are each on disk when acknowledged. A
+// child process on a crash filesystem runs plWorkers goroutines, each claiming a key of its own
+// and then settling it (commit, mark unknown, release, or nothing); once every transition is
+// acknowledged it reports so and kills itself, the filesystem crashes, and every record, and the
+// outcome_unknown index, must be as acknowledged. A batch whose members are answered before its
+// fsync loses its records here.
+func TestConcurrentTransitionsSurvivePowerLoss(t *testing.T) {
+	if env := os.Getenv(concurrentPowerLossEnv); env != "" {
+		concurrentPowerLossChild(t, env)
+		return
+	}
+	t.Parallel()
+	backing := t.TempDir()
+	clk := newClock()
+	fsys := crashfs.MountTest(t, backing)
+	runUntilAcknowledged(t, "TestConcurrentTransitionsSurvivePowerLoss", concurrentPowerLossEnv, fmt.Sprintf("%s|%d", fsys.Dir, clk.Now().UnixMilli()))
+	st := fsys.Stats()
+	if err := fsys.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	transitions := plWorkers + 3*plWorkers/4 // a claim each, and a settle for three in four
+	t.Logf("%d transitions: %d writes, %d syncs; at the crash %d files unsynced", transitions, st.Writes, st.Syncs, st.Unsynced)
+	if st.Syncs == 0 || st.Syncs >= transitions {
+		t.Errorf("%d syncs for %d concurrent transitions: want some, and fewer than the transitions (a commit makes two)", st.Syncs, transitions)
+	}
+
+	s, err := boltstore.Open(backing, boltstore.Options{Now: clk.Now, SweepInterval: -1})
+	if err != nil {
+		t.Fatalf("Open after the crash: %v", err)
+	}
+	defer s.Close()
+	var unknown []string
+	for i := range plWorkers {
+		key, w := plWorker(i)
+		state, payload, err := s.Get(ctx, key)
+		if err != nil || state != w.state || string(payload) != w.payload {
+			t.Errorf("after the crash: Get(%s) = %q, %q, %v; want %q, %q", key, state, payload, err, w.state, w.payload)
+		}
+		if w.state == record.StateUnknown {
+			unknown = append(unknown, key)
+		}
+	}
+	keys, _, _, err := s.ListUnknown(ctx, "", "", 2*plWorkers)
+	if err != nil || !slices.Equal(keys, unknown) {
+		t.Errorf("after the crash: ListUnknown = %q, %v; want %q", keys, err, unknown)
+	}
+}
+
+// concurrentPowerLossChild opens the store named by env, runs the workers of
+// TestConcurrentTransitionsSurvivePowerLoss together, and acknowledges once all are answered.
+func concurrentPowerLossChild(t *testing.T, env string) {
+	dir, clock, ok := strings.Cut(env, "|")
+	ms, err := strconv.ParseInt(clock, 10, 64)
+	if !ok || err != nil {
+		t.Fatalf("%s=%q: want dir|clock", concurrentPowerLossEnv, env)
+	}
+	now := time.UnixMilli(ms)
+	s, err := boltstore.Open(dir, boltstore.Options{Now: func() time.Time { return now }, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range plWorkers {
+		wg.Go(func() {
+			key, w := plWorker(i)
+			owner := "owner-" + key
+			<-start
+			claimed, _, _, err := s.Claim(ctx, key, owner, []byte("claim-"+key), plLong, plTTL)
+			if !claimed || err != nil {
+				t.Errorf("Claim(%s) = %v, %v; want acknowledged", key, claimed, err)
+				return
+			}
+			var settled bool
+			switch w.state {
+			case record.StateCommitted:
+				settled, err = s.Commit(ctx, key, owner, []byte(w.payload), plTTL)
+			case record.StateUnknown:
+				settled, err = s.MarkUnknown(ctx, key, owner, []byte(w.payload), plTTL)
+			case "":
+				settled, err = s.Release(ctx, key, owner)
+			default:
+				return
+			}
+			if !settled || err != nil {
+				t.Errorf("settling %s to %q = %v, %v; want acknowledged", key, w.state, settled, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	acknowledge() // never Close
 }

@@ -13,34 +13,40 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// bench is the running setup: Redis, the upstream, the bare proxy, the gateway and the floor,
-// each on its own loopback listener, and the load generator.
+// bench is the running setup: Redis, the upstream and the load generator in this process, and
+// the child process that serves the proxies under test (child.go), each on its own loopback
+// listener.
 type bench struct {
-	cfg   config
-	redis *redisServer
-	admin *redis.Client // the harness's own Redis client: INFO, FLUSHALL, PING
-	trips *roundTrips   // round trips of the gateway's store client
+	cfg     config
+	redis   *redisServer
+	admin   *redis.Client // the harness's own Redis client: INFO, FLUSHALL, PING
+	dataDir string        // the embedded store's directory, removed by close
+	child   *child        // the bare proxy, the gateway on Redis and on the embedded store, the floor
 
-	upstream, bare, gw, floor *server
-	bareHandler               http.Handler
-	gwHandler                 http.Handler
-	closeStore                func()
-	floorRedis                *redis.Client // the floor's own client
+	upstream *server
+	// In this process, for the allocation benchmarks only: a bare proxy and a gateway on the same
+	// Redis as the child's.
+	bareHandler http.Handler
+	gwHandler   http.Handler
+	closeStore  func()
 
 	load     *loader
 	bareKeys *uniqueKeys // keys of the bare proxy's requests (sent so that requests are alike)
 	execKeys *uniqueKeys // keys never used before: first executions
 	replay   *cycleKeys  // keys of stored receipts; refilled by reset
 
+	embKeys   *uniqueKeys // first executions on the embedded store
+	embReplay *cycleKeys  // keys the embedded store holds; refilled by reset
+
 	floorKeys   *uniqueKeys // first executions on the floor
 	floorReplay *cycleKeys  // keys the floor holds; refilled by reset
 }
 
-// setup starts Redis, the upstream, the bare proxy, the gateway and the floor. On error, what was
-// started is stopped.
+// setup starts Redis, the upstream and the child with the proxies. On error, what was started is
+// stopped.
 func setup(ctx context.Context, cfg config) (*bench, error) {
-	b := &bench{cfg: cfg, trips: &roundTrips{}, load: newLoader(cfg.concurrency),
-		bareKeys: newKeys("bare"), execKeys: newKeys("exec"), floorKeys: newKeys("floor"), closeStore: func() {}}
+	b := &bench{cfg: cfg, load: newLoader(cfg.concurrency), bareKeys: newKeys("bare"), execKeys: newKeys("exec"),
+		embKeys: newKeys("embedded"), floorKeys: newKeys("floor"), closeStore: func() {}}
 	if err := b.start(ctx); err != nil {
 		b.close()
 		return nil, err
@@ -62,37 +68,37 @@ func (b *bench) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.bareHandler = newBareProxy(upURL)
-	if b.bare, err = serve(b.bareHandler); err != nil {
+	if b.dataDir, err = os.MkdirTemp(b.cfg.dataDir, "idembench-embedded-"); err != nil {
 		return err
 	}
-	gw, closeStore, err := newGateway(upURL, b.redis.addr, b.trips)
+	if b.child, err = startChild(ctx, childConfig{Upstream: b.upstream.url, Redis: b.redis.addr, DataDir: b.dataDir,
+		MemProfile: b.cfg.memprofile != ""}); err != nil {
+		return err
+	}
+	b.bareHandler = newBareProxy(upURL)
+	gw, closeStore, err := newRedisGateway(upURL, b.redis.addr, nil)
 	if err != nil {
 		return err
 	}
 	b.gwHandler, b.closeStore = gw, closeStore
-	if b.gw, err = serve(gw); err != nil {
-		return err
-	}
-	b.floorRedis = newRedisClient(b.redis.addr)
-	if b.floor, err = serve(newFloor(upURL, b.floorRedis)); err != nil {
-		return err
-	}
-	logf("redis %s, upstream %s, bare proxy %s, gateway %s, floor %s", b.redis.addr, b.upstream.url, b.bare.url, b.gw.url, b.floor.url)
+	a := b.child.addrs
+	logf("redis %s, upstream %s; child process %d: bare proxy %s, gateway %s, embedded-store gateway %s (%s), floor %s",
+		b.redis.addr, b.upstream.url, b.child.cmd.Process.Pid, a.Bare, a.Gateway, a.Embedded, b.dataDir, a.Floor)
 	return nil
 }
 
-// close stops everything setup started, the servers first, Redis last.
+// close stops everything setup started: the child first, Redis last.
 func (b *bench) close() {
-	for _, s := range []*server{b.floor, b.gw, b.bare, b.upstream} {
-		if s != nil {
-			s.close()
-		}
+	if b.child != nil {
+		b.child.stop()
+	}
+	if b.dataDir != "" {
+		_ = os.RemoveAll(b.dataDir)
+	}
+	if b.upstream != nil {
+		b.upstream.close()
 	}
 	b.closeStore()
-	if b.floorRedis != nil {
-		_ = b.floorRedis.Close()
-	}
 	if b.admin != nil {
 		_ = b.admin.Close()
 	}
@@ -102,28 +108,37 @@ func (b *bench) close() {
 }
 
 func (b *bench) bareTarget(size int) *target {
-	return &target{name: "bare proxy", url: b.bare.url + routePath, keys: b.bareKeys, size: size}
+	return &target{name: "bare proxy", url: b.child.addrs.Bare + routePath, keys: b.bareKeys, size: size}
 }
 
 func (b *bench) execute(size int) *target {
-	return &target{name: "gateway execute", url: b.gw.url + routePath, decision: "execute", keys: b.execKeys, size: size}
+	return &target{name: "gateway execute", url: b.child.addrs.Gateway + routePath, decision: "execute", keys: b.execKeys, size: size}
 }
 
 func (b *bench) replayTarget() *target {
-	return &target{name: "gateway replay", url: b.gw.url + routePath, decision: "replay", keys: b.replay, size: mediumBody}
+	return &target{name: "gateway replay", url: b.child.addrs.Gateway + routePath, decision: "replay", keys: b.replay, size: mediumBody}
+}
+
+func (b *bench) embeddedExecute() *target {
+	return &target{name: "embedded-store execute", url: b.child.addrs.Embedded + routePath, decision: "execute", keys: b.embKeys, size: mediumBody}
+}
+
+func (b *bench) embeddedReplay() *target {
+	return &target{name: "embedded-store replay", url: b.child.addrs.Embedded + routePath, decision: "replay", keys: b.embReplay, size: mediumBody}
 }
 
 func (b *bench) floorExecute() *target {
-	return &target{name: "floor execute", url: b.floor.url + routePath, decision: "execute", keys: b.floorKeys, size: mediumBody}
+	return &target{name: "floor execute", url: b.child.addrs.Floor + routePath, decision: "execute", keys: b.floorKeys, size: mediumBody}
 }
 
 func (b *bench) floorReplayTarget() *target {
-	return &target{name: "floor replay", url: b.floor.url + routePath, decision: "replay", keys: b.floorReplay, size: mediumBody}
+	return &target{name: "floor replay", url: b.child.addrs.Floor + routePath, decision: "replay", keys: b.floorReplay, size: mediumBody}
 }
 
 // reset empties Redis (FLUSHALL, so that memory stays bounded and runs start alike) and, with
-// replay, stores the receipts of -replay-keys new keys for the replay runs, through the gateway
-// and through the floor.
+// replay, stores the receipts of -replay-keys new keys for the replay runs, through the gateway,
+// the floor and the embedded-store gateway. The embedded store is not emptied: its file grows over
+// the run, as a gateway's does over its records' TTL.
 func (b *bench) reset(ctx context.Context, replay bool) error {
 	if err := b.admin.FlushAll(ctx).Err(); err != nil {
 		return fmt.Errorf("flushall: %w", err)
@@ -132,10 +147,13 @@ func (b *bench) reset(ctx context.Context, replay bool) error {
 		return nil
 	}
 	var err error
-	if b.replay, err = b.storeKeys(ctx, b.gw.url); err != nil {
+	if b.replay, err = b.storeKeys(ctx, b.child.addrs.Gateway); err != nil {
 		return err
 	}
-	b.floorReplay, err = b.storeKeys(ctx, b.floor.url)
+	if b.embReplay, err = b.storeKeys(ctx, b.child.addrs.Embedded); err != nil {
+		return err
+	}
+	b.floorReplay, err = b.storeKeys(ctx, b.child.addrs.Floor)
 	return err
 }
 
@@ -155,6 +173,7 @@ func (b *bench) storeKeys(ctx context.Context, base string) (*cycleKeys, error) 
 type results struct {
 	machine machine
 	elapsed time.Duration
+	dataDir string // where the embedded store's file was
 
 	rttP50, rttP99           time.Duration // PING through go-redis, back to back
 	pacedRTTP50, pacedRTTP99 time.Duration // PING through go-redis, one every 1/rate seconds
@@ -165,10 +184,13 @@ type results struct {
 	allocBare, allocExecute, allocReplay allocResult
 
 	// Per repetition, by run name (see runName): closed-loop req/s, and the CPU time per request
-	// of the closed loop in µs, of this process (load generator, upstream and proxy) and of Redis.
-	throughput        map[string][]float64
-	cpuSelf, cpuRedis map[string][]float64
-	// Per repetition, by who ("bare", "execute", "replay", "floor"): open-loop p50 and p99 in µs.
+	// of the closed loop in µs: of the child process (the proxy under test, with the embedded store
+	// when it is the one under test), of this process (the load generator and the upstream), and
+	// of Redis.
+	throughput                     map[string][]float64
+	cpuProxy, cpuHarness, cpuRedis map[string][]float64
+	// Per repetition, by who ("bare", "execute", "replay", "floor", "embedded"): open-loop p50 and
+	// p99 in µs.
 	p50, p99 map[string][]float64
 	maxLag   time.Duration // the largest open-loop dispatch lag p99 of all runs
 
@@ -179,31 +201,32 @@ type results struct {
 	othersCPU, wall time.Duration
 }
 
-// runName names a run: who ("bare", "execute", "replay", "floor", "floor-replay") and the body
-// size.
+// runName names a run: who ("bare", "execute", "replay", "floor", "floor-replay", "embedded",
+// "embedded-replay") and the body size.
 func runName(who string, size int) string { return fmt.Sprintf("%s/%d", who, size) }
 
 // measure runs every measurement: the Redis RTT, commands per request, allocations, then -reps
 // repetitions of the throughput and latency runs.
 func (b *bench) measure(ctx context.Context) (out *results, err error) {
-	// What the machine, this process and Redis used from here to the end: the rest is others' load.
+	// What the machine, the harness's processes and Redis used from here to the end: the rest is
+	// others' load.
 	machineStart, machineOK := machineBusy()
-	selfStart, redisStart, err := b.cpu(ctx)
+	start, err := b.cpu(ctx)
 	if err != nil {
 		return nil, err
 	}
 	wallStart := time.Now()
 	defer func() {
 		machineEnd, ok := machineBusy()
-		selfEnd, redisEnd, cpuErr := b.cpu(ctx)
+		end, cpuErr := b.cpu(ctx)
 		if out == nil || !ok || !machineOK || cpuErr != nil {
 			return
 		}
-		out.othersCPU = (machineEnd - machineStart) - (selfEnd - selfStart) - (redisEnd - redisStart)
+		out.othersCPU = (machineEnd - machineStart) - (end.total() - start.total())
 		out.wall = time.Since(wallStart)
 	}()
-	r := &results{throughput: map[string][]float64{}, cpuSelf: map[string][]float64{}, cpuRedis: map[string][]float64{},
-		p50: map[string][]float64{}, p99: map[string][]float64{}}
+	r := &results{throughput: map[string][]float64{}, cpuProxy: map[string][]float64{}, cpuHarness: map[string][]float64{},
+		cpuRedis: map[string][]float64{}, p50: map[string][]float64{}, p99: map[string][]float64{}}
 	if r.rttP50, r.rttP99, err = measureRTT(ctx, b.admin, 2000, 0); err != nil {
 		return nil, fmt.Errorf("redis rtt: %w", err)
 	}
@@ -263,10 +286,13 @@ func (b *bench) repetition(ctx context.Context, r *results, rep int) error {
 		closed("replay", b.replayTarget()),
 		closed("floor", b.floorExecute()),
 		closed("floor-replay", b.floorReplayTarget()),
+		closed("embedded", b.embeddedExecute()),
+		closed("embedded-replay", b.embeddedReplay()),
 		open("bare", b.bareTarget(mediumBody)),
 		open("execute", b.execute(mediumBody)),
 		open("replay", b.replayTarget()),
 		open("floor", b.floorExecute()),
+		open("embedded", b.embeddedExecute()),
 		func() error { return b.reset(ctx, false) },
 		closed("bare", b.bareTarget(smallBody)),
 		closed("execute", b.execute(smallBody)),
@@ -283,7 +309,7 @@ func (b *bench) repetition(ctx context.Context, r *results, rep int) error {
 
 // closedRun runs one closed loop on t and records its throughput and CPU time per request.
 func (b *bench) closedRun(ctx context.Context, r *results, rep int, who string, t *target) error {
-	self0, redis0, err := b.cpu(ctx)
+	c0, err := b.cpu(ctx)
 	if err != nil {
 		return err
 	}
@@ -291,14 +317,16 @@ func (b *bench) closedRun(ctx context.Context, r *results, rep int, who string, 
 	if err != nil {
 		return err
 	}
-	self1, redis1, err := b.cpu(ctx)
+	c1, err := b.cpu(ctx)
 	if err != nil {
 		return err
 	}
 	name := runName(who, t.size)
+	perRequest := func(d time.Duration) float64 { return micros(d) / float64(run.requests) }
 	r.throughput[name] = append(r.throughput[name], run.throughput)
-	r.cpuSelf[name] = append(r.cpuSelf[name], micros(self1-self0)/float64(run.requests))
-	r.cpuRedis[name] = append(r.cpuRedis[name], micros(redis1-redis0)/float64(run.requests))
+	r.cpuProxy[name] = append(r.cpuProxy[name], perRequest(c1.proxy-c0.proxy))
+	r.cpuHarness[name] = append(r.cpuHarness[name], perRequest(c1.harness-c0.harness))
+	r.cpuRedis[name] = append(r.cpuRedis[name], perRequest(c1.redis-c0.redis))
 	r.warn(rep, "closed loop "+name, run)
 	logf("rep %d/%d: closed loop, %s, %d B: %.0f req/s", rep, b.cfg.reps, t.name, t.size, run.throughput)
 	return nil
@@ -320,10 +348,23 @@ func (b *bench) openRun(ctx context.Context, r *results, rep int, who string, t 
 	return nil
 }
 
-// cpu returns the CPU time used so far by this process and by Redis.
-func (b *bench) cpu(ctx context.Context) (self, server time.Duration, err error) {
-	server, err = redisCPU(ctx, b.admin)
-	return processCPU(), server, err
+// cpuTimes is the CPU time used so far by each process of the benchmark.
+type cpuTimes struct {
+	proxy   time.Duration // the child: the proxies under test
+	harness time.Duration // this process: the load generator and the upstream
+	redis   time.Duration
+}
+
+func (c cpuTimes) total() time.Duration { return c.proxy + c.harness + c.redis }
+
+// cpu returns the CPU time used so far by the child, this process and Redis.
+func (b *bench) cpu(ctx context.Context) (cpuTimes, error) {
+	st, err := b.child.stats(ctx)
+	if err != nil {
+		return cpuTimes{}, err
+	}
+	server, err := redisCPU(ctx, b.admin)
+	return cpuTimes{proxy: st.CPU, harness: processCPU(), redis: server}, err
 }
 
 // warn records a run that had failed requests.
@@ -334,7 +375,7 @@ func (r *results) warn(rep int, run string, res runResult) {
 }
 
 // perRequest sends -count requests to t (4 workers) and returns the Redis commands per request
-// (INFO commandstats deltas) and the store client's round trips per request.
+// (INFO commandstats deltas) and the round trips per request of the child's Redis gateway.
 func (b *bench) perRequest(ctx context.Context, t *target) (map[string]float64, float64, error) {
 	if err := b.load.count(ctx, t, 100, 4); err != nil { // warm: scripts loaded, connections open
 		return nil, 0, err
@@ -343,16 +384,22 @@ func (b *bench) perRequest(ctx context.Context, t *target) (map[string]float64, 
 	if err != nil {
 		return nil, 0, err
 	}
-	trips0 := b.trips.n.Load()
+	st0, err := b.child.stats(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
 	if err := b.load.count(ctx, t, b.cfg.count, 4); err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", t.name, err)
 	}
-	trips1 := b.trips.n.Load()
+	st1, err := b.child.stats(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
 	after, err := commandStats(ctx, b.admin)
 	if err != nil {
 		return nil, 0, err
 	}
-	return commandDelta(before, after, b.cfg.count), float64(trips1-trips0) / float64(b.cfg.count), nil
+	return commandDelta(before, after, b.cfg.count), float64(st1.Trips-st0.Trips) / float64(b.cfg.count), nil
 }
 
 // machine describes where the benchmark ran.

@@ -1,15 +1,18 @@
 // Command idembench measures what the idempotency gateway costs over a bare reverse proxy, on one
 // machine, and prints the result as a Markdown table against the performance budget of issue 7.
 //
-// In one process it starts, on 127.0.0.1 only:
+// It starts, on 127.0.0.1 only, a redis-server on a free port (--save "", --appendonly no; stopped
+// at the end; redis-server must be on PATH), and in its own process an upstream that reads the
+// request and answers 201 with a JSON body of the request's size (1 KiB unless a measure names
+// another size). In a child process (this program again, child.go), so that the CPU time of the
+// proxy under test is measured apart from the load generator's and the upstream's, it serves:
 //
-//   - an upstream that reads the request and answers 201 with a JSON body of the request's size
-//     (1 KiB unless a measure names another size);
-//   - the baseline: a bare httputil.ReverseProxy to it with the gateway's transport
+//   - the baseline: a bare httputil.ReverseProxy to the upstream with the gateway's transport
 //     (gateway.NewTransport);
 //   - the gateway (gateway.New, the contract's create_ticket route in front of the upstream) on
-//     the Redis store, on a redis-server that the harness starts on a free port (--save "",
-//     --appendonly no) and stops at the end (redis-server must be on PATH);
+//     the Redis store;
+//   - the same gateway on the embedded store (boltstore, as cmd/idemgateway opens it), its file in
+//     a new directory under -data-dir, removed at the end;
 //   - a reference "floor": the bare proxy plus the contract's Redis round trips and nothing else
 //     (one SET … NX GET to claim or replay, one SET to commit; see floor.go), which shows the best
 //     R1 and R2 that any gateway on this Redis could reach on this machine;
@@ -33,10 +36,13 @@
 //   - allocations per request from testing.Benchmark of the gateway's and the bare proxy's
 //     ServeHTTP (httptest.NewRecorder, real upstream and Redis), gateway minus bare proxy;
 //   - R1 for 256 B and 64 KiB request and response bodies, and 64 KiB R1 ÷ 256 B R1;
+//   - R1 and R2 of the gateway on the embedded store (budget of issue 15: R1 ≥ 0.4);
 //
-// with the machine it ran on, each budget marked met or not met, and the CPU time per request of
-// this process and of Redis in each throughput run. Progress goes to stderr and the table to
-// stdout. With the defaults a run takes about two and a half minutes.
+// with the machine it ran on, each budget marked met or not met, and the CPU time per request in
+// each throughput run of the proxies' process (getrusage in the child) and of Redis (INFO cpu),
+// with their ratios to the bare proxy's process in the same repetition, and of the harness's own
+// process (load generator and upstream). Progress goes to stderr and the table to
+// stdout. With the defaults a run takes about three minutes.
 //
 // Usage:
 //
@@ -56,15 +62,17 @@
 //	-memprofile file     write the allocation profile (cumulative over the process) after that run;
 //	                     it records every allocation (runtime.MemProfileRate = 1), which slows
 //	                     everything: use it with -profile-only and apart from -cpuprofile
-//	-profile what        the run -cpuprofile and -memprofile profile: execute, replay or bare
-//	                     (default execute)
+//	-profile what        the run -cpuprofile and -memprofile profile: execute, replay, bare,
+//	                     embedded or embedded-replay (default execute)
 //	-profile-size n      body size of the profiled run of execute or bare: 256, 1024 or 65536
 //	                     (default 1024; replay is always 1024)
 //	-profile-only        skip the table: only the profiled run (needs -cpuprofile or -memprofile)
+//	-data-dir dir        where the embedded store's directory is made (default: the system's
+//	                     temporary directory); the embedded store's figures are its disk's fsync
 //
-// Read a profile with, for example, go tool pprof -top -nodecount=40 idembench cpu.prof; the
-// load generator and the upstream run in the same process, so focus on the handler with
-// -focus='gateway\.\(\*Gateway\)\.ServeHTTP'. docs/performance.md holds a measured table and the
+// The profiles are the child's: the proxies only, without the load generator and the upstream.
+// Read one with, for example, go tool pprof -top -nodecount=40 idembench cpu.prof, and the
+// gateway's handler alone with -focus='gateway\.\(\*Gateway\)\.ServeHTTP'. docs/performance.md holds a measured table and the
 // analysis.
 package main
 
@@ -75,8 +83,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime"
-	"runtime/pprof"
 	"syscall"
 	"time"
 )
@@ -96,6 +102,7 @@ type config struct {
 	profile         string
 	profileSize     int
 	profileOnly     bool
+	dataDir         string
 }
 
 func parseFlags(args []string) (config, error) {
@@ -111,9 +118,10 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.count, "count", 2000, "requests over which Redis commands per request are counted")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "after the table, profile one more closed-loop run of -profile into `file`")
 	fs.StringVar(&c.memprofile, "memprofile", "", "write the allocation profile (every allocation, cumulative over the process) to `file` after the profiled run")
-	fs.StringVar(&c.profile, "profile", "execute", "the run -cpuprofile and -memprofile profile: execute, replay or bare")
+	fs.StringVar(&c.profile, "profile", "execute", "the run -cpuprofile and -memprofile profile: execute, replay, bare, embedded or embedded-replay")
 	fs.IntVar(&c.profileSize, "profile-size", mediumBody, "body size in bytes of the profiled run of execute or bare: 256, 1024 or 65536 (replay: 1024)")
 	fs.BoolVar(&c.profileOnly, "profile-only", false, "skip the table: only the profiled run")
+	fs.StringVar(&c.dataDir, "data-dir", "", "directory in which the embedded store's directory is made (default: the system's temporary directory); its disk's fsync is measured")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -131,9 +139,9 @@ func parseFlags(args []string) (config, error) {
 		problems = append(problems, errors.New("-rate must be positive and at most 1e9"))
 	}
 	switch c.profile {
-	case "execute", "replay", "bare":
+	case "execute", "replay", "bare", "embedded", "embedded-replay":
 	default:
-		problems = append(problems, fmt.Errorf("-profile %q: want execute, replay or bare", c.profile))
+		problems = append(problems, fmt.Errorf("-profile %q: want execute, replay, bare, embedded or embedded-replay", c.profile))
 	}
 	switch c.profileSize {
 	case smallBody, mediumBody, largeBody:
@@ -147,6 +155,9 @@ func parseFlags(args []string) (config, error) {
 }
 
 func main() {
+	if env, ok := os.LookupEnv(childEnv); ok {
+		os.Exit(serveChild(env))
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -154,9 +165,6 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "idembench:", err)
 		os.Exit(2)
-	}
-	if cfg.memprofile != "" {
-		runtime.MemProfileRate = 1 // every allocation, so that counts per request are exact
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err = run(ctx, cfg)
@@ -181,7 +189,7 @@ func run(ctx context.Context, cfg config) error {
 			return err
 		}
 		res.elapsed = time.Since(start)
-		res.machine = b.machine(ctx)
+		res.machine, res.dataDir = b.machine(ctx), b.dataDir
 		writeReport(os.Stdout, cfg, res)
 	}
 	if cfg.cpuprofile != "" || cfg.memprofile != "" {
@@ -190,36 +198,43 @@ func run(ctx context.Context, cfg config) error {
 	return nil
 }
 
-// profile runs one more closed loop of cfg.profile under the CPU profiler, then writes the
-// allocation profile.
+// profile runs one more closed loop of cfg.profile while the child records a CPU profile of its
+// measured window, then fetches the child's allocation profile.
 func (b *bench) profile(ctx context.Context) error {
 	t := b.execute(b.cfg.profileSize)
 	switch b.cfg.profile {
-	case "replay":
+	case "replay", "embedded-replay":
 		if err := b.reset(ctx, true); err != nil {
 			return err
 		}
 		t = b.replayTarget()
+		if b.cfg.profile == "embedded-replay" {
+			t = b.embeddedReplay()
+		}
 	case "bare":
 		t = b.bareTarget(b.cfg.profileSize)
+	case "embedded":
+		t = b.embeddedExecute()
 	default:
 		if err := b.reset(ctx, false); err != nil {
 			return err
 		}
 	}
+	profiled := make(chan error, 1)
 	if b.cfg.cpuprofile != "" {
-		f, err := os.Create(b.cfg.cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
+		go func() {
+			if err := sleep(ctx, b.cfg.warmup); err != nil {
+				profiled <- err
+				return
+			}
+			profiled <- b.child.cpuProfile(ctx, b.cfg.duration, b.cfg.cpuprofile)
+		}()
+	} else {
+		profiled <- nil
 	}
 	res, err := b.load.closedLoop(ctx, t, b.cfg.concurrency, b.cfg.warmup, b.cfg.duration)
-	if b.cfg.cpuprofile != "" {
-		pprof.StopCPUProfile()
+	if perr := <-profiled; err == nil {
+		err = perr
 	}
 	if err != nil {
 		return err
@@ -227,15 +242,7 @@ func (b *bench) profile(ctx context.Context) error {
 	logf("profiled run: %s, closed loop, %d workers, %d B: %.0f req/s, %d requests in all, warm-up included (%d failed)",
 		t.name, b.cfg.concurrency, t.size, res.throughput, res.requests, res.failed)
 	if b.cfg.memprofile != "" {
-		f, err := os.Create(b.cfg.memprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		runtime.GC()
-		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-			return err
-		}
+		return b.child.allocProfile(ctx, b.cfg.memprofile)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -82,7 +83,8 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	if m.kernel != "" {
 		fmt.Fprintf(w, ", Linux %s", m.kernel)
 	}
-	fmt.Fprintf(w, ", Redis %s. Everything (load generator, upstream, proxies, Redis) on this machine, over loopback.\n\n", m.redisV)
+	fmt.Fprintf(w, ", Redis %s. Everything (load generator, upstream, proxies, Redis) on this machine, over loopback; "+
+		"the proxies under test in a process of their own, the embedded store's file in %s (%s).\n\n", m.redisV, r.dataDir, cmp.Or(fsType(r.dataDir), "filesystem unknown"))
 	fmt.Fprintf(w, "Settings: closed loop %d workers, %s measured after %s warm-up; open loop %.0f req/s for %s; "+
 		"%d repetitions, medians (ratios per repetition, then the median); 1 KiB request and response bodies unless noted; "+
 		"run took %s.\n\n",
@@ -90,7 +92,7 @@ func writeReport(w io.Writer, cfg config, r *results) {
 
 	if r.wall > 0 {
 		share := 100 * r.othersCPU.Seconds() / (r.wall.Seconds() * float64(m.cores))
-		fmt.Fprintf(w, "Other processes used %.0f%% of the machine's CPU during the measurements (/proc/stat, less this process and Redis)", max(share, 0))
+		fmt.Fprintf(w, "Other processes used %.0f%% of the machine's CPU during the measurements (/proc/stat, less the harness, its proxies' process and Redis)", max(share, 0))
 		if share > 5 {
 			fmt.Fprint(w, ": **the machine was not quiet; throughputs and latencies are low and noisy**")
 		}
@@ -124,8 +126,13 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	t.add("Floor replay throughput (req/s): one round trip, answer from Redis", "%.0f", th("floor-replay", mediumBody), nil)
 	t.add("R1 of the floor (reference: the best R1 on this machine)", "%.2f", ratios(th("floor", mediumBody), th("bare", mediumBody)), nil)
 	t.add("R2 of the floor (reference: the best R2 on this machine)", "%.2f", ratios(th("floor-replay", mediumBody), th("bare", mediumBody)), nil)
-	for _, who := range []string{"bare", "execute", "replay", "floor"} {
-		label := map[string]string{"bare": "Bare proxy", "execute": "Gateway execute", "replay": "Gateway replay", "floor": "Floor execute"}[who]
+	t.add("Embedded store: gateway execute throughput (req/s)", "%.0f", th("embedded", mediumBody), nil)
+	t.add("Embedded store: gateway replay throughput (req/s)", "%.0f", th("embedded-replay", mediumBody), nil)
+	t.add("**R1 on the embedded store** = execute ÷ bare (issue 15)", "%.2f", ratios(th("embedded", mediumBody), th("bare", mediumBody)), ptr(atLeast(0.4)))
+	t.add("R2 on the embedded store = replay ÷ bare", "%.2f", ratios(th("embedded-replay", mediumBody), th("bare", mediumBody)), nil)
+	for _, who := range []string{"bare", "execute", "replay", "floor", "embedded"} {
+		label := map[string]string{"bare": "Bare proxy", "execute": "Gateway execute", "replay": "Gateway replay", "floor": "Floor execute",
+			"embedded": "Embedded-store execute"}[who]
 		t.add(fmt.Sprintf("%s p50 / p99 at %.0f req/s (µs)", label, cfg.rate), "%.0f", r.p50[who], nil)
 		t.rows[len(t.rows)-1][1] += fmt.Sprintf(" / %.0f", median(r.p99[who]))
 		t.rows[len(t.rows)-1][2] = pairs(r.p50[who], r.p99[who])
@@ -154,23 +161,7 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	t.add("**R1 64 KiB ÷ R1 256 B**", "%.2f", ratios(r1Large, r1Small), ptr(atLeast(0.75)))
 	t.write(w)
 
-	fmt.Fprintf(w, "\nCPU time per request in the closed-loop runs, µs (medians; this process is the load generator, the upstream "+
-		"and the proxy under test; %d cores give %.0f µs of CPU per second):\n\n", m.cores, float64(m.cores)*1e6)
-	fmt.Fprintln(w, "| Run | this process | Redis | total |")
-	fmt.Fprintln(w, "|---|--:|--:|--:|")
-	for _, run := range []struct {
-		label, who string
-		size       int
-	}{
-		{"bare proxy, 1 KiB", "bare", mediumBody}, {"gateway execute, 1 KiB", "execute", mediumBody}, {"gateway replay, 1 KiB", "replay", mediumBody},
-		{"floor execute, 1 KiB", "floor", mediumBody}, {"floor replay, 1 KiB", "floor-replay", mediumBody},
-		{"bare proxy, 256 B", "bare", smallBody}, {"gateway execute, 256 B", "execute", smallBody},
-		{"bare proxy, 64 KiB", "bare", largeBody}, {"gateway execute, 64 KiB", "execute", largeBody},
-	} {
-		self, server := median(r.cpuSelf[runName(run.who, run.size)]), median(r.cpuRedis[runName(run.who, run.size)])
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f |\n", run.label, self, server, self+server)
-	}
-
+	writeCPU(w, m, r)
 	fmt.Fprintf(w, "\nRedis commands per request (INFO commandstats deltas over %d requests; the commands a script runs are counted too, "+
 		"so only EVALSHA and EVAL are round trips):\n\n", cfg.count)
 	fmt.Fprintln(w, "| Command | per execute | per replay |")
@@ -198,4 +189,33 @@ func pairs(p50, p99 []float64) string {
 		out[i] = fmt.Sprintf("%.0f / %.0f", p50[i], p99[i])
 	}
 	return strings.Join(out, ", ")
+}
+
+// writeCPU prints the CPU time per request of each closed-loop run, of the proxy's process and of
+// Redis, with their ratios to the bare proxy's of the same repetition and body size.
+func writeCPU(w io.Writer, m machine, r *results) {
+	fmt.Fprintf(w, "\nCPU time per request in the closed-loop runs, µs (medians; ratios per repetition against the bare proxy's "+
+		"process in the same repetition, at the same body size; the proxy's process holds the embedded store when it is "+
+		"the one under test; %d cores give %.0f µs of CPU per second):\n\n", m.cores, float64(m.cores)*1e6)
+	fmt.Fprintln(w, "| Run | proxy process | ÷ bare | Redis | proxy + Redis | ÷ bare | harness: load generator and upstream |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|")
+	for _, run := range []struct {
+		label, who string
+		size       int
+	}{
+		{"bare proxy, 1 KiB", "bare", mediumBody}, {"gateway execute, 1 KiB", "execute", mediumBody}, {"gateway replay, 1 KiB", "replay", mediumBody},
+		{"embedded store: execute, 1 KiB", "embedded", mediumBody}, {"embedded store: replay, 1 KiB", "embedded-replay", mediumBody},
+		{"floor execute, 1 KiB", "floor", mediumBody}, {"floor replay, 1 KiB", "floor-replay", mediumBody},
+		{"bare proxy, 256 B", "bare", smallBody}, {"gateway execute, 256 B", "execute", smallBody},
+		{"bare proxy, 64 KiB", "bare", largeBody}, {"gateway execute, 64 KiB", "execute", largeBody},
+	} {
+		name, bare := runName(run.who, run.size), runName("bare", run.size)
+		proxy, server := r.cpuProxy[name], r.cpuRedis[name]
+		both := make([]float64, min(len(proxy), len(server)))
+		for i := range both {
+			both[i] = proxy[i] + server[i]
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.2f | %.0f | %.0f | %.2f | %.0f |\n", run.label, median(proxy), median(ratios(proxy, r.cpuProxy[bare])),
+			median(server), median(both), median(ratios(both, r.cpuProxy[bare])), median(r.cpuHarness[name]))
+	}
 }

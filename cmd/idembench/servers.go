@@ -15,7 +15,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -112,21 +114,45 @@ func newRedisClient(addr string) *redis.Client {
 	})
 }
 
-// newGateway returns the gateway in front of target on a Redis store at redisAddr whose client
-// counts its round trips in trips. It logs as cmd/idemgateway does by default (JSON at level
-// info), to io.Discard: the access line is formatted, not written; and without a tracer provider,
-// as cmd/idemgateway runs without OTEL_TRACES_EXPORTER. The returned close function closes the
-// store.
-func newGateway(target *url.URL, redisAddr string, trips *roundTrips) (*gateway.Gateway, func(), error) {
-	cfg, err := routes.Parse("idembench-routes.yaml", fmt.Appendf(nil, routesYAML, target), nil)
-	if err != nil {
-		return nil, nil, err
-	}
+// newRedisGateway returns the gateway in front of target on a Redis store at redisAddr whose
+// client counts its round trips in trips (nil: not counted). The returned close function closes
+// the store.
+func newRedisGateway(target *url.URL, redisAddr string, trips *roundTrips) (*gateway.Gateway, func(), error) {
 	client := newRedisClient(redisAddr)
-	client.AddHook(trips)
+	if trips != nil {
+		client.AddHook(trips)
+	}
 	store, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {
 		_ = client.Close()
+		return nil, nil, err
+	}
+	return newGateway(target, store)
+}
+
+// newEmbeddedGateway returns the gateway in front of target on the embedded store in dir, opened
+// as cmd/idemgateway opens it (boltstore's defaults). The returned close function closes the
+// store.
+func newEmbeddedGateway(target *url.URL, dir string) (*gateway.Gateway, func(), error) {
+	store, err := boltstore.Open(dir, boltstore.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return newGateway(target, store)
+}
+
+// newGateway returns the gateway in front of target on store. It logs as cmd/idemgateway does by
+// default (JSON at level info), to io.Discard: the access line is formatted, not written; and
+// without a tracer provider, as cmd/idemgateway runs without OTEL_TRACES_EXPORTER. The returned
+// close function closes the store; on error, the store is closed.
+func newGateway(target *url.URL, store interface {
+	record.Store
+	Close() error
+}) (*gateway.Gateway, func(), error) {
+	closeStore := func() { _ = store.Close() }
+	cfg, err := routes.Parse("idembench-routes.yaml", fmt.Appendf(nil, routesYAML, target), nil)
+	if err != nil {
+		closeStore()
 		return nil, nil, err
 	}
 	gw, err := gateway.New(cfg, store, gateway.Options{
@@ -134,10 +160,10 @@ func newGateway(target *url.URL, redisAddr string, trips *roundTrips) (*gateway.
 		Transport: gateway.NewTransport(),
 	})
 	if err != nil {
-		_ = store.Close()
+		closeStore()
 		return nil, nil, err
 	}
-	return gw, func() { _ = store.Close() }, nil
+	return gw, closeStore, nil
 }
 
 // server is an http.Server on a free 127.0.0.1 port.

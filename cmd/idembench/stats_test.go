@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -115,6 +116,29 @@ func TestMakeBody(t *testing.T) {
 		}
 		if string(body) != string(makeBody(key, size)) {
 			t.Errorf("makeBody(%q, %d) is not deterministic", key, size)
+		}
+	}
+}
+
+// TestWriteCPU: the CPU table divides each run's CPU by the bare proxy's of the same repetition
+// and body size, then takes the median; Redis's CPU counts on the gateway's side only.
+func TestWriteCPU(t *testing.T) {
+	t.Parallel()
+	r := &results{
+		cpuProxy: map[string][]float64{
+			"bare/1024": {100, 200}, "execute/1024": {300, 400}, // ratios 3 and 2: median 2.5
+		},
+		cpuRedis:   map[string][]float64{"bare/1024": {0, 0}, "execute/1024": {100, 200}}, // with Redis: 4 and 3
+		cpuHarness: map[string][]float64{"bare/1024": {50, 50}, "execute/1024": {60, 80}},
+	}
+	var b strings.Builder
+	writeCPU(&b, machine{cores: 2}, r)
+	for _, want := range []string{
+		"| bare proxy, 1 KiB | 150 | 1.00 | 0 | 150 | 1.00 | 50 |",
+		"| gateway execute, 1 KiB | 350 | 2.50 | 150 | 500 | 3.50 | 70 |",
+	} {
+		if !strings.Contains(b.String(), want+"\n") {
+			t.Errorf("writeCPU lacks the row %q:\n%s", want, b.String())
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -48,4 +49,28 @@ func machineBusy() (busy time.Duration, ok bool) {
 		ticks += n
 	}
 	return time.Duration(ticks) * (time.Second / 100), true
+}
+
+// fsType names the filesystem that holds dir (statfs(2)'s magic number), "" when unknown: the
+// embedded store's fsync costs what this filesystem's does (nothing on tmpfs).
+func fsType(dir string) string {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return ""
+	}
+	switch uint32(st.Type) {
+	case 0xef53:
+		return "ext4"
+	case 0x58465342:
+		return "xfs"
+	case 0x9123683e:
+		return "btrfs"
+	case 0x01021994:
+		return "tmpfs"
+	case 0x794c7630:
+		return "overlayfs"
+	case 0x2fc12fc1:
+		return "zfs"
+	}
+	return fmt.Sprintf("filesystem 0x%x", uint32(st.Type))
 }

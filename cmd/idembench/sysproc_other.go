@@ -16,3 +16,6 @@ func processCPU() time.Duration { return 0 }
 
 // machineBusy reports nothing: the machine's CPU time is read on Linux only.
 func machineBusy() (busy time.Duration, ok bool) { return 0, false }
+
+// fsType returns "": the filesystem is named on Linux only.
+func fsType(dir string) string { return "" }
