@@ -44,10 +44,11 @@ func (x *exchange) proxy() {
 }
 
 // rewrite builds the upstream request: the upstream's URL with the incoming path (less
-// strip_prefix) appended, the upstream's configured headers, and the upstream timeout. A
-// side-effecting request is detached from the client's context, so that a client that goes away
-// does not cancel it, and gets a body the transport cannot rewind, so that it is never resent once
-// bytes may have reached the upstream (C11).
+// strip_prefix) appended, the client's headers less what cleanOutbound removes, the upstream's
+// configured headers, and the upstream timeout. A side-effecting request is detached from the
+// client's context, so that a client that goes away does not cancel it, and gets a body the
+// transport cannot rewind, so that it is never resent once bytes may have reached the upstream
+// (C11). A body the gateway holds goes with its Content-Length, never chunked (RFC 9112 §6.3).
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	x := exchangeFrom(pr.In.Context())
 	up := x.rt.Upstream
@@ -59,6 +60,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	pr.SetURL(up.URL)
+	cleanOutbound(out, x.rt)
 	for name, values := range up.Headers.Header() {
 		out.Header[name] = values
 	}
@@ -72,6 +74,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		switch {
 		case x.body != nil:
 			out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(x.body)), int64(len(x.body))
+			out.TransferEncoding = nil
 		case out.Body == nil:
 			out.Body = io.NopCloser(strings.NewReader(""))
 		}

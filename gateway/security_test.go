@@ -1,14 +1,23 @@
 package gateway_test
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -97,4 +106,257 @@ idemgateway_key_churn_total{tool="create"} 1
 			t.Errorf("credential-scoped receipt: %d %v", code, rec)
 		}
 	})
+}
+
+// Defences of the upstream request, upgrades, framing and error details (issue 13; the audit of
+// 2026-12-01, findings F1, F4, F5, F9, F10, F11, F13, F15, F16): each is tested on every route class,
+// with the requests the audit sent, raw where framing matters.
+
+// seenRequest is what a loggingUpstream received of one request.
+type seenRequest struct {
+	method, uri      string
+	header, trailer  http.Header
+	transferEncoding []string
+	contentLength    int64
+	body             string
+}
+
+// loggingUpstream records every request it receives, its trailers read after the body, and answers
+// 201 {"id":"T-<n>"}; an interim 103 with a Link header first when the request has X-Early-Hints.
+type loggingUpstream struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+func newLoggingUpstream(t *testing.T) *loggingUpstream {
+	t.Helper()
+	u := &loggingUpstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		u.mu.Lock()
+		u.seen = append(u.seen, seenRequest{method: r.Method, uri: r.RequestURI, header: r.Header.Clone(), trailer: r.Trailer.Clone(),
+			transferEncoding: r.TransferEncoding, contentLength: r.ContentLength, body: string(body)})
+		n := len(u.seen)
+		u.mu.Unlock()
+		if r.Header.Get("X-Early-Hints") != "" {
+			w.Header().Set("Link", "</style.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Del("Link")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"T-%d"}`, n)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// requests returns how many requests the upstream received.
+func (u *loggingUpstream) requests() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.seen)
+}
+
+// last returns the last request the upstream received.
+func (u *loggingUpstream) last(t *testing.T) seenRequest {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.seen) == 0 {
+		t.Fatal("the upstream received no request")
+	}
+	return u.seen[len(u.seen)-1]
+}
+
+// securityRoutes: one route of each class on one upstream that injects a credential and takes the
+// gateway's scoped key on X-Upstream-Idem, and a read_only route that allows WebSocket upgrades.
+const securityRoutes = `
+upstreams:
+  up: {url: %s, forward_key: X-Upstream-Idem,
+       headers: {Authorization: "Bearer upstream-s3cret", X-Api-Client: gateway}}
+routes:
+  - {name: read, upstream: up, method: GET, path: "/v1/things/{id}", class: read_only}
+  - {name: keyless, upstream: up, method: PUT, path: "/v1/things/{id}", class: idempotent}
+  - {name: keyed, upstream: up, method: POST, path: /v1/things, class: non_idempotent, receipt: {remote_id: /id},
+     on_unknown_outcome: block}
+  - {name: socket, upstream: up, method: GET, path: /v1/socket, class: read_only, upgrade: websocket}
+`
+
+// routeClass is a request on one class of route of securityRoutes. A keyless call is a PUT on an
+// idempotent route without a key; a keyed one carries Idempotency-Key.
+type routeClass struct {
+	name, method, path string
+	keyed              bool
+}
+
+var routeClasses = []routeClass{
+	{"read_only", "GET", "/v1/things/1", false},
+	{"keyless", "PUT", "/v1/things/1", false},
+	{"keyed", "POST", "/v1/things", true},
+}
+
+// head is the request line and Host header of a raw request of c, with key as its Idempotency-Key
+// on a keyed class; the caller adds the rest of the header section.
+func (c routeClass) head(key string) string {
+	h := c.method + " " + c.path + " HTTP/1.1\r\nHost: gw.test\r\n"
+	if c.keyed {
+		h += "Idempotency-Key: " + key + "\r\n"
+	}
+	return h
+}
+
+// rawConn is a client connection to a test server that writes raw bytes and reads answers.
+type rawConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+func dialRaw(t *testing.T, serverURL string) *rawConn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(serverURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(hangTimeout))
+	return &rawConn{Conn: conn, br: bufio.NewReader(conn)}
+}
+
+func (c *rawConn) send(t *testing.T, raw string) {
+	t.Helper()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// answer reads one response and its body; a problem+json body is decoded into problem.
+func (c *rawConn) answer(t *testing.T) (resp *http.Response, body string, problem map[string]any) {
+	t.Helper()
+	resp, err := http.ReadResponse(c.br, nil)
+	if err != nil {
+		t.Fatalf("reading an answer: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading an answer's body: %v", err)
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		_ = json.Unmarshal(b, &problem)
+	}
+	return resp, string(b), problem
+}
+
+// closed reports whether the server closed the connection after the answers read so far, rather
+// than answer what followed them.
+func (c *rawConn) closed(t *testing.T) bool {
+	t.Helper()
+	_, err := c.br.Peek(1)
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, io.EOF):
+		return true
+	}
+	t.Fatalf("after the answer, neither more bytes nor the connection's end: %v", err)
+	return false
+}
+
+// TestUpstreamRequestsAreClean (F4, F5, F13, F16): whatever a client adds, on every route class the
+// upstream gets no request trailer (declared or not), no Trailer header, the upstream's configured
+// headers and not the client's, no client key header, a forward_key header only from an execution
+// under a key, no header name holding "_", no X-Real-IP or method override, and, where the gateway
+// holds the body, the body with its Content-Length, never chunked.
+func TestUpstreamRequestsAreClean(t *testing.T) {
+	t.Parallel()
+	up := newLoggingUpstream(t)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(securityRoutes, up.URL), gateway.Options{})
+	const body = `{"title":"clean","priority":1}`
+	defences := []struct {
+		name string
+		// check returns what is wrong with the upstream request seen for a call of class c.
+		check func(c routeClass, seen seenRequest) string
+	}{
+		{"no request trailers (F4)", func(_ routeClass, seen seenRequest) string {
+			if len(seen.trailer) > 0 || seen.header["Trailer"] != nil {
+				return fmt.Sprintf("trailers %v, Trailer %q", seen.trailer, seen.header["Trailer"])
+			}
+			return ""
+		}},
+		{"the upstream's headers, not the client's", func(_ routeClass, seen seenRequest) string {
+			if a, c := seen.header["Authorization"], seen.header["X-Api-Client"]; !slices.Equal(a, []string{"Bearer upstream-s3cret"}) || !slices.Equal(c, []string{"gateway"}) {
+				return fmt.Sprintf("Authorization %q, X-Api-Client %q", a, c)
+			}
+			return ""
+		}},
+		{"no client key header (F5)", func(_ routeClass, seen seenRequest) string {
+			if v := seen.header["Idempotency-Key"]; v != nil {
+				return fmt.Sprintf("Idempotency-Key %q", v)
+			}
+			return ""
+		}},
+		{"forward_key only from an execution under a key (F5)", func(c routeClass, seen seenRequest) string {
+			got := seen.header["X-Upstream-Idem"]
+			if c.keyed && !slices.Equal(got, []string{"default/keyed/k-clean"}) || !c.keyed && got != nil {
+				return fmt.Sprintf("X-Upstream-Idem %q", got)
+			}
+			return ""
+		}},
+		{"no header name with _ (F13)", func(_ routeClass, seen seenRequest) string {
+			for name := range seen.header {
+				if strings.Contains(name, "_") {
+					return "header " + name
+				}
+			}
+			return ""
+		}},
+		{"no X-Real-IP or method override (F13)", func(_ routeClass, seen seenRequest) string {
+			for _, name := range []string{"X-Real-Ip", "X-Http-Method-Override", "X-Method-Override", "X-Http-Method"} {
+				if v := seen.header[name]; v != nil {
+					return fmt.Sprintf("%s %q", name, v)
+				}
+			}
+			return ""
+		}},
+		{"the body whole; a held body with its Content-Length (F16)", func(c routeClass, seen seenRequest) string {
+			switch {
+			case seen.body != body:
+				return fmt.Sprintf("body %q", seen.body)
+			case c.keyed && (len(seen.transferEncoding) > 0 || seen.contentLength != int64(len(body))):
+				return fmt.Sprintf("Transfer-Encoding %q, Content-Length %d", seen.transferEncoding, seen.contentLength)
+			}
+			return ""
+		}},
+	}
+	for _, c := range routeClasses {
+		// The audit's requests in one: a chunked body with a declared trailer and an undeclared
+		// one, a client credential and injected-header value, a forged forward_key header, the
+		// tenant with underscores, a client address and method overrides.
+		raw := c.head("k-clean") +
+			"Content-Type: application/json\r\n" +
+			"Authorization: Bearer client-token\r\n" +
+			"X-Api-Client: client-says\r\n" +
+			"X-Upstream-Idem: acme/keyed/k1\r\n" +
+			"X_Tenant_ID: evil\r\n" +
+			"X-Real-IP: 6.6.6.6\r\n" +
+			"X-HTTP-Method-Override: DELETE\r\nX-Method-Override: DELETE\r\nX-HTTP-Method: DELETE\r\n" +
+			"Transfer-Encoding: chunked\r\nTrailer: Authorization\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n", len(body), body) +
+			"Authorization: Bearer trailer-evil\r\nX-Tenant-ID: victim\r\n\r\n"
+		if c.name == "read_only" {
+			raw = strings.Replace(raw, "Content-Type:", "Idempotency-Key: refund-2024-001\r\nContent-Type:", 1)
+		}
+		conn := dialRaw(t, srv.URL)
+		conn.send(t, raw)
+		if resp, _, problem := conn.answer(t); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("%s: %d %v, want 201", c.name, resp.StatusCode, problem)
+		}
+		seen := up.last(t)
+		for _, d := range defences {
+			if wrong := d.check(c, seen); wrong != "" {
+				t.Errorf("%s: %s: the upstream got %s", c.name, d.name, wrong)
+			}
+		}
+	}
 }
