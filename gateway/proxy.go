@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -152,7 +151,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	x.settle(opCommit)
 	x.setRemoteID(rec.RemoteID)
 	if readErr != nil {
-		return fmt.Errorf("%w: the response body broke after the upstream committed (receipt stored without it): %v", ErrUpstream, readErr)
+		return fmt.Errorf("%w: %w", faultBodyBroke, readErr)
 	}
 	resp.Body = struct {
 		io.Reader
@@ -167,32 +166,26 @@ func (x *exchange) observeUpstream(outcome string) {
 
 // proxyError answers an upstream exchange that failed, settling the record by outcomeOf: if no
 // connection to the upstream was obtained, nothing was sent, the key is freed and the client may
-// retry; otherwise the upstream may have acted, and the outcome is unknown.
+// retry; otherwise the upstream may have acted, and the outcome is unknown. The client and the
+// receipt get the kind of failure (faultOf); the log line gets err.
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeFrom(r.Context())
 	if x.upDur == 0 {
 		x.upDur = time.Since(x.upStart)
 	}
-	perr := fmt.Errorf("%w: %v", ErrUpstream, err)
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		perr = fmt.Errorf("%w after %s", ErrUpstreamTimeout, x.rt.Upstream.Timeout)
-	case errors.As(err, &tooLarge): // a streamed body over max_body_bytes
-		perr = fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, tooLarge.Limit)
-	}
+	fault := faultOf(err, x.mayHaveSent.Load(), x.rt.Upstream.Timeout)
 	retryable := false
 	if x.owner == "" || x.settled { // nothing to settle, or settled before the body broke
 		x.observeUpstream(outcomePassThrough)
 	} else {
 		oc := outcomeOf(upstreamResult{sent: x.mayHaveSent.Load()}, x.rt)
 		x.observeUpstream(oc.class.String())
-		x.rec.Detail = perr.Error()
+		x.rec.Detail = fault.Error()
 		x.settle(oc.op)
 		retryable = oc.op == opRelease // the key was freed
 	}
 	x.logger().Warn("upstream exchange failed", "err", err, "may_have_sent", x.mayHaveSent.Load())
-	p := newProblem(perr, x.decision, x.key)
+	p := newProblem(fault, x.decision, x.key)
 	p.Retryable = retryable
 	p.write(w, 0)
 }

@@ -360,3 +360,90 @@ func TestUpstreamRequestsAreClean(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamFailuresAreQuiet (F10): a client's problem and a receipt's detail name the kind of an
+// upstream failure, never the transport's error (an address, a resolver, the upstream's bytes); the
+// log line keeps it. On every route class, for an upstream that cannot be reached, one that sends
+// a malformed header line, and one that closes the connection without answering.
+func TestUpstreamFailuresAreQuiet(t *testing.T) {
+	t.Parallel()
+	closedPort := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
+	}()
+	rawUpstream := func(answer string) string { // reads one request, writes answer, closes
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer conn.Close()
+					if req, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
+						_, _ = io.Copy(io.Discard, req.Body)
+						io.WriteString(conn, answer)
+					}
+				}()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	failures := []struct {
+		name, addr string
+		kind       string // the problem's detail
+		unknown    bool   // a keyed call's record stays outcome_unknown, with the kind as detail
+		logged     string // in the log line
+	}{
+		{"unreachable", closedPort, "upstream unreachable", false, "connection refused"},
+		{"malformed", rawUpstream("HTTP/1.1 200 OK\r\nContent-Type: application/json\x01\r\n\r\n"),
+			"upstream sent a malformed response", true, "malformed MIME header line"},
+		{"broken", rawUpstream(""), "upstream connection broke before its response was complete", true, "EOF"},
+	}
+	var yaml strings.Builder
+	yaml.WriteString("upstreams:\n")
+	for _, f := range failures {
+		fmt.Fprintf(&yaml, "  %s: {url: http://%s}\n", f.name, f.addr)
+	}
+	yaml.WriteString("routes:\n")
+	for _, f := range failures {
+		fmt.Fprintf(&yaml, `  - {name: read_%[1]s, upstream: %[1]s, method: GET, path: "/%[1]s/v1/things/{id}", class: read_only}
+  - {name: keyless_%[1]s, upstream: %[1]s, method: PUT, path: "/%[1]s/v1/things/{id}", class: idempotent}
+  - {name: keyed_%[1]s, upstream: %[1]s, method: POST, path: "/%[1]s/v1/things", class: non_idempotent}
+`, f.name)
+	}
+	logs := &testlog.Buffer{}
+	srv, _, gw := newGatewayYAML(t, openEmbedded, yaml.String(), gateway.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	for _, f := range failures {
+		for _, c := range routeClasses {
+			h := http.Header{"Content-Type": {"application/json"}}
+			if c.keyed {
+				h.Set("Idempotency-Key", "k-quiet")
+			}
+			a := do(t, c.method, srv.URL+"/"+f.name+c.path, h, `{}`)
+			if a.status != http.StatusBadGateway || a.problem["detail"] != f.kind {
+				t.Errorf("%s, %s: %d %v; want 502 with detail %q", f.name, c.name, a.status, a.problem, f.kind)
+			}
+		}
+		code, rec := adminDo(t, gw.AdminHandler(""), "GET", "/v1/records/default/keyed_"+f.name+"/k-quiet", "", "")
+		switch {
+		case f.unknown && (code != 200 || rec["state"] != "outcome_unknown" || rec["detail"] != f.kind):
+			t.Errorf("%s: keyed record %d %v; want outcome_unknown with detail %q", f.name, code, rec, f.kind)
+		case !f.unknown && code != 404:
+			t.Errorf("%s: keyed record %d %v; want none (not committed)", f.name, code, rec)
+		}
+		if !strings.Contains(logs.String(), f.logged) {
+			t.Errorf("%s: the log lacks the transport's error %q:\n%s", f.name, f.logged, logs.String())
+		}
+	}
+}
