@@ -20,6 +20,7 @@ const (
 	faultUnreachable upstreamFault = "upstream unreachable"
 	faultBroken      upstreamFault = "upstream connection broke before its response was complete"
 	faultMalformed   upstreamFault = "upstream sent a malformed response"
+	faultSwitched    upstreamFault = "upstream switched protocols (101) on a request that asked for no upgrade"
 	faultBodyBroke   upstreamFault = "upstream response body broke after the upstream committed (the receipt is stored without it)"
 )
 

@@ -22,6 +22,10 @@ import (
 func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
 	x := g.newExchange(w, r, rt, httpRoute{})
 	defer x.logAccess()
+	if err := upgradeRefused(rt, r.Header); err != nil {
+		x.reject(err)
+		return
+	}
 	if x.limitBody() {
 		x.proxy()
 	}
@@ -39,7 +43,7 @@ func (x *exchange) proxy() {
 			x.cancelUpstream()
 		}
 	}()
-	x.g.proxy.ServeHTTP(x.w, x.request())
+	x.g.proxy.ServeHTTP(newFinalOnly(x.w), x.request())
 }
 
 // rewrite builds the upstream request: the upstream's URL with the incoming path (less
@@ -118,6 +122,14 @@ func (x *exchange) clientTrace() *httptrace.ClientTrace {
 func (g *Gateway) modifyResponse(resp *http.Response) error {
 	x := exchangeFrom(resp.Request.Context())
 	x.upDur = time.Since(x.upStart)
+	x.upStatus = resp.StatusCode
+	if resp.StatusCode < 200 { // a 101: the proxy would make the connection a tunnel
+		if x.rt.Upgrade != "" && asksUpgrade(resp.Request.Header) {
+			x.observeUpstream(outcomePassThrough)
+			return nil
+		}
+		return faultSwitched // proxyError settles it: outcomeOf counts a 1xx unknown
+	}
 	if x.owner == "" { // read_only, or no key: nothing to settle
 		x.observeUpstream(outcomePassThrough)
 		return nil
@@ -166,8 +178,9 @@ func (x *exchange) observeUpstream(outcome string) {
 
 // proxyError answers an upstream exchange that failed, settling the record by outcomeOf: if no
 // connection to the upstream was obtained, nothing was sent, the key is freed and the client may
-// retry; otherwise the upstream may have acted, and the outcome is unknown. The client and the
-// receipt get the kind of failure (faultOf); the log line gets err.
+// retry; otherwise the upstream may have acted (also when it answered 101 unasked), and the
+// outcome is unknown. The client and the receipt get the kind of failure (faultOf); the log line
+// gets err.
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeFrom(r.Context())
 	if x.upDur == 0 {
@@ -178,7 +191,7 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	if x.owner == "" || x.settled { // nothing to settle, or settled before the body broke
 		x.observeUpstream(outcomePassThrough)
 	} else {
-		oc := outcomeOf(upstreamResult{sent: x.mayHaveSent.Load()}, x.rt)
+		oc := outcomeOf(upstreamResult{status: x.upStatus, sent: x.mayHaveSent.Load()}, x.rt)
 		x.observeUpstream(oc.class.String())
 		x.rec.Detail = fault.Error()
 		x.settle(oc.op)

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strings"
@@ -444,6 +447,208 @@ func TestUpstreamFailuresAreQuiet(t *testing.T) {
 		}
 		if !strings.Contains(logs.String(), f.logged) {
 			t.Errorf("%s: the log lacks the transport's error %q:\n%s", f.name, f.logged, logs.String())
+		}
+	}
+}
+
+// TestUpgradeRefused (F1): a request that asks for a protocol upgrade gets 400 invalid-request on
+// every route that does not allow one, and on the route that allows websocket when it asks for
+// another protocol; none reaches the upstream. Upgrade without Connection: upgrade is proxied
+// without it.
+func TestUpgradeRefused(t *testing.T) {
+	t.Parallel()
+	up := newLoggingUpstream(t)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(securityRoutes, up.URL), gateway.Options{})
+	socket := routeClass{"read_only, upgrade: websocket", "GET", "/v1/socket", false}
+	tests := []struct {
+		class   routeClass
+		upgrade string // the header lines that ask for it
+	}{
+		{routeClasses[0], "Connection: Upgrade\r\nUpgrade: websocket\r\n"},
+		{routeClasses[1], "Connection: Upgrade\r\nUpgrade: websocket\r\n"},
+		{routeClasses[2], "Connection: Upgrade\r\nUpgrade: websocket\r\n"},
+		{routeClasses[0], "Connection: keep-alive, upgrade\r\nUpgrade: tunnel\r\n"},
+		{routeClasses[1], "Connection: UPGRADE\r\nUpgrade: tunnel\r\n"},
+		{routeClasses[2], "Connection: keep-alive\r\nConnection: upgrade\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n"},
+		{socket, "Connection: Upgrade\r\nUpgrade: h2c\r\n"},
+		{socket, "Connection: Upgrade\r\nUpgrade: websocket, h2c\r\n"},
+		{socket, "Connection: Upgrade\r\nUpgrade: websocket\r\nUpgrade: websocket\r\n"},
+	}
+	for _, tt := range tests {
+		before := up.requests()
+		conn := dialRaw(t, srv.URL)
+		conn.send(t, tt.class.head("k-up")+tt.upgrade+"Content-Length: 0\r\n\r\n")
+		resp, _, problem := conn.answer(t)
+		if resp.StatusCode != http.StatusBadRequest || !strings.HasSuffix(fmt.Sprint(problem["type"]), ":invalid-request") {
+			t.Errorf("%s, %q: %d %v, want 400 invalid-request", tt.class.name, tt.upgrade, resp.StatusCode, problem)
+		}
+		if up.requests() != before {
+			t.Errorf("%s, %q: the upstream was called", tt.class.name, tt.upgrade)
+		}
+	}
+	for _, c := range routeClasses {
+		conn := dialRaw(t, srv.URL)
+		conn.send(t, c.head("k-upgrade-alone")+"Upgrade: websocket\r\nContent-Length: 0\r\n\r\n")
+		if resp, _, problem := conn.answer(t); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("%s, Upgrade without Connection: upgrade: %d %v, want 201", c.name, resp.StatusCode, problem)
+		}
+		if seen := up.last(t); seen.header["Upgrade"] != nil || seen.header["Connection"] != nil {
+			t.Errorf("%s: the upstream got Upgrade %q, Connection %q", c.name, seen.header["Upgrade"], seen.header["Connection"])
+		}
+	}
+}
+
+// switchingUpstream answers every request with 101 Switching Protocols to websocket, then records
+// what arrives on the connection after it until the gateway closes it: through an open tunnel, the
+// client's next bytes.
+type switchingUpstream struct {
+	url       string
+	mu        sync.Mutex
+	requests  []*http.Request
+	tunneled  []string      // per connection, the bytes read after the 101
+	connsDone chan struct{} // one send per connection closed
+}
+
+func newSwitchingUpstream(t *testing.T) *switchingUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	u := &switchingUpstream{url: "http://" + ln.Addr().String(), connsDone: make(chan struct{}, 100)}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { conn.Close(); u.connsDone <- struct{}{} }()
+				_ = conn.SetDeadline(time.Now().Add(hangTimeout))
+				br := bufio.NewReader(conn)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				u.mu.Lock()
+				u.requests = append(u.requests, req)
+				u.mu.Unlock()
+				io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+				rest, _ := io.ReadAll(br) // until the gateway closes the connection (or the deadline)
+				u.mu.Lock()
+				u.tunneled = append(u.tunneled, string(rest))
+				u.mu.Unlock()
+			}()
+		}
+	}()
+	return u
+}
+
+// awaitClosed waits until n more connections to the upstream have closed.
+func (u *switchingUpstream) awaitClosed(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-u.connsDone:
+		case <-time.After(hangTimeout):
+			t.Fatalf("the gateway kept a connection to the upstream open for %s after a 101", hangTimeout)
+		}
+	}
+}
+
+// TestUpstream101NeverRelayed (F1, F9): an upstream that answers 101 to a request that asked for no
+// upgrade gets no tunnel on any route class: the client gets 502 upstream-failed, the bytes it
+// sends next reach no upstream, and on a keyed route the record is outcome_unknown (never a
+// committed 101 that replays). On the route that allows websocket, an upgrade the client asked for
+// does make a tunnel: the test's control.
+func TestUpstream101NeverRelayed(t *testing.T) {
+	t.Parallel()
+	up := newSwitchingUpstream(t)
+	srv, _, gw := newGatewayYAML(t, openEmbedded, fmt.Sprintf(securityRoutes, up.url), gateway.Options{})
+	const smuggled = "GET /admin/delete-everything HTTP/1.1\r\nHost: x\r\n\r\n"
+	socket := routeClass{"read_only, upgrade: websocket, none asked", "GET", "/v1/socket", false}
+	for _, c := range append(routeClasses[:3:3], socket) {
+		conn := dialRaw(t, srv.URL)
+		conn.send(t, c.head("k-101")+"Content-Length: 0\r\n\r\n"+smuggled)
+		resp, _, problem := conn.answer(t)
+		if resp.StatusCode != http.StatusBadGateway || problem["detail"] != "upstream switched protocols (101) on a request that asked for no upgrade" {
+			t.Errorf("%s: %d %v, want 502 upstream-failed", c.name, resp.StatusCode, problem)
+		}
+		up.awaitClosed(t, 1)
+		conn.Close()
+	}
+	up.mu.Lock()
+	for i, b := range up.tunneled {
+		if b != "" {
+			t.Errorf("connection %d: %q reached the upstream after its 101", i, b)
+		}
+	}
+	up.tunneled = nil
+	up.mu.Unlock()
+
+	code, rec := adminDo(t, gw.AdminHandler(""), "GET", "/v1/records/default/keyed/k-101", "", "")
+	if code != 200 || rec["state"] != "outcome_unknown" || rec["detail"] != "upstream switched protocols (101) on a request that asked for no upgrade" {
+		t.Errorf("keyed record after a 101: %d %v, want outcome_unknown", code, rec)
+	}
+	conn := dialRaw(t, srv.URL)
+	conn.send(t, routeClasses[2].head("k-101")+"Content-Length: 0\r\n\r\n")
+	if resp, _, problem := conn.answer(t); resp.StatusCode != http.StatusConflict || !strings.HasSuffix(fmt.Sprint(problem["type"]), ":outcome-unknown") {
+		t.Errorf("retry after a 101: %d %v, want 409 outcome-unknown", resp.StatusCode, problem)
+	}
+
+	// The control: an upgrade the route allows and the client asked for is a tunnel.
+	conn = dialRaw(t, srv.URL)
+	conn.send(t, "GET /v1/socket HTTP/1.1\r\nHost: gw.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+	if resp, _, _ := conn.answer(t); resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("allowed upgrade: %d, want 101", resp.StatusCode)
+	}
+	conn.send(t, "through the tunnel")
+	conn.Close()
+	up.awaitClosed(t, 1)
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if len(up.tunneled) != 1 || up.tunneled[0] != "through the tunnel" {
+		t.Errorf("allowed upgrade: the upstream read %q after its 101, want the client's bytes", up.tunneled)
+	}
+	if last := up.requests[len(up.requests)-1]; last.Header.Get("Authorization") != "Bearer upstream-s3cret" || !strings.EqualFold(last.Header.Get("Upgrade"), "websocket") {
+		t.Errorf("allowed upgrade: the upstream got Authorization %q, Upgrade %q", last.Header.Get("Authorization"), last.Header.Get("Upgrade"))
+	}
+}
+
+// TestInterimResponsesNotRelayed: an upstream's interim 103 Early Hints reaches no client on any
+// route class, and the final answer keeps the gateway's own headers (the reverse proxy clears the
+// header map after relaying an interim response).
+func TestInterimResponsesNotRelayed(t *testing.T) {
+	t.Parallel()
+	up := newLoggingUpstream(t)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(securityRoutes, up.URL), gateway.Options{})
+	for _, c := range routeClasses {
+		var interim []int
+		trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+			interim = append(interim, code)
+			return nil
+		}}
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), c.method, srv.URL+c.path, strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Early-Hints", "1")
+		req.Header.Set("Content-Type", "application/json")
+		if c.keyed {
+			req.Header.Set("Idempotency-Key", "k-hints")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated || len(interim) > 0 || resp.Header.Get("Link") != "" {
+			t.Errorf("%s: %d, interim responses %v, Link %q; want 201 and none", c.name, resp.StatusCode, interim, resp.Header.Get("Link"))
+		}
+		if c.keyed && resp.Header.Get("Idempotency-Decision") != "execute" {
+			t.Errorf("%s: Idempotency-Decision %q after an interim response, want execute", c.name, resp.Header.Get("Idempotency-Decision"))
 		}
 	}
 }
