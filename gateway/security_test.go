@@ -652,3 +652,44 @@ func TestInterimResponsesNotRelayed(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkedRequestClosesConnection (F11): a request with both Content-Length and
+// Transfer-Encoding, or Transfer-Encoding alone, is read by its chunks and answered with
+// Connection: close, and what follows it on the connection is never read as a request, on every
+// route class and on no route at all; a request framed by Content-Length alone keeps the
+// connection. net/http removes Content-Length from such a request before the gateway sees it, so
+// the two cannot be told apart (docs/security.md#framing).
+func TestChunkedRequestClosesConnection(t *testing.T) {
+	t.Parallel()
+	up := newLoggingUpstream(t)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(securityRoutes, up.URL), gateway.Options{})
+	const body = `{"title":"cl-te","priority":1}`
+	const smuggled = "GET /v1/admin HTTP/1.1\r\nHost: x\r\n\r\n"
+	chunked := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	framings := []struct {
+		name, header, body string
+		closes             bool
+	}{
+		{"Content-Length and Transfer-Encoding", "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n", chunked, true},
+		{"Transfer-Encoding and Content-Length", "Transfer-Encoding: chunked\r\nContent-Length: 1000\r\n", chunked, true},
+		{"Transfer-Encoding alone", "Transfer-Encoding: chunked\r\n", chunked, true},
+		{"Content-Length alone", fmt.Sprintf("Content-Length: %d\r\n", len(body)), body, false},
+	}
+	unrouted := routeClass{"no route", "POST", "/v1/elsewhere", false}
+	for _, c := range append(routeClasses[:3:3], unrouted) {
+		for i, f := range framings {
+			conn := dialRaw(t, srv.URL)
+			conn.send(t, c.head(fmt.Sprintf("k-frame-%d", i))+"Content-Type: application/json\r\n"+f.header+"\r\n"+f.body+smuggled)
+			resp, _, problem := conn.answer(t)
+			if want := http.StatusCreated; c != unrouted && resp.StatusCode != want {
+				t.Errorf("%s, %s: %d %v, want %d", c.name, f.name, resp.StatusCode, problem, want)
+			}
+			if resp.Close != f.closes { // http.ReadResponse takes Connection: close out of the header
+				t.Errorf("%s, %s: Connection: close %v, want %v", c.name, f.name, resp.Close, f.closes)
+			}
+			if closed := conn.closed(t); closed != f.closes {
+				t.Errorf("%s, %s: connection closed after the answer: %v, want %v", c.name, f.name, closed, f.closes)
+			}
+		}
+	}
+}
