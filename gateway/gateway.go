@@ -104,7 +104,8 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 	transport := opts.Transport
 	if tp := opts.TracerProvider; tp != nil {
 		g.tracer = tp.Tracer("github.com/idemgateway/idemgateway/gateway")
-		transport = otelhttp.NewTransport(transport, otelhttp.WithTracerProvider(tp)) // a client span per upstream call
+		// A client span per upstream call, its url.full without query values.
+		transport = otelhttp.NewTransport(transport, otelhttp.WithTracerProvider(queryRedacted{tp}))
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,

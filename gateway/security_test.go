@@ -693,3 +693,46 @@ func TestChunkedRequestClosesConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestClientSpanQueryRedacted (F15): the upstream client span's url.full keeps the query's names
+// and no value; no span holds a query value; the upstream gets the query as sent.
+func TestClientSpanQueryRedacted(t *testing.T) {
+	t.Parallel()
+	up := newLoggingUpstream(t)
+	spans := tracetest.NewInMemoryExporter()
+	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(securityRoutes, up.URL),
+		gateway.Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))})
+	const query = "?api_key=client-query-secret&flag&token=t0k3n&api_key=second-s3cret"
+	for _, c := range routeClasses {
+		h := http.Header{"Content-Type": {"application/json"}}
+		if c.keyed {
+			h.Set("Idempotency-Key", "k-span")
+		}
+		if a := do(t, c.method, srv.URL+c.path+query, h, `{}`); a.status != http.StatusCreated {
+			t.Fatalf("%s: %d %v", c.name, a.status, a.problem)
+		}
+		if seen := up.last(t); !strings.HasSuffix(seen.uri, query) {
+			t.Errorf("%s: the upstream got %q, want the query as sent", c.name, seen.uri)
+		}
+	}
+	var clients int
+	for _, s := range spans.GetSpans() {
+		for _, a := range s.Attributes {
+			v := a.Value.Emit()
+			for _, secret := range []string{"client-query-secret", "t0k3n", "second-s3cret"} {
+				if strings.Contains(v, secret) {
+					t.Errorf("span %q: %s = %q holds a query value", s.Name, a.Key, v)
+				}
+			}
+			if a.Key == "url.full" {
+				clients++
+				if !strings.HasSuffix(v, "?api_key=REDACTED&flag&token=REDACTED&api_key=REDACTED") {
+					t.Errorf("span %q: url.full = %q, want the query's names with REDACTED values", s.Name, v)
+				}
+			}
+		}
+	}
+	if clients != len(routeClasses) {
+		t.Errorf("%d client spans with url.full, want %d", clients, len(routeClasses))
+	}
+}
