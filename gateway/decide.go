@@ -124,9 +124,11 @@ type upstreamResult struct {
 	sent   bool
 }
 
-// outcomeOf is the outcome table of docs/contract.md §4: the route's outcome lists first, then 2xx
-// and 3xx committed, 4xx and 503 not committed, any other 5xx unknown; with no response, a call
-// that never reached the upstream is not committed and one that may have is unknown.
+// outcomeOf is the outcome table of docs/contract.md §4: a 1xx as the final answer (a 101 that no
+// upgrade asked for) is a protocol error, unknown whatever the route says; then the route's
+// outcome lists, then 2xx and 3xx committed, 4xx and 503 not committed, any other 5xx unknown;
+// with no response, a call that never reached the upstream is not committed and one that may have
+// is unknown.
 func outcomeOf(res upstreamResult, rt *routes.Route) outcome {
 	return settled(classOf(res, rt.Outcome), rt)
 }
@@ -138,6 +140,8 @@ func classOf(res upstreamResult, o routes.Outcome) outcomeClass {
 		return unknown
 	case status == 0:
 		return notCommitted
+	case status < 200: // RFC 9110 §15.2: never final; the upstream may have acted and switched
+		return unknown
 	case slices.Contains(o.Committed, status):
 		return committed
 	case slices.Contains(o.NotCommitted, status):

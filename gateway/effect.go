@@ -23,6 +23,10 @@ import (
 func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
 	x := g.newExchange(w, r, rt, httpRoute{})
 	defer x.logAccess()
+	if err := upgradeRefused(rt, r.Header); err != nil { // docs/security.md#upgrades-and-tunnels
+		x.reject(err)
+		return
+	}
 	id, err := identify(rt, w, r, false)
 	x.identified(id)
 	switch {

@@ -55,6 +55,7 @@ type exchange struct {
 
 	cancelUpstream context.CancelFunc // ends the upstream exchange's context
 	upStart        time.Time          // when the upstream request was built
+	upStatus       int                // the status of the upstream's response; 0 until one arrives
 
 	start    time.Time
 	storeDur time.Duration // time spent in store calls on the request path

@@ -106,7 +106,8 @@ func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error)
 	transport := opts.Transport
 	if tp := opts.TracerProvider; tp != nil {
 		g.tracer = tp.Tracer("github.com/idemgateway/idemgateway/gateway")
-		transport = otelhttp.NewTransport(transport, otelhttp.WithTracerProvider(tp)) // a client span per upstream call
+		// A client span per upstream call, its url.full without query values.
+		transport = otelhttp.NewTransport(transport, otelhttp.WithTracerProvider(queryRedacted{tp}))
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
@@ -134,7 +135,16 @@ func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error)
 // ServeHTTP serves one request of an agent's HTTP tool. A path with a dot-segment ("." or "..",
 // escaped or not) is refused before routing: an upstream that resolves it could serve a path no
 // route allows.
+//
+// The connection of a request framed by Transfer-Encoding closes after its answer. net/http reads
+// a request that has both Transfer-Encoding and Content-Length by Transfer-Encoding and removes
+// Content-Length before a handler sees it, so the gateway cannot tell the two apart, and RFC 9112
+// §6.1 requires closing after such a request: a front proxy that framed it by Content-Length would
+// otherwise read the rest of the connection differently (docs/security.md#framing).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(r.TransferEncoding) > 0 {
+		w.Header().Set("Connection", "close")
+	}
 	for _, seg := range strings.Split(r.URL.Path, "/") {
 		if seg == "." || seg == ".." {
 			g.refuseUnrouted(w, r, fmt.Errorf("%w: the path %q has a dot-segment", ErrInvalidRequest, r.URL.Path))

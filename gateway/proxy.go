@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +22,10 @@ import (
 func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
 	x := g.newExchange(w, r, rt, httpRoute{})
 	defer x.logAccess()
+	if err := upgradeRefused(rt, r.Header); err != nil {
+		x.reject(err)
+		return
+	}
 	if x.limitBody() {
 		x.proxy()
 	}
@@ -40,14 +43,15 @@ func (x *exchange) proxy() {
 			x.cancelUpstream()
 		}
 	}()
-	x.g.proxy.ServeHTTP(x.w, x.request())
+	x.g.proxy.ServeHTTP(newFinalOnly(x.w), x.request())
 }
 
 // rewrite builds the upstream request: the upstream's URL with the incoming path (less
-// strip_prefix) appended, the upstream's configured headers, and the upstream timeout. A
-// side-effecting request is detached from the client's context, so that a client that goes away
-// does not cancel it, and gets a body the transport cannot rewind, so that it is never resent once
-// bytes may have reached the upstream (docs/cases.md C11).
+// strip_prefix) appended, the client's headers less what cleanOutbound removes, the upstream's
+// configured headers, and the upstream timeout. A side-effecting request is detached from the
+// client's context, so that a client that goes away does not cancel it, and gets a body the
+// transport cannot rewind, so that it is never resent once bytes may have reached the upstream
+// (docs/cases.md C11). A body the gateway holds goes with its Content-Length, never chunked (RFC 9112 §6.3).
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	x := exchangeFrom(pr.In.Context())
 	up := x.rt.Upstream
@@ -59,6 +63,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	pr.SetURL(up.URL)
+	cleanOutbound(out, x.rt)
 	for name, values := range up.Headers.Header() {
 		out.Header[name] = values
 	}
@@ -72,6 +77,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		switch {
 		case x.body != nil:
 			out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(x.body)), int64(len(x.body))
+			out.TransferEncoding = nil
 		case out.Body == nil:
 			out.Body = io.NopCloser(strings.NewReader(""))
 		}
@@ -116,6 +122,14 @@ func (x *exchange) clientTrace() *httptrace.ClientTrace {
 func (g *Gateway) modifyResponse(resp *http.Response) error {
 	x := exchangeFrom(resp.Request.Context())
 	x.upDur = time.Since(x.upStart)
+	x.upStatus = resp.StatusCode
+	if resp.StatusCode < 200 { // a 101: the proxy would make the connection a tunnel
+		if x.rt.Upgrade != "" && asksUpgrade(resp.Request.Header) {
+			x.observeUpstream(outcomePassThrough)
+			return nil
+		}
+		return faultSwitched // proxyError settles it: outcomeOf counts a 1xx unknown
+	}
 	if x.owner == "" { // read_only, or no key: nothing to settle
 		x.observeUpstream(outcomePassThrough)
 		return nil
@@ -149,7 +163,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	x.settle(opCommit)
 	x.setRemoteID(rec.RemoteID)
 	if readErr != nil {
-		return fmt.Errorf("%w: the response body broke after the upstream committed (receipt stored without it): %v", ErrUpstream, readErr)
+		return fmt.Errorf("%w: %w", faultBodyBroke, readErr)
 	}
 	resp.Body = struct {
 		io.Reader
@@ -164,32 +178,27 @@ func (x *exchange) observeUpstream(outcome string) {
 
 // proxyError answers an upstream exchange that failed, settling the record by outcomeOf: if no
 // connection to the upstream was obtained, nothing was sent, the key is freed and the client may
-// retry; otherwise the upstream may have acted, and the outcome is unknown.
+// retry; otherwise the upstream may have acted (also when it answered 101 unasked), and the
+// outcome is unknown. The client and the receipt get the kind of failure (faultOf); the log line
+// gets err.
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeFrom(r.Context())
 	if x.upDur == 0 {
 		x.upDur = time.Since(x.upStart)
 	}
-	perr := fmt.Errorf("%w: %v", ErrUpstream, err)
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		perr = fmt.Errorf("%w after %s", ErrUpstreamTimeout, x.rt.Upstream.Timeout)
-	case errors.As(err, &tooLarge): // a streamed body over max_body_bytes
-		perr = fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, tooLarge.Limit)
-	}
+	fault := faultOf(err, x.mayHaveSent.Load(), x.rt.Upstream.Timeout)
 	retryable := false
 	if x.owner == "" || x.settled { // nothing to settle, or settled before the body broke
 		x.observeUpstream(outcomePassThrough)
 	} else {
-		oc := outcomeOf(upstreamResult{sent: x.mayHaveSent.Load()}, x.rt)
+		oc := outcomeOf(upstreamResult{status: x.upStatus, sent: x.mayHaveSent.Load()}, x.rt)
 		x.observeUpstream(oc.class.String())
-		x.rec.Detail = perr.Error()
+		x.rec.Detail = fault.Error()
 		x.settle(oc.op)
 		retryable = oc.op == opRelease // the key was freed
 	}
 	x.logger().Warn("upstream exchange failed", "err", err, "may_have_sent", x.mayHaveSent.Load())
-	p := newProblem(perr, x.decision, x.key)
+	p := newProblem(fault, x.decision, x.key)
 	p.Retryable = retryable
 	p.write(w, 0)
 }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgateway/idemgateway/canonical"
@@ -107,6 +109,8 @@ func (x *exchange) reconcile(prev *storedRecord) {
 
 // lookupEffect runs the reconcile lookup: GET the upstream's URL with rc.Path. found is the JSON
 // of the value at rc.Found ("" when absent, null, or the lookup answers 404); answer is the body.
+// A transport failure is logged here; err names only its kind (faultOf), for the receipt's detail
+// and the client's problem.
 func (x *exchange) lookupEffect(rc *routes.Reconcile) (found string, answer []byte, err error) {
 	target, err := rc.Path.Expand(func(source, name string, p canonical.Pointer) (string, bool) {
 		v, ok := x.templateValue(source, name, p)
@@ -122,6 +126,8 @@ func (x *exchange) lookupEffect(rc *routes.Reconcile) (found string, answer []by
 	u.RawQuery = query
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.r.Context()), up.Timeout)
 	defer cancel()
+	var connected atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return "", nil, err
@@ -133,13 +139,15 @@ func (x *exchange) lookupEffect(rc *routes.Reconcile) (found string, answer []by
 	req.Header.Set("Accept", "application/json")
 	resp, err := x.g.opts.Transport.RoundTrip(req)
 	if err != nil {
-		return "", nil, fmt.Errorf("lookup: %w", err)
+		x.logger().Warn("reconcile lookup failed", "err", err)
+		return "", nil, fmt.Errorf("lookup: %w", faultOf(err, connected.Load(), up.Timeout))
 	}
 	defer resp.Body.Close()
 	answer, err = io.ReadAll(io.LimitReader(resp.Body, x.g.opts.MaxReceiptBodyBytes+1))
 	switch {
 	case err != nil:
-		return "", nil, fmt.Errorf("lookup: reading the answer: %w", err)
+		x.logger().Warn("reconcile lookup failed", "err", err)
+		return "", nil, fmt.Errorf("lookup: reading the answer: %w", faultOf(err, true, up.Timeout))
 	case resp.StatusCode == http.StatusNotFound:
 		return "", answer, nil
 	case resp.StatusCode < 200 || resp.StatusCode > 299:

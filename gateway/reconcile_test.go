@@ -92,13 +92,17 @@ func TestReconcile(t *testing.T) {
 		var mu sync.Mutex
 		tickets := map[string]map[string]any{} // external_id -> ticket
 		effects := 0
-		lookupFails := false
+		lookupFails := "" // "500": the lookup answers 500; "drop": its connection breaks
 		upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			defer mu.Unlock()
 			if r.Method == http.MethodGet {
-				if lookupFails {
+				switch lookupFails {
+				case "500":
 					w.WriteHeader(http.StatusInternalServerError)
+					return
+				case "drop":
+					dropAfter(t, w)
 					return
 				}
 				ext := r.URL.Query().Get("external_id")
@@ -220,7 +224,7 @@ func TestReconcile(t *testing.T) {
 		// The lookup fails: the record stays outcome_unknown.
 		first("broken", "after")
 		mu.Lock()
-		lookupFails = true
+		lookupFails = "500"
 		mu.Unlock()
 		a = retry("broken")
 		if a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "outcome_unknown" ||
@@ -231,10 +235,26 @@ func TestReconcile(t *testing.T) {
 		if a = send("broken", ""); a.header.Get("Idempotency-Decision") != "outcome_unknown" {
 			t.Fatalf("retry after a failed lookup: %d %q, want another lookup (outcome_unknown)", a.status, a.header.Get("Idempotency-Decision"))
 		}
+		// The lookup's connection breaks: the answer and the receipt name the kind of failure,
+		// not the transport's error (docs/security.md#error-details).
+		mu.Lock()
+		lookupFails = ""
+		mu.Unlock()
+		first("broken-conn", "after")
+		mu.Lock()
+		lookupFails = "drop"
+		mu.Unlock()
+		const detail = "reconciliation failed: lookup: upstream connection broke before its response was complete"
+		if a = retry("broken-conn"); a.status != http.StatusConflict || a.problem["detail"] != gateway.ErrOutcomeUnknown.Error()+": "+detail {
+			t.Fatalf("lookup whose connection broke: %d %v", a.status, a.problem)
+		}
+		if code, rec := adminDo(t, admin, "GET", "/v1/records/default/create_ticket/broken-conn", "", ""); code != 200 || rec["detail"] != detail {
+			t.Fatalf("lookup whose connection broke, record: %d %v; want detail %q", code, rec, detail)
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		if effects != 5 {
-			t.Fatalf("effects = %d, want 5 (one per operation)", effects)
+		if effects != 6 {
+			t.Fatalf("effects = %d, want 6 (one per operation)", effects)
 		}
 	})
 }

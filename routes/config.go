@@ -189,7 +189,16 @@ type Route struct {
 	ActorHeader string
 	// MaxBodyBytes bounds the request body; larger bodies get 413. Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Upgrade names the protocol a client may switch the connection to on this route (RFC 9110
+	// §7.8): "websocket" is the only one, and only a ReadOnly route may name it, since the
+	// upgraded connection is a tunnel outside the idempotency contract. Default "": a request
+	// with Connection: upgrade is refused, and an upstream's 101 is never relayed
+	// (docs/security.md#upgrades-and-tunnels).
+	Upgrade string
 }
+
+// UpgradeWebSocket is the one protocol a route may allow upgrades to (RFC 6455).
+const UpgradeWebSocket = "websocket"
 
 // Key says where a route's idempotency key comes from.
 type Key struct {

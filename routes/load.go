@@ -95,6 +95,7 @@ type rawRoute struct {
 	Outcome          *rawOutcome     `yaml:"outcome"`
 	Reconcile        *rawReconcile   `yaml:"reconcile"`
 	Scope            *rawScope       `yaml:"scope"`
+	Upgrade          string          `yaml:"upgrade"`
 	rawSettings      `yaml:",inline"`
 }
 

@@ -111,10 +111,11 @@ var badFiles = map[string][]string{
 		`fingerprint.bad.yml: routes[0] "create_ticket": receipt.remote_id: "id": JSON Pointer must start with "/"`,
 		`fingerprint.bad.yml: routes[0] "create_ticket": receipt.remote_url: "/url~": invalid JSON Pointer escape`,
 		`fingerprint.bad.yml: routes[0] "create_ticket": on_unknown_outcome: "ignore": must be block or release`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.committed[1]: 99: must be a status code from 100 to 599`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.committed[1]: 99: must be a status code from 200 to 599`,
 		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.not_committed[1]: 409: listed twice`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.not_committed[2]: 600: must be a status code from 100 to 599`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.not_committed[2]: 600: must be a status code from 200 to 599`,
 		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.unknown[0]: 402: also in outcome.committed; a code may stand in one list only`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.unknown[2]: 101: a 1xx is never a final answer; the gateway counts it an unknown outcome, whatever the lists say`,
 	},
 	"read_only.bad.yml": {
 		`read_only.bad.yml: routes[0] "get_ticket": key: meaningless on a read_only route, which never touches the store`,
@@ -127,6 +128,12 @@ var badFiles = map[string][]string{
 		`read_only.bad.yml: routes[0] "get_ticket": concurrency: meaningless on a read_only route, which never touches the store`,
 		`read_only.bad.yml: routes[0] "get_ticket": wait_timeout: meaningless on a read_only route, which never touches the store`,
 		`read_only.bad.yml: routes[1] "list_tickets": fingerprint: meaningless on a read_only route, which never touches the store`,
+	},
+	"upgrade.bad.yml": {
+		`upgrade.bad.yml: routes[1] "socket_h2c": upgrade: "h2c": unknown protocol (want websocket)`,
+		`upgrade.bad.yml: routes[2] "socket_case": upgrade: "WebSocket": unknown protocol (want websocket)`,
+		`upgrade.bad.yml: routes[3] "put_socket": upgrade: only a read_only route may upgrade: the upgraded connection is a tunnel the gateway neither reads nor makes idempotent`,
+		`upgrade.bad.yml: routes[4] "post_socket": upgrade: only a read_only route may upgrade: the upgraded connection is a tunnel the gateway neither reads nor makes idempotent`,
 	},
 	"routes.bad.yml": {
 		`routes.bad.yml: routes[1] "create_ticket": name: duplicate route name; first used by routes[0]`,
@@ -382,6 +389,7 @@ func TestParseFull(t *testing.T) {
 				TenantHeader:     "X-Tenant",
 				ActorHeader:      "X-Agent",
 				MaxBodyBytes:     1,
+				Upgrade:          UpgradeWebSocket,
 			},
 			{ // the class's defaults: key required, block
 				Name:             "charge",

@@ -144,6 +144,16 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 	if o := raw.Outcome; o != nil {
 		rt.Outcome = r.outcome(field("outcome"), o)
 	}
+
+	switch {
+	case raw.Upgrade == "":
+	case raw.Upgrade != UpgradeWebSocket:
+		r.addf(field("upgrade"), "%q: unknown protocol (want %s)", raw.Upgrade, UpgradeWebSocket)
+	case rt.Class != ReadOnly:
+		r.addf(field("upgrade"), "only a read_only route may upgrade: the upgraded connection is a tunnel the gateway neither reads nor makes idempotent")
+	default:
+		rt.Upgrade = raw.Upgrade
+	}
 	return rt
 }
 
@@ -253,16 +263,19 @@ func (r *resolver) receiptPointer(at, s string) canonical.Pointer {
 	return p
 }
 
-// outcome validates the status lists of an outcome block: codes from 100 to 599, each in one list
-// once.
+// outcome validates the status lists of an outcome block: codes from 200 to 599, each in one list
+// once. A 1xx is never a final answer: the gateway treats it as a protocol error (unknown outcome),
+// whatever the lists say.
 func (r *resolver) outcome(at string, raw *rawOutcome) Outcome {
 	seen := make(map[int]string)
 	check := func(name string, codes []int) []int {
 		for j, code := range codes {
 			fj := fmt.Sprintf("%s.%s[%d]", at, name, j)
 			switch prev, dup := seen[code]; {
-			case code < 100 || code > 599:
-				r.addf(fj, "%d: must be a status code from 100 to 599", code)
+			case code >= 100 && code < 200:
+				r.addf(fj, "%d: a 1xx is never a final answer; the gateway counts it an unknown outcome, whatever the lists say", code)
+			case code < 200 || code > 599:
+				r.addf(fj, "%d: must be a status code from 200 to 599", code)
 			case dup && prev == name:
 				r.addf(fj, "%d: listed twice", code)
 			case dup:
