@@ -111,7 +111,7 @@ func New(cfg *routes.Config, store Store, opts Options) (*Gateway, error) {
 		Rewrite:        g.rewrite,
 		Transport:      transport,
 		ModifyResponse: g.modifyResponse,
-		ErrorHandler:   g.proxyError,
+		ErrorHandler:   closeOnFailure(g.proxyError),
 		BufferPool:     copyBuffers{},
 		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 	}
