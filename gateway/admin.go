@@ -39,7 +39,9 @@ import (
 //	       409 when the record is committed, or in progress with a live lease.
 //
 // When token is not empty, the records API requires `Authorization: Bearer <token>`, compared in
-// constant time; health endpoints never do. Errors are RFC 9457 problems.
+// constant time; health endpoints never do. A resolve's body must be sent as application/json
+// (415 otherwise). Errors are RFC 9457 problems. CheckHost guards the handler against DNS
+// rebinding (docs/security.md#admin-listener).
 func (g *Gateway) AdminHandler(token string) http.Handler {
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -56,7 +58,7 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 	})
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.opts.Metrics, promhttp.HandlerOpts{}))
 	r.Group(func(r chi.Router) {
-		r.Use(requireBearer(token))
+		r.Use(requireBearer(token), requireJSON)
 		r.Get("/v1/records", g.listRecords)
 		r.Get("/v1/records/{tenant}/{tool}/{key}", g.getRecord)
 		r.Delete("/v1/records/{tenant}/{tool}/{key}", g.deleteRecord)
