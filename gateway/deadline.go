@@ -125,8 +125,9 @@ type deadlineBody struct {
 	n      int64         // bytes read; Read's alone (one reader at a time)
 	waited time.Duration // time spent in Read; Read's alone
 
-	mu    sync.Mutex // held while the read deadline changes, and to set ended
-	ended bool       // stop was called: no more reads
+	mu    sync.Mutex     // held while the read deadline changes, and for ended and slow
+	ended bool           // stop was called: no more reads
+	slow  *slowBodyError // set once the body fell behind
 }
 
 // errBodyStopped is a read of a body whose exchange has failed (stopReading).
@@ -168,14 +169,24 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		b.mu.Unlock()
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		b.mu.Lock()
-		ended := b.ended
-		b.mu.Unlock()
-		if ended {
+		defer b.mu.Unlock()
+		if b.ended {
 			return n, errBodyStopped
 		}
-		return n, &slowBodyError{n: b.n, waited: b.waited, allowance: b.allowance, rate: b.rate}
+		b.slow = &slowBodyError{n: b.n, waited: b.waited, allowance: b.allowance, rate: b.rate}
+		return n, b.slow
 	}
 	return n, err
+}
+
+// fellBehind returns the error of a body that fell behind the minimum rate, or nil.
+func (b *deadlineBody) fellBehind() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.slow == nil {
+		return nil
+	}
+	return b.slow
 }
 
 // stop ends the reading of the body: reads under way end within linger, later ones fail at once.
@@ -196,36 +207,43 @@ const closeLinger = 500 * time.Millisecond
 // (RFC 9112 §9.6), and the rest of the body is not read: net/http would otherwise read a body of
 // up to 256 KiB to its end before it writes the answer, so a client still sending would never see
 // it. The connection is closed once the answer is written.
+//
+// When the exchange failed because the body fell behind the minimum rate, the error says so,
+// rather than what the transport saw of it (often the request's context, cancelled).
 func closeOnFailure(h func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		x := exchangeFrom(r.Context())
-		streamed := x != nil && x.body == nil && r.ContentLength != 0
-		if streamed {
-			w.Header().Set("Connection", "close")
+		if x == nil || x.body != nil || r.ContentLength == 0 { // the body was read whole, or there is none
+			h(w, r, err)
+			return
 		}
+		body := bodyOf(w)
+		if body != nil {
+			if slow := body.fellBehind(); slow != nil {
+				err = slow
+			}
+		}
+		w.Header().Set("Connection", "close")
 		h(w, r, err)
-		if streamed {
-			stopReading(w, closeLinger)
+		if body != nil { // so that no later read moves the deadline again
+			body.stop(closeLinger)
+		} else {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(closeLinger))
 		}
 	}
 }
 
-// stopReading ends the reading of w's request body within linger: through the deadlineWriter of
-// NewServer when w wraps one, so that no later read moves the deadline again, else directly.
-func stopReading(w http.ResponseWriter, linger time.Duration) {
-	for u := w; u != nil; {
-		if dw, ok := u.(*deadlineWriter); ok {
-			if dw.body != nil {
-				dw.body.stop(linger)
-				return
-			}
-			break
+// bodyOf is the request body NewServer's handler wrapped, found through w's Unwrap chain; nil when
+// w was not served by it, or the request has no body.
+func bodyOf(w http.ResponseWriter) *deadlineBody {
+	for {
+		if dw, ok := w.(*deadlineWriter); ok {
+			return dw.body
 		}
-		un, ok := u.(interface{ Unwrap() http.ResponseWriter })
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
-			break
+			return nil
 		}
-		u = un.Unwrap()
+		w = u.Unwrap()
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(linger))
 }

@@ -347,6 +347,44 @@ routes:
 	}
 }
 
+// TestF3SlowStreamedBodyIsCut: a body that streams to the upstream (keyless, read_only) and
+// falls behind the minimum rate fails the upstream exchange: 502, Connection: close, and the
+// connection closed; the upstream's own timeout (a minute) is not what ends it.
+func TestF3SlowStreamedBodyIsCut(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	t.Cleanup(up.Close)
+	_, _, gw := newGatewayYAML(t, openEmbedded, fmt.Sprintf(`
+upstreams:
+  up: {url: %q, timeout: 1m}
+routes:
+  - {name: keyless, upstream: up, method: POST, path: /v1/notes, class: idempotent}
+  - {name: search, upstream: up, method: POST, path: /v1/search, class: read_only}
+`, up.URL), gateway.Options{})
+	ls := serveLimited(t, gw, gateway.Limits{BodyTimeout: 300 * time.Millisecond, MinRate: 1000})
+	for _, path := range []string{"/v1/notes", "/v1/search"} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			conn := dial(t, ls, 0)
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 600\r\n\r\n{", path)
+			stop := make(chan struct{})
+			defer close(stop)
+			go trickle(conn, 100*time.Millisecond, stop)
+			br := bufio.NewReader(conn)
+			resp, body := readAnswer(t, conn, br)
+			if resp.StatusCode != http.StatusBadGateway || !resp.Close {
+				t.Fatalf("answer %d (close %v) %s, want 502 with Connection: close", resp.StatusCode, resp.Close, body)
+			}
+			if !strings.Contains(body, "too slowly") {
+				t.Errorf("answer %s, want it to say the body came too slowly", body)
+			}
+			expectClosed(t, conn, br)
+		})
+	}
+}
+
 // TestServerLimits: NewServer's connections are bounded by the limits net/http enforces: the
 // size of the headers (64 KiB by default, not Go's 1 MiB), the time to send them, and the time a
 // keep-alive connection may wait idle. Negative limits are refused.
