@@ -71,7 +71,7 @@ func (b *bench) start(ctx context.Context) error {
 		return err
 	}
 	b.gwHandler, b.closeStore = gw, closeStore
-	if b.gw, err = serve(gw); err != nil {
+	if b.gw, err = serveGateway(gw); err != nil {
 		return err
 	}
 	b.floorRedis = newRedisClient(b.redis.addr)
