@@ -22,7 +22,8 @@ import (
 // AdminHandler serves the admin listener (docs/contract.md §1, §5):
 //
 //	GET    /healthz                          200 while the process runs
-//	GET    /readyz                           200 while the store is reachable, fit and takes writes, else 503
+//	GET    /readyz                           200 while the store is reachable, fit and takes writes, else 503;
+//	       the store probe runs at most once a second, shared by concurrent callers (readyz.go)
 //	GET    /metrics                          Prometheus exposition of Options.Metrics
 //	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped), 404 if none;
 //	       ?credential=<credential_scope> on every records path addresses a credential-scoped key
@@ -39,7 +40,9 @@ import (
 //	       409 when the record is committed, or in progress with a live lease.
 //
 // When token is not empty, the records API requires `Authorization: Bearer <token>`, compared in
-// constant time; health endpoints never do. Errors are RFC 9457 problems.
+// constant time; health endpoints never do. A resolve's body must be sent as application/json
+// (415 otherwise). Errors are RFC 9457 problems. CheckHost guards the handler against DNS
+// rebinding (docs/security.md#admin-listener).
 func (g *Gateway) AdminHandler(token string) http.Handler {
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -47,7 +50,7 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
-		if err := g.storeOp(req.Context(), g.probeStore); err != nil {
+		if err := g.ready(req.Context()); err != nil {
 			newProblem(err, "", "").write(w, 1)
 			return
 		}
@@ -56,7 +59,7 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 	})
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.opts.Metrics, promhttp.HandlerOpts{}))
 	r.Group(func(r chi.Router) {
-		r.Use(requireBearer(token))
+		r.Use(requireBearer(token), requireJSON)
 		r.Get("/v1/records", g.listRecords)
 		r.Get("/v1/records/{tenant}/{tool}/{key}", g.getRecord)
 		r.Delete("/v1/records/{tenant}/{tool}/{key}", g.deleteRecord)

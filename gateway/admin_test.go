@@ -20,6 +20,9 @@ import (
 func adminDo(t *testing.T, admin http.Handler, method, path, token, body string) (int, map[string]any) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -334,11 +337,14 @@ routes:
 }
 
 // TestReadyzRefusesWhenWritesFail: /readyz answers 503 while the store answers Ping but refuses
-// writes (Redis out of memory under noeviction), and 200 again once it takes writes.
+// writes (Redis out of memory under noeviction), and 200 again once it takes writes. The clock
+// moves a second between the checks: a probe's result is kept that long.
 func TestReadyzRefusesWhenWritesFail(t *testing.T) {
 	t.Parallel()
 	store, redisSrv := openRedisServer(t, redistest.Options{})
 	_, _, gw := newGatewayOn(t, store, ticketsYAML("http://127.0.0.1:1"), gateway.Options{})
+	c := newClock()
+	gw.SetClock(c.now)
 	admin := gw.AdminHandler("")
 	raw := rawRedis(t, redisSrv)
 	ctx := context.Background()
@@ -349,10 +355,12 @@ func TestReadyzRefusesWhenWritesFail(t *testing.T) {
 	if err := store.Ping(ctx); err != nil {
 		t.Fatalf("Ping with writes refused: %v; the test needs a store that still answers Ping", err)
 	}
+	c.advance(time.Second)
 	if code, _ := adminDo(t, admin, "GET", "/readyz", "", ""); code != http.StatusServiceUnavailable {
 		t.Fatalf("readyz while Redis refuses writes: %d, want 503", code)
 	}
 	setMaxmemory(t, raw, "0")
+	c.advance(time.Second)
 	if code, _ := adminDo(t, admin, "GET", "/readyz", "", ""); code != http.StatusOK {
 		t.Fatalf("readyz once Redis takes writes again: %d, want 200", code)
 	}

@@ -64,3 +64,14 @@ func (g *Gateway) InFlight() int {
 	})
 	return n
 }
+
+// ReadyzWaiting returns how many /readyz callers wait for the store probe under way, besides the
+// one that runs it; 0 when none runs.
+func (g *Gateway) ReadyzWaiting() int {
+	g.readiness.mu.Lock()
+	defer g.readiness.mu.Unlock()
+	if run := g.readiness.last; run != nil && run.ended.IsZero() {
+		return run.waiting
+	}
+	return 0
+}

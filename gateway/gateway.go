@@ -76,8 +76,10 @@ type Gateway struct {
 	churn    *churn   // recent executions, to count keys minted per retry
 	waiters  waiters  // duplicates waiting for a record to settle (concurrency: wait)
 
-	// now is the clock records' started_at is stamped with and reconcile.after is measured on:
-	// time.Now; tests set it (export_test.go).
+	readiness readiness // the store probe of /readyz, shared (readyz.go)
+
+	// now is the clock records' started_at is stamped with, reconcile.after is measured on, and
+	// the /readyz probe's result is kept by: time.Now; tests set it (export_test.go).
 	now func() time.Time
 }
 
@@ -113,7 +115,7 @@ func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error)
 		Rewrite:        g.rewrite,
 		Transport:      transport,
 		ModifyResponse: g.modifyResponse,
-		ErrorHandler:   g.proxyError,
+		ErrorHandler:   closeOnFailure(g.proxyError),
 		BufferPool:     copyBuffers{},
 		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 	}

@@ -99,11 +99,16 @@ func runChild(env string, stdin io.Reader, stdout io.Writer) error {
 	for _, s := range []struct {
 		h   http.Handler
 		url *string
+		gw  bool // served as cmd/idemgateway serves the gateway (serveGateway)
 	}{
-		{newBareProxy(up), &addrs.Bare}, {gw, &addrs.Gateway}, {emb, &addrs.Embedded},
-		{newFloor(up, floorRedis), &addrs.Floor}, {control, &addrs.Control},
+		{newBareProxy(up), &addrs.Bare, false}, {gw, &addrs.Gateway, true}, {emb, &addrs.Embedded, true},
+		{newFloor(up, floorRedis), &addrs.Floor, false}, {control, &addrs.Control, false},
 	} {
-		srv, err := serve(s.h)
+		serveIt := serve
+		if s.gw {
+			serveIt = serveGateway
+		}
+		srv, err := serveIt(s.h)
 		if err != nil {
 			return err
 		}

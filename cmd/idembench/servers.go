@@ -172,13 +172,27 @@ type server struct {
 	url string // http://127.0.0.1:<port>
 }
 
-// serve serves h on a free loopback port with cmd/idemgateway's server timeouts.
+// serve serves h on a free loopback port with cmd/idemgateway's header and idle timeouts: the
+// upstream, the bare proxy and the floor.
 func serve(h http.Handler) (*server, error) {
+	return listen(&http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute})
+}
+
+// serveGateway serves the gateway as cmd/idemgateway does: gateway.NewServer, whose per-request
+// deadlines (docs/security.md#deadlines) are part of its cost, with the default limits.
+func serveGateway(h http.Handler) (*server, error) {
+	srv, err := gateway.NewServer(h, gateway.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	return listen(srv)
+}
+
+func listen(srv *http.Server) (*server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { _ = srv.Serve(l) }()
 	return &server{srv: srv, url: "http://" + l.Addr().String()}, nil
 }

@@ -17,11 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/routes"
@@ -108,6 +106,10 @@ func serve(s *settings) error {
 		log.Info("routes reloaded", "routes", len(cfg.Routes))
 	})
 
+	proxy, admin, err := s.servers(gw)
+	if err != nil {
+		return err
+	}
 	proxyLn, err := net.Listen("tcp", s.Listen)
 	if err != nil {
 		return err
@@ -116,8 +118,6 @@ func serve(s *settings) error {
 	if err != nil {
 		return err
 	}
-	proxy := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	admin := &http.Server{Handler: gw.AdminHandler(s.AdminToken), ReadHeaderTimeout: 10 * time.Second}
 	errs := make(chan error, 2)
 	go func() { errs <- proxy.Serve(proxyLn) }()
 	go func() { errs <- admin.Serve(adminLn) }()

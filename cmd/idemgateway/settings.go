@@ -41,6 +41,19 @@ type settings struct {
 	// (IDEMGATEWAY_SHUTDOWN_GRACE).
 	ShutdownGrace time.Duration `split_words:"true"`
 
+	// Limits of each connection to either listener (listeners.go, docs/security.md#deadlines):
+	// IDEMGATEWAY_READ_HEADER_TIMEOUT, _BODY_TIMEOUT, _WRITE_TIMEOUT, _MIN_TRANSFER_RATE (bytes
+	// per second), _MAX_HEADER_BYTES and _IDLE_TIMEOUT; each must be positive.
+	ReadHeaderTimeout time.Duration `default:"10s" split_words:"true"`
+	BodyTimeout       time.Duration `default:"10s" split_words:"true"`
+	WriteTimeout      time.Duration `default:"10s" split_words:"true"`
+	MinTransferRate   int64         `default:"4096" split_words:"true"`
+	MaxHeaderBytes    int           `default:"65536" split_words:"true"`
+	IdleTimeout       time.Duration `default:"2m" split_words:"true"`
+	// AdminHosts are the names, besides IP addresses, localhost and the admin listen address's
+	// own name, under which the admin listener answers (IDEMGATEWAY_ADMIN_HOSTS, comma-separated).
+	AdminHosts []string `split_words:"true"`
+
 	// Redis connection settings (redis.go). Zero pool size means go-redis's default.
 	RedisUsername         string        `split_words:"true"`
 	RedisPassword         string        `split_words:"true"` // secret
@@ -91,6 +104,9 @@ func loadSettings(args []string) (*settings, error) {
 	}
 	if s.ShutdownGrace < 0 {
 		return nil, fmt.Errorf("IDEMGATEWAY_SHUTDOWN_GRACE %s is negative: want a duration, or 0 for the default", s.ShutdownGrace)
+	}
+	if err := s.checkLimits(); err != nil {
+		return nil, err
 	}
 	if err := s.checkRedis(); err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/gateway"
 )
 
 func TestLoadSettings(t *testing.T) {
@@ -84,6 +86,23 @@ func TestLoadSettings(t *testing.T) {
 			wantErr: "the gateway's store timeout (2s)"},
 		{name: "long wait timeout without wait", env: map[string]string{"IDEMGATEWAY_REDIS_WAIT_TIMEOUT": "1m"},
 			check: func(s *settings) bool { return s.RedisWaitTimeout == time.Minute }},
+		{name: "connection limits by default", check: func(s *settings) bool {
+			return s.limits() == gateway.Limits{ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 10 * time.Second,
+				WriteTimeout: 10 * time.Second, MinRate: 4096, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute} && len(s.AdminHosts) == 0
+		}},
+		{name: "connection limits", env: map[string]string{
+			"IDEMGATEWAY_READ_HEADER_TIMEOUT": "1s", "IDEMGATEWAY_BODY_TIMEOUT": "2s", "IDEMGATEWAY_WRITE_TIMEOUT": "3s",
+			"IDEMGATEWAY_MIN_TRANSFER_RATE": "100", "IDEMGATEWAY_MAX_HEADER_BYTES": "8192", "IDEMGATEWAY_IDLE_TIMEOUT": "4s",
+			"IDEMGATEWAY_ADMIN_HOSTS": "gw-admin,gw-admin.ops.svc"},
+			check: func(s *settings) bool {
+				return s.limits() == gateway.Limits{ReadHeaderTimeout: time.Second, BodyTimeout: 2 * time.Second,
+					WriteTimeout: 3 * time.Second, MinRate: 100, MaxHeaderBytes: 8192, IdleTimeout: 4 * time.Second} &&
+					strings.Join(s.AdminHosts, " ") == "gw-admin gw-admin.ops.svc"
+			}},
+		{name: "connection limits not positive", env: map[string]string{"IDEMGATEWAY_BODY_TIMEOUT": "0s", "IDEMGATEWAY_MIN_TRANSFER_RATE": "-1"},
+			wantErr: "IDEMGATEWAY_BODY_TIMEOUT 0s is not positive; IDEMGATEWAY_MIN_TRANSFER_RATE -1 is not positive"},
+		{name: "admin host with a port", env: map[string]string{"IDEMGATEWAY_ADMIN_HOSTS": "gw-admin:9090"},
+			wantErr: "IDEMGATEWAY_ADMIN_HOSTS: admin host \"gw-admin:9090\": want a host name without port"},
 		{name: "every problem at once", env: map[string]string{"IDEMGATEWAY_REDIS_POOL_SIZE": "-1", "IDEMGATEWAY_REDIS_DIAL_TIMEOUT": "-1s"},
 			wantErr: "IDEMGATEWAY_REDIS_POOL_SIZE -1 is negative; IDEMGATEWAY_REDIS_DIAL_TIMEOUT -1s is not positive"},
 	}

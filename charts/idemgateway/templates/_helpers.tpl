@@ -43,6 +43,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/* The routes file: values.routes as YAML. */}}
+{{/* The names the admin listener answers for besides IP addresses and localhost (docs/security.md#admin-listener): the Service's, and admin.hosts. */}}
+{{- define "idemgateway.adminHosts" -}}
+{{- $svc := include "idemgateway.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $names := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) -}}
+{{- concat $names (.Values.admin.hosts | default list) | join "," -}}
+{{- end }}
+
 {{- define "idemgateway.routesYAML" -}}
 {{- toYaml .Values.routes }}
 {{- end }}
@@ -118,6 +126,8 @@ spec:
           value: {{ printf ":%v" .Values.proxy.port | quote }}
         - name: IDEMGATEWAY_ADMIN_LISTEN
           value: {{ printf ":%v" .Values.admin.port | quote }}
+        - name: IDEMGATEWAY_ADMIN_HOSTS
+          value: {{ include "idemgateway.adminHosts" . | quote }}
         - name: IDEMGATEWAY_ADMIN_TOKEN
           valueFrom:
             secretKeyRef:

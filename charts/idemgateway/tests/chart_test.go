@@ -491,6 +491,10 @@ func TestEveryWorkload(t *testing.T) {
 			if env["IDEMGATEWAY_ADMIN_LISTEN"].Value != ":9090" || env["IDEMGATEWAY_LISTEN"].Value != ":8080" {
 				t.Errorf("listeners = %q, %q", env["IDEMGATEWAY_LISTEN"].Value, env["IDEMGATEWAY_ADMIN_LISTEN"].Value)
 			}
+			// The records API is reached through the Service by its name: the admin listener must answer for it.
+			if want := fullname + "," + fullname + ".agents," + fullname + ".agents.svc," + fullname + ".agents.svc.cluster.local"; env["IDEMGATEWAY_ADMIN_HOSTS"].Value != want {
+				t.Errorf("IDEMGATEWAY_ADMIN_HOSTS = %q, want %q", env["IDEMGATEWAY_ADMIN_HOSTS"].Value, want)
+			}
 			if ref := env["IDEMGATEWAY_ADMIN_TOKEN"].ValueFrom; ref == nil || ref.SecretKeyRef == nil {
 				t.Error("a non-loopback admin listener without IDEMGATEWAY_ADMIN_TOKEN: the process refuses to start")
 			}

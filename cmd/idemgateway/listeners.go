@@ -1,0 +1,69 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/idemgateway/idemgateway/gateway"
+)
+
+// checkLimits reports every connection limit that is not positive, and an IDEMGATEWAY_ADMIN_HOSTS
+// entry that is not a host name.
+func (s *settings) checkLimits() error {
+	var problems []string
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{
+		{"IDEMGATEWAY_READ_HEADER_TIMEOUT", s.ReadHeaderTimeout}, {"IDEMGATEWAY_BODY_TIMEOUT", s.BodyTimeout},
+		{"IDEMGATEWAY_WRITE_TIMEOUT", s.WriteTimeout}, {"IDEMGATEWAY_IDLE_TIMEOUT", s.IdleTimeout},
+	} {
+		if d.value <= 0 {
+			problems = append(problems, fmt.Sprintf("%s %s is not positive", d.name, d.value))
+		}
+	}
+	if s.MinTransferRate <= 0 {
+		problems = append(problems, fmt.Sprintf("IDEMGATEWAY_MIN_TRANSFER_RATE %d is not positive: want bytes per second", s.MinTransferRate))
+	}
+	if s.MaxHeaderBytes <= 0 {
+		problems = append(problems, fmt.Sprintf("IDEMGATEWAY_MAX_HEADER_BYTES %d is not positive", s.MaxHeaderBytes))
+	}
+	if _, err := gateway.CheckHost(http.NotFoundHandler(), s.AdminListen, s.AdminHosts); err != nil {
+		problems = append(problems, "IDEMGATEWAY_ADMIN_HOSTS: "+err.Error())
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// limits are the connection limits of both listeners.
+func (s *settings) limits() gateway.Limits {
+	return gateway.Limits{
+		ReadHeaderTimeout: s.ReadHeaderTimeout,
+		BodyTimeout:       s.BodyTimeout,
+		WriteTimeout:      s.WriteTimeout,
+		MinRate:           s.MinTransferRate,
+		MaxHeaderBytes:    s.MaxHeaderBytes,
+		IdleTimeout:       s.IdleTimeout,
+	}
+}
+
+// servers builds the proxy listener's server for gw and the admin listener's, whose handler
+// answers only for the hosts that name it (gateway.CheckHost), both under the settings' limits.
+func (s *settings) servers(gw *gateway.Gateway) (proxy, admin *http.Server, err error) {
+	adminHandler, err := gateway.CheckHost(gw.AdminHandler(s.AdminToken), s.AdminListen, s.AdminHosts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if proxy, err = gateway.NewServer(gw, s.limits()); err != nil {
+		return nil, nil, err
+	}
+	if admin, err = gateway.NewServer(adminHandler, s.limits()); err != nil {
+		return nil, nil, err
+	}
+	return proxy, admin, nil
+}

@@ -1,0 +1,249 @@
+package gateway
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// deadlines is the handler of NewServer: it holds each request's body and answer to the read and
+// write deadlines of Limits (docs/security.md#deadlines), set per read and per write through
+// http.ResponseController, so that a transfer that keeps its pace is never cut.
+type deadlines struct {
+	next   http.Handler
+	limits Limits
+}
+
+func (d *deadlines) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	dw := &deadlineWriter{ResponseWriter: w, rc: rc, allowance: d.limits.WriteTimeout, rate: d.limits.MinRate}
+	if r.Body != nil && r.Body != http.NoBody {
+		dw.body = &deadlineBody{ReadCloser: r.Body, rc: rc, allowance: d.limits.BodyTimeout, rate: d.limits.MinRate}
+		r.Body = dw.body
+	}
+	d.next.ServeHTTP(dw, r)
+	// net/http writes what is still buffered, and the end of a chunked answer, after the handler.
+	dw.arm()
+}
+
+// budget is how long a transfer of n bytes so far may have kept the gateway waiting: the
+// allowance, plus the time n bytes take at rate bytes per second (capped far beyond any timeout).
+func budget(allowance time.Duration, n, rate int64) time.Duration {
+	s := n / rate
+	if s >= math.MaxInt32 {
+		return math.MaxInt32 * time.Second
+	}
+	return allowance + time.Duration(s)*time.Second + time.Duration(n%rate)*time.Second/time.Duration(rate)
+}
+
+// writePiece is the most the gateway writes under one write deadline: the size of the reverse
+// proxy's copy buffer. A replay or a problem larger than it is written in pieces, so that its
+// budget grows as the client takes it.
+const writePiece = 32 << 10
+
+// deadlineWriter sets the connection's write deadline before each write: the answer may keep the
+// gateway waiting its allowance (the write timeout), plus one second per rate bytes the
+// connection has taken so far. Only the time spent in writes counts. A client that reads at the
+// rate or faster is never cut, however large the answer and however the kernel buffers it; one
+// that stops reading is cut once the bytes already taken are paid for.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc        *http.ResponseController
+	allowance time.Duration
+	rate      int64
+	body      *deadlineBody // the request body; nil when the request has none
+
+	// Written by one goroutine at a time: the handler's, or the reverse proxy's flusher, which
+	// holds a lock around its writes and flushes.
+	written int64         // bytes the connection has taken
+	waited  time.Duration // time spent in writes
+}
+
+// arm sets the write deadline for the next write.
+func (w *deadlineWriter) arm() time.Time {
+	now := time.Now()
+	_ = w.rc.SetWriteDeadline(now.Add(budget(w.allowance, w.written, w.rate) - w.waited))
+	return now
+}
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	start := w.arm() // a 1xx answer is written at once
+	w.ResponseWriter.WriteHeader(code)
+	w.waited += time.Since(start)
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	n := 0
+	for {
+		piece := p[n:min(len(p), n+writePiece)]
+		start := w.arm()
+		m, err := w.ResponseWriter.Write(piece)
+		w.waited += time.Since(start)
+		w.written += int64(m)
+		n += m
+		if err != nil || n == len(p) {
+			return n, err
+		}
+	}
+}
+
+// FlushError flushes the buffered answer under the deadline (http.ResponseController.Flush).
+func (w *deadlineWriter) FlushError() error {
+	start := w.arm()
+	err := w.rc.Flush()
+	w.waited += time.Since(start)
+	return err
+}
+
+// Flush is FlushError for http.Flusher, which the reverse proxy uses on streamed answers.
+func (w *deadlineWriter) Flush() { _ = w.FlushError() }
+
+// Hijack hands the connection over (the reverse proxy does on a protocol upgrade); the deadlines
+// then no longer apply.
+func (w *deadlineWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.rc.Hijack() }
+
+// Unwrap is for http.ResponseController.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// deadlineBody sets the connection's read deadline before each read of the request body: the body
+// may keep the gateway waiting the allowance, plus one second per rate bytes received so far. Only
+// the time spent in Read counts, so that an upstream slow to take a streamed body is not held
+// against the client.
+type deadlineBody struct {
+	io.ReadCloser
+	rc        *http.ResponseController
+	allowance time.Duration
+	rate      int64
+
+	n      int64         // bytes read; Read's alone (one reader at a time)
+	waited time.Duration // time spent in Read; Read's alone
+
+	mu    sync.Mutex     // held while the read deadline changes, and for ended and slow
+	ended bool           // stop was called: no more reads
+	slow  *slowBodyError // set once the body fell behind
+}
+
+// errBodyStopped is a read of a body whose exchange has failed (stopReading).
+var errBodyStopped = errors.New("request body: no longer read: the exchange failed")
+
+// slowBodyError is a request body that fell behind the minimum rate.
+type slowBodyError struct {
+	n                 int64
+	waited, allowance time.Duration
+	rate              int64
+}
+
+func (e *slowBodyError) Error() string {
+	return fmt.Sprintf("the request body came too slowly: %d bytes in %s of waiting, where the gateway waits %s plus 1s per %d bytes",
+		e.n, e.waited.Round(time.Millisecond), e.allowance, e.rate)
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.ended {
+		b.mu.Unlock()
+		return 0, errBodyStopped
+	}
+	start := time.Now()
+	_ = b.rc.SetReadDeadline(start.Add(budget(b.allowance, b.n, b.rate) - b.waited))
+	b.mu.Unlock()
+
+	n, err := b.ReadCloser.Read(p)
+	b.waited += time.Since(start)
+	b.n += int64(n)
+	switch {
+	case err == io.EOF:
+		// net/http now reads the connection in the background, to see the client go away: that
+		// read must not meet this body's deadline.
+		b.mu.Lock()
+		if !b.ended {
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+		b.mu.Unlock()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.ended {
+			return n, errBodyStopped
+		}
+		b.slow = &slowBodyError{n: b.n, waited: b.waited, allowance: b.allowance, rate: b.rate}
+		return n, b.slow
+	}
+	return n, err
+}
+
+// fellBehind returns the error of a body that fell behind the minimum rate, or nil.
+func (b *deadlineBody) fellBehind() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.slow == nil {
+		return nil
+	}
+	return b.slow
+}
+
+// stop ends the reading of the body: reads under way end within linger, later ones fail at once.
+func (b *deadlineBody) stop(linger time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ended = true
+	_ = b.rc.SetReadDeadline(time.Now().Add(linger))
+}
+
+// closeLinger is how long a connection closed after a failed streamed exchange still reads (and
+// drops) the client's body: time for the answer to reach the client before the close, as net/http
+// gives it when it closes a connection with unread body (a TCP reset can lose the answer).
+const closeLinger = 500 * time.Millisecond
+
+// closeOnFailure wraps the reverse proxy's error handler. When the request's body streams to the
+// upstream (keyless and read_only calls) and the exchange fails, the answer says Connection: close
+// (RFC 9112 §9.6), and the rest of the body is not read: net/http would otherwise read a body of
+// up to 256 KiB to its end before it writes the answer, so a client still sending would never see
+// it. The connection is closed once the answer is written.
+//
+// When the exchange failed because the body fell behind the minimum rate, the error says so,
+// rather than what the transport saw of it (often the request's context, cancelled).
+func closeOnFailure(h func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		x := exchangeFrom(r.Context())
+		if x == nil || x.body != nil || r.ContentLength == 0 { // the body was read whole, or there is none
+			h(w, r, err)
+			return
+		}
+		body := bodyOf(w)
+		if body != nil {
+			if slow := body.fellBehind(); slow != nil {
+				err = slow
+			}
+		}
+		w.Header().Set("Connection", "close")
+		h(w, r, err)
+		if body != nil { // so that no later read moves the deadline again
+			body.stop(closeLinger)
+		} else {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(closeLinger))
+		}
+	}
+}
+
+// bodyOf is the request body NewServer's handler wrapped, found through w's Unwrap chain; nil when
+// w was not served by it, or the request has no body.
+func bodyOf(w http.ResponseWriter) *deadlineBody {
+	for {
+		if dw, ok := w.(*deadlineWriter); ok {
+			return dw.body
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+}
