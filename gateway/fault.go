@@ -29,16 +29,20 @@ func (f upstreamFault) Unwrap() error { return ErrUpstream }
 
 // faultOf is what a client is told of err, the failure of an upstream exchange whose connection
 // was obtained or not (connected): a fault the gateway named itself (an upstreamFault in err's
-// chain), a streamed body over max_body_bytes (ErrBodyTooLarge), a timeout (ErrUpstreamTimeout,
+// chain), a streamed body that fell behind the minimum rate, a streamed body over max_body_bytes
+// (ErrBodyTooLarge), a timeout (ErrUpstreamTimeout,
 // with the upstream's timeout), or the kind of a transport error.
 func faultOf(err error, connected bool, timeout time.Duration) error {
 	var (
 		named    upstreamFault
 		tooLarge *http.MaxBytesError
+		slow     *slowBodyError
 	)
 	switch {
 	case errors.As(err, &named):
 		return named
+	case errors.As(err, &slow): // the client's own body, not the upstream (docs/security.md#deadlines)
+		return fmt.Errorf("%w: %w", ErrUpstream, slow)
 	case errors.As(err, &tooLarge):
 		return fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, tooLarge.Limit)
 	case errors.Is(err, context.DeadlineExceeded):
