@@ -108,11 +108,15 @@ func (id *identity) setKey(rt *routes.Route, r *http.Request, key, source string
 	id.key = key
 	id.skey = scopeKey(id.tenant, rt.Name, key)
 	if h := rt.Scope.CredentialHeader; h != "" {
-		cred := r.Header.Get(h)
-		if cred == "" {
+		creds := r.Header.Values(h)
+		switch {
+		case len(creds) > 1:
+			// The scope would be one credential's, and the upstream might check another.
+			return fmt.Errorf("%w: credential header %s sent %d times", ErrInvalidRequest, h, len(creds))
+		case len(creds) == 0 || creds[0] == "":
 			return fmt.Errorf("%w: keys of route %s are scoped by the credential in %s, and it is missing", ErrInvalidRequest, rt.Name, h)
 		}
-		id.credential = credentialScope(cred)
+		id.credential = credentialScope(h, creds[0])
 		id.skey += "/" + url.PathEscape(id.credential)
 	}
 	id.keySource = source
