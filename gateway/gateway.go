@@ -149,10 +149,6 @@ func (g *Gateway) routeHandler(rt *routes.Route) http.HandlerFunc {
 		serve = g.serveReadOnly
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if rt.TenantRequired && r.Header.Get(rt.TenantHeader) == "" {
-			newProblem(fmt.Errorf("%w: header %s is required on route %s", ErrMissingTenant, rt.TenantHeader, rt.Name), DecisionRejected, "").write(w, 0)
-			return
-		}
 		serve(w, r, rt)
 	}
 }
