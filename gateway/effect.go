@@ -19,10 +19,10 @@ import (
 
 // serveEffect serves a request on an idempotent or non_idempotent HTTP route: it identifies the
 // request (identify.go), passes a keyless one through, and runs the decision table on the rest.
-func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
+func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator) {
 	x := g.newExchange(w, r, rt, httpRoute{})
 	defer x.logAccess()
-	id, err := identify(rt, w, r, false)
+	id, err := identify(rt, auth, w, r, false)
 	x.identified(id)
 	switch {
 	case err != nil:

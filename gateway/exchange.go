@@ -87,9 +87,9 @@ func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes
 
 // admit runs the part of the identify phase that every route runs (admit, identify.go) for a
 // route that runs no other (read_only), and refuses the request when it fails.
-func (x *exchange) admit() bool {
+func (x *exchange) admit(auth *authenticator) bool {
 	id := &identity{}
-	err := admit(x.rt, x.r, id)
+	err := admit(auth, x.rt, x.r, id)
 	x.identified(id)
 	if err != nil {
 		x.reject(err)

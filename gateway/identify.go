@@ -16,8 +16,12 @@ import (
 // identity is what the identify phase reads of one request under one route: who asks, which
 // operation it is (the idempotency key and its scope), and which effect (the fingerprint).
 type identity struct {
-	// tenant and actor say who asks (admit); actor is "" when none is said.
+	// tenant and actor say who asks (admit): with clients, the credential's; without, the
+	// headers'. actor is "" when none is said.
 	tenant, actor string
+	// client is the client the request authenticated as, and caller who called (principal);
+	// both "" without clients.
+	client, caller string
 	// key is the idempotency key, set once one is read (also when its scope is then refused, so
 	// that the problem names it); keySource is where it came from (header, from or derive) once
 	// it is usable, and keyErr says why there is none: it wraps ErrMissingKey, ErrInvalidKey or
@@ -50,9 +54,9 @@ func (id *identity) keyless(rt *routes.Route) bool {
 // streams through when the request is keyless. w, when not nil, is told when the body is over
 // the limit (http.MaxBytesReader). err is a problem of the request itself (admit's, a body too
 // large or not parseable, an unparseable query), wrapping the sentinel of its answer.
-func identify(rt *routes.Route, w http.ResponseWriter, r *http.Request, fingerprintKeyless bool) (id *identity, err error) {
+func identify(rt *routes.Route, auth *authenticator, w http.ResponseWriter, r *http.Request, fingerprintKeyless bool) (id *identity, err error) {
 	id = &identity{}
-	if err := admit(rt, r, id); err != nil {
+	if err := admit(auth, rt, r, id); err != nil {
 		return id, err
 	}
 	key, present, err := readKey(r, rt.Key.Header)
@@ -95,14 +99,25 @@ func identify(rt *routes.Route, w http.ResponseWriter, r *http.Request, fingerpr
 }
 
 // admit is the part of the identify phase that every route runs, read_only routes included: who
-// asks and path parameters an upstream could read as another path (checkPathParams). It sets id's
-// tenant and actor.
+// asks (docs/security.md#who-is-calling) and path parameters an upstream could read as another
+// path (checkPathParams). It sets id's tenant, actor, client and caller.
 //
-// The tenant is the tenant header's (a trusted component must set it), else
-// routes.DefaultTenant, or a 400 missing-tenant on a route with tenant_required; the actor the
-// actor header's. A tenant or actor header is sent at most once, and a tenant or actor is 1 to
+// With clients (auth not nil), the request must carry a credential one of them accepts (401
+// otherwise), and the tenant and actor are the client's: a tenant header, or an actor header where
+// the client binds an actor, that says otherwise is a 403. Without clients, the tenant is the
+// tenant header's (a trusted component must set it), else routes.DefaultTenant, or a 400
+// missing-tenant on a route with tenant_required; the actor the actor header's. Either way a
+// tenant or actor header is sent at most once, and a tenant or actor is 1 to
 // routes.MaxTenantBytes token characters (400 invalid-request), checked before any store call.
-func admit(rt *routes.Route, r *http.Request, id *identity) error {
+func admit(auth *authenticator, rt *routes.Route, r *http.Request, id *identity) error {
+	var p *principal
+	if auth != nil {
+		var err error
+		if p, err = auth.authenticate(r); err != nil {
+			return err
+		}
+		id.client, id.caller = p.client, p.caller
+	}
 	tenant, err := boundHeader(r, rt.TenantHeader)
 	if err != nil {
 		return err
@@ -112,6 +127,14 @@ func admit(rt *routes.Route, r *http.Request, id *identity) error {
 		return err
 	}
 	switch {
+	case p != nil:
+		if err := routes.CheckTenant(p.tenant); err != nil {
+			return fmt.Errorf("%w: the tenant of client %s: %v", ErrInvalidRequest, p.client, err)
+		}
+		if tenant != "" && tenant != p.tenant {
+			return fmt.Errorf("%w: %s names another tenant than client %s's", ErrTenantMismatch, rt.TenantHeader, p.client)
+		}
+		id.tenant = p.tenant
 	case tenant != "":
 		id.tenant = tenant
 	case rt.TenantRequired:
@@ -120,6 +143,15 @@ func admit(rt *routes.Route, r *http.Request, id *identity) error {
 		id.tenant = routes.DefaultTenant
 	}
 	id.actor = actor
+	if p != nil && p.actor != "" {
+		if err := routes.CheckTenant(p.actor); err != nil {
+			return fmt.Errorf("%w: the actor of client %s: %v", ErrInvalidRequest, p.client, err)
+		}
+		if actor != "" && actor != p.actor {
+			return fmt.Errorf("%w: %s names another actor than client %s's", ErrActorMismatch, rt.ActorHeader, p.client)
+		}
+		id.actor = p.actor
+	}
 	return checkPathParams(rt, r)
 }
 

@@ -21,10 +21,10 @@ import (
 
 // serveReadOnly admits a request on a read_only route (admit) and proxies it without touching
 // the store.
-func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
+func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator) {
 	x := g.newExchange(w, r, rt, httpRoute{})
 	defer x.logAccess()
-	if x.admit() && x.limitBody() {
+	if x.admit(auth) && x.limitBody() {
 		x.proxy()
 	}
 }

@@ -122,6 +122,12 @@ func (httpRoute) replay(x *exchange, prev *record) {
 // refuse writes ref as an application/problem+json answer, with Retry-After in whole seconds,
 // rounded up, on a retryable one.
 func (httpRoute) refuse(x *exchange, ref *refusal) {
+	var unauthenticated *authError
+	if errors.As(ref.err, &unauthenticated) {
+		for _, c := range unauthenticated.challenges {
+			x.w.Header().Add("Www-Authenticate", c)
+		}
+	}
 	p := newProblem(ref.err, ref.decision, x.key)
 	if c := ref.conflict; c != nil {
 		p.Reason = "idempotency_key_reused_with_different_effect"

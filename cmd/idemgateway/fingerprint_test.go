@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -187,6 +188,41 @@ func TestFingerprintMatchesServing(t *testing.T) {
 			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-types\r\nContent-Type: application/json\r\nContent-Type: text/plain", `{}`, false, true, 0},
 		{"a repeated member", "json_whole",
 			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-repeat\r\nContent-Type: application/json", `{"a":1,"a":2}`, false, true, 0},
+	})
+}
+
+// TestFingerprintMatchesServingWithClients: with a clients section, the command authenticates as
+// the gateway does: it prints the client's tenant (which a derived key may hold) whether or not
+// the request repeats it, and fails where the gateway answers 401 or 403.
+func TestFingerprintMatchesServingWithClients(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(upstream.Close)
+	sum := sha256.Sum256([]byte("cmd-key"))
+	matchServing(t, fmt.Sprintf(`
+upstreams:
+  up: {url: %s}
+clients:
+  api_keys:
+    - {name: agent, key: "sha256:%x", header: X-Api-Key, tenant: acme, actor: agent-7}
+routes:
+  - {name: create, upstream: up, method: POST, path: /v1/tickets, class: non_idempotent}
+  - {name: derived, upstream: up, method: POST, path: /v1/derived, class: non_idempotent, key: {derive: "{tenant}:{body:/id}"}}
+`, upstream.URL, sum), []servingCase{
+		{"the client's tenant", "create",
+			"POST /v1/tickets HTTP/1.1\r\nX-Api-Key: cmd-key\r\nIdempotency-Key: k-1\r\nContent-Type: application/json", `{"a":1}`, false, false, 0},
+		{"the tenant header agrees", "create",
+			"POST /v1/tickets HTTP/1.1\r\nX-Api-Key: cmd-key\r\nX-Tenant-ID: acme\r\nIdempotency-Key: k-2\r\nContent-Type: application/json", `{"a":1}`, false, false, 0},
+		{"a key derived from the client's tenant", "derived",
+			"POST /v1/derived HTTP/1.1\r\nX-Api-Key: cmd-key\r\nContent-Type: application/json", `{"id":"I-1"}`, false, false, 0},
+		{"no credential", "create",
+			"POST /v1/tickets HTTP/1.1\r\nX-Tenant-ID: acme\r\nIdempotency-Key: k-3\r\nContent-Type: application/json", `{"a":1}`, false, true, http.StatusUnauthorized},
+		{"a wrong key", "create",
+			"POST /v1/tickets HTTP/1.1\r\nX-Api-Key: cmd-key-2\r\nIdempotency-Key: k-4\r\nContent-Type: application/json", `{"a":1}`, false, true, http.StatusUnauthorized},
+		{"the tenant header disagrees", "create",
+			"POST /v1/tickets HTTP/1.1\r\nX-Api-Key: cmd-key\r\nX-Tenant-ID: globex\r\nIdempotency-Key: k-5\r\nContent-Type: application/json", `{"a":1}`, false, true, http.StatusForbidden},
 	})
 }
 
