@@ -287,3 +287,67 @@ func TestF6_WhoIsCalling_JWT(t *testing.T) {
 		t.Errorf("the receipt of a URL client's call: %d %v; want tenant acme, actor user-1 (its sub)", code, rec)
 	}
 }
+
+// TestF6_ConflictTellsOnlyItsFirstCaller: with clients, a 422 tells of the record (its
+// fingerprint, remote id and the fields that differ) only to the caller who first used the key;
+// another client of the same tenant learns that the key is taken, and nothing of the first
+// caller's request (audit F6: differing_fields answered one field at a time). A record written
+// before clients were configured names no caller, so it tells no one.
+func TestF6_ConflictTellsOnlyItsFirstCaller(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		up, executions := countingUpstream(t)
+		store := open(t)
+		clients := fmt.Sprintf(authRoutes, up.URL, `
+  api_keys:
+    - {name: alice, key: "`+keyHash("alice-s3cret")+`", tenant: acme}
+    - {name: bob, key: "`+keyHash("bob-s3cret")+`", tenant: acme}`)
+		srv, _, _ := newGatewayOn(t, store, clients, gateway.Options{})
+		send := func(url, who, key, body string) answer {
+			h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}
+			if who != "" {
+				h.Set("Authorization", "Bearer "+who+"-s3cret")
+			}
+			if who == "" {
+				h.Set("X-Tenant-Id", "acme")
+			}
+			return do(t, "POST", url+"/v1/tickets", h, body)
+		}
+		told := func(a answer) string {
+			var parts []string
+			for _, m := range []string{"existing_fingerprint", "existing_remote_id", "differing_fields"} {
+				if _, ok := a.problem[m]; ok {
+					parts = append(parts, m)
+				}
+			}
+			return strings.Join(parts, " ")
+		}
+		first := `{"note":"refund for alice","amount":4200,"card":"4111-xxxx"}`
+		a := send(srv.URL, "alice", "run-17-step-3", first)
+		if a.status != 201 {
+			t.Fatalf("alice: %d %v", a.status, a.problem)
+		}
+		alices := a.header.Get("Idempotency-Fingerprint")
+		a = send(srv.URL, "bob", "run-17-step-3", `{"note":"x","amount":100}`)
+		if a.status != 422 || told(a) != "" || a.problem["received_fingerprint"] == nil || strings.Contains(fmt.Sprint(a.problem), alices) {
+			t.Errorf("bob's conflict: %d %v; want a 422 that tells nothing of alice's record", a.status, a.problem)
+		}
+		if a := send(srv.URL, "alice", "run-17-step-3", `{"note":"x","amount":100}`); a.status != 422 ||
+			told(a) != "existing_fingerprint existing_remote_id differing_fields" || a.problem["existing_remote_id"] != "T-1" {
+			t.Errorf("alice's own conflict: %d %v; want the record's fingerprint, remote id and differing fields", a.status, a.problem)
+		}
+
+		// A record from before the clients section: written by a gateway without clients.
+		plainRoutes := strings.Replace(fmt.Sprintf(authRoutes, up.URL, ""), "clients:\n\n", "", 1)
+		plain, _, _ := newGatewayOn(t, store, plainRoutes, gateway.Options{})
+		if a := send(plain.URL, "", "old-key", first); a.status != 201 {
+			t.Fatalf("without clients: %d %v", a.status, a.problem)
+		}
+		if a := send(srv.URL, "alice", "old-key", `{"note":"x"}`); a.status != 422 || told(a) != "" {
+			t.Errorf("a conflict on a record without a caller: %d %v; want a 422 that tells nothing of it", a.status, a.problem)
+		}
+		if n := executions.Load(); n != 2 {
+			t.Errorf("%d executions, want 2", n)
+		}
+	})
+}

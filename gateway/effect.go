@@ -146,6 +146,7 @@ func (x *exchange) claim() (prev *record, f found, err error) {
 		},
 		Owner:     x.owner,
 		StartedAt: now,
+		Caller:    x.caller,
 	}
 	if len(x.doc) <= MaxRecordDocumentBytes {
 		x.rec.Document = x.doc
