@@ -118,6 +118,9 @@ func TestF6_WhoIsCalling_APIKeys(t *testing.T) {
 			t.Errorf("%s: the receipt under tenant %s: %d %v; want actor %q", tt.name, tt.tenant, code, rec, tt.actor)
 		}
 	}
+	if !strings.Contains(logs.String(), `"tenant":"acme","client":"agent-a"`) {
+		t.Errorf("no access line names the client:\n%s", logs.String())
+	}
 	for _, secret := range []string{"alpha-s3cret", "bravo-s3cret", "golf-s3cret"} {
 		if strings.Contains(logs.String(), secret) {
 			t.Errorf("%s is in the logs", secret)

@@ -155,16 +155,20 @@ func (x *exchange) logger() *slog.Logger {
 	return x.g.log.With("tool", x.rt.Name, "tenant", x.tenant, "key", x.key, "key_source", x.keySource)
 }
 
-// logAccess writes the access line at level info: tool, tenant, key and key_source (once known),
-// method, path, status, decision, actor, and the durations in milliseconds of the whole request,
-// its store calls and its upstream call; never bodies.
+// logAccess writes the access line at level info: tool, tenant, the client (with clients, once
+// authenticated), key and key_source (once known), method, path, status, decision, actor, and the
+// durations in milliseconds of the whole request, its store calls and its upstream call; never
+// bodies nor credentials.
 func (x *exchange) logAccess() {
 	ctx := context.Background() // the client's context may be done; the line is written anyway
 	if !x.g.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 15)
+	attrs := make([]slog.Attr, 0, 16)
 	attrs = append(attrs, slog.String("tool", x.rt.Name), slog.String("tenant", x.tenant))
+	if x.client != "" {
+		attrs = append(attrs, slog.String("client", x.client))
+	}
 	if x.keySource != "" {
 		attrs = append(attrs, slog.String("key", x.key), slog.String("key_source", x.keySource))
 	}
