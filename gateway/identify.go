@@ -173,8 +173,8 @@ func boundHeader(r *http.Request, h string) (string, error) {
 }
 
 // setKey sets the idempotency key and its scope: tenant, tool and key, and with scope.credential
-// a hash of the caller's credential (never the credential). A missing credential is an error
-// wrapping ErrInvalidRequest.
+// a hash of the caller's credential (never the credential; credentialScope). A missing
+// credential, or one sent twice, is an error wrapping ErrInvalidRequest.
 func (id *identity) setKey(rt *routes.Route, r *http.Request, key, source string) error {
 	id.key = key
 	id.skey = scopeKey(id.tenant, rt.Name, key)
