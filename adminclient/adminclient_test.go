@@ -116,7 +116,7 @@ func TestGetResolveDelete(t *testing.T) {
 	tg := newTestGateway(t)
 	c := tg.client(t, token)
 	ctx := context.Background()
-	const tenant = "acme/eu 100%"
+	const tenant = "acme|eu%100" // a tenant is token characters (docs/security.md#input-bounds)
 	const key = "run 7/step?3"
 
 	if status, d := tg.send(t, tenant, key, false); status != http.StatusCreated || d != "execute" {

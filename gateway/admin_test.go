@@ -60,7 +60,7 @@ func TestAdminRecords(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{}`))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Idempotency-Key", key)
-			req.Header.Set("X-Tenant-ID", "acme/eu")
+			req.Header.Set("X-Tenant-ID", "acme|eu")
 			if fail {
 				req.Header.Set("X-Fail", "1")
 			}
@@ -71,7 +71,7 @@ func TestAdminRecords(t *testing.T) {
 			resp.Body.Close()
 			return resp
 		}
-		const base = "/v1/records/acme%2Feu/create_ticket/"
+		const base = "/v1/records/acme%7Ceu/create_ticket/"
 
 		send("ok key", false)
 		if code, _ := adminDo(t, admin, "GET", base+"ok%20key", "", ""); code != http.StatusUnauthorized {
@@ -88,7 +88,7 @@ func TestAdminRecords(t *testing.T) {
 			t.Fatalf("lower-case scheme: %d", w.Code)
 		}
 		code, rec := adminDo(t, admin, "GET", base+"ok%20key", "s3cret", "")
-		if code != 200 || rec["state"] != "committed" || rec["remote_id"] != "T-1" || rec["tenant"] != "acme/eu" ||
+		if code != 200 || rec["state"] != "committed" || rec["remote_id"] != "T-1" || rec["tenant"] != "acme|eu" ||
 			rec["idempotency_key"] != "ok key" || rec["executions"] != float64(1) || rec["response_status"] != float64(201) {
 			t.Fatalf("receipt: %d %v", code, rec)
 		}

@@ -20,14 +20,14 @@ import (
 
 // serveEffect serves a request on an idempotent or non_idempotent HTTP route: it identifies the
 // request (identify.go), passes a keyless one through, and runs the decision table on the rest.
-func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
+func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator) {
 	x := g.newExchange(w, r, rt, httpRoute{})
 	defer x.logAccess()
 	if err := upgradeRefused(rt, r.Header); err != nil { // docs/security.md#upgrades-and-tunnels
 		x.reject(err)
 		return
 	}
-	id, err := identify(rt, w, r, false)
+	id, err := identify(rt, auth, w, r, false)
 	x.identified(id)
 	switch {
 	case err != nil:
@@ -151,6 +151,7 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 		},
 		Owner:     x.owner,
 		StartedAt: now,
+		Caller:    x.caller,
 	}
 	if len(x.doc) <= MaxRecordDocumentBytes {
 		x.rec.Document = x.doc

@@ -69,10 +69,9 @@ func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 	x := &exchange{
 		g: g, rt: rt, front: front, w: ww, r: r,
-		status:   ww.Status,
-		span:     trace.SpanFromContext(r.Context()),
-		identity: identity{tenant: tenantOf(rt, r), actor: r.Header.Get(rt.ActorHeader)},
-		start:    time.Now(),
+		status: ww.Status,
+		span:   trace.SpanFromContext(r.Context()),
+		start:  time.Now(),
 	}
 	x.traced = x.span.IsRecording()
 	if !x.traced {
@@ -83,12 +82,21 @@ func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes
 		attribute.String("http.route", rt.Path),
 		attrTool.String(rt.Name),
 		attrSideEffect.Bool(rt.Class != routes.ReadOnly),
-		attrTenant.String(x.tenant),
 	)
-	if x.actor != "" {
-		x.span.SetAttributes(attrActor.String(x.actor))
-	}
 	return x
+}
+
+// admit runs the part of the identify phase that every route runs (admit, identify.go) for a
+// route that runs no other (read_only), and refuses the request when it fails.
+func (x *exchange) admit(auth *authenticator) bool {
+	id := &identity{}
+	err := admit(auth, x.rt, x.r, id)
+	x.identified(id)
+	if err != nil {
+		x.reject(err)
+		return false
+	}
+	return true
 }
 
 func exchangeFrom(ctx context.Context) *exchange {
@@ -101,10 +109,17 @@ func (x *exchange) request() *http.Request {
 	return x.r.WithContext(context.WithValue(x.r.Context(), exchangeKey{}, x))
 }
 
-// identified takes what the identify phase read (identify.go), and shows it: the key on the span
-// once it is usable, the fingerprint on the span and in Idempotency-Fingerprint once computed.
+// identified takes what the identify phase read (identify.go), and shows it: the tenant and actor
+// on the span once admitted, the key once it is usable, the fingerprint on the span and in
+// Idempotency-Fingerprint once computed.
 func (x *exchange) identified(id *identity) {
 	x.identity = *id
+	if x.tenant != "" && x.traced {
+		x.span.SetAttributes(attrTenant.String(x.tenant))
+	}
+	if x.actor != "" && x.traced {
+		x.span.SetAttributes(attrActor.String(x.actor))
+	}
 	if x.keySource != "" && x.traced {
 		x.span.SetAttributes(attrKey.String(x.key), attrKeySource.String(x.keySource))
 	}
@@ -141,16 +156,20 @@ func (x *exchange) logger() *slog.Logger {
 	return x.g.log.With("tool", x.rt.Name, "tenant", x.tenant, "key", x.key, "key_source", x.keySource)
 }
 
-// logAccess writes the access line at level info: tool, tenant, key and key_source (once known),
-// method, path, status, decision, actor, and the durations in milliseconds of the whole request,
-// its store calls and its upstream call; never bodies.
+// logAccess writes the access line at level info: tool, tenant, the client (with clients, once
+// authenticated), key and key_source (once known), method, path, status, decision, actor, and the
+// durations in milliseconds of the whole request, its store calls and its upstream call; never
+// bodies nor credentials.
 func (x *exchange) logAccess() {
 	ctx := context.Background() // the client's context may be done; the line is written anyway
 	if !x.g.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 15)
+	attrs := make([]slog.Attr, 0, 16)
 	attrs = append(attrs, slog.String("tool", x.rt.Name), slog.String("tenant", x.tenant))
+	if x.client != "" {
+		attrs = append(attrs, slog.String("client", x.client))
+	}
 	if x.keySource != "" {
 		attrs = append(attrs, slog.String("key", x.key), slog.String("key_source", x.keySource))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -15,7 +16,8 @@ import (
 // Explanation is what the gateway makes of one request under one route, without a store or an
 // upstream: what `idemgateway fingerprint` prints.
 type Explanation struct {
-	Route       string          `json:"route"`
+	Route string `json:"route"`
+	// Tenant is the request's: with clients, its client's (docs/security.md#who-is-calling).
 	Tenant      string          `json:"tenant"`
 	Document    json.RawMessage `json:"document"`    // the canonical document (docs/contract.md §3)
 	Fingerprint string          `json:"fingerprint"` // sha256:<64 hex>
@@ -36,8 +38,11 @@ type Explanation struct {
 // must match the route; its body is read up to the route's max_body_bytes. With steps, the
 // explanation lists what each fingerprint rule did. It runs the serving path's identify phase
 // (identify.go), so it says what the gateway would; unlike serving, it fingerprints a request that
-// has no usable key, and says why in KeyProblem. Errors: no such route, a path that does not
-// match, a tenant header sent more than once (ErrInvalidRequest), a body too large or not
+// has no usable key, and says why in KeyProblem. With cfg's clients it authenticates r as the
+// gateway would: it reads the JWT clients' key sets, fetching those at a URL. Errors: no such
+// route, a path that does not match, a key set that cannot be read, what the gateway would answer
+// 401, 403 or 400 before the key (ErrUnauthenticated, ErrTenantMismatch, ErrActorMismatch,
+// ErrInvalidRequest: a bad tenant or path parameter, a header sent twice), a body too large or not
 // parseable where the fingerprint needs it (ErrInvalidBody).
 func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Explanation, error) {
 	var rt *routes.Route
@@ -60,7 +65,12 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Ex
 		return nil, fmt.Errorf("%s %s does not match route %q (%s %s)", r.Method, r.URL.Path, route, rt.Method, rt.Path)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx))
-	id, err := identify(rt, nil, r, true)
+	auth, err := newAuthenticator(cfg.Clients, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	defer auth.close()
+	id, err := identify(rt, auth, nil, r, true)
 	if err != nil {
 		return nil, err
 	}

@@ -156,18 +156,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.table.Load().handler.ServeHTTP(w, r)
 }
 
-func (g *Gateway) routeHandler(rt *routes.Route) http.HandlerFunc {
+// routeHandler serves rt's requests, authenticated by auth (nil: no clients).
+func (g *Gateway) routeHandler(rt *routes.Route, auth *authenticator) http.HandlerFunc {
 	serve := g.serveEffect
 	if rt.Class == routes.ReadOnly {
 		serve = g.serveReadOnly
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if rt.TenantRequired && r.Header.Get(rt.TenantHeader) == "" {
-			newProblem(fmt.Errorf("%w: header %s is required on route %s", ErrMissingTenant, rt.TenantHeader, rt.Name), DecisionRejected, "").write(w, 0)
-			return
-		}
-		serve(w, r, rt)
+		serve(w, r, rt, auth)
 	}
+}
+
+// Close ends what the gateway runs besides requests: the hourly refreshes of the JWT clients' key
+// sets fetched from a URL (docs/security.md#who-is-calling). Requests are still served, tokens
+// verified with the keys fetched before. It always returns nil.
+func (g *Gateway) Close() error {
+	g.table.Load().auth.close()
+	return nil
 }
 
 // copyBuffers lends the reverse proxy the 32 KiB buffers it copies response bodies with, which

@@ -17,7 +17,12 @@ import (
 // identity is what the identify phase reads of one request under one route: who asks, which
 // operation it is (the idempotency key and its scope), and which effect (the fingerprint).
 type identity struct {
+	// tenant and actor say who asks (admit): with clients, the credential's; without, the
+	// headers'. actor is "" when none is said.
 	tenant, actor string
+	// client is the client the request authenticated as, and caller who called (principal);
+	// both "" without clients.
+	client, caller string
 	// key is the idempotency key, set once one is read (also when its scope is then refused, so
 	// that the problem names it); keySource is where it came from (header, from or derive) once
 	// it is usable, and keyErr says why there is none: it wraps ErrMissingKey, ErrInvalidKey or
@@ -40,26 +45,26 @@ func (id *identity) keyless(rt *routes.Route) bool {
 }
 
 // identify is the identify phase of docs/contract.md §4, written once for every caller: the
-// serving path, the fingerprint CLI (Explain) and each protocol front end. In order: the key
-// header, the tenant (sent at most once), the body (up to max_body_bytes), a key from key.from or
-// key.derive when no header carried one, the credential scope, and the canonical document and its
-// fingerprint.
+// serving path, the fingerprint CLI (Explain) and each protocol front end. In order: who asks and
+// the path parameters (admit, which read_only routes run alone), the key header, the body (up to
+// max_body_bytes), a key from key.from or key.derive when no header carried one, the credential
+// scope, and the canonical document and its fingerprint.
 //
 // A request without a usable key stops before its body is read unless fingerprintKeyless is set
 // (Explain sets it: it fingerprints a request whatever its key): id.keyErr says why, and the body
 // streams through when the request is keyless. w, when not nil, is told when the body is over
-// the limit (http.MaxBytesReader). err is a problem of the request itself (a tenant sent twice, a
-// body too large or not parseable, an unparseable query), wrapping the sentinel of its answer.
-func identify(rt *routes.Route, w http.ResponseWriter, r *http.Request, fingerprintKeyless bool) (id *identity, err error) {
-	id = &identity{tenant: tenantOf(rt, r), actor: r.Header.Get(rt.ActorHeader)}
+// the limit (http.MaxBytesReader). err is a problem of the request itself (admit's, a body too
+// large or not parseable, an unparseable query), wrapping the sentinel of its answer.
+func identify(rt *routes.Route, auth *authenticator, w http.ResponseWriter, r *http.Request, fingerprintKeyless bool) (id *identity, err error) {
+	id = &identity{}
+	if err := admit(auth, rt, r, id); err != nil {
+		return id, err
+	}
 	key, present, err := readKey(r, rt.Key.Header)
 	if id.keyErr = err; err != nil && !fingerprintKeyless {
 		return id, nil
 	}
 	id.key = key // named in the problems from here on
-	if n := len(r.Header.Values(rt.TenantHeader)); n > 1 {
-		return id, fmt.Errorf("%w: %s sent %d times", ErrInvalidRequest, rt.TenantHeader, n)
-	}
 	derivable := !rt.Key.From.IsZero() || rt.Key.Derive != nil
 	switch {
 	case present || derivable || id.keyErr != nil:
@@ -94,26 +99,96 @@ func identify(rt *routes.Route, w http.ResponseWriter, r *http.Request, fingerpr
 	return id, nil
 }
 
-// tenantOf is the request's tenant: the route's tenant header, else routes.DefaultTenant.
-func tenantOf(rt *routes.Route, r *http.Request) string {
-	if tenant := r.Header.Get(rt.TenantHeader); tenant != "" {
-		return tenant
+// admit is the part of the identify phase that every route runs, read_only routes included: who
+// asks (docs/security.md#who-is-calling) and path parameters an upstream could read as another
+// path (checkPathParams). It sets id's tenant, actor, client and caller.
+//
+// With clients (auth not nil), the request must carry a credential one of them accepts (401
+// otherwise), and the tenant and actor are the client's: a tenant header, or an actor header where
+// the client binds an actor, that says otherwise is a 403. Without clients, the tenant is the
+// tenant header's (a trusted component must set it), else routes.DefaultTenant, or a 400
+// missing-tenant on a route with tenant_required; the actor the actor header's. Either way a
+// tenant or actor header is sent at most once, and a tenant or actor is 1 to
+// routes.MaxTenantBytes token characters (400 invalid-request), checked before any store call.
+func admit(auth *authenticator, rt *routes.Route, r *http.Request, id *identity) error {
+	var p *principal
+	if auth != nil {
+		var err error
+		if p, err = auth.authenticate(r); err != nil {
+			return err
+		}
+		id.client, id.caller = p.client, p.caller
 	}
-	return routes.DefaultTenant
+	tenant, err := boundHeader(r, rt.TenantHeader)
+	if err != nil {
+		return err
+	}
+	actor, err := boundHeader(r, rt.ActorHeader)
+	if err != nil {
+		return err
+	}
+	switch {
+	case p != nil:
+		if err := routes.CheckTenant(p.tenant); err != nil {
+			return fmt.Errorf("%w: the tenant of client %s: %v", ErrInvalidRequest, p.client, err)
+		}
+		if tenant != "" && tenant != p.tenant {
+			return fmt.Errorf("%w: %s names another tenant than client %s's", ErrTenantMismatch, rt.TenantHeader, p.client)
+		}
+		id.tenant = p.tenant
+	case tenant != "":
+		id.tenant = tenant
+	case rt.TenantRequired:
+		return fmt.Errorf("%w: header %s is required on route %s", ErrMissingTenant, rt.TenantHeader, rt.Name)
+	default:
+		id.tenant = routes.DefaultTenant
+	}
+	id.actor = actor
+	if p != nil && p.actor != "" {
+		if err := routes.CheckTenant(p.actor); err != nil {
+			return fmt.Errorf("%w: the actor of client %s: %v", ErrInvalidRequest, p.client, err)
+		}
+		if actor != "" && actor != p.actor {
+			return fmt.Errorf("%w: %s names another actor than client %s's", ErrActorMismatch, rt.ActorHeader, p.client)
+		}
+		id.actor = p.actor
+	}
+	return checkPathParams(rt, r)
+}
+
+// boundHeader is the value of the tenant or actor header h: "" when absent, else 1 to
+// routes.MaxTenantBytes token characters, sent once. Errors wrap ErrInvalidRequest and never quote
+// the value.
+func boundHeader(r *http.Request, h string) (string, error) {
+	values := r.Header.Values(h)
+	if n := len(values); n > 1 {
+		return "", fmt.Errorf("%w: %s sent %d times", ErrInvalidRequest, h, n)
+	}
+	if len(values) == 0 {
+		return "", nil
+	}
+	if err := routes.CheckTenant(values[0]); err != nil {
+		return "", fmt.Errorf("%w: %s: %v", ErrInvalidRequest, h, err)
+	}
+	return values[0], nil
 }
 
 // setKey sets the idempotency key and its scope: tenant, tool and key, and with scope.credential
-// a hash of the caller's credential (never the credential). A missing credential is an error
-// wrapping ErrInvalidRequest.
+// a hash of the caller's credential (never the credential; credentialScope). A missing
+// credential, or one sent twice, is an error wrapping ErrInvalidRequest.
 func (id *identity) setKey(rt *routes.Route, r *http.Request, key, source string) error {
 	id.key = key
 	scope := record.ScopeKey{Tenant: id.tenant, Tool: rt.Name, Key: key}
 	if h := rt.Scope.CredentialHeader; h != "" {
-		cred := r.Header.Get(h)
-		if cred == "" {
+		creds := r.Header.Values(h)
+		switch {
+		case len(creds) > 1:
+			// The scope would be one credential's, and the upstream might check another.
+			return fmt.Errorf("%w: credential header %s sent %d times", ErrInvalidRequest, h, len(creds))
+		case len(creds) == 0 || creds[0] == "":
 			return fmt.Errorf("%w: keys of route %s are scoped by the credential in %s, and it is missing", ErrInvalidRequest, rt.Name, h)
 		}
-		id.credential = credentialScope(cred)
+		id.credential = credentialScope(h, creds[0])
 		scope.Credential = id.credential
 	}
 	id.skey = scope.String()

@@ -101,8 +101,48 @@ func deriveKey(rt *routes.Route, r *http.Request, tenant string, body []byte) (k
 }
 
 // credentialScope is the credential part of a key's scope: "sha256:" and the first 128 bits of
-// the credential's SHA-256, in hex. It tells credentials apart without keeping them.
-func credentialScope(credential string) string {
+// the SHA-256 of the credential in header h, in hex. It tells credentials apart without keeping
+// them. In Authorization and Proxy-Authorization the credential is first written canonically
+// (canonicalCredentials), so that spellings the upstream reads alike share a scope.
+func credentialScope(h, credential string) string {
+	if h == "Authorization" || h == "Proxy-Authorization" {
+		credential = canonicalCredentials(credential)
+	}
 	sum := sha256.Sum256([]byte(credential))
 	return "sha256:" + hex.EncodeToString(sum[:16])
+}
+
+// canonicalCredentials writes an Authorization value (RFC 9110 §11.6.2: auth-scheme
+// [ 1*SP ( token68 / #auth-param ) ]) canonically: the scheme, which is case-insensitive
+// (§11.1), as the IANA registry spells it ("bearer" is Bearer), or in lower case when the
+// registry lacks it; then one space and the rest as sent. "Bearer <token>" with one space is
+// unchanged, so credential scopes stored before this spelling keep matching (docs/keys.md). A
+// value without a space (a bare key, which some APIs take) is unchanged too: it may not be a
+// scheme.
+func canonicalCredentials(v string) string {
+	scheme, rest := splitCredentials(v)
+	if rest == "" {
+		return v
+	}
+	if s, ok := authSchemes[strings.ToLower(scheme)]; ok {
+		return s + " " + rest
+	}
+	return strings.ToLower(scheme) + " " + rest
+}
+
+// splitCredentials splits an Authorization value into its scheme and what follows the spaces
+// and tabs after it.
+func splitCredentials(v string) (scheme, rest string) {
+	i := strings.IndexAny(v, " \t")
+	if i < 0 {
+		return v, ""
+	}
+	return v[:i], strings.TrimLeft(v[i:], " \t")
+}
+
+// authSchemes are the HTTP authentication schemes of the IANA registry, by their lower-case name.
+var authSchemes = map[string]string{
+	"basic": "Basic", "bearer": "Bearer", "concealed": "Concealed", "digest": "Digest", "dpop": "DPoP",
+	"gnap": "GNAP", "hoba": "HOBA", "mutual": "Mutual", "negotiate": "Negotiate", "oauth": "OAuth",
+	"privatetoken": "PrivateToken", "scram-sha-1": "SCRAM-SHA-1", "scram-sha-256": "SCRAM-SHA-256", "vapid": "vapid",
 }

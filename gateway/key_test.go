@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
@@ -57,5 +59,45 @@ func TestReadKey(t *testing.T) {
 				t.Fatalf("readKey = %q, %v; want %q", key, err, tt.key)
 			}
 		})
+	}
+}
+
+// TestF12_CredentialSpellings: the credential scope reads an Authorization value as RFC 9110
+// §11.6.2 writes it: the scheme in any case and any run of spaces after it are one credential.
+// "Bearer <token>" with one space hashes exactly as it always did (the SHA-256 of the header's
+// text), so the scopes of stored records keep matching; a value without a space, which may be a
+// bare key, and any other header are hashed as sent.
+func TestF12_CredentialSpellings(t *testing.T) {
+	t.Parallel()
+	asSent := func(v string) string {
+		sum := sha256.Sum256([]byte(v))
+		return "sha256:" + hex.EncodeToString(sum[:16])
+	}
+	for _, tc := range []struct {
+		name, header, value, sameAs string
+	}{
+		{"canonical Bearer, as before", "Authorization", "Bearer token-ONE", "Bearer token-ONE"},
+		{"lower-case scheme", "Authorization", "bearer token-ONE", "Bearer token-ONE"},
+		{"upper-case scheme", "Authorization", "BEARER token-ONE", "Bearer token-ONE"},
+		{"two spaces", "Authorization", "Bearer  token-ONE", "Bearer token-ONE"},
+		{"a tab", "Authorization", "Bearer\ttoken-ONE", "Bearer token-ONE"},
+		{"spaces inside the credentials kept", "Authorization", `digest  username="a b",  realm="r"`, `Digest username="a b",  realm="r"`},
+		{"registry spelling", "Authorization", "dpop abc", "DPoP abc"},
+		{"a scheme the registry lacks: lower case", "Authorization", "Token abc", "token abc"},
+		{"Proxy-Authorization too", "Proxy-Authorization", "basic  dXNlcg==", "Basic dXNlcg=="},
+		{"a bare key as sent", "Authorization", "ABC123", "ABC123"},
+		{"another header as sent", "X-Api-Key", "Bearer  k", "Bearer  k"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got, want := credentialScope(tc.header, tc.value), asSent(tc.sameAs); got != want {
+				t.Errorf("credentialScope(%s: %q) = %s, want the hash of %q (%s)", tc.header, tc.value, got, tc.sameAs, want)
+			}
+		})
+	}
+	for _, pair := range [][2]string{{"Bearer token-ONE", "Bearer token-one"}, {"abc", "ABC"}, {"Bearer a", "Basic a"}} {
+		if credentialScope("Authorization", pair[0]) == credentialScope("Authorization", pair[1]) {
+			t.Errorf("%q and %q share a scope: they are different credentials", pair[0], pair[1])
+		}
 	}
 }

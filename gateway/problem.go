@@ -19,6 +19,9 @@ var (
 	ErrBodyTooLarge     = errors.New("request body too large")
 	ErrInvalidBody      = canonical.ErrInvalidBody
 	ErrInvalidRequest   = errors.New("invalid request")
+	ErrUnauthenticated  = errors.New("unauthenticated")
+	ErrTenantMismatch   = errors.New("tenant mismatch")
+	ErrActorMismatch    = errors.New("actor mismatch")
 	ErrConflict         = errors.New("idempotency key reused with a different effect")
 	ErrInProgress       = errors.New("a request with this idempotency key is in progress")
 	ErrOutcomeUnknown   = errors.New("the outcome of the request with this idempotency key is unknown")
@@ -54,6 +57,9 @@ func problemOf(err error) problemKind {
 		{ErrBodyTooLarge, problemKind{http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large", false}},
 		{ErrInvalidBody, problemKind{http.StatusBadRequest, "invalid-body", "Invalid request body", false}},
 		{ErrInvalidRequest, problemKind{http.StatusBadRequest, "invalid-request", "Invalid request", false}},
+		{ErrUnauthenticated, problemKind{http.StatusUnauthorized, "unauthenticated", "Unauthenticated", false}},
+		{ErrTenantMismatch, problemKind{http.StatusForbidden, "tenant-mismatch", "Tenant mismatch", false}},
+		{ErrActorMismatch, problemKind{http.StatusForbidden, "actor-mismatch", "Actor mismatch", false}},
 		{ErrConflict, problemKind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused", false}},
 		{ErrInProgress, problemKind{http.StatusConflict, "request-in-progress", "Request in progress", true}},
 		{ErrOutcomeUnknown, problemKind{http.StatusConflict, "outcome-unknown", "Outcome unknown", false}},

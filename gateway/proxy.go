@@ -18,15 +18,16 @@ import (
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-// serveReadOnly proxies a read_only route without touching the store.
-func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route) {
+// serveReadOnly admits a request on a read_only route (admit) and proxies it without touching
+// the store.
+func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator) {
 	x := g.newExchange(w, r, rt, httpRoute{})
 	defer x.logAccess()
 	if err := upgradeRefused(rt, r.Header); err != nil {
 		x.reject(err)
 		return
 	}
-	if x.limitBody() {
+	if x.admit(auth) && x.limitBody() {
 		x.proxy()
 	}
 }
@@ -56,6 +57,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	x := exchangeFrom(pr.In.Context())
 	up := x.rt.Upstream
 	out := pr.Out
+	canonicalPath(out.URL)
 	if p := up.StripPrefix; p != "" {
 		out.URL.Path = ensureSlash(strings.TrimPrefix(out.URL.Path, p))
 		if out.URL.RawPath != "" {

@@ -36,6 +36,10 @@ type storedRecord struct {
 	// Document is the canonical document of the request that claimed the key, kept so that a
 	// conflict can name the fields that differ; nil when larger than MaxRecordDocumentBytes.
 	Document []byte
+	// Caller names who claimed the key, with clients configured (principal.caller): only that
+	// caller's conflicts tell of the record (respond.go). "" without clients, and in records
+	// written before it was kept.
+	Caller string
 }
 
 // MaxRecordDocumentBytes bounds the canonical document a record keeps (64 KiB). A request whose
@@ -66,7 +70,9 @@ const recordHead = len(recordMagic) + 4
 // or 1; a time is a bool (set) and, when set, its Unix seconds and nanoseconds; headers are a count
 // of names, then each name and its values (a count, then each value). The last two small fields
 // are the lengths of the document and of the response body, whose bytes follow, so that a decoder
-// copies the small fields once and leaves the large ones in place.
+// copies the small fields once and leaves the large ones in place. After them come the optional
+// small fields, each written only when set, so that a record without them is the same bytes as
+// before they existed: the caller (a string).
 func (rec *storedRecord) encode() []byte {
 	var body []byte
 	if rec.Response != nil {
@@ -115,6 +121,9 @@ func (rec *storedRecord) fields(e *recordEncoder, bodyLen int) {
 	}
 	e.int(int64(len(rec.Document)))
 	e.int(int64(bodyLen))
+	if rec.Caller != "" {
+		e.string(rec.Caller)
+	}
 }
 
 // recordEncoder appends a record's small fields to buf, or, while sizing, only counts an upper
@@ -220,6 +229,9 @@ func decodeRecord(state string, payload []byte) (*storedRecord, error) {
 	large := payload[recordHead+int(n):]
 	docLen := d.intIn("document length", 0, len(large))
 	bodyLen := d.intIn("response body length", 0, len(large)-docLen)
+	if d.err == nil && d.off < len(small) { // the optional small fields (encode)
+		rec.Caller = d.string("caller")
+	}
 	if d.err == nil && d.off != len(small) {
 		d.err = fmt.Errorf("%d bytes after the last field", len(small)-d.off)
 	}

@@ -52,16 +52,22 @@ func (x *exchange) replay(prev *storedRecord) {
 	x.front.replay(x, prev)
 }
 
-// conflict answers that the key is known with a different effect fingerprint.
+// conflict answers that the key is known with a different effect fingerprint. What the answer
+// tells of the record (its fingerprint, remote id and the fields that differ) is the first
+// caller's data: with clients, only the caller who claimed the key gets it
+// (docs/security.md#who-is-calling).
 func (x *exchange) conflict(prev *storedRecord) {
-	c := &conflict{existingFingerprint: prev.EffectFingerprint, receivedFingerprint: x.fp, existingRemoteID: prev.RemoteID}
-	if prev.Document != nil && x.doc != nil {
-		c.differingFields = x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, maxDifferingFields)
+	c := &conflict{receivedFingerprint: x.fp}
+	if x.caller == "" || x.caller == prev.Caller {
+		c.existingFingerprint, c.existingRemoteID = prev.EffectFingerprint, prev.RemoteID
+		if prev.Document != nil && x.doc != nil {
+			c.differingFields = x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, maxDifferingFields)
+		}
 	}
 	x.decide(DecisionConflict)
 	x.front.refuse(x, &refusal{
 		decision: DecisionConflict,
-		err:      fmt.Errorf("%w: key %q was first used for a request with fingerprint %s", ErrConflict, x.key, prev.EffectFingerprint),
+		err:      fmt.Errorf("%w: key %q was first used for a request with another fingerprint", ErrConflict, x.key),
 		conflict: c,
 	})
 }
@@ -124,6 +130,12 @@ func (httpRoute) replay(x *exchange, prev *storedRecord) {
 // refuse writes ref as an application/problem+json answer, with Retry-After in whole seconds,
 // rounded up, on a retryable one.
 func (httpRoute) refuse(x *exchange, ref *refusal) {
+	var unauthenticated *authError
+	if errors.As(ref.err, &unauthenticated) {
+		for _, c := range unauthenticated.challenges {
+			x.w.Header().Add("Www-Authenticate", c)
+		}
+	}
 	p := newProblem(ref.err, ref.decision, x.key)
 	if c := ref.conflict; c != nil {
 		p.Reason = "idempotency_key_reused_with_different_effect"

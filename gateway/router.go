@@ -19,15 +19,21 @@ import (
 type routeTable struct {
 	handler http.Handler
 	routes  map[string]*routes.Route
+	auth    *authenticator // the file's clients; nil without
 }
 
-// Reload puts cfg's routes in force for the requests that start after it returns; requests under
-// way finish under the routes they started with. Records, metrics and the upstream connection
-// pools are kept. cfg must come from routes.Load or routes.Parse (already validated); a nil cfg or
-// one without routes is refused and the routes in force stay.
+// Reload puts cfg's routes and clients in force for the requests that start after it returns;
+// requests under way finish under the routes they started with. Records, metrics and the upstream
+// connection pools are kept. cfg must come from routes.Load or routes.Parse (already validated); a
+// nil cfg, one without routes, or one whose JWT clients' key sets cannot be read or fetched is
+// refused and the routes in force stay.
 func (g *Gateway) Reload(cfg *routes.Config) error {
 	if cfg == nil || len(cfg.Routes) == 0 {
 		return errors.New("gateway: no routes")
+	}
+	auth, err := newAuthenticator(cfg.Clients, g.log)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
 	}
 	r := chi.NewRouter()
 	var methods []string // of the routes, in file order, once each
@@ -50,16 +56,16 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		g.refuseUnrouted(w, req, fmt.Errorf("%w: no route for %s %s", ErrMethodNotAllowed, req.Method, req.URL.Path))
 	})
-	t := &routeTable{routes: make(map[string]*routes.Route, len(cfg.Routes))}
+	t := &routeTable{routes: make(map[string]*routes.Route, len(cfg.Routes)), auth: auth}
 	for _, rt := range cfg.Routes {
 		t.routes[rt.Name] = rt
 		chi.RegisterMethod(rt.Method) // a no-op for the standard methods; chi panics on others
-		r.Method(rt.Method, rt.Path, g.routeHandler(rt))
+		r.Method(rt.Method, rt.Path, g.routeHandler(rt, auth))
 	}
 	// A read_only GET answers HEAD too (RFC 9110 §9.3.2), unless a route claims HEAD there.
 	for _, rt := range cfg.Routes {
 		if rt.Class == routes.ReadOnly && rt.Method == http.MethodGet && !r.Match(chi.NewRouteContext(), http.MethodHead, rt.Path) {
-			r.Method(http.MethodHead, rt.Path, g.routeHandler(rt))
+			r.Method(http.MethodHead, rt.Path, g.routeHandler(rt, auth))
 		}
 	}
 	t.handler = r
@@ -69,7 +75,9 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 		t.handler = otelhttp.NewHandler(r, "idemgateway", otelhttp.WithTracerProvider(tp),
 			otelhttp.WithSpanNameFormatter(func(_ string, req *http.Request) string { return req.Method }))
 	}
-	g.table.Store(t)
+	if old := g.table.Swap(t); old != nil {
+		old.auth.close() // requests under way keep the keys it fetched
+	}
 	return nil
 }
 

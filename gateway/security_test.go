@@ -76,6 +76,17 @@ routes:
 		if a := send("acme", "alice-s3cret", "k", `{}`); a.header.Get("Idempotency-Decision") != "replay" {
 			t.Fatalf("alice again: %s", a.header.Get("Idempotency-Decision"))
 		}
+		// Audit F12: another spelling of alice's credential is alice's scope; two credentials are
+		// refused, since the upstream might check the one the scope did not hash.
+		h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k"}, "X-Tenant-Id": {"acme"}}
+		h.Set("Authorization", "bearer   alice-s3cret")
+		if a := do(t, "POST", srv.URL+"/v1/tickets", h, `{}`); a.header.Get("Idempotency-Decision") != "replay" {
+			t.Fatalf("alice, scheme in lower case and three spaces: %d %s; want her replay", a.status, a.header.Get("Idempotency-Decision"))
+		}
+		h["Authorization"] = []string{"Bearer bob-s3cret", "Bearer alice-s3cret"}
+		if a := do(t, "POST", srv.URL+"/v1/tickets", h, `{}`); a.status != 400 || !strings.HasSuffix(fmt.Sprint(a.problem["type"]), ":invalid-request") {
+			t.Fatalf("two credentials: %d %v; want 400 invalid-request", a.status, a.problem)
+		}
 		if n := executions.Load(); n != 2 {
 			t.Fatalf("executions = %d, want 2", n)
 		}

@@ -32,6 +32,15 @@ const (
 	DefaultTenant          = "default"
 )
 
+// Bounds of what a request or the file names: each part of a record's store key has one, so that
+// no request can make a key the store refuses (docs/security.md#input-bounds).
+const (
+	// MaxTenantBytes bounds a tenant and an actor (CheckTenant).
+	MaxTenantBytes = 128
+	// MaxNameBytes bounds a route's name (the tool), an upstream's and a client's.
+	MaxNameBytes = 128
+)
+
 // Class says whether a route has side effects (docs/contract.md §2).
 type Class string
 
@@ -67,6 +76,9 @@ type Config struct {
 	Upstreams map[string]*Upstream
 	// Routes in file order; names are unique.
 	Routes []*Route
+	// Clients authenticate the callers of every route; nil without a clients section: the
+	// tenant and actor are then what the request's headers say (docs/security.md#who-is-calling).
+	Clients *Clients
 }
 
 // Upstream is one remote system the gateway may call.
@@ -149,6 +161,12 @@ type Route struct {
 	Method string
 	// Path is a chi pattern; {name} captures a path parameter.
 	Path string
+	// OpaquePathParams name the path parameters ("*" for a trailing wildcard) whose decoded value
+	// the gateway does not check: it may hold "/", "\", "?", "#", NUL or control bytes or
+	// invalid UTF-8, or read as a dot-segment once its ";" parameters are removed ("..;x"). A
+	// parameter not named here that does is refused (docs/security.md#input-bounds). Either way
+	// the path is forwarded re-encoded, one segment per segment. Default nil: none.
+	OpaquePathParams []string
 	// Class says whether the route has side effects.
 	Class Class
 	// Key says where the idempotency key comes from.

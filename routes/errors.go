@@ -45,7 +45,8 @@ func (e *FieldError) Error() string {
 func (e *FieldError) Unwrap() error { return e.Err }
 
 // Errors is every problem found in one routes file, in a stable order: decoding errors by line,
-// else validation problems in file order (upstreams sorted by name, then defaults, then routes).
+// else validation problems in file order (upstreams sorted by name, then defaults, then
+// clients, then routes).
 // Parse and Load return it (never empty) as their error; errors.As gets the list, and each element
 // is a *FieldError.
 type Errors []error

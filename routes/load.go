@@ -60,6 +60,7 @@ type rawFile struct {
 	Upstreams map[string]rawUpstream `yaml:"upstreams"`
 	Defaults  rawSettings            `yaml:"defaults"`
 	Routes    []rawRoute             `yaml:"routes"`
+	Clients   *rawClients            `yaml:"clients"`
 }
 
 type rawUpstream struct {
@@ -87,6 +88,7 @@ type rawRoute struct {
 	Upstream         string          `yaml:"upstream"`
 	Method           string          `yaml:"method"`
 	Path             string          `yaml:"path"`
+	OpaquePathParams []string        `yaml:"opaque_path_params"`
 	Class            string          `yaml:"class"`
 	Key              *rawKey         `yaml:"key"`
 	Fingerprint      *rawFingerprint `yaml:"fingerprint"`

@@ -66,6 +66,31 @@ func checkParams(path string) error {
 	return nil
 }
 
+// paramNames returns the names of path's parameters in order, and "*" when it ends with a
+// wildcard. path must have passed checkParams.
+func paramNames(path string) []string {
+	var names []string
+	depth, start := 0, 0
+	for i, c := range []byte(path) {
+		switch c {
+		case '{':
+			if depth == 0 {
+				start = i
+			}
+			depth++
+		case '}':
+			if depth--; depth == 0 {
+				name, _, _ := strings.Cut(path[start+1:i], ":")
+				names = append(names, name)
+			}
+		}
+	}
+	if strings.HasSuffix(path, "*") {
+		names = append(names, "*")
+	}
+	return names
+}
+
 // chiAccepts registers path on a throwaway chi router and turns chi's panic, if any, into an
 // error.
 func chiAccepts(path string) (err error) {

@@ -69,6 +69,9 @@ func (r *resolver) config(raw *rawFile) *Config {
 	}
 
 	defaults := r.settings("defaults.", raw.Defaults, builtin)
+	if raw.Clients != nil {
+		cfg.Clients = r.clients(raw.Clients)
+	}
 
 	if len(raw.Routes) == 0 {
 		r.addf("routes", "at least one route is required")
@@ -83,6 +86,8 @@ func (r *resolver) config(raw *rawFile) *Config {
 			r.addf(at+": name", "required")
 		case !validName.MatchString(rr.Name):
 			r.addf(at+": name", "must be letters, digits, '_', '.' or '-'")
+		case len(rr.Name) > MaxNameBytes:
+			r.addf(at+": name", "%d bytes, longer than %d (the tool name is part of every record's store key)", len(rr.Name), MaxNameBytes)
 		case dup:
 			r.addf(at+": name", "duplicate route name; first used by routes[%d]", first)
 		default:
@@ -118,6 +123,8 @@ func (r *resolver) upstream(name string, raw rawUpstream) *Upstream {
 	u := &Upstream{Name: name, Timeout: DefaultUpstreamTimeout, StripPrefix: raw.StripPrefix}
 	if !validName.MatchString(name) {
 		r.addf(at, "name %q: must be letters, digits, '_', '.' or '-'", name)
+	} else if len(name) > MaxNameBytes {
+		r.addf(at, "name: %d bytes, longer than %d", len(name), MaxNameBytes)
 	}
 	if raw.URL == "" {
 		r.addf(at+".url", "required")

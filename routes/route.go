@@ -42,6 +42,9 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 	} else {
 		rt.Path = raw.Path
 	}
+	if len(raw.OpaquePathParams) > 0 {
+		rt.OpaquePathParams = r.opaquePathParams(field("opaque_path_params"), raw.OpaquePathParams, rt.Path)
+	}
 
 	switch rt.Class {
 	case ReadOnly:
@@ -155,6 +158,26 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 		rt.Upgrade = raw.Upgrade
 	}
 	return rt
+}
+
+// opaquePathParams checks that each name is a parameter of the pattern path ("*" its trailing
+// wildcard), once. path is "" when it is invalid, already reported: the names are then not
+// checked against it.
+func (r *resolver) opaquePathParams(at string, names []string, path string) []string {
+	var params []string
+	if path != "" {
+		params = paramNames(path)
+	}
+	for j, name := range names {
+		fj := fmt.Sprintf("%s[%d]", at, j)
+		switch first := slices.Index(names[:j], name); {
+		case first >= 0:
+			r.addf(fj, "%q: duplicate of opaque_path_params[%d]", name, first)
+		case path != "" && !slices.Contains(params, name):
+			r.addf(fj, "%q: no such parameter in path %q", name, path)
+		}
+	}
+	return names
 }
 
 // withoutStoreFields reports every field set on a read_only route that only matters to the store,

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -81,6 +83,7 @@ routes:
     method: POST
     path: /v1/projects/{project}/tickets
     class: non_idempotent
+    opaque_path_params: [project]
     fingerprint:
       body:
         include: [/title, /priority, /labels, /meta]
@@ -128,8 +131,119 @@ func TestFingerprintMatchesServing(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"T-1"}`)
 	}))
 	t.Cleanup(upstream.Close)
+	graphqlQuery := `mutation IssueCreate($input: IssueCreateInput!) { issueCreate(input: $input) { success issue { id } } }`
+	matchServing(t, fmt.Sprintf(servingRoutes, upstream.URL), []servingCase{
+		{"json, tenant, path parameter, query and header", "json_projected",
+			"POST /v1/projects/a%2Fb/tickets?dry_run=false&trace=1 HTTP/1.1\r\nX-Tenant-ID: acme\r\nX-Account: acct-7\r\nIdempotency-Key: k-json\r\nContent-Type: application/json",
+			`{"title":"  Printer   out ","priority":1.50,"labels":["b","a","b"],"meta":{"x":1,"trace":"t"},"other":true}`, false, false, 0},
+		{"json without the listed members", "json_projected",
+			"POST /v1/projects/p/tickets HTTP/1.1\r\nIdempotency-Key: \"k-json-sf\"\r\nContent-Type: application/json; charset=utf-8", `{}`, false, false, 0},
+		{"json whole body, big numbers", "json_whole",
+			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-whole\r\nContent-Type: application/json",
+			`{"n":9007199254740993,"e":1e0,"s":"\u00e9"}`, false, false, 0},
+		{"empty body", "json_whole", "POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-empty", ``, false, false, 0},
+		{"form by Content-Type", "form_by_type",
+			"POST /v1/refunds HTTP/1.1\r\nX-Tenant-ID: globex\r\nIdempotency-Key: k-form\r\nContent-Type: application/x-www-form-urlencoded",
+			`amount=1000&charge=ch_1&metadata%5Border%5D=7&amount=5`, false, false, 0},
+		{"form format whatever the Content-Type", "form_forced",
+			"POST /v1/forced-form HTTP/1.1\r\nIdempotency-Key: k-form-forced\r\nContent-Type: text/plain", `b=2&a=1&a=0`, false, false, 0},
+		{"graphql", "graphql",
+			"POST /graphql HTTP/1.1\r\nIdempotency-Key: k-graphql\r\nContent-Type: application/json",
+			`{"query":"` + graphqlQuery + `","variables":{"input":{"title":"T","labelIds":["l2","l1"]}},"extensions":{"h":1}}`, false, false, 0},
+		{"jsonrpc tools/call", "jsonrpc",
+			"POST /mcp HTTP/1.1\r\nIdempotency-Key: k-rpc\r\nContent-Type: application/json",
+			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create","arguments":{"title":"x"},"_meta":{"progressToken":3}}}`, false, false, 0},
+		{"raw bytes", "raw_bytes",
+			"POST /v1/upload HTTP/1.1\r\nIdempotency-Key: k-raw\r\nContent-Type: application/octet-stream", "\x00\x01binary\xff", false, false, 0},
+		{"text without Content-Type", "raw_bytes", "POST /v1/upload HTTP/1.1\r\nIdempotency-Key: k-text", "plain text", false, false, 0},
+		{"key from the body", "key_from_body",
+			"POST /v1/from-body HTTP/1.1\r\nContent-Type: application/json", `{"params":{"_meta":{"idempotency_key":"k-body"}}}`, false, false, 0},
+		{"key from the query", "key_from_query", "POST /v1/from-query?request_id=k%20query HTTP/1.1\r\nContent-Type: application/json", `{"a":1}`, false, false, 0},
+		{"key from a header", "key_from_header", "POST /v1/from-header HTTP/1.1\r\nX-Request-Id: k-hdr\r\nContent-Type: application/json", `{"a":1}`, false, false, 0},
+		{"a sent key wins over key.from", "key_from_header",
+			"POST /v1/from-header HTTP/1.1\r\nIdempotency-Key: k-sent\r\nX-Request-Id: k-hdr-2\r\nContent-Type: application/json", `{"a":2}`, false, false, 0},
+		{"derived key", "key_derived",
+			"POST /v1/incidents/INC-9/tickets?v=3 HTTP/1.1\r\nX-Tenant-ID: acme\r\nX-Source: pager\r\nContent-Type: application/json", `{"incident_id":"I-1","title":"t"}`, false, false, 0},
+		{"derived key with a field missing", "key_derived",
+			"POST /v1/incidents/INC-9/tickets HTTP/1.1\r\nContent-Type: application/json", `{"title":"t"}`, true, false, 0},
+		{"key missing", "json_whole", "POST /v1/whole HTTP/1.1\r\nContent-Type: application/json", `{}`, true, false, 0},
+		{"credential scope", "credential",
+			"POST /v1/private HTTP/1.1\r\nX-Tenant-ID: acme\r\nAuthorization: Bearer user-1\r\nIdempotency-Key: k-cred\r\nContent-Type: application/json", `{"a":1}`, false, false, 0},
+		{"credential scope, another header", "credential_header",
+			"POST /v1/private-key HTTP/1.1\r\nX-Api-Key: key-2\r\nIdempotency-Key: k-cred-2\r\nContent-Type: application/json", `{"a":1}`, false, false, 0},
+		{"credential missing", "credential",
+			"POST /v1/private HTTP/1.1\r\nIdempotency-Key: k-cred-missing\r\nContent-Type: application/json", `{"a":1}`, true, false, 0},
+		{"key sent twice", "json_whole",
+			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: a\r\nIdempotency-Key: b\r\nContent-Type: application/json", `{}`, true, false, 0},
+		{"a path parameter that reads as another path", "key_derived",
+			"POST /v1/incidents/a%2Fb/tickets HTTP/1.1\r\nIdempotency-Key: k-path\r\nContent-Type: application/json", `{}`, false, true, 0},
+		{"a tenant of 129 bytes", "json_whole",
+			"POST /v1/whole HTTP/1.1\r\nX-Tenant-ID: " + strings.Repeat("t", 129) + "\r\nIdempotency-Key: k-long\r\nContent-Type: application/json", `{}`, false, true, 0},
+		{"credential scope, another spelling", "credential",
+			"POST /v1/private HTTP/1.1\r\nX-Tenant-ID: acme\r\nAuthorization: bearer   user-1\r\nIdempotency-Key: k-cred-spelling\r\nContent-Type: application/json", `{"a":1}`, false, false, 0},
+		{"credential sent twice", "credential",
+			"POST /v1/private HTTP/1.1\r\nAuthorization: Bearer user-1\r\nAuthorization: Bearer user-2\r\nIdempotency-Key: k-cred-twice\r\nContent-Type: application/json", `{"a":1}`, true, false, 0},
+		{"tenant sent twice", "json_whole",
+			"POST /v1/whole HTTP/1.1\r\nX-Tenant-ID: a\r\nX-Tenant-ID: b\r\nIdempotency-Key: k-tenants\r\nContent-Type: application/json", `{}`, false, true, 0},
+		{"Content-Type sent twice", "json_whole",
+			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-types\r\nContent-Type: application/json\r\nContent-Type: text/plain", `{}`, false, true, 0},
+		{"a repeated member", "json_whole",
+			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-repeat\r\nContent-Type: application/json", `{"a":1,"a":2}`, false, true, 0},
+	})
+}
+
+// TestFingerprintMatchesServingWithClients: with a clients section, the command authenticates as
+// the gateway does: it prints the client's tenant (which a derived key may hold) whether or not
+// the request repeats it, and fails where the gateway answers 401 or 403.
+func TestFingerprintMatchesServingWithClients(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(upstream.Close)
+	sum := sha256.Sum256([]byte("cmd-key"))
+	matchServing(t, fmt.Sprintf(`
+upstreams:
+  up: {url: %s}
+clients:
+  api_keys:
+    - {name: agent, key: "sha256:%x", header: X-Api-Key, tenant: acme, actor: agent-7}
+routes:
+  - {name: create, upstream: up, method: POST, path: /v1/tickets, class: non_idempotent}
+  - {name: derived, upstream: up, method: POST, path: /v1/derived, class: non_idempotent, key: {derive: "{tenant}:{body:/id}"}}
+`, upstream.URL, sum), []servingCase{
+		{"the client's tenant", "create",
+			"POST /v1/tickets HTTP/1.1\r\nX-Api-Key: cmd-key\r\nIdempotency-Key: k-1\r\nContent-Type: application/json", `{"a":1}`, false, false, 0},
+		{"the tenant header agrees", "create",
+			"POST /v1/tickets HTTP/1.1\r\nX-Api-Key: cmd-key\r\nX-Tenant-ID: acme\r\nIdempotency-Key: k-2\r\nContent-Type: application/json", `{"a":1}`, false, false, 0},
+		{"a key derived from the client's tenant", "derived",
+			"POST /v1/derived HTTP/1.1\r\nX-Api-Key: cmd-key\r\nContent-Type: application/json", `{"id":"I-1"}`, false, false, 0},
+		{"no credential", "create",
+			"POST /v1/tickets HTTP/1.1\r\nX-Tenant-ID: acme\r\nIdempotency-Key: k-3\r\nContent-Type: application/json", `{"a":1}`, false, true, http.StatusUnauthorized},
+		{"a wrong key", "create",
+			"POST /v1/tickets HTTP/1.1\r\nX-Api-Key: cmd-key-2\r\nIdempotency-Key: k-4\r\nContent-Type: application/json", `{"a":1}`, false, true, http.StatusUnauthorized},
+		{"the tenant header disagrees", "create",
+			"POST /v1/tickets HTTP/1.1\r\nX-Api-Key: cmd-key\r\nX-Tenant-ID: globex\r\nIdempotency-Key: k-5\r\nContent-Type: application/json", `{"a":1}`, false, true, http.StatusForbidden},
+	})
+}
+
+// servingCase is a request of matchServing.
+type servingCase struct {
+	name, route string
+	head        string // request line and headers, without Content-Length and the blank line
+	body        string
+	// refused: the gateway answers 400 for the key, and the command names a key problem;
+	// invalid: the gateway answers status (0: 400) before the key, and the command fails.
+	refused, invalid bool
+	status           int
+}
+
+// matchServing serves a gateway with the routes file routesYAML, sends it each case, and checks
+// that the command says what the gateway did.
+func matchServing(t *testing.T, routesYAML string, cases []servingCase) {
+	t.Helper()
 	routesFile := filepath.Join(t.TempDir(), "routes.yaml")
-	if err := os.WriteFile(routesFile, fmt.Appendf(nil, servingRoutes, upstream.URL), 0o600); err != nil {
+	if err := os.WriteFile(routesFile, []byte(routesYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := routes.Load(routesFile)
@@ -150,72 +264,15 @@ func TestFingerprintMatchesServing(t *testing.T) {
 	admin := httptest.NewServer(gw.AdminHandler(""))
 	t.Cleanup(admin.Close)
 
-	graphqlQuery := `mutation IssueCreate($input: IssueCreateInput!) { issueCreate(input: $input) { success issue { id } } }`
-	cases := []struct {
-		name, route string
-		head        string // request line and headers, without Content-Length and the blank line
-		body        string
-		// refused: the gateway answers 400 for the key, and the command names a key problem;
-		// invalid: the gateway answers 400 before the key, and the command fails.
-		refused, invalid bool
-	}{
-		{"json, tenant, path parameter, query and header", "json_projected",
-			"POST /v1/projects/a%2Fb/tickets?dry_run=false&trace=1 HTTP/1.1\r\nX-Tenant-ID: acme\r\nX-Account: acct-7\r\nIdempotency-Key: k-json\r\nContent-Type: application/json",
-			`{"title":"  Printer   out ","priority":1.50,"labels":["b","a","b"],"meta":{"x":1,"trace":"t"},"other":true}`, false, false},
-		{"json without the listed members", "json_projected",
-			"POST /v1/projects/p/tickets HTTP/1.1\r\nIdempotency-Key: \"k-json-sf\"\r\nContent-Type: application/json; charset=utf-8", `{}`, false, false},
-		{"json whole body, big numbers", "json_whole",
-			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-whole\r\nContent-Type: application/json",
-			`{"n":9007199254740993,"e":1e0,"s":"\u00e9"}`, false, false},
-		{"empty body", "json_whole", "POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-empty", ``, false, false},
-		{"form by Content-Type", "form_by_type",
-			"POST /v1/refunds HTTP/1.1\r\nX-Tenant-ID: globex\r\nIdempotency-Key: k-form\r\nContent-Type: application/x-www-form-urlencoded",
-			`amount=1000&charge=ch_1&metadata%5Border%5D=7&amount=5`, false, false},
-		{"form format whatever the Content-Type", "form_forced",
-			"POST /v1/forced-form HTTP/1.1\r\nIdempotency-Key: k-form-forced\r\nContent-Type: text/plain", `b=2&a=1&a=0`, false, false},
-		{"graphql", "graphql",
-			"POST /graphql HTTP/1.1\r\nIdempotency-Key: k-graphql\r\nContent-Type: application/json",
-			`{"query":"` + graphqlQuery + `","variables":{"input":{"title":"T","labelIds":["l2","l1"]}},"extensions":{"h":1}}`, false, false},
-		{"jsonrpc tools/call", "jsonrpc",
-			"POST /mcp HTTP/1.1\r\nIdempotency-Key: k-rpc\r\nContent-Type: application/json",
-			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create","arguments":{"title":"x"},"_meta":{"progressToken":3}}}`, false, false},
-		{"raw bytes", "raw_bytes",
-			"POST /v1/upload HTTP/1.1\r\nIdempotency-Key: k-raw\r\nContent-Type: application/octet-stream", "\x00\x01binary\xff", false, false},
-		{"text without Content-Type", "raw_bytes", "POST /v1/upload HTTP/1.1\r\nIdempotency-Key: k-text", "plain text", false, false},
-		{"key from the body", "key_from_body",
-			"POST /v1/from-body HTTP/1.1\r\nContent-Type: application/json", `{"params":{"_meta":{"idempotency_key":"k-body"}}}`, false, false},
-		{"key from the query", "key_from_query", "POST /v1/from-query?request_id=k%20query HTTP/1.1\r\nContent-Type: application/json", `{"a":1}`, false, false},
-		{"key from a header", "key_from_header", "POST /v1/from-header HTTP/1.1\r\nX-Request-Id: k-hdr\r\nContent-Type: application/json", `{"a":1}`, false, false},
-		{"a sent key wins over key.from", "key_from_header",
-			"POST /v1/from-header HTTP/1.1\r\nIdempotency-Key: k-sent\r\nX-Request-Id: k-hdr-2\r\nContent-Type: application/json", `{"a":2}`, false, false},
-		{"derived key", "key_derived",
-			"POST /v1/incidents/INC-9/tickets?v=3 HTTP/1.1\r\nX-Tenant-ID: acme\r\nX-Source: pager\r\nContent-Type: application/json", `{"incident_id":"I-1","title":"t"}`, false, false},
-		{"derived key with a field missing", "key_derived",
-			"POST /v1/incidents/INC-9/tickets HTTP/1.1\r\nContent-Type: application/json", `{"title":"t"}`, true, false},
-		{"key missing", "json_whole", "POST /v1/whole HTTP/1.1\r\nContent-Type: application/json", `{}`, true, false},
-		{"credential scope", "credential",
-			"POST /v1/private HTTP/1.1\r\nX-Tenant-ID: acme\r\nAuthorization: Bearer user-1\r\nIdempotency-Key: k-cred\r\nContent-Type: application/json", `{"a":1}`, false, false},
-		{"credential scope, another header", "credential_header",
-			"POST /v1/private-key HTTP/1.1\r\nX-Api-Key: key-2\r\nIdempotency-Key: k-cred-2\r\nContent-Type: application/json", `{"a":1}`, false, false},
-		{"credential missing", "credential",
-			"POST /v1/private HTTP/1.1\r\nIdempotency-Key: k-cred-missing\r\nContent-Type: application/json", `{"a":1}`, true, false},
-		{"key sent twice", "json_whole",
-			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: a\r\nIdempotency-Key: b\r\nContent-Type: application/json", `{}`, true, false},
-		{"tenant sent twice", "json_whole",
-			"POST /v1/whole HTTP/1.1\r\nX-Tenant-ID: a\r\nX-Tenant-ID: b\r\nIdempotency-Key: k-tenants\r\nContent-Type: application/json", `{}`, false, true},
-		{"Content-Type sent twice", "json_whole",
-			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-types\r\nContent-Type: application/json\r\nContent-Type: text/plain", `{}`, false, true},
-		{"a repeated member", "json_whole",
-			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-repeat\r\nContent-Type: application/json", `{"a":1,"a":2}`, false, true},
-	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := fmt.Sprintf("%s\r\nHost: gateway\r\nContent-Length: %d\r\n\r\n%s", tc.head, len(tc.body), tc.body)
 			var out bytes.Buffer
 			err := fingerprint([]string{"-routes", routesFile, "-route", tc.route}, strings.NewReader(raw), &out)
 			if tc.invalid {
-				if resp := sendRaw(t, serving.Listener.Addr().String(), raw); resp.StatusCode != http.StatusBadRequest || err == nil {
-					t.Fatalf("gateway answered %d; the command: %v, printed %s; want 400 and an error", resp.StatusCode, err, out.Bytes())
+				want := cmp.Or(tc.status, http.StatusBadRequest)
+				if resp := sendRaw(t, serving.Listener.Addr().String(), raw); resp.StatusCode != want || err == nil {
+					t.Fatalf("gateway answered %d; the command: %v, printed %s; want %d and an error", resp.StatusCode, err, out.Bytes(), want)
 				}
 				return
 			}

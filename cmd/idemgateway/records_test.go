@@ -54,7 +54,7 @@ routes:
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, "/v1/tickets", strings.NewReader(`{}`))
 		req.Header.Set("Idempotency-Key", key)
-		req.Header.Set("X-Tenant-ID", "acme/eu")
+		req.Header.Set("X-Tenant-ID", "acme|eu")
 		if fail {
 			req.Header.Set("X-Fail", "1")
 		}
@@ -78,26 +78,26 @@ routes:
 		return m
 	}
 
-	out, err := run("get", "acme/eu", "create_ticket", "ok 1")
+	out, err := run("get", "acme|eu", "create_ticket", "ok 1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := receipt(out); m["state"] != "committed" || m["remote_id"] != "T-1" || m["tenant"] != "acme/eu" || m["idempotency_key"] != "ok 1" {
+	if m := receipt(out); m["state"] != "committed" || m["remote_id"] != "T-1" || m["tenant"] != "acme|eu" || m["idempotency_key"] != "ok 1" {
 		t.Fatalf("get: %v", m)
 	}
 
 	// Flags after the arguments, both - and -- forms.
-	out, err = run("resolve", "acme/eu", "create_ticket", "lost-1", "--outcome", "committed", "-remote-id=T-77", "--remote-url", "https://t/77", "--status", "201")
+	out, err = run("resolve", "acme|eu", "create_ticket", "lost-1", "--outcome", "committed", "-remote-id=T-77", "--remote-url", "https://t/77", "--status", "201")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := receipt(out); m["state"] != "committed" || m["remote_id"] != "T-77" || m["remote_url"] != "https://t/77" || m["response_status"] != float64(201) {
 		t.Fatalf("resolve committed: %v", m)
 	}
-	if out, err = run("resolve", "--outcome=not_committed", "acme/eu", "create_ticket", "lost-2"); err != nil || out != "" {
+	if out, err = run("resolve", "--outcome=not_committed", "acme|eu", "create_ticket", "lost-2"); err != nil || out != "" {
 		t.Fatalf("resolve not_committed: %q, %v; want no output", out, err)
 	}
-	if out, err = run("delete", "acme/eu", "create_ticket", "ok 1"); err != nil || out != "" {
+	if out, err = run("delete", "acme|eu", "create_ticket", "ok 1"); err != nil || out != "" {
 		t.Fatalf("delete: %q, %v; want no output", out, err)
 	}
 
@@ -106,11 +106,11 @@ routes:
 		args []string
 		want string // the error's start
 	}{
-		{"deleted", []string{"get", "acme/eu", "create_ticket", "ok 1"}, "records: 404 No record: no record"},
-		{"committed already", []string{"resolve", "acme/eu", "create_ticket", "lost-1", "--outcome", "not_committed"}, "records: 409 Cannot resolve: "},
-		{"bad status", []string{"resolve", "acme/eu", "create_ticket", "lost-1", "--outcome", "committed", "--status", "500"}, "records: 400 Invalid request body: "},
-		{"no outcome", []string{"resolve", "acme/eu", "create_ticket", "lost-1"}, "records resolve: --outcome must be"},
-		{"too few", []string{"get", "acme/eu", "create_ticket"}, "records get: 2 arguments, want 3"},
+		{"deleted", []string{"get", "acme|eu", "create_ticket", "ok 1"}, "records: 404 No record: no record"},
+		{"committed already", []string{"resolve", "acme|eu", "create_ticket", "lost-1", "--outcome", "not_committed"}, "records: 409 Cannot resolve: "},
+		{"bad status", []string{"resolve", "acme|eu", "create_ticket", "lost-1", "--outcome", "committed", "--status", "500"}, "records: 400 Invalid request body: "},
+		{"no outcome", []string{"resolve", "acme|eu", "create_ticket", "lost-1"}, "records resolve: --outcome must be"},
+		{"too few", []string{"get", "acme|eu", "create_ticket"}, "records get: 2 arguments, want 3"},
 		{"unknown flag", []string{"get", "--outcome", "x", "a", "b", "c"}, "records get: flag provided but not defined: -outcome"},
 		{"unknown command", []string{"purge"}, `records: unknown command "purge"`},
 		{"no command", nil, "records: a command is required"},
@@ -126,7 +126,7 @@ routes:
 
 	// A wrong token is refused, and never printed.
 	t.Setenv("IDEMGATEWAY_ADMIN_TOKEN", "wrong-"+token)
-	if _, err := run("get", "acme/eu", "create_ticket", "lost-1"); err == nil || !strings.HasPrefix(err.Error(), "records: 401 Unauthorized: ") || strings.Contains(err.Error(), token) {
+	if _, err := run("get", "acme|eu", "create_ticket", "lost-1"); err == nil || !strings.HasPrefix(err.Error(), "records: 401 Unauthorized: ") || strings.Contains(err.Error(), token) {
 		t.Fatalf("wrong token: %v", err)
 	}
 }

@@ -189,10 +189,10 @@ var mutants = []Mutant{
 		File: "redisstore/scripts/commit.lua", From: "redis.call('HSET', KEYS[1], 'state', 'committed', 'payload', ARGV[2])", To: "redis.set_repl(redis.REPL_AOF)\nredis.call('HSET', KEYS[1], 'state', 'committed', 'payload', ARGV[2])",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSentinelFailover$"}}},
 	{Name: "explain-stops-without-key", Behaviour: "Explain stops, as serving does, at a request without a usable key: the command prints no fingerprint for it",
-		File: "gateway/explain.go", From: "identify(rt, nil, r, true)", To: "identify(rt, nil, r, false)",
+		File: "gateway/explain.go", From: "identify(rt, auth, nil, r, true)", To: "identify(rt, auth, nil, r, false)",
 		Tests: []Target{{Pkg: "./cmd/idemgateway", Run: "^TestFingerprintMatchesServing$"}}},
-	{Name: "identify-accepts-two-tenants", Behaviour: "a request with two tenant headers is identified by the first",
-		File: "gateway/identify.go", From: "\tif n := len(r.Header.Values(rt.TenantHeader)); n > 1 {", To: "\tif n := len(r.Header.Values(rt.TenantHeader)); n > 2 {",
+	{Name: "identify-accepts-two-tenants", Behaviour: "a request with two tenant (or actor) headers is identified by the first",
+		File: "gateway/identify.go", From: "\tif n := len(values); n > 1 {", To: "\tif n := len(values); n > 2 {",
 		Tests: []Target{{Pkg: "./cmd/idemgateway", Run: "^TestFingerprintMatchesServing$"}}},
 	// The sandbox's faults and chaos's coverage of forward_key and reconcile (issue 11).
 	{Name: "sandbox-detach-ignored", Behaviour: "the sandbox drops a detached request whose caller left (no effect after a timeout or kill)",
