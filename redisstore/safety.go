@@ -106,9 +106,15 @@ func newSafety(s *Store, opts Options) *safety {
 		first: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// run checks at once, then every interval, and when woken by a script's error, until close.
+// run checks at once (or an interval after the Check that ran before it), then every interval,
+// and when woken by a script's error, until close.
 func (c *safety) run() {
 	next := time.Now()
+	c.mu.Lock()
+	if c.verdict.Load() != nil {
+		next = c.last.Add(c.interval)
+	}
+	c.mu.Unlock()
 	for {
 		timer := time.NewTimer(time.Until(next))
 		select {
