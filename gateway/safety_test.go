@@ -266,3 +266,33 @@ func TestC15_ScriptsRefused(t *testing.T) {
 	w.expectReadOnlyServed(t)
 	w.expectUnready(t, "NOPERM")
 }
+
+// TestC15_ReadyzAgreesWithClaims: /readyz reports the verdict keyed requests are served by, not
+// only what its own probe finds at that moment: between Redis turning safe again and the store's
+// next check (an hour here, so that only Check moves it), keyed requests still get 503 and /readyz
+// says 503 too, so an orchestrator never sends traffic to a gateway that refuses it.
+func TestC15_ReadyzAgreesWithClaims(t *testing.T) {
+	t.Parallel()
+	w := newSafetyWorld(t, nil, "", time.Hour)
+	ctx := context.Background()
+	if err := w.raw.ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.store.Check(ctx); !errors.Is(err, redisstore.ErrEvictionPolicy) {
+		t.Fatalf("Check() on volatile-lru = %v", err)
+	}
+	if err := w.raw.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	w.expectRefused(t, "k", 0)
+	w.expectUnready(t, `"volatile-lru"`)
+	if err := w.store.Check(ctx); err != nil {
+		t.Fatalf("Check() on noeviction = %v", err)
+	}
+	if code, body := adminDo(t, w.admin, "GET", "/readyz", "", ""); code != http.StatusOK {
+		t.Fatalf("/readyz after a passing check: %d %v, want 200", code, body)
+	}
+	if r, err := send(w.url, "k", `{"title":"disk full"}`); err != nil || r.status != http.StatusCreated {
+		t.Fatalf("after a passing check: %v %v, want 201", r, err)
+	}
+}
