@@ -72,10 +72,12 @@ type Store struct {
 }
 
 // New returns a Store that keeps its records in the Redis reached by client (a *redis.Client,
-// *redis.ClusterClient or Sentinel failover client). It does not contact Redis; call Ping for that.
-// It returns an error when client is nil, opts.Prefix contains "{" or "}", opts.WaitReplicas or
-// opts.WaitTimeout is negative, or (for a *redis.Client or *redis.ClusterClient) WaitTimeout is not
-// shorter than the client's read timeout. The Store takes over client: Store.Close closes it.
+// *redis.ClusterClient or Sentinel failover client). It does not contact Redis; call Ping for that
+// (the safety checks start with the first Safe). It returns an error when client is nil,
+// opts.Prefix contains "{" or "}", opts.WaitReplicas, opts.WaitTimeout or opts.CheckInterval is
+// negative, or (for a *redis.Client or *redis.ClusterClient) WaitTimeout is not shorter than the
+// client's read timeout. The Store takes over client: Store.Close closes it, and New adds a hook
+// to it (safety.go).
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
