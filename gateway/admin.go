@@ -22,8 +22,9 @@ import (
 // AdminHandler serves the admin listener (docs/contract.md §1, §5):
 //
 //	GET    /healthz                          200 while the process runs
-//	GET    /readyz                           200 while the store is reachable, fit and takes writes, else 503;
-//	       the store probe runs at most once a second, shared by concurrent callers (readyz.go)
+//	GET    /readyz                           200 while the store is reachable, fit and takes writes, and its
+//	       own safety check (record.SafetyReporter) finds it so, else 503; the store probe runs at
+//	       most once a second, shared by concurrent callers (readyz.go)
 //	GET    /metrics                          Prometheus exposition of Options.Metrics
 //	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped), 404 if none;
 //	       ?credential=<credential_scope> on every records path addresses a credential-scoped key
@@ -50,7 +51,13 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
-		if err := g.ready(req.Context()); err != nil {
+		err := g.storeSafety() // the verdict keyed requests are served by (safety.go)
+		if err != nil {
+			err = fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+		} else {
+			err = g.ready(req.Context())
+		}
+		if err != nil {
 			newProblem(err, "", "").write(w, 1)
 			return
 		}

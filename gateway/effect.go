@@ -132,9 +132,13 @@ func (x *exchange) limitBody() bool {
 	return true
 }
 
-// claim asks the store for the key with a fresh owner token and an in_progress record. prev is
-// the record it found, when this claim did not create one.
+// claim asks the store for the key with a fresh owner token and an in_progress record, unless the
+// store is known to be unfit to keep it (claimRefused). prev is the record it found, when this
+// claim did not create one.
 func (x *exchange) claim() (prev *storedRecord, f found, err error) {
+	if err := x.g.claimRefused(); err != nil { // a store that could lose the claim (safety.go)
+		return nil, f, err
+	}
 	x.owner = newToken()
 	now := x.g.now().UTC() // the clock reconcile.after is measured on
 	x.rec = &storedRecord{

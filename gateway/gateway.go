@@ -105,6 +105,7 @@ func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error)
 		opts.MaxReceiptBodyBytes = DefaultMaxReceiptBodyBytes
 	}
 	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000), now: time.Now}
+	opts.Metrics.MustRegister(newStoreSafeGauge(g))
 	transport := opts.Transport
 	if tp := opts.TracerProvider; tp != nil {
 		g.tracer = tp.Tracer("github.com/idemgateway/idemgateway/gateway")

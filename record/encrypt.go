@@ -100,6 +100,15 @@ func (s *encryptedStore) WatchSettled(ctx context.Context, key string, settled f
 	return func() {}, fmt.Errorf("record: the encrypted store has no settle notices")
 }
 
+// Safe passes on the wrapped store's verdict (SafetyReporter); a wrapped store without one is fit
+// whenever it answers, as it would be unwrapped.
+func (s *encryptedStore) Safe() error {
+	if r, ok := s.Store.(SafetyReporter); ok {
+		return r.Safe()
+	}
+	return nil
+}
+
 func (s *encryptedStore) ListUnknown(ctx context.Context, prefix, cursor string, limit int) ([]string, [][]byte, string, error) {
 	keys, payloads, next, err := s.Store.ListUnknown(ctx, prefix, cursor, limit)
 	if err != nil {

@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -92,3 +93,24 @@ type SettleNotifier interface {
 	// interval, never a wrong answer: it reads the record again before it acts.
 	WatchSettled(ctx context.Context, key string, settled func()) (stop func(), err error)
 }
+
+// SafetyReporter is implemented by stores that can answer and still be unfit to keep records: a
+// Redis whose eviction policy could drop them, that is out of memory, or that refuses the store's
+// scripts (docs/stores.md, "Fail closed"). A store without it is taken to be fit whenever it
+// answers.
+//
+// The gateway calls Safe before every claim. While Safe returns an error that does not wrap
+// ErrWritesRefused, a keyed request gets 503 store-unavailable without a claim and without an
+// upstream call: a claim in a store that may lose it could let a retry execute again. Under
+// ErrWritesRefused the gateway still claims, since a claim that finds a committed record writes
+// nothing and replays it, and one that must write fails (503 too). /readyz reports either error.
+type SafetyReporter interface {
+	// Safe returns nil while the store is fit to keep records, else why it is not. It reports
+	// what the store's own check last found and does not ask the store, except that the first
+	// call may wait for the first check. It is safe for concurrent use.
+	Safe() error
+}
+
+// ErrWritesRefused is wrapped by the error of SafetyReporter.Safe when the store keeps its records
+// but refuses writes (Redis out of memory under noeviction): reads, and so replays, still work.
+var ErrWritesRefused = errors.New("the store refuses writes")

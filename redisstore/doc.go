@@ -51,6 +51,15 @@
 // appendfsync always when a lost second of claims after a crash is not acceptable), and with
 // maxmemory-policy noeviction, which Ping checks.
 //
+// # Fail closed
+//
+// Safe (record.SafetyReporter) gives the gateway, before each claim and without a round trip, the
+// verdict of the store's background safety check (safety.go): an evicting or unreadable
+// maxmemory-policy, scripts refused, or Redis out of reach make keyed requests fail with 503
+// before any claim; Redis out of memory lets claims through, since a claim of a committed record
+// only reads it. The check runs every Options.CheckInterval, and at once after a script fails
+// with OOM or NOPERM (docs/stores.md, "Fail closed").
+//
 // # Replication and WAIT
 //
 // Redis replicates asynchronously: the primary answers a write before any replica has it. When the

@@ -28,6 +28,13 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redisstore: ping: %w", err)
 	}
+	return s.checkPolicy(ctx)
+}
+
+// checkPolicy returns nil when eviction is allowed or maxmemory-policy is noeviction, else an
+// error that wraps ErrEvictionPolicy when the policy could evict records or cannot be read, or
+// Redis's error when it could not be asked.
+func (s *Store) checkPolicy(ctx context.Context) error {
 	if s.allowEviction {
 		return nil
 	}

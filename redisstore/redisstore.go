@@ -22,10 +22,20 @@ type Options struct {
 	// hash tag. Default DefaultPrefix ("idemgateway:").
 	Prefix string
 
-	// AllowEviction makes Ping report the store fit even when Redis's maxmemory-policy is not
-	// noeviction, that is when Redis may evict records under memory pressure and so let a retry
-	// execute twice. Default false.
+	// AllowEviction makes Ping and Safe report the store fit even when Redis's maxmemory-policy is
+	// not noeviction, that is when Redis may evict records under memory pressure and so let a
+	// retry execute twice. Default false.
 	AllowEviction bool
+
+	// CheckInterval is how often the safety check behind Safe runs (safety.go). It must not be
+	// negative. Default DefaultCheckInterval (5 s).
+	CheckInterval time.Duration
+
+	// OnSafetyChange, when not nil, is called with Safe's new verdict each time a safety check
+	// finds the store's fitness changed (nil: fit again), and after the first check when that
+	// finds it unfit. It is called from the check's goroutine and must not block; log there.
+	// Default nil.
+	OnSafetyChange func(err error)
 
 	// WaitReplicas, when positive, makes Commit and MarkUnknown send WAIT WaitReplicas
 	// WaitTimeout in the same round trip as their script, so that they return only once that
@@ -58,13 +68,16 @@ type Store struct {
 	waitTimeout    time.Duration
 	onUnreplicated func(ctx context.Context, u Unreplicated)
 	notices        *notices // the settle notices of the watched keys (WatchSettled)
+	safety         *safety  // the verdict of the safety checks (Safe)
 }
 
 // New returns a Store that keeps its records in the Redis reached by client (a *redis.Client,
-// *redis.ClusterClient or Sentinel failover client). It does not contact Redis; call Ping for that.
-// It returns an error when client is nil, opts.Prefix contains "{" or "}", opts.WaitReplicas or
-// opts.WaitTimeout is negative, or (for a *redis.Client or *redis.ClusterClient) WaitTimeout is not
-// shorter than the client's read timeout. The Store takes over client: Store.Close closes it.
+// *redis.ClusterClient or Sentinel failover client). It does not contact Redis; call Ping for that
+// (the safety checks start with the first Safe). It returns an error when client is nil,
+// opts.Prefix contains "{" or "}", opts.WaitReplicas, opts.WaitTimeout or opts.CheckInterval is
+// negative, or (for a *redis.Client or *redis.ClusterClient) WaitTimeout is not shorter than the
+// client's read timeout. The Store takes over client: Store.Close closes it, and New adds a hook
+// to it (safety.go).
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
@@ -82,6 +95,9 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.WaitTimeout < 0 {
 		return nil, fmt.Errorf("redisstore: wait timeout %s is negative", opts.WaitTimeout)
 	}
+	if opts.CheckInterval < 0 {
+		return nil, fmt.Errorf("redisstore: check interval %s is negative", opts.CheckInterval)
+	}
 	if opts.WaitTimeout == 0 {
 		opts.WaitTimeout = DefaultWaitTimeout
 	}
@@ -90,15 +106,19 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("redisstore: wait timeout %s is not shorter than the client's read timeout %s", opts.WaitTimeout, rt)
 		}
 	}
-	return &Store{client: client, prefix: prefix, allowEviction: opts.AllowEviction,
+	s := &Store{client: client, prefix: prefix, allowEviction: opts.AllowEviction,
 		waitReplicas: opts.WaitReplicas, waitTimeout: opts.WaitTimeout, onUnreplicated: opts.OnUnreplicated,
-		notices: newNotices()}, nil
+		notices: newNotices()}
+	s.safety = newSafety(s, opts)
+	client.AddHook(safetyHook{s.safety}) // a script's OOM or NOPERM wakes the safety check
+	return s, nil
 }
 
-// Close closes the Pub/Sub connection of WatchSettled, if it was opened, and the Redis client passed
-// to New.
+// Close closes the Pub/Sub connection of WatchSettled, if it was opened, stops the safety checks,
+// and closes the Redis client passed to New.
 func (s *Store) Close() error {
 	s.notices.close()
+	s.safety.close()
 	if err := s.client.Close(); err != nil {
 		return fmt.Errorf("redisstore: close: %w", err)
 	}

@@ -51,6 +51,7 @@ func (s *settings) checkRedis() error {
 	}{
 		{"IDEMGATEWAY_REDIS_DIAL_TIMEOUT", s.RedisDialTimeout}, {"IDEMGATEWAY_REDIS_READ_TIMEOUT", s.RedisReadTimeout},
 		{"IDEMGATEWAY_REDIS_WRITE_TIMEOUT", s.RedisWriteTimeout}, {"IDEMGATEWAY_REDIS_WAIT_TIMEOUT", s.RedisWaitTimeout},
+		{"IDEMGATEWAY_REDIS_CHECK_INTERVAL", s.RedisCheckInterval},
 	} {
 		if d.value <= 0 {
 			add("%s %s is not positive", d.name, d.value)
@@ -70,16 +71,19 @@ func (s *settings) checkRedis() error {
 }
 
 // openRedisStore opens the Redis store on the client of redisClient. Commits that fewer replicas
-// acknowledged than IDEMGATEWAY_REDIS_WAIT_REPLICAS are logged as warnings.
+// acknowledged than IDEMGATEWAY_REDIS_WAIT_REPLICAS are logged as warnings, and so is each change
+// the store's safety check finds (logSafety).
 func (s *settings) openRedisStore(log *slog.Logger) (record.Store, func(), error) {
 	client, err := s.redisClient()
 	if err != nil {
 		return nil, nil, err
 	}
 	st, err := redisstore.New(client, redisstore.Options{
-		AllowEviction: s.RedisAllowEviction,
-		WaitReplicas:  s.RedisWaitReplicas,
-		WaitTimeout:   s.RedisWaitTimeout,
+		AllowEviction:  s.RedisAllowEviction,
+		CheckInterval:  s.RedisCheckInterval,
+		OnSafetyChange: func(err error) { logSafety(log, err) },
+		WaitReplicas:   s.RedisWaitReplicas,
+		WaitTimeout:    s.RedisWaitTimeout,
 		OnUnreplicated: func(ctx context.Context, u redisstore.Unreplicated) {
 			log.WarnContext(ctx, "record write not confirmed by enough Redis replicas; it stands on the primary but a failover may lose it",
 				"op", u.Op, "key", u.Key, "acked", u.Acked, "want", u.Want, "err", u.Err)
@@ -90,6 +94,26 @@ func (s *settings) openRedisStore(log *slog.Logger) (record.Store, func(), error
 		return nil, nil, err
 	}
 	return st, func() { _ = st.Close() }, nil
+}
+
+// The messages of logSafety, one per verdict of the Redis store's safety check.
+const (
+	msgStoreUnsafe    = "the Redis store is unfit to keep records: keyed requests get 503 store-unavailable, without a claim or an upstream call, until a check passes"
+	msgWritesRefused  = "Redis refuses writes: new keys get 503 store-unavailable, committed keys still replay, until a check passes"
+	msgStoreSafeAgain = "the Redis store is fit to keep records again: keyed requests are served"
+)
+
+// logSafety logs a change of the Redis store's safety verdict (redisstore.Store.Safe), once per
+// change. A recovery is a warning too, so that an operator who reads only warnings sees it end.
+func logSafety(log *slog.Logger, err error) {
+	switch {
+	case err == nil:
+		log.Warn(msgStoreSafeAgain)
+	case errors.Is(err, record.ErrWritesRefused):
+		log.Warn(msgWritesRefused, "err", err)
+	default:
+		log.Warn(msgStoreUnsafe, "err", err)
+	}
 }
 
 // redisClient builds the go-redis client of the configured topology. Errors name settings, never

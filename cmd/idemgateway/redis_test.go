@@ -150,6 +150,13 @@ func exercise(t *testing.T, s *settings, log *slog.Logger, notices bool) {
 	if err := st.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
+	// The safety check (PING, CONFIG GET, a probe claimed and released) passes with the least
+	// privileges docs/deploy.md gives, on every topology.
+	if r, ok := st.(record.SafetyReporter); !ok {
+		t.Fatalf("the store %T has no safety check", st)
+	} else if err := r.Safe(); err != nil {
+		t.Fatalf("Safe: %v", err)
+	}
 	for i := range 20 {
 		key := fmt.Sprintf("tenant/tool/key-%d", i)
 		claimed, _, _, err := st.Claim(ctx, key, "owner", []byte("claim"), time.Minute, time.Minute)

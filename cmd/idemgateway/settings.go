@@ -67,6 +67,8 @@ type settings struct {
 	RedisWriteTimeout     time.Duration `default:"3s" split_words:"true"`
 	RedisWaitReplicas     int           `split_words:"true"`
 	RedisWaitTimeout      time.Duration `default:"100ms" split_words:"true"`
+	// RedisCheckInterval is how often the Redis store's safety check runs (redisstore.Options.CheckInterval).
+	RedisCheckInterval time.Duration `default:"5s" split_words:"true"`
 }
 
 // loadSettings reads IDEMGATEWAY_* variables, then the flags of the same names in args.

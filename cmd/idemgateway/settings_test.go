@@ -54,7 +54,7 @@ func TestLoadSettings(t *testing.T) {
 		{name: "redis defaults", check: func(s *settings) bool {
 			return s.RedisPoolSize == 0 && s.RedisDialTimeout == 5*time.Second && s.RedisReadTimeout == 3*time.Second &&
 				s.RedisWriteTimeout == 3*time.Second && s.RedisWaitReplicas == 0 && s.RedisWaitTimeout == 100*time.Millisecond &&
-				!s.RedisTLS && s.RedisTLSCAFile == ""
+				!s.RedisTLS && s.RedisTLSCAFile == "" && s.RedisCheckInterval == 5*time.Second
 		}},
 		{name: "redis settings", env: map[string]string{
 			"IDEMGATEWAY_REDIS_ADDRS": "s1:26379,s2:26379", "IDEMGATEWAY_REDIS_MASTER": "mymaster",
@@ -79,6 +79,9 @@ func TestLoadSettings(t *testing.T) {
 			wantErr: "use rediss://"},
 		{name: "negative pool size", env: map[string]string{"IDEMGATEWAY_REDIS_POOL_SIZE": "-1"}, wantErr: "IDEMGATEWAY_REDIS_POOL_SIZE -1 is negative"},
 		{name: "zero read timeout", env: map[string]string{"IDEMGATEWAY_REDIS_READ_TIMEOUT": "0s"}, wantErr: "IDEMGATEWAY_REDIS_READ_TIMEOUT 0s is not positive"},
+		{name: "zero check interval", env: map[string]string{"IDEMGATEWAY_REDIS_CHECK_INTERVAL": "0s"}, wantErr: "IDEMGATEWAY_REDIS_CHECK_INTERVAL 0s is not positive"},
+		{name: "check interval", env: map[string]string{"IDEMGATEWAY_REDIS_CHECK_INTERVAL": "250ms"},
+			check: func(s *settings) bool { return s.RedisCheckInterval == 250*time.Millisecond }},
 		{name: "negative wait replicas", env: map[string]string{"IDEMGATEWAY_REDIS_WAIT_REPLICAS": "-1"}, wantErr: "IDEMGATEWAY_REDIS_WAIT_REPLICAS -1 is negative"},
 		{name: "wait timeout beyond the read timeout", env: map[string]string{"IDEMGATEWAY_REDIS_WAIT_REPLICAS": "1", "IDEMGATEWAY_REDIS_WAIT_TIMEOUT": "3s"},
 			wantErr: "IDEMGATEWAY_REDIS_WAIT_TIMEOUT 3s must be shorter than IDEMGATEWAY_REDIS_READ_TIMEOUT (3s)"},
