@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -153,6 +152,7 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 	}
 	var state string
 	var stored []byte
+	x.claimSent = time.Now() // the lease runs from here at the latest
 	err = x.storeCall("claim", func(ctx context.Context) (err error) {
 		f.claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
 		return err
@@ -179,6 +179,7 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 // executions is what the record counts once taken over.
 func (x *exchange) reclaim(prev *storedRecord, executions int) bool {
 	x.rec.Executions = executions
+	x.claimSent = time.Now()
 	err := x.storeCall("reclaim", func(ctx context.Context) error {
 		return refused(x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL))
 	})
@@ -188,7 +189,7 @@ func (x *exchange) reclaim(prev *storedRecord, executions int) bool {
 	return err == nil
 }
 
-// execute calls the upstream once through the front end, holding the lease; the front end settles
+// execute calls the upstream once through the front end, holding the lease (lease.go); the front end settles
 // the record from the call's outcome (settle). The call is detached from the client: a client that
 // goes away does not cancel it.
 func (x *exchange) execute() {
@@ -196,56 +197,9 @@ func (x *exchange) execute() {
 	e := &execution{key: x.skey, owner: x.owner, rec: *x.rec, ttl: x.rt.TTL} // a copy: x.rec changes as the call settles
 	x.g.inFlight.Store(e, struct{}{})
 	defer x.g.inFlight.Delete(e)
-	x.stopLease = x.keepLease()
-	defer x.stopLease()
+	x.holdLease()
+	defer x.dropLease()
 	x.front.call(x)
-}
-
-// keepLease renews the lease every third of its length until the returned function is called
-// (the record is settled, or the execution ends); stop waits for a renewal under way, so none
-// races the final write, and calling it again does nothing. A renewal the store refuses means
-// another owner holds the key: renewals end, the final write will be refused too, and the span and
-// log say so. Renewals run from a timer, not a goroutine of their own: most calls settle before
-// the first one is due.
-func (x *exchange) keepLease() (stop func()) {
-	every := max(x.rt.LockLease/3, time.Millisecond)
-	var (
-		mu      sync.Mutex // held by a renewal under way, and by stop
-		stopped bool
-		timer   *time.Timer
-	)
-	renew := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		ctx, cancel := x.g.storeContext(x.r.Context())
-		ok, err := x.g.store.Renew(ctx, x.skey, x.owner, x.rt.LockLease)
-		cancel()
-		switch {
-		case err != nil:
-			x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "error").Inc()
-			x.logger().Warn("lease renewal failed", "err", err)
-		case !ok:
-			x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "lost").Inc()
-			x.logger().Error("lease lost: another owner holds the key")
-			x.span.AddEvent("lease.lost")
-			return
-		default:
-			x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "ok").Inc()
-		}
-		timer.Reset(every)
-	}
-	mu.Lock() // a renewal due at once waits until timer is set
-	timer = time.AfterFunc(every, renew)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		timer.Stop()
-	}
 }
 
 // settle writes the execution's final state by op: commit (x.rec holds the receipt), release, or
@@ -254,7 +208,10 @@ func (x *exchange) keepLease() (stop func()) {
 // client's answer does not change. A commit that fails leaves the record in_progress until its
 // lease lapses and it reads outcome_unknown, so no retry executes again on a block route.
 func (x *exchange) settle(op settleOp) {
-	x.stopLease()
+	if x.lease != nil {
+		x.lease.settling.Store(true) // a renewal refused from now on may be this write's doing
+	}
+	x.dropLease()
 	x.settled = true
 	err := x.storeCall(op.String(), func(ctx context.Context) error {
 		switch op {

@@ -47,8 +47,9 @@ type exchange struct {
 	// Set for an execution under a claimed key; settled once the record has been written.
 	owner     string
 	rec       *storedRecord
+	claimSent time.Time // when the claim (or reclaim) was sent: the lease runs from then at the latest
 	settled   bool
-	stopLease func() // stops the lease renewals of an execution
+	lease     *lease // renews the lease of an execution (lease.go)
 
 	mayHaveSent atomic.Bool  // a connection to the upstream was obtained: bytes may have reached it
 	attempts    atomic.Int32 // connections obtained for this request (more than one: a safe resend)

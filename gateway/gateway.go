@@ -4,9 +4,10 @@
 //
 // Reading order: decide.go is the decision table and the outcome table as two pure functions;
 // identify.go reads a request's tenant, key and fingerprint (the identify phase, shared with
-// Explain); effect.go runs the table on a request (claim, decide, act, settle); respond.go is the
-// seam a protocol front end plugs into (responder) and the HTTP routes' answers; proxy.go makes
-// an HTTP route's upstream call; admin.go is the admin listener.
+// Explain); effect.go runs the table on a request (claim, decide, act, settle); lease.go holds an
+// execution's lease; respond.go is the seam a protocol front end plugs into (responder) and the
+// HTTP routes' answers; proxy.go makes an HTTP route's upstream call; admin.go is the admin
+// listener.
 package gateway
 
 import (
