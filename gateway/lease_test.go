@@ -243,23 +243,53 @@ routes:
 	}
 }
 
+// clockedRenewals is a store on the test clock c that notes, in at, the clock read before each
+// renewal it grants: the renewal's transaction read that time or a later one.
+type clockedRenewals struct {
+	record.Store
+	c  *clock
+	at *atomic.Int64
+}
+
+func (s *clockedRenewals) Renew(ctx context.Context, key, owner string, lease time.Duration) (bool, error) {
+	before := s.c.ns.Load()
+	ok, err := s.Store.Renew(ctx, key, owner, lease)
+	if ok && err == nil {
+		s.at.Store(before)
+	}
+	return ok, err
+}
+
 // TestLeaseRenewedWhileCallHeld: an upstream call held for several lease periods keeps its lease:
 // idemgateway_lease_renewals_total{result="ok"} grows, a duplicate during the call gets 409
 // in_progress (never outcome_unknown), and the record ends committed. The test waits on the
-// renewals it counts, never on time: on the embedded store the lease runs on a clock that the
-// test advances only after a renewal; on Redis, on Redis's clock, so the duplicate is sent right
-// after a renewal, a whole lease before the next could be missed.
+// renewals, never on time: on the embedded store the lease runs on a clock that the test advances
+// only after a renewal made at the clock's present time (renewals may come in pairs: one that goes
+// unanswered for a sixth of the lease is sent again); on Redis, on Redis's clock, so the duplicate
+// is sent right after a renewal, a whole lease before the next could be missed.
 func TestLeaseRenewedWhileCallHeld(t *testing.T) {
 	t.Parallel()
 	c := newClock()
+	var renewedAt atomic.Int64 // the test clock before the embedded store's last renewal
 	for _, kind := range []struct {
-		name    string
-		open    storeFactory
-		lease   time.Duration
-		renewed func() // after each renewal observed
+		name  string
+		open  storeFactory
+		lease time.Duration
+		// await waits for the n-th renewal (embedded: for one made at the clock's present time,
+		// and then moves the clock on)
+		await func(t *testing.T, reg *prometheus.Registry, n float64)
 	}{
-		{"embedded", openEmbeddedAt(c), 300 * time.Millisecond, func() { c.advance(200 * time.Millisecond) }},
-		{"redis", openRedis, 750 * time.Millisecond, func() {}},
+		{"embedded", func(t *testing.T) record.Store {
+			return &clockedRenewals{Store: openEmbeddedAt(c)(t), c: c, at: &renewedAt}
+		}, 300 * time.Millisecond, func(t *testing.T, _ *prometheus.Registry, _ float64) {
+			waitFor(t, func() bool { return renewedAt.Load() == c.ns.Load() })
+			c.advance(200 * time.Millisecond)
+		}},
+		{"redis", openRedis, 750 * time.Millisecond, func(t *testing.T, reg *prometheus.Registry, n float64) {
+			waitFor(t, func() bool {
+				return metricValue(t, reg, "idemgateway_lease_renewals_total", "result", "ok") >= n
+			})
+		}},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
@@ -271,10 +301,7 @@ func TestLeaseRenewedWhileCallHeld(t *testing.T) {
 			// Seven renewals, a third of a lease apart at least: the call has been held over two
 			// leases (on the embedded store's clock, 1.4 s against a 300 ms lease).
 			for n := 1.0; n <= 7; n++ {
-				waitFor(t, func() bool {
-					return metricValue(t, reg, "idemgateway_lease_renewals_total", "result", "ok") >= n
-				})
-				kind.renewed()
+				kind.await(t, reg, n)
 			}
 			r, err := send(srv.URL, "long", `{}`)
 			if err != nil {
