@@ -128,7 +128,8 @@ func (x *exchange) limitBody() bool {
 }
 
 // claim asks the store for the key with a fresh owner token and an in_progress record. prev is
-// the record it found, when this claim did not create one.
+// the record it found, when this claim did not create one. A claim that fails may have landed
+// (its reply lost): it is released in the background (settle.go), and the client gets 503.
 func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 	x.owner = newToken()
 	now := x.g.now().UTC() // the clock reconcile.after is measured on
@@ -161,8 +162,10 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 	case errors.Is(err, record.ErrCorrupt): // the record exists but cannot be read: never execute
 		return nil, f, err
 	case err != nil:
-		// The store's error may name its address: log it, tell the client only what failed.
+		// The store's error may name its address: log it, tell the client only what failed. The
+		// claim may have landed all the same, its reply lost: release it.
 		x.logger().Error("claim failed", "err", err)
+		x.releaseOrphan(err)
 		return nil, f, fmt.Errorf("%w: the claim of the key failed", ErrStoreUnavailable)
 	case f.claimed:
 		return nil, f, nil
@@ -189,9 +192,9 @@ func (x *exchange) reclaim(prev *storedRecord, executions int) bool {
 	return err == nil
 }
 
-// execute calls the upstream once through the front end, holding the lease (lease.go); the front end settles
-// the record from the call's outcome (settle). The call is detached from the client: a client that
-// goes away does not cancel it.
+// execute calls the upstream once through the front end, holding the lease (lease.go); the front
+// end settles the record from the call's outcome (settle.go). The call is detached from the
+// client: a client that goes away does not cancel it.
 func (x *exchange) execute() {
 	x.decide(DecisionExecute)
 	e := &execution{key: x.skey, owner: x.owner, rec: *x.rec, ttl: x.rt.TTL} // a copy: x.rec changes as the call settles
@@ -200,42 +203,6 @@ func (x *exchange) execute() {
 	x.holdLease()
 	defer x.dropLease()
 	x.front.call(x)
-}
-
-// settle writes the execution's final state by op: commit (x.rec holds the receipt), release, or
-// mark unknown (x.rec.Detail says why). It stops the lease renewals first, wakes the duplicates
-// waiting for the record, and reports a failed or refused write: the span and log say so, the
-// client's answer does not change. A commit that fails leaves the record in_progress until its
-// lease lapses and it reads outcome_unknown, so no retry executes again on a block route.
-func (x *exchange) settle(op settleOp) {
-	if x.lease != nil {
-		x.lease.settling.Store(true) // a renewal refused from now on may be this write's doing
-	}
-	x.dropLease()
-	x.settled = true
-	err := x.storeCall(op.String(), func(ctx context.Context) error {
-		switch op {
-		case opCommit:
-			return refused(x.g.store.Commit(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL))
-		case opMarkUnknown:
-			return refused(x.g.store.MarkUnknown(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL))
-		default:
-			return refused(x.g.store.Release(ctx, x.skey, x.owner))
-		}
-	})
-	if err == nil {
-		x.g.waiters.settled(x.skey)
-	}
-	switch {
-	case err == nil && op == opMarkUnknown:
-		x.g.metrics.unknown.WithLabelValues(x.rt.Name).Inc()
-	case errors.Is(err, errRefused):
-		x.logger().Error("record not settled: the store refused a stale owner (lease lost)", "op", op.String())
-		x.span.AddEvent("store.write_refused", trace.WithAttributes(attribute.String("op", op.String())))
-	case err != nil:
-		x.logger().Error("record not settled: store failed", "op", op.String(), "err", err)
-		x.span.AddEvent("store.write_failed", trace.WithAttributes(attribute.String("op", op.String())))
-	}
 }
 
 // storeContext bounds one store call. It is detached from the client, so a record is settled even
@@ -269,20 +236,13 @@ func (x *exchange) storeCall(op string, call func(ctx context.Context) error) er
 	err := call(ctx)
 	d := time.Since(start)
 	x.storeDur += d
-	result := "ok"
-	switch {
-	case errors.Is(err, errRefused):
-		result = "refused"
-	case err != nil:
-		result = "error"
-	}
+	result := x.g.observeStore(op, d, err)
 	if span != nil {
 		if result == "error" {
 			span.SetStatus(codes.Error, err.Error())
 		}
 		span.SetAttributes(attribute.String("idemgateway.store.result", result))
 	}
-	x.g.metrics.store.WithLabelValues(op, result).Observe(d.Seconds())
 	return err
 }
 

@@ -72,7 +72,7 @@ func (x *exchange) holdLease() {
 	x.lease = l
 }
 
-// dropLease stops x's renewals.
+// dropLease stops x's renewals, unless a settle took them over (settle.go).
 func (x *exchange) dropLease() {
 	if x.lease != nil {
 		x.lease.stop()
