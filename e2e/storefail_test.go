@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -10,10 +9,13 @@ import (
 )
 
 // TestStoreDownAtCommit: Redis stops while the upstream call is held, then the call completes.
-// The client gets the upstream's answer (the effect happened); the gateway logs at error level
-// that the record was not settled, naming the key; once Redis is back the record reads
-// outcome_unknown (its lease lapsed, the receipt was never stored), and a retry never executes
-// again. (A promise of docs/unknown-outcomes.md, "Executing a call", that no process-level test exercised; issue 11.)
+// The gateway retries the commit while the client waits (the route's upstream timeout, 5 s); Redis
+// is still down then, so the client gets the upstream's answer (the effect happened) marked
+// Idempotency-Receipt: pending, and the gateway logs at error level that the record was not
+// settled, naming the key. It keeps writing the receipt in the background: once Redis is back the
+// record is committed (though its 500 ms lease lapsed meanwhile, no claim observed it), and a retry
+// replays the first answer without executing again. (docs/guarantees.md, "Pending receipts";
+// issue 15. Before it, the record read outcome_unknown and the receipt was never stored.)
 func TestStoreDownAtCommit(t *testing.T) {
 	t.Parallel()
 	// AOF with fsync always: the claim survives Redis's stop and restart.
@@ -26,10 +28,14 @@ func TestStoreDownAtCommit(t *testing.T) {
 	e.sb.release(t, "commit-down")
 	fr := first.wait(t)
 	id := expectCreated(t, fr)
+	if got := fr.Header.Get("Idempotency-Receipt"); got != "pending" {
+		t.Errorf("Idempotency-Receipt %q, want pending: the receipt was not stored", got)
+	}
 
 	const notSettled = "record not settled: store failed"
 	var line struct {
 		Level, Msg, Key, Op, Tool string
+		Pending                   bool
 	}
 	eventually(t, holdTimeout, "the error line of the failed commit", func() bool {
 		for _, l := range strings.Split(e.gw.out.String(), "\n") {
@@ -39,19 +45,18 @@ func TestStoreDownAtCommit(t *testing.T) {
 		}
 		return false
 	})
-	if line.Level != "ERROR" || line.Key != "commit-down" || line.Op != "commit" || line.Tool != "create_ticket_lease" {
-		t.Errorf("log line %+v, want level ERROR, key commit-down, op commit, tool create_ticket_lease", line)
+	if line.Level != "ERROR" || line.Key != "commit-down" || line.Op != "commit" || line.Tool != "create_ticket_lease" || !line.Pending {
+		t.Errorf("log line %+v, want level ERROR, key commit-down, op commit, tool create_ticket_lease, pending", line)
 	}
 
 	e.redis.Restart()
 	e.gw.waitReady(t)
-	e.gw.waitState(t, "create_ticket_lease", "commit-down", "outcome_unknown")
-	if rec := e.gw.mustRecord(t, "create_ticket_lease", "commit-down"); rec.RemoteID != "" {
-		t.Errorf("record remote_id %q (the upstream's %s): a receipt that was never stored", rec.RemoteID, id)
+	e.gw.waitState(t, "create_ticket_lease", "commit-down", "committed")
+	if rec := e.gw.mustRecord(t, "create_ticket_lease", "commit-down"); rec.RemoteID != id {
+		t.Errorf("record remote_id %q, want the upstream's %s", rec.RemoteID, id)
 	}
 	for range 2 {
-		r := e.gw.do(t, req)
-		expectProblem(t, r, http.StatusConflict, "outcome-unknown", "outcome_unknown", false)
+		expectReplayOf(t, e.gw.do(t, req), fr)
 	}
 	expectUp(t, e.sb, 1)
 	expectAttempts(t, e.sb, 1)

@@ -6,134 +6,132 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
 )
 
-// TestStoreFailsAtCommit (docs/unknown-outcomes.md, "Executing a call"): the store fails while the upstream
-// acts, so the receipt cannot be stored. The client still gets the upstream's answer, an error
-// line names the key, and the record stays in_progress, then reads outcome_unknown once its
-// lease lapses: never free, never committed, so no retry executes again.
+// TestStoreFailsAtCommit (docs/guarantees.md, "Pending receipts"; docs/contract.md §8): the store
+// goes down while the upstream acts, so the receipt cannot be stored at once. The commit is tried
+// again with backoff while the client waits, up to the route's upstream timeout:
+//
+//   - back within the wait: the client's answer comes once the receipt is stored, with no
+//     Idempotency-Receipt header;
+//   - pending: the store is still down when the wait ends: the client gets the upstream's answer
+//     with Idempotency-Receipt: pending, an error line names the key, and
+//     idemgateway_receipts_pending{op="commit"} counts it; once the store is back the gateway
+//     stores the receipt in the background, and a retry replays it;
+//   - Redis refuses the write (out of memory: HSET is denied, DEL is not): meanwhile a retry gets
+//     409 in_progress, never a freed key.
+//
+// Up×1 each, on the real embedded store (closed, opened again) and a real redis-server (stopped,
+// restarted from its AOF).
 func TestStoreFailsAtCommit(t *testing.T) {
 	t.Parallel()
 	const key, skey = "k", "default/create_ticket/k"
-	// failAtCommit holds a call upstream, breaks the store, releases the call and checks the
-	// client's answer and the log. It returns the upstream.
-	failAtCommit := func(t *testing.T, store record.Store, lease time.Duration, breakStore func()) *heldUpstream {
-		t.Helper()
-		up := newHeldUpstream(t, nil)
-		logs := &testlog.Buffer{}
-		srv, _, _ := newGatewayOn(t, store, ticketsYAML(up.URL, "{lock_lease: "+lease.String()+"}"),
-			gateway.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-		call := sendAsync(srv.URL, key, `{}`)
-		up.awaitCalls(t, 1)
-		breakStore()
-		up.releaseAll()
-		if r := await(t, call, "the call"); r.String() != "201 execute" || r.body != `{"id":"T-1"}` {
-			t.Fatalf("the client: %s %s; want the upstream's 201 T-1", r, r.body)
-		}
-		if !hasLog(t, logs, "ERROR", "record not settled: store failed", key) {
-			t.Errorf("no error line naming key %s:\n%s", key, logs.String())
-		}
-		return up
-	}
-	// retry sends the call again to a gateway on store and returns its answer.
-	retry := func(t *testing.T, url string) reply {
+	// replays checks that a retry replays the first answer without calling the upstream again.
+	replays := func(t *testing.T, url string, up *heldUpstream) {
 		t.Helper()
 		r, err := send(url, key, `{}`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r
+		if r.String() != "201 replay" || r.body != `{"id":"T-1"}` {
+			t.Fatalf("a retry: %s %s, want the replay of 201 T-1", r, r.body)
+		}
+		if n := up.calls.Load(); n != 1 {
+			t.Fatalf("%d upstream calls, want 1", n)
+		}
+	}
+	committed := func(store record.Store) func() bool {
+		return func() bool {
+			state, _, err := store.Get(context.Background(), skey)
+			return err == nil && state == record.StateCommitted
+		}
 	}
 
-	t.Run("embedded", func(t *testing.T) {
+	t.Run("back within the wait", func(t *testing.T) {
 		t.Parallel()
-		const lease = time.Second
-		c := newClock()
-		dir := t.TempDir()
-		open := func() *boltstore.Store {
-			store, err := boltstore.Open(dir, boltstore.Options{Now: c.now})
-			if err != nil {
-				t.Fatal(err)
+		forEachOutage(t, func(t *testing.T, store record.Store, down, back func()) {
+			up := newHeldUpstream(t, nil)
+			reg := gateway.NewRegistry()
+			srv, _, gw := newGatewayOn(t, store, settleYAML(up.URL, 20*time.Second, 10*time.Second), gateway.Options{Metrics: reg})
+			gw.SetSettleRetry(10*time.Millisecond, 100*time.Millisecond)
+			call := sendAsync(srv.URL, key, `{}`)
+			up.awaitCalls(t, 1)
+			down()
+			up.releaseAll()
+			waitFor(t, func() bool {
+				return metricValue(t, reg, "idemgateway_store_duration_seconds", "op", "commit", "result", "error") >= 1
+			})
+			back()
+			r := await(t, call, "the call")
+			if r.String() != "201 execute" || r.body != `{"id":"T-1"}` || r.header.Get("Idempotency-Receipt") != "" {
+				t.Fatalf("the client: %s %s, Idempotency-Receipt %q; want the upstream's 201 T-1, no Idempotency-Receipt",
+					r, r.body, r.header.Get("Idempotency-Receipt"))
 			}
-			t.Cleanup(func() { _ = store.Close() })
-			return store
-		}
-		store := open()
-		up := failAtCommit(t, store, lease, func() { _ = store.Close() })
-
-		store = open() // the store is back
-		srv, _, _ := newGatewayOn(t, store, ticketsYAML(up.URL, "{lock_lease: 1s}"), gateway.Options{})
-		if state, _, err := store.Get(context.Background(), skey); err != nil || state != record.StateInProgress {
-			t.Fatalf("record after the failed commit: %q, %v; want in_progress", state, err)
-		}
-		if r := retry(t, srv.URL); r.String() != "409 in_progress" {
-			t.Fatalf("a retry within the lease: %s, want 409 in_progress", r)
-		}
-		c.advance(2 * lease)
-		if r := retry(t, srv.URL); r.String() != "409 outcome_unknown" {
-			t.Fatalf("a retry after the lease: %s, want 409 outcome_unknown", r)
-		}
-		if state, _, err := store.Get(context.Background(), skey); err != nil || state != record.StateUnknown {
-			t.Fatalf("record after the lease: %q, %v; want outcome_unknown", state, err)
-		}
-		if n := up.calls.Load(); n != 1 {
-			t.Fatalf("%d upstream calls, want 1", n)
-		}
-	})
-
-	t.Run("redis", func(t *testing.T) {
-		t.Parallel()
-		const lease = 500 * time.Millisecond
-		store, redisSrv := openRedisServer(t, redistest.Options{AppendOnly: true})
-		up := failAtCommit(t, store, lease, redisSrv.Stop)
-
-		redisSrv.Restart() // the store is back, with what it had written (AOF)
-		raw := rawRedis(t, redisSrv)
-		// The stored state, whatever the lease: Get would already report a lapsed lease.
-		if state, err := raw.HGet(context.Background(), redisRecordKey(skey), "state").Result(); err != nil || state != record.StateInProgress {
-			t.Fatalf("record after the failed commit: %q, %v; want in_progress", state, err)
-		}
-		srv, _, _ := newGatewayOn(t, redisStoreOn(t, redisSrv), ticketsYAML(up.URL, "{lock_lease: 500ms}"), gateway.Options{})
-		// Retries are refused while the lease holds, then meet outcome_unknown once it lapsed
-		// (on Redis's clock).
-		waitFor(t, func() bool {
-			r := retry(t, srv.URL)
-			if r.String() != "409 in_progress" && r.String() != "409 outcome_unknown" {
-				t.Fatalf("a retry: %s, want 409 in_progress or outcome_unknown", r)
+			if !committed(store)() {
+				t.Fatal("the record is not committed when the client gets its answer")
 			}
-			return r.decision == gateway.DecisionOutcomeUnknown
+			replays(t, srv.URL, up)
 		})
-		if state, _, err := store.Get(context.Background(), skey); err != nil || state != record.StateUnknown {
-			t.Fatalf("record after the lease: %q, %v; want outcome_unknown", state, err)
-		}
-		if n := up.calls.Load(); n != 1 {
-			t.Fatalf("%d upstream calls, want 1", n)
-		}
 	})
 
-	// Redis reachable but refusing the commit's write (out of memory: HSET is denied, DEL is
-	// not): the record must stay in_progress, never be freed because the write failed.
+	t.Run("pending", func(t *testing.T) {
+		t.Parallel()
+		forEachOutage(t, func(t *testing.T, store record.Store, down, back func()) {
+			up := newHeldUpstream(t, nil)
+			reg := gateway.NewRegistry()
+			logs := &testlog.Buffer{}
+			srv, _, gw := newGatewayOn(t, store, settleYAML(up.URL, time.Second, 10*time.Second),
+				gateway.Options{Metrics: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+			gw.SetSettleRetry(10*time.Millisecond, 100*time.Millisecond)
+			call := sendAsync(srv.URL, key, `{}`)
+			up.awaitCalls(t, 1)
+			down()
+			up.releaseAll()
+			r := await(t, call, "the call")
+			if r.String() != "201 execute" || r.body != `{"id":"T-1"}` || r.header.Get("Idempotency-Receipt") != "pending" {
+				t.Fatalf("the client: %s %s, Idempotency-Receipt %q; want the upstream's 201 T-1, pending",
+					r, r.body, r.header.Get("Idempotency-Receipt"))
+			}
+			if !hasLog(t, logs, "ERROR", "record not settled: store failed", key) {
+				t.Errorf("no error line naming key %s:\n%s", key, logs.String())
+			}
+			if n := metricValue(t, reg, "idemgateway_receipts_pending", "op", "commit"); n != 1 {
+				t.Errorf("idemgateway_receipts_pending{op=commit} = %v, want 1", n)
+			}
+			back()
+			waitFor(t, committed(store))
+			waitFor(t, func() bool { return metricValue(t, reg, "idemgateway_receipts_pending", "op", "commit") == 0 })
+			replays(t, srv.URL, up)
+		})
+	})
+
 	t.Run("redis refuses the write", func(t *testing.T) {
 		t.Parallel()
 		store, redisSrv := openRedisServer(t, redistest.Options{})
 		raw := rawRedis(t, redisSrv)
 		ctx := context.Background()
-		up := failAtCommit(t, store, time.Minute, func() { setMaxmemory(t, raw, "1") })
-		setMaxmemory(t, raw, "0")
+		up := newHeldUpstream(t, nil)
+		srv, _, gw := newGatewayOn(t, store, settleYAML(up.URL, time.Second, time.Minute), gateway.Options{})
+		gw.SetSettleRetry(10*time.Millisecond, 100*time.Millisecond)
+		call := sendAsync(srv.URL, key, `{}`)
+		up.awaitCalls(t, 1)
+		setMaxmemory(t, raw, "1")
+		up.releaseAll()
+		if r := await(t, call, "the call"); r.String() != "201 execute" || r.header.Get("Idempotency-Receipt") != "pending" {
+			t.Fatalf("the client: %s, Idempotency-Receipt %q; want 201 execute, pending", r, r.header.Get("Idempotency-Receipt"))
+		}
 		if state, err := raw.HGet(ctx, redisRecordKey(skey), "state").Result(); err != nil || state != record.StateInProgress {
 			t.Fatalf("record after the refused commit: %q, %v; want in_progress", state, err)
 		}
-		srv, _, _ := newGatewayOn(t, redisStoreOn(t, redisSrv), ticketsYAML(up.URL, "{lock_lease: 1m}"), gateway.Options{})
-		if r := retry(t, srv.URL); r.String() != "409 in_progress" {
-			t.Fatalf("a retry: %s, want 409 in_progress", r)
+		if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "409 in_progress" {
+			t.Fatalf("a retry while the commit is pending: %s %v, want 409 in_progress", r, err)
 		}
-		if n := up.calls.Load(); n != 1 {
-			t.Fatalf("%d upstream calls, want 1", n)
-		}
+		setMaxmemory(t, raw, "0")
+		waitFor(t, committed(store))
+		replays(t, srv.URL, up)
 	})
 }

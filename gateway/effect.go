@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -134,7 +133,8 @@ func (x *exchange) limitBody() bool {
 
 // claim asks the store for the key with a fresh owner token and an in_progress record, unless the
 // store is known to be unfit to keep it (claimRefused). prev is the record it found, when this
-// claim did not create one.
+// claim did not create one. A claim that fails may have landed (its reply lost): it is released
+// in the background (settle.go), and the client gets 503.
 func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 	if err := x.g.claimRefused(); err != nil { // a store that could lose the claim (safety.go)
 		return nil, f, err
@@ -162,6 +162,7 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 	}
 	var state string
 	var stored []byte
+	x.claimSent = time.Now() // the lease runs from here at the latest
 	err = x.storeCall("claim", func(ctx context.Context) (err error) {
 		f.claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
 		return err
@@ -170,8 +171,10 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 	case errors.Is(err, record.ErrCorrupt): // the record exists but cannot be read: never execute
 		return nil, f, err
 	case err != nil:
-		// The store's error may name its address: log it, tell the client only what failed.
+		// The store's error may name its address: log it, tell the client only what failed. The
+		// claim may have landed all the same, its reply lost: release it.
 		x.logger().Error("claim failed", "err", err)
+		x.releaseOrphan(err)
 		return nil, f, fmt.Errorf("%w: the claim of the key failed", ErrStoreUnavailable)
 	case f.claimed:
 		return nil, f, nil
@@ -188,6 +191,7 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 // executions is what the record counts once taken over.
 func (x *exchange) reclaim(prev *storedRecord, executions int) bool {
 	x.rec.Executions = executions
+	x.claimSent = time.Now()
 	err := x.storeCall("reclaim", func(ctx context.Context) error {
 		return refused(x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL))
 	})
@@ -197,97 +201,17 @@ func (x *exchange) reclaim(prev *storedRecord, executions int) bool {
 	return err == nil
 }
 
-// execute calls the upstream once through the front end, holding the lease; the front end settles
-// the record from the call's outcome (settle). The call is detached from the client: a client that
-// goes away does not cancel it.
+// execute calls the upstream once through the front end, holding the lease (lease.go); the front
+// end settles the record from the call's outcome (settle.go). The call is detached from the
+// client: a client that goes away does not cancel it.
 func (x *exchange) execute() {
 	x.decide(DecisionExecute)
 	e := &execution{key: x.skey, owner: x.owner, rec: *x.rec, ttl: x.rt.TTL} // a copy: x.rec changes as the call settles
 	x.g.inFlight.Store(e, struct{}{})
 	defer x.g.inFlight.Delete(e)
-	x.stopLease = x.keepLease()
-	defer x.stopLease()
+	x.holdLease()
+	defer x.dropLease()
 	x.front.call(x)
-}
-
-// keepLease renews the lease every third of its length until the returned function is called
-// (the record is settled, or the execution ends); stop waits for a renewal under way, so none
-// races the final write, and calling it again does nothing. A renewal the store refuses means
-// another owner holds the key: renewals end, the final write will be refused too, and the span and
-// log say so. Renewals run from a timer, not a goroutine of their own: most calls settle before
-// the first one is due.
-func (x *exchange) keepLease() (stop func()) {
-	every := max(x.rt.LockLease/3, time.Millisecond)
-	var (
-		mu      sync.Mutex // held by a renewal under way, and by stop
-		stopped bool
-		timer   *time.Timer
-	)
-	renew := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		ctx, cancel := x.g.storeContext(x.r.Context())
-		ok, err := x.g.store.Renew(ctx, x.skey, x.owner, x.rt.LockLease)
-		cancel()
-		switch {
-		case err != nil:
-			x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "error").Inc()
-			x.logger().Warn("lease renewal failed", "err", err)
-		case !ok:
-			x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "lost").Inc()
-			x.logger().Error("lease lost: another owner holds the key")
-			x.span.AddEvent("lease.lost")
-			return
-		default:
-			x.g.metrics.leaseRenewals.WithLabelValues(x.rt.Name, "ok").Inc()
-		}
-		timer.Reset(every)
-	}
-	mu.Lock() // a renewal due at once waits until timer is set
-	timer = time.AfterFunc(every, renew)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		timer.Stop()
-	}
-}
-
-// settle writes the execution's final state by op: commit (x.rec holds the receipt), release, or
-// mark unknown (x.rec.Detail says why). It stops the lease renewals first, wakes the duplicates
-// waiting for the record, and reports a failed or refused write: the span and log say so, the
-// client's answer does not change. A commit that fails leaves the record in_progress until its
-// lease lapses and it reads outcome_unknown, so no retry executes again on a block route.
-func (x *exchange) settle(op settleOp) {
-	x.stopLease()
-	x.settled = true
-	err := x.storeCall(op.String(), func(ctx context.Context) error {
-		switch op {
-		case opCommit:
-			return refused(x.g.store.Commit(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL))
-		case opMarkUnknown:
-			return refused(x.g.store.MarkUnknown(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL))
-		default:
-			return refused(x.g.store.Release(ctx, x.skey, x.owner))
-		}
-	})
-	if err == nil {
-		x.g.waiters.settled(x.skey)
-	}
-	switch {
-	case err == nil && op == opMarkUnknown:
-		x.g.metrics.unknown.WithLabelValues(x.rt.Name).Inc()
-	case errors.Is(err, errRefused):
-		x.logger().Error("record not settled: the store refused a stale owner (lease lost)", "op", op.String())
-		x.span.AddEvent("store.write_refused", trace.WithAttributes(attribute.String("op", op.String())))
-	case err != nil:
-		x.logger().Error("record not settled: store failed", "op", op.String(), "err", err)
-		x.span.AddEvent("store.write_failed", trace.WithAttributes(attribute.String("op", op.String())))
-	}
 }
 
 // storeContext bounds one store call. It is detached from the client, so a record is settled even
@@ -321,20 +245,13 @@ func (x *exchange) storeCall(op string, call func(ctx context.Context) error) er
 	err := call(ctx)
 	d := time.Since(start)
 	x.storeDur += d
-	result := "ok"
-	switch {
-	case errors.Is(err, errRefused):
-		result = "refused"
-	case err != nil:
-		result = "error"
-	}
+	result := x.g.observeStore(op, d, err)
 	if span != nil {
 		if result == "error" {
 			span.SetStatus(codes.Error, err.Error())
 		}
 		span.SetAttributes(attribute.String("idemgateway.store.result", result))
 	}
-	x.g.metrics.store.WithLabelValues(op, result).Observe(d.Seconds())
 	return err
 }
 

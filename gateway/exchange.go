@@ -44,11 +44,12 @@ type exchange struct {
 	identity // who asks, the key and its scope, the fingerprint (identify.go)
 	decision string
 
-	// Set for an execution under a claimed key; settled once the record has been written.
+	// Set for an execution under a claimed key; settled once the record's final write started.
 	owner     string
 	rec       *storedRecord
+	claimSent time.Time // when the claim (or reclaim) was sent: the lease runs from then at the latest
 	settled   bool
-	stopLease func() // stops the lease renewals of an execution
+	lease     *lease // renews the lease of an execution (lease.go); nil once a settle took it over
 
 	mayHaveSent atomic.Bool  // a connection to the upstream was obtained: bytes may have reached it
 	attempts    atomic.Int32 // connections obtained for this request (more than one: a safe resend)

@@ -75,3 +75,9 @@ func (g *Gateway) ReadyzWaiting() int {
 	}
 	return 0
 }
+
+// SetSettleRetry sets the first and the longest pause between two attempts of a settle write that
+// the store failed (settleRetryMin, settleRetryMax). Call it before the gateway serves.
+func (g *Gateway) SetSettleRetry(first, longest time.Duration) {
+	g.retryMin, g.retryMax = first, longest
+}

@@ -4,7 +4,8 @@
 //
 // Reading order: decide.go is the decision table and the outcome table as two pure functions;
 // identify.go reads a request's tenant, key and fingerprint (the identify phase, shared with
-// Explain); effect.go runs the table on a request (claim, decide, act, settle); respond.go is the
+// Explain); effect.go runs the table on a request (claim, decide, act); lease.go holds an
+// execution's lease; settle.go writes its outcome, retrying while the store fails; respond.go is the
 // seam a protocol front end plugs into (responder) and the HTTP routes' answers; proxy.go makes
 // an HTTP route's upstream call; admin.go is the admin listener.
 package gateway
@@ -75,6 +76,11 @@ type Gateway struct {
 	inFlight sync.Map // *execution -> struct{}: calls under way, for Abandon
 	churn    *churn   // recent executions, to count keys minted per retry
 	waiters  waiters  // duplicates waiting for a record to settle (concurrency: wait)
+	settles  settles  // settle writes retried in the background (settle.go)
+
+	// retryMin and retryMax bound the pauses between a settle's attempts: settleRetryMin and
+	// settleRetryMax; tests set them (export_test.go).
+	retryMin, retryMax time.Duration
 
 	readiness readiness // the store probe of /readyz, shared (readyz.go)
 
@@ -104,7 +110,8 @@ func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error)
 	if opts.MaxReceiptBodyBytes <= 0 {
 		opts.MaxReceiptBodyBytes = DefaultMaxReceiptBodyBytes
 	}
-	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000), now: time.Now}
+	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000), now: time.Now,
+		retryMin: settleRetryMin, retryMax: settleRetryMax}
 	opts.Metrics.MustRegister(newStoreSafeGauge(g))
 	transport := opts.Transport
 	if tp := opts.TracerProvider; tp != nil {

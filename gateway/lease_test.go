@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
 )
@@ -79,7 +80,7 @@ func (s *renewalGate) Renew(ctx context.Context, key, owner string, lease time.D
 	return s.Store.Renew(ctx, key, owner, lease)
 }
 
-// metricValue returns the value of the counter, or the sample count of the histogram, name with
+// metricValue returns the value of the counter or gauge, or the sample count of the histogram, name with
 // the label pairs labels (name, value, ...); 0 when there is no such series.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
@@ -113,6 +114,9 @@ func gatherValue(reg *prometheus.Registry, name string, labels ...string) (float
 			}
 			if h := m.GetHistogram(); h != nil {
 				return float64(h.GetSampleCount()), nil
+			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue(), nil
 			}
 			return m.GetCounter().GetValue(), nil
 		}
@@ -239,23 +243,53 @@ routes:
 	}
 }
 
+// clockedRenewals is a store on the test clock c that notes, in at, the clock read before each
+// renewal it grants: the renewal's transaction read that time or a later one.
+type clockedRenewals struct {
+	record.Store
+	c  *clock
+	at *atomic.Int64
+}
+
+func (s *clockedRenewals) Renew(ctx context.Context, key, owner string, lease time.Duration) (bool, error) {
+	before := s.c.ns.Load()
+	ok, err := s.Store.Renew(ctx, key, owner, lease)
+	if ok && err == nil {
+		s.at.Store(before)
+	}
+	return ok, err
+}
+
 // TestLeaseRenewedWhileCallHeld: an upstream call held for several lease periods keeps its lease:
 // idemgateway_lease_renewals_total{result="ok"} grows, a duplicate during the call gets 409
 // in_progress (never outcome_unknown), and the record ends committed. The test waits on the
-// renewals it counts, never on time: on the embedded store the lease runs on a clock that the
-// test advances only after a renewal; on Redis, on Redis's clock, so the duplicate is sent right
-// after a renewal, a whole lease before the next could be missed.
+// renewals, never on time: on the embedded store the lease runs on a clock that the test advances
+// only after a renewal made at the clock's present time (renewals may come in pairs: one that goes
+// unanswered for a sixth of the lease is sent again); on Redis, on Redis's clock, so the duplicate
+// is sent right after a renewal, a whole lease before the next could be missed.
 func TestLeaseRenewedWhileCallHeld(t *testing.T) {
 	t.Parallel()
 	c := newClock()
+	var renewedAt atomic.Int64 // the test clock before the embedded store's last renewal
 	for _, kind := range []struct {
-		name    string
-		open    storeFactory
-		lease   time.Duration
-		renewed func() // after each renewal observed
+		name  string
+		open  storeFactory
+		lease time.Duration
+		// await waits for the n-th renewal (embedded: for one made at the clock's present time,
+		// and then moves the clock on)
+		await func(t *testing.T, reg *prometheus.Registry, n float64)
 	}{
-		{"embedded", openEmbeddedAt(c), 300 * time.Millisecond, func() { c.advance(200 * time.Millisecond) }},
-		{"redis", openRedis, 750 * time.Millisecond, func() {}},
+		{"embedded", func(t *testing.T) record.Store {
+			return &clockedRenewals{Store: openEmbeddedAt(c)(t), c: c, at: &renewedAt}
+		}, 300 * time.Millisecond, func(t *testing.T, _ *prometheus.Registry, _ float64) {
+			waitFor(t, func() bool { return renewedAt.Load() == c.ns.Load() })
+			c.advance(200 * time.Millisecond)
+		}},
+		{"redis", openRedis, 750 * time.Millisecond, func(t *testing.T, reg *prometheus.Registry, n float64) {
+			waitFor(t, func() bool {
+				return metricValue(t, reg, "idemgateway_lease_renewals_total", "result", "ok") >= n
+			})
+		}},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
@@ -267,10 +301,7 @@ func TestLeaseRenewedWhileCallHeld(t *testing.T) {
 			// Seven renewals, a third of a lease apart at least: the call has been held over two
 			// leases (on the embedded store's clock, 1.4 s against a 300 ms lease).
 			for n := 1.0; n <= 7; n++ {
-				waitFor(t, func() bool {
-					return metricValue(t, reg, "idemgateway_lease_renewals_total", "result", "ok") >= n
-				})
-				kind.renewed()
+				kind.await(t, reg, n)
 			}
 			r, err := send(srv.URL, "long", `{}`)
 			if err != nil {
@@ -342,4 +373,186 @@ func TestReceiptStoredBeforeResponse(t *testing.T) {
 			}
 		}
 	})
+}
+
+// stallingRenewals is a real store whose next renewal, once armed, hangs until the test ends,
+// whatever its context says: a store call stuck on a dead connection or a slow disk.
+type stallingRenewals struct {
+	record.Store
+	armed atomic.Bool
+	end   <-chan struct{}
+}
+
+func (s *stallingRenewals) Renew(ctx context.Context, key, owner string, lease time.Duration) (bool, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		<-s.end
+		return false, errors.New("renewal stalled until the test ended")
+	}
+	return s.Store.Renew(ctx, key, owner, lease)
+}
+
+// TestLeaseHoldsThroughStalledRenewal (docs/guarantees.md, "Lease timing"): with lock_lease 300ms
+// and the default store timeout of 2 s, four renewals stall, one after another: on Redis, the
+// connection that carries the renewal stops passing bytes (a proxy holds it; other connections
+// work); on the embedded store, the renewal call hangs, deaf to its context. Each renewal gives up
+// after a sixth of the lease and is sent again (on Redis, on another connection: go-redis
+// discards the one that timed out), so the lease holds: a duplicate that claims the key all along,
+// directly on the store, always finds it in_progress, never turning it outcome_unknown; the call
+// commits and a retry replays it. Up×1. (Before issue 15 a renewal waited up to the store timeout,
+// and the lease lapsed under it.)
+//
+// A 300 ms lease leaves the retry about 140 ms: a machine that stops the test's process for that
+// long (a loaded CI host) can lapse it whatever the gateway does. Such a run is not evidence
+// either way: the test measures how late its own goroutines were woken (lagMeter), runs the
+// scenario again when a run that lost the lease was stalled, and fails when a run without such a
+// stall lost it, or when five runs in a row were stalled.
+func TestLeaseHoldsThroughStalledRenewal(t *testing.T) {
+	t.Parallel()
+	const stalls, runs, tolerated = 4, 5, 50 * time.Millisecond
+	for _, kind := range []struct {
+		name string
+		// open returns the gateway's store, the store the duplicate claims on, and stall, which
+		// makes the gateway's next renewal stall and returns whether it has stalled.
+		open func(t *testing.T) (gwStore, direct record.Store, stall func() (stalled func() bool))
+	}{
+		{"embedded", func(t *testing.T) (record.Store, record.Store, func() func() bool) {
+			direct := openEmbedded(t)
+			s := &stallingRenewals{Store: direct, end: t.Context().Done()}
+			return s, direct, func() func() bool {
+				s.armed.Store(true)
+				return func() bool { return !s.armed.Load() }
+			}
+		}},
+		{"redis", func(t *testing.T) (record.Store, record.Store, func() func() bool) {
+			srv := redistest.Start(t, redistest.Options{})
+			proxy := newFaultProxy(t, srv)
+			// Two idle connections kept open: a renewal sent again need not dial.
+			return proxy.store(t, 2), redisStoreOn(t, srv), proxy.stallNextCommand
+		}},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			gwStore, direct, stall := kind.open(t)
+			for run := 1; ; run++ {
+				lag := startLagMeter()
+				lost := stalledRenewalsRun(t, gwStore, direct, stall, fmt.Sprint("k", run), stalls)
+				worst := lag.stop()
+				switch {
+				case lost == "":
+					return
+				case worst <= tolerated:
+					t.Fatalf("run %d: the lease lapsed (%s), and the test's goroutines were never late by more than %s (at worst %s)", run, lost, tolerated, worst)
+				case run == runs:
+					t.Fatalf("%d runs in a row lost the lease while the machine stalled the test for more than %s (the last one %s, %s): no evidence either way", runs, tolerated, worst, lost)
+				}
+				t.Logf("run %d: the lease lapsed (%s) while the machine stalled the test for %s: running it again", run, lost, worst)
+			}
+		})
+	}
+}
+
+// stalledRenewalsRun runs the scenario of TestLeaseHoldsThroughStalledRenewal once, on key, with
+// a gateway of its own on gwStore. It returns how the lease was lost, or "" when it held.
+func stalledRenewalsRun(t *testing.T, gwStore, direct record.Store, stall func() func() bool, key string, stalls int) (lost string) {
+	t.Helper()
+	skey := "default/create_ticket/" + key
+	up := newHeldUpstream(t, nil)
+	reg := gateway.NewRegistry()
+	srv, _, _ := newGatewayOn(t, gwStore, settleYAML(up.URL, 20*time.Second, 300*time.Millisecond), gateway.Options{Metrics: reg})
+	renewals := func(result string) float64 {
+		return metricValue(t, reg, "idemgateway_lease_renewals_total", "result", result)
+	}
+	call := sendAsync(srv.URL, key, `{}`)
+	up.awaitCalls(t, 1)
+	defer func() {
+		up.releaseAll()
+		r := await(t, call, "the call")
+		if lost != "" {
+			return
+		}
+		if r.String() != "201 execute" || r.header.Get("Idempotency-Receipt") != "" {
+			t.Fatalf("the call: %s, Idempotency-Receipt %q; want 201 execute, stored", r, r.header.Get("Idempotency-Receipt"))
+		}
+		if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "201 replay" {
+			t.Fatalf("a retry: %s %v, want 201 replay", r, err)
+		}
+		if n := up.calls.Load(); n != 1 {
+			t.Fatalf("%d upstream calls, want 1", n)
+		}
+	}()
+
+	// The duplicate: a claim of the key every few milliseconds, as retries from elsewhere.
+	var seen atomic.Value // the first state other than in_progress it met, or an error
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			claimed, state, _, err := direct.Claim(context.Background(), skey, "duplicate", []byte("duplicate"), time.Minute, time.Minute)
+			if err != nil || claimed || state != record.StateInProgress {
+				seen.CompareAndSwap(nil, fmt.Sprintf("a duplicate's claim: claimed %v, state %q, err %v", claimed, state, err))
+			}
+		}
+	}()
+	defer func() {
+		close(done)
+		<-stopped
+		if v := seen.Load(); v != nil && lost == "" {
+			lost = v.(string)
+		}
+	}()
+	// renewed waits for a renewal the store took after the ok-th, or for the lease to be lost.
+	renewed := func(ok float64) bool {
+		waitFor(t, func() bool { return renewals("ok") > ok || renewals("lost") > 0 || seen.Load() != nil })
+		return renewals("ok") > ok
+	}
+	for range stalls {
+		if !renewed(renewals("ok")) {
+			return "no renewal taken"
+		}
+		waitFor(t, stall())
+	}
+	if !renewed(renewals("ok")) {
+		return "no renewal taken after the last stall"
+	}
+	return ""
+}
+
+// lagMeter measures how late this process's goroutines are woken: a goroutine sleeps 5 ms at a
+// time and keeps the longest overshoot.
+type lagMeter struct {
+	worst atomic.Int64
+	done  chan struct{}
+	ended chan struct{}
+}
+
+func startLagMeter() *lagMeter {
+	m := &lagMeter{done: make(chan struct{}), ended: make(chan struct{})}
+	go func() {
+		defer close(m.ended)
+		const tick = 5 * time.Millisecond
+		for {
+			start := time.Now()
+			select {
+			case <-m.done:
+				return
+			case <-time.After(tick):
+			}
+			if late := int64(time.Since(start) - tick); late > m.worst.Load() {
+				m.worst.Store(late)
+			}
+		}
+	}()
+	return m
+}
+
+// stop ends the measure and returns the longest lateness seen.
+func (m *lagMeter) stop() time.Duration {
+	close(m.done)
+	<-m.ended
+	return time.Duration(m.worst.Load())
 }

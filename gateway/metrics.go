@@ -16,6 +16,7 @@ type metrics struct {
 	unknown       *prometheus.CounterVec   // idemgateway_outcome_unknown_records_total{tool}
 	keyChurn      *prometheus.CounterVec   // idemgateway_key_churn_total{tool}
 	wakeups       *prometheus.CounterVec   // idemgateway_wait_wakeups_total{cause}
+	pending       *prometheus.GaugeVec     // idemgateway_receipts_pending{op}
 }
 
 // Outcome labels of idemgateway_upstream_duration_seconds.
@@ -63,7 +64,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Namespace: "idemgateway", Name: "wait_wakeups_total",
 		Help: "Waiting duplicates (concurrency: wait) woken by a settle of this process (settle), by the store's settle notice (notice), or whose wait ended on the safety poll (poll): polls on a shared Redis mean its notices are not arriving.",
 	}, []string{"cause"})
-	reg.MustRegister(m.decisions, m.upstream, m.store, m.inFlight, m.leaseRenewals, m.unknown, m.keyChurn, m.wakeups)
+	m.pending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "idemgateway", Name: "receipts_pending",
+		Help: "Settle writes the store failed, retried in the background until it takes them or their records expire: commit (a receipt answered with Idempotency-Receipt: pending), release, mark_unknown (release also counts claims whose reply was lost).",
+	}, []string{"op"})
+	reg.MustRegister(m.decisions, m.upstream, m.store, m.inFlight, m.leaseRenewals, m.unknown, m.keyChurn, m.wakeups, m.pending)
 	return m
 }
 

@@ -77,8 +77,8 @@ func (x *exchange) reconcile(prev *storedRecord) {
 		x.refuse(DecisionInProgress, fmt.Errorf("%w: another request is settling the key", ErrInProgress), time.Second)
 		return
 	}
-	x.stopLease = x.keepLease()
-	defer x.stopLease()
+	x.holdLease()
+	defer x.dropLease()
 	rc := x.rt.Reconcile
 	found, answer, err := x.lookupEffect(rc)
 	switch {

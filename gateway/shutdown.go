@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -49,4 +50,46 @@ func (g *Gateway) Abandon(ctx context.Context) int {
 	})
 	wg.Wait()
 	return marked
+}
+
+// SettlePending tries once more every settle write that the store has failed so far (pending
+// receipts, and the releases of claims whose reply was lost), and stops retrying them in the
+// background: for a shutdown, once the calls in flight have finished (docs/operations.md). It
+// returns how many the store took, and how many it still failed: those records read
+// outcome_unknown once their leases lapse (a receipt not stored, never a free key). A write refused
+// to a stale owner counts in neither; it is logged.
+func (g *Gateway) SettlePending(ctx context.Context) (stored, left int) {
+	g.settles.mu.Lock()
+	pending := make([]*pendingSettle, 0, len(g.settles.set))
+	for p := range g.settles.set {
+		pending = append(pending, p)
+	}
+	g.settles.mu.Unlock()
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, p := range pending {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.ended {
+				return
+			}
+			err := g.storeWrite(ctx, p.op.String(), p.write)
+			mu.Lock()
+			switch {
+			case err == nil:
+				stored++
+			case !errors.Is(err, errRefused):
+				left++
+			}
+			mu.Unlock()
+			p.finish(err, "the gateway shut down")
+		}()
+	}
+	wg.Wait()
+	return stored, left
 }

@@ -140,6 +140,14 @@ func serve(s *settings) error {
 		n := gw.Abandon(context.Background())
 		log.Warn("grace period over: calls still under way are left outcome_unknown", "records", n)
 	}
+	// Receipts the store failed to take are tried once more; what it still fails reads
+	// outcome_unknown once its lease lapses.
+	switch stored, left := gw.SettlePending(context.Background()); {
+	case left > 0:
+		log.Warn("pending receipts not stored at shutdown: their records read outcome_unknown once their leases lapse", "stored", stored, "left", left)
+	case stored > 0:
+		log.Info("pending receipts stored at shutdown", "stored", stored)
+	}
 	return errors.Join(err, admin.Shutdown(sctx))
 }
 

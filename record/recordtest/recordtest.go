@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) record.Store) {
 		{"GetReportsLapsedLeaseAsUnknown", testGetLapsed},
 		{"ListUnknownPagesTheIndex", testListUnknown},
 		{"OwnerMayFinishAfterLapseNobodyObserved", testFinishAfterLapse},
+		{"OwnerMayCommitAfterObservedLapse", testCommitAfterObservedLapse},
 		{"Reclaim", testReclaim},
 		{"ConcurrentReclaimOneWins", testConcurrentReclaim},
 		{"RenewExtendsLease", testRenew},
@@ -298,6 +299,53 @@ func testFinishAfterLapse(t *testing.T, s record.Store) {
 	ok, err = s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit after an unobserved lapse", ok, err, true)
 	wantRecord(t, s, "k", record.StateCommitted, []byte("receipt"))
+}
+
+// testCommitAfterObservedLapse pins down docs/contract.md §8 (issue 15): the owner whose lease
+// lapsed while the store was away, and whose record a Claim has since turned outcome_unknown, may
+// still commit it as long as nobody took it over (the owner is unchanged): its receipt is what the
+// upstream did, and no other owner can have acted on the key. A receipt the gateway kept writing in
+// the background (Idempotency-Receipt: pending) lands this way when the store came back after the
+// lease. The commit takes the record out of the outcome_unknown index, and a later Claim replays it.
+// Only the commit: the owner's renewals, releases and marks after the observed lapse stay refused,
+// and so does its commit once another owner has reclaimed the record.
+//
+// This supersedes the Commit case of LapsedLeaseBecomesUnknownNeverFreed, which expects that commit
+// refused; that case is the stores' owners' to change with this one.
+func testCommitAfterObservedLapse(t *testing.T, s record.Store) {
+	observeLapse := func(key string) {
+		t.Helper()
+		mustClaim(t, s, key, "owner-a", []byte("claim"), short, long)
+		eventually(t, key+": the lease lapses and a Claim observes it", func() bool {
+			_, state, _ := claim(t, s, key, "owner-b", []byte("retry"), long, long)
+			return state == record.StateUnknown
+		})
+	}
+
+	observeLapse("k")
+	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
+	wantOK(t, "Commit by the owner after a lapse a Claim observed", ok, err, true)
+	wantRecord(t, s, "k", record.StateCommitted, []byte("receipt"))
+	claimed, state, stored := claim(t, s, "k", "owner-c", []byte("retry"), long, long)
+	if claimed || state != record.StateCommitted || string(stored) != "receipt" {
+		t.Errorf("Claim after that commit = %v, %q, %q; want false, %q, %q", claimed, state, stored, record.StateCommitted, "receipt")
+	}
+	keys, _, _, err := s.ListUnknown(ctx, "k", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range keys {
+		if key == "k" {
+			t.Errorf("ListUnknown still lists the committed record")
+		}
+	}
+
+	observeLapse("taken")
+	ok, err = s.Reclaim(ctx, "taken", "owner-a", "owner-b", []byte("successor"), long, long)
+	wantOK(t, "Reclaim by another owner", ok, err, true)
+	ok, err = s.Commit(ctx, "taken", "owner-a", []byte("stale receipt"), long)
+	wantOK(t, "Commit by the owner after a takeover", ok, err, false)
+	wantRecord(t, s, "taken", record.StateInProgress, []byte("successor"))
 }
 
 func testReclaim(t *testing.T, s record.Store) {
