@@ -117,7 +117,7 @@ func (x *exchange) keyless() {
 		return
 	}
 	x.decide(DecisionExecute)
-	x.proxy()
+	httpRoute{}.call(x)
 }
 
 // limitBody holds a body that streams through to the route's max_body_bytes: a declared length

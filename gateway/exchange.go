@@ -64,8 +64,6 @@ type exchange struct {
 	status   func() int    // the status written to the client
 }
 
-type exchangeKey struct{}
-
 func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes.Route, front responder) *exchange {
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 	x := &exchange{
@@ -98,16 +96,6 @@ func (x *exchange) admit(auth *authenticator) bool {
 		return false
 	}
 	return true
-}
-
-func exchangeFrom(ctx context.Context) *exchange {
-	x, _ := ctx.Value(exchangeKey{}).(*exchange)
-	return x
-}
-
-// request is the inbound request carrying x, for the reverse proxy's hooks.
-func (x *exchange) request() *http.Request {
-	return x.r.WithContext(context.WithValue(x.r.Context(), exchangeKey{}, x))
 }
 
 // identified takes what the identify phase read (identify.go), and shows it: the tenant and actor

@@ -28,14 +28,15 @@ func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *rout
 		return
 	}
 	if x.admit(auth) && x.limitBody() {
-		x.proxy()
+		httpRoute{}.call(x)
 	}
 }
 
-// proxy runs the reverse proxy for x and then ends the upstream exchange's context.
+// call is the upstream call of an HTTP route (responder): the reverse proxy for x, which then ends
+// the upstream exchange's context.
 // The deferred cancel also runs when the reverse proxy aborts the handler with
 // http.ErrAbortHandler (the client went away while the body was copied).
-func (x *exchange) proxy() {
+func (httpRoute) call(x *exchange) {
 	inFlight := x.g.metrics.inFlight.WithLabelValues(x.rt.Name)
 	inFlight.Inc()
 	defer func() {
@@ -203,4 +204,37 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	p := newProblem(fault, x.decision, x.key)
 	p.Retryable = retryable
 	p.write(w, 0)
+}
+
+type exchangeKey struct{}
+
+func exchangeFrom(ctx context.Context) *exchange {
+	x, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return x
+}
+
+// request is the inbound request carrying x, for the reverse proxy's hooks.
+func (x *exchange) request() *http.Request {
+	return x.r.WithContext(context.WithValue(x.r.Context(), exchangeKey{}, x))
+}
+
+// storedHeader returns the headers of an upstream response that a replay repeats: those of
+// routes.DefaultReplayHeaders and of the route's receipt.replay_headers (an allow-list), less any
+// header that routes.NeverReplayed names or the response's Connection header lists.
+func storedHeader(h http.Header, extra []string) http.Header {
+	out := make(http.Header)
+	connection := map[string]bool{}
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			connection[http.CanonicalHeaderKey(strings.TrimSpace(name))] = true
+		}
+	}
+	for _, list := range [][]string{routes.DefaultReplayHeaders, extra} {
+		for _, name := range list {
+			if values, ok := h[name]; ok && !connection[name] && !routes.NeverReplayed(name) {
+				out[name] = append([]string(nil), values...)
+			}
+		}
+	}
+	return out
 }

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/idemgateway/idemgateway/record"
-	"github.com/idemgateway/idemgateway/routes"
 )
 
 // Decisions, as sent in the Idempotency-Decision header and the agent.idempotency.decision span
@@ -356,25 +354,4 @@ func decodeJSONRecord(state string, payload []byte) (*storedRecord, error) {
 	// Read back in the framed form, so that both forms pass the same checks (a response status
 	// out of range, say).
 	return decodeRecord(state, rec.encode())
-}
-
-// storedHeader returns the headers of an upstream response that a replay repeats: those of
-// routes.DefaultReplayHeaders and of the route's receipt.replay_headers (an allow-list), less any
-// header that routes.NeverReplayed names or the response's Connection header lists.
-func storedHeader(h http.Header, extra []string) http.Header {
-	out := make(http.Header)
-	connection := map[string]bool{}
-	for _, v := range h.Values("Connection") {
-		for _, name := range strings.Split(v, ",") {
-			connection[http.CanonicalHeaderKey(strings.TrimSpace(name))] = true
-		}
-	}
-	for _, list := range [][]string{routes.DefaultReplayHeaders, extra} {
-		for _, name := range list {
-			if values, ok := h[name]; ok && !connection[name] && !routes.NeverReplayed(name) {
-				out[name] = append([]string(nil), values...)
-			}
-		}
-	}
-	return out
 }

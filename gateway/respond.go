@@ -102,8 +102,6 @@ func (x *exchange) reject(err error) {
 // (proxy.go), a replay is the stored response, a refusal an RFC 9457 problem.
 type httpRoute struct{}
 
-func (httpRoute) call(x *exchange) { x.proxy() }
-
 // replay writes prev's stored status, headers and body, with Idempotent-Replayed: true. A receipt
 // that kept no body (over MaxReceiptBodyBytes, or resolved by an operator) replays none, and says
 // so in Idempotency-Replay-Body: omitted.

@@ -69,7 +69,7 @@ var mutants = []Mutant{
 		File: "gateway/proxy.go", From: "Header: storedHeader(resp.Header, x.rt.Receipt.ReplayHeaders)}", To: "Header: resp.Header.Clone()}",
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestC09_SetCookieNotReplayed$"}}},
 	{Name: "never-replayed-not-enforced", Behaviour: "storedHeader keeps a header that routes.NeverReplayed names (Set-Cookie) when a route lists it",
-		File: "gateway/record.go", From: "ok && !connection[name] && !routes.NeverReplayed(name) {", To: "ok && !connection[name] {",
+		File: "gateway/proxy.go", From: "ok && !connection[name] && !routes.NeverReplayed(name) {", To: "ok && !connection[name] {",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestStoredHeader$"}}},
 
 	// A stale owner's writes are refused (fencing).
