@@ -152,7 +152,7 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 		x.rec.Document = x.doc
 	}
 	var state string
-	var stored []byte
+	var stored record.Payload
 	err = x.storeCall("claim", func(ctx context.Context) (err error) {
 		f.claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
 		return err
@@ -167,7 +167,7 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 	case f.claimed:
 		return nil, f, nil
 	}
-	if prev, err = decodeRecord(state, stored); err != nil {
+	if prev, err = decodeStored(state, stored); err != nil {
 		return nil, f, err
 	}
 	f.state, f.sameEffect = state, prev.EffectFingerprint == x.fp
@@ -259,9 +259,9 @@ func (x *exchange) settle(op settleOp) {
 	err := x.storeCall(op.String(), func(ctx context.Context) error {
 		switch op {
 		case opCommit:
-			return refused(x.g.store.Commit(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL))
+			return refused(x.g.store.Commit(ctx, x.skey, x.owner, x.rec.encodeSettle(), x.rt.TTL))
 		case opMarkUnknown:
-			return refused(x.g.store.MarkUnknown(ctx, x.skey, x.owner, x.rec.encode(), x.rt.TTL))
+			return refused(x.g.store.MarkUnknown(ctx, x.skey, x.owner, x.rec.encodeSettle(), x.rt.TTL))
 		default:
 			return refused(x.g.store.Release(ctx, x.skey, x.owner))
 		}

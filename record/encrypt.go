@@ -14,8 +14,8 @@ import (
 var encryptedMagic = []byte("idg1")
 
 // Encrypted returns a Store that keeps every payload (the receipt, the stored response and the
-// canonical document) in store encrypted with AES-256-GCM (NIST SP 800-38D) under key, 32 bytes.
-// Each payload gets a random 96-bit nonce, and its record key is the additional authenticated
+// canonical document; each part of a Payload apart) in store encrypted with AES-256-GCM (NIST SP
+// 800-38D) under key, 32 bytes. Each payload gets a random 96-bit nonce, and its record key is the additional authenticated
 // data, so a payload copied under another key does not decrypt. The state, owner token, lease and
 // expiry stay in the clear: the store's state machine needs them. A payload that does not decrypt
 // (another key, tampering, or written before encryption was turned on) makes the call fail with
@@ -60,12 +60,12 @@ func (s *encryptedStore) open(key string, payload []byte) ([]byte, error) {
 	return plain, nil
 }
 
-func (s *encryptedStore) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte, error) {
+func (s *encryptedStore) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, Payload, error) {
 	claimed, state, stored, err := s.Store.Claim(ctx, key, owner, s.seal(key, payload), lease, ttl)
 	if err != nil || claimed {
-		return claimed, state, payload, err
+		return claimed, state, Payload{Claim: payload}, err
 	}
-	plain, err := s.open(key, stored)
+	plain, err := s.openPayload(key, stored)
 	return claimed, state, plain, err
 }
 
@@ -73,21 +73,31 @@ func (s *encryptedStore) Reclaim(ctx context.Context, key, from, owner string, p
 	return s.Store.Reclaim(ctx, key, from, owner, s.seal(key, payload), lease, ttl)
 }
 
-func (s *encryptedStore) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (bool, error) {
-	return s.Store.Commit(ctx, key, owner, s.seal(key, payload), ttl)
+func (s *encryptedStore) Commit(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (bool, error) {
+	return s.Store.Commit(ctx, key, owner, s.seal(key, settle), ttl)
 }
 
-func (s *encryptedStore) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (bool, error) {
-	return s.Store.MarkUnknown(ctx, key, owner, s.seal(key, payload), ttl)
+func (s *encryptedStore) MarkUnknown(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (bool, error) {
+	return s.Store.MarkUnknown(ctx, key, owner, s.seal(key, settle), ttl)
 }
 
-func (s *encryptedStore) Get(ctx context.Context, key string) (string, []byte, error) {
-	state, payload, err := s.Store.Get(ctx, key)
+func (s *encryptedStore) Get(ctx context.Context, key string) (string, Payload, error) {
+	state, stored, err := s.Store.Get(ctx, key)
 	if err != nil || state == "" {
-		return state, payload, err
+		return state, stored, err
 	}
-	plain, err := s.open(key, payload)
+	plain, err := s.openPayload(key, stored)
 	return state, plain, err
+}
+
+// openPayload opens both parts of p, each sealed by seal; an empty Settle is none, and stays empty.
+func (s *encryptedStore) openPayload(key string, p Payload) (Payload, error) {
+	claim, err := s.open(key, p.Claim)
+	if err != nil || len(p.Settle) == 0 {
+		return Payload{Claim: claim}, err
+	}
+	settle, err := s.open(key, p.Settle)
+	return Payload{Claim: claim, Settle: settle}, err
 }
 
 // WatchSettled passes on the wrapped store's settle notices (SettleNotifier); the keys are the
@@ -100,15 +110,15 @@ func (s *encryptedStore) WatchSettled(ctx context.Context, key string, settled f
 	return func() {}, fmt.Errorf("record: the encrypted store has no settle notices")
 }
 
-func (s *encryptedStore) ListUnknown(ctx context.Context, prefix, cursor string, limit int) ([]string, [][]byte, string, error) {
-	keys, payloads, next, err := s.Store.ListUnknown(ctx, prefix, cursor, limit)
+func (s *encryptedStore) ListUnknown(ctx context.Context, prefix, cursor string, limit int) ([]string, []Payload, string, error) {
+	keys, stored, next, err := s.Store.ListUnknown(ctx, prefix, cursor, limit)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	for i, p := range payloads {
-		if payloads[i], err = s.open(keys[i], p); err != nil {
+	for i, p := range stored {
+		if stored[i], err = s.openPayload(keys[i], p); err != nil {
 			return nil, nil, "", err
 		}
 	}
-	return keys, payloads, next, nil
+	return keys, stored, next, nil
 }

@@ -44,14 +44,25 @@ func TestEncryptedAtRest(t *testing.T) {
 	if claimed, _, _, err := enc.Claim(ctx, "k1", "o1", secret, time.Minute, time.Hour); err != nil || !claimed {
 		t.Fatal(claimed, err)
 	}
-	if _, raw, _ := plain.Get(ctx, "k1"); bytes.Contains(raw, []byte("alice")) || !bytes.HasPrefix(raw, []byte("idg1")) {
-		t.Fatalf("stored payload %q is not ciphertext", raw)
+	if _, raw, _ := plain.Get(ctx, "k1"); bytes.Contains(raw.Claim, []byte("alice")) || !bytes.HasPrefix(raw.Claim, []byte("idg1")) {
+		t.Fatalf("stored payload %q is not ciphertext", raw.Claim)
 	}
-	if _, got, err := enc.Get(ctx, "k1"); err != nil || !bytes.Equal(got, secret) {
-		t.Fatalf("Get = %q, %v", got, err)
+	if _, got, err := enc.Get(ctx, "k1"); err != nil || !bytes.Equal(got.Claim, secret) || got.Settle != nil {
+		t.Fatalf("Get = %q, %q, %v", got.Claim, got.Settle, err)
 	}
-	if _, _, stored, err := enc.Claim(ctx, "k1", "o2", []byte("x"), time.Minute, time.Hour); err != nil || !bytes.Equal(stored, secret) {
-		t.Fatalf("second Claim = %q, %v", stored, err)
+	if _, _, stored, err := enc.Claim(ctx, "k1", "o2", []byte("x"), time.Minute, time.Hour); err != nil || !bytes.Equal(stored.Claim, secret) {
+		t.Fatalf("second Claim = %q, %v", stored.Claim, err)
+	}
+	// The settle part is sealed apart, under the same key.
+	receipt := []byte(`{"ticket":"alice's"}`)
+	if ok, err := enc.Commit(ctx, "k1", "o1", receipt, time.Hour); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if _, raw, _ := plain.Get(ctx, "k1"); bytes.Contains(raw.Settle, []byte("alice")) || !bytes.HasPrefix(raw.Settle, []byte("idg1")) {
+		t.Fatalf("stored settle part %q is not ciphertext", raw.Settle)
+	}
+	if _, got, err := enc.Get(ctx, "k1"); err != nil || !bytes.Equal(got.Claim, secret) || !bytes.Equal(got.Settle, receipt) {
+		t.Fatalf("Get after Commit = %q, %q, %v", got.Claim, got.Settle, err)
 	}
 
 	other, err := record.Encrypted(plain, bytes.Repeat([]byte{8}, 32))
@@ -62,7 +73,7 @@ func TestEncryptedAtRest(t *testing.T) {
 		t.Fatalf("Get with another key: %v", err)
 	}
 	_, raw, _ := plain.Get(ctx, "k1")
-	plain.Claim(ctx, "k2", "o", raw, time.Minute, time.Hour) // the ciphertext moved under another key
+	plain.Claim(ctx, "k2", "o", raw.Claim, time.Minute, time.Hour) // the ciphertext moved under another key
 	if _, _, err := enc.Get(ctx, "k2"); !errors.Is(err, record.ErrCorrupt) {
 		t.Fatalf("Get of a moved payload: %v", err)
 	}

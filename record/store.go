@@ -11,8 +11,9 @@ import (
 //
 // A record lives at an opaque key that the gateway builds from (tenant, tool, idempotency key). The
 // store knows three things of a record: its state (one of the State constants), its owner token,
-// and its lease deadline; everything else (fingerprint, receipt, response) is the payload, which the
-// gateway encodes and the store keeps byte for byte.
+// and its lease deadline; everything else (fingerprint, receipt, response) is the Payload, which
+// the gateway encodes and the store keeps byte for byte, in two parts: the claim's, and the settle's
+// (docs/stores.md).
 //
 // Every write after a claim names the owner token it was claimed with. The store refuses the write,
 // returning ok == false and a nil error, when the record is gone or is owned by another token: the
@@ -25,27 +26,30 @@ import (
 // replicas with skewed clocks agree. All methods are safe for concurrent use.
 type Store interface {
 	// Claim reads the record at key or, when there is none, creates it in state in_progress, owned
-	// by owner until lease has passed, holding payload, and expiring after ttl. It is atomic and
-	// takes one round trip. It returns whether this call created the record, and the state and
-	// payload now stored. An in_progress record whose lease has lapsed (its executor died or lost
-	// contact) is changed to outcome_unknown by the same call and returned so: never freed.
-	Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored []byte, err error)
+	// by owner until lease has passed, holding payload as its Payload.Claim, and expiring after
+	// ttl. It is atomic and takes one round trip. It returns whether this call created the record,
+	// and the state and payload now stored. An in_progress record whose lease has lapsed (its
+	// executor died or lost contact) is changed to outcome_unknown by the same call and returned
+	// so: never freed.
+	Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored Payload, err error)
 
 	// Reclaim takes over an outcome_unknown record (or an in_progress one whose lease has lapsed)
 	// whose owner is from: the record becomes in_progress, owned by owner for lease, holding
-	// payload, expiring after ttl. ok is false when the record is in any other state or owner.
+	// payload as its Payload.Claim and no Payload.Settle, expiring after ttl. ok is false when the
+	// record is in any other state or owner.
 	Reclaim(ctx context.Context, key, from, owner string, payload []byte, lease, ttl time.Duration) (ok bool, err error)
 
 	// Renew extends the lease of the in_progress record owned by owner to lease from now.
 	Renew(ctx context.Context, key, owner string, lease time.Duration) (ok bool, err error)
 
-	// Commit stores payload as the committed receipt of the in_progress record owned by owner,
-	// expiring after ttl from now.
-	Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error)
+	// Commit stores settle as the Payload.Settle of the in_progress record owned by owner, which
+	// becomes committed, expiring after ttl from now. The record's Payload.Claim is kept: settle
+	// need not repeat what the claim stored.
+	Commit(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error)
 
-	// MarkUnknown turns the in_progress record owned by owner into outcome_unknown with payload,
-	// expiring after ttl from now.
-	MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error)
+	// MarkUnknown turns the in_progress record owned by owner into outcome_unknown with settle as
+	// its Payload.Settle, expiring after ttl from now.
+	MarkUnknown(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error)
 
 	// Release deletes the in_progress record owned by owner, so that a retry executes again.
 	Release(ctx context.Context, key, owner string) (ok bool, err error)
@@ -53,20 +57,32 @@ type Store interface {
 	// Get returns the state and payload of the record at key; state is "" when there is none. An
 	// in_progress record whose lease has lapsed is reported outcome_unknown (and left as it is):
 	// its executor is gone, and an operator must not mistake it for a live call.
-	Get(ctx context.Context, key string) (state string, payload []byte, err error)
+	Get(ctx context.Context, key string) (state string, stored Payload, err error)
 
 	// ListUnknown returns up to limit records in outcome_unknown whose keys start with prefix and
 	// sort after cursor (bytewise; "" starts at the beginning), in key order, with next, the
 	// cursor of the following page ("" after the last). The store keeps an index of these records,
 	// so a page costs about the page, never a scan of the keyspace. An in_progress record whose
 	// lease lapsed is listed once a Claim has observed the lapse.
-	ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, payloads [][]byte, next string, err error)
+	ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, stored []Payload, next string, err error)
 
 	// Delete removes the record at key whatever its state; existed reports whether there was one.
 	Delete(ctx context.Context, key string) (existed bool, err error)
 
 	// Ping reports whether the store can be reached and is fit to keep records.
 	Ping(ctx context.Context) error
+}
+
+// Payload is what a store keeps of a record for the gateway, in the two parts that the record's
+// transitions write, each byte for byte. Splitting it spares a Commit sending again what the Claim
+// stored (docs/stores.md).
+type Payload struct {
+	// Claim is the payload of the Claim or Reclaim that began the record's current execution.
+	Claim []byte
+	// Settle is the payload of the Commit or MarkUnknown that settled it: empty while the record
+	// is in_progress, and when it is outcome_unknown because its lease lapsed. Records written by
+	// stores before the split have none: their Claim holds the whole record.
+	Settle []byte
 }
 
 // SettleNotifier is implemented by stores that several gateway processes share (the Redis store).
