@@ -282,6 +282,13 @@ var mutants = []Mutant{
 	{Name: "settle-part-resends-document", Behaviour: "a commit sends the document the claim stored again",
 		File: "gateway/record.go", From: "\tr.Document = nil\n\treturn r.encode()", To: "\treturn r.encode()",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestRecordInTwoParts$"}}},
+	// Encrypted payloads sealed twice alike, so a store recognizes a call sent twice (issue 15).
+	{Name: "seal-nonce-not-deterministic", Behaviour: "Encrypted seals the same payload differently each time: a claim or commit the gateway sends again is not recognized as its own",
+		File: "record/encrypt.go", From: "\t_, _ = mac.Write(payload)\n", To: "\t_, _ = mac.Write(payload)\n\t_, _ = mac.Write([]byte(time.Now().String()))\n",
+		Tests: []Target{{Pkg: "./record", Run: "^TestEncryptedSealsACallTwiceAlike$"}}},
+	{Name: "seal-nonce-ignores-payload", Behaviour: "Encrypted derives the nonce from the record key alone: two payloads of one record share a GCM nonce",
+		File: "record/encrypt.go", From: "\t_, _ = mac.Write(payload)\n", To: "",
+		Tests: []Target{{Pkg: "./record", Run: "^TestEncryptedSealsACallTwiceAlike$"}}},
 	// differing_fields as the route writes them (issue 12).
 	{Name: "conflict-differs-without-route-rules", Behaviour: "a 422 names an included field by the canonical document's spelling (/~1fields~1summary), not as the route writes it (/fields/summary)",
 		File: "gateway/respond.go", From: "x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, maxDifferingFields)", To: "(*canonical.Canonicalizer)(nil).DifferingFields(prev.Document, x.doc, maxDifferingFields)",
