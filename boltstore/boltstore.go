@@ -36,6 +36,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -270,7 +271,7 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 	var found *entry
 	err = s.view(func(b *bolt.Bucket, now int64) error {
 		r, err := load(b, key, now)
-		if r != nil && !r.lapsed(now) {
+		if r != nil && !r.lapsed(now) && !r.claimedBy(owner, payload) {
 			found = r
 		}
 		return err
@@ -295,6 +296,12 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 				expiresAt:  now + record.Millis(ttl),
 				claim:      payload,
 			})
+		case r.claimedBy(owner, payload):
+			// This very claim, sent again after its answer was lost (docs/guarantees.md#lost-replies):
+			// it is claimed, with the lease from now, as if the first had come now.
+			r.leaseUntil = now + record.Millis(lease)
+			claimed, state, stored = true, record.StateInProgress, record.Payload{Claim: payload}
+			return put(b, key, r)
 		case r.lapsed(now):
 			r.state = record.StateUnknown
 			claimed, state, stored = false, r.state, r.payload()
@@ -317,6 +324,12 @@ func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []
 		return false, fmt.Errorf("boltstore: reclaim: %w", err)
 	}
 	return s.fenced("reclaim", key, func(r *entry, now int64) bool {
+		if r.claimedBy(owner, payload) {
+			// Taken over by this very reclaim, sent again after its answer was lost
+			// (docs/guarantees.md#lost-replies): the lease from now, as if the first had come now.
+			r.leaseUntil = now + record.Millis(lease)
+			return true
+		}
 		if r.owner != from || (r.state != record.StateUnknown && !r.lapsed(now)) {
 			return false
 		}
@@ -370,6 +383,11 @@ func (s *Store) MarkUnknown(ctx context.Context, key, owner string, settle []byt
 // expiring after ttl. The owner is kept, so that a later Reclaim can name it.
 func (s *Store) finish(op, key, owner, state string, settle []byte, ttl time.Duration) (bool, error) {
 	return s.fenced(op, key, func(r *entry, now int64) bool {
+		if r.owner == owner && r.state == state && bytes.Equal(r.settle, settle) {
+			// This very call, sent again after its answer was lost (docs/guarantees.md#lost-replies):
+			// done already. The record is stored again unchanged, its expiry still the first's.
+			return true
+		}
 		if !r.ownedInProgress(owner) {
 			return false
 		}
@@ -378,7 +396,7 @@ func (s *Store) finish(op, key, owner, state string, settle []byte, ttl time.Dur
 	})
 }
 
-// Release implements record.Store.Release.
+// Release implements record.Store.Release. A missing or expired record is released already: ok.
 func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err error) {
 	if err := record.CheckArgs(ctx, key, owner); err != nil {
 		return false, fmt.Errorf("boltstore: release: %w", err)
@@ -388,7 +406,11 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 		if err != nil {
 			return err
 		}
-		if r == nil || !r.ownedInProgress(owner) {
+		if r == nil {
+			ok = true // gone already, whoever removed it: a retry executes again (docs/guarantees.md#lost-replies)
+			return errNoWrite
+		}
+		if !r.ownedInProgress(owner) {
 			return errNoWrite
 		}
 		ok = true

@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -40,6 +41,12 @@ func (r *entry) lapsed(now int64) bool {
 // ownedInProgress reports whether r is in_progress and owned by owner.
 func (r *entry) ownedInProgress(owner string) bool {
 	return r.state == record.StateInProgress && r.owner == owner
+}
+
+// claimedBy reports whether r is in_progress, owned by owner, and holds payload as its claim
+// part: the record that a Claim or Reclaim of owner and payload made.
+func (r *entry) claimedBy(owner string, payload []byte) bool {
+	return r.ownedInProgress(owner) && bytes.Equal(r.claim, payload)
 }
 
 // payload returns r's payload as the Store hands it out.

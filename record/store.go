@@ -16,11 +16,19 @@ import (
 // (docs/stores.md).
 //
 // Every write after a claim names the owner token it was claimed with. The store refuses the write,
-// returning ok == false and a nil error, when the record is gone or is owned by another token: the
-// fencing check that keeps an executor whose lease was lost from overwriting its successor's record.
+// returning ok == false and a nil error, when the record is gone (but for Release: see there) or
+// is owned by another token: the fencing check that keeps an executor whose lease was lost from
+// overwriting its successor's record.
 // A non-nil error means the store could not be asked (unreachable, timed out); the gateway answers
 // 503 and calls no upstream. An error wrapping ErrCorrupt means instead that the record at key is
 // there but cannot be read; the gateway answers 500, and calls no upstream either.
+//
+// Every transition is safe to send twice (docs/guarantees.md#lost-replies): a Claim, Reclaim,
+// Renew, Commit, MarkUnknown or Release that the store carried out, but whose answer was lost on
+// the way back, answers as it did the first time when the same call (the same owner, the same
+// payload) is made again, by the store's client or by the gateway, so that no executor takes its
+// own record for another's. What each recognizes as its own first execution is said at each
+// method; whatever else it meets is refused or read as before.
 //
 // Durations are relative to the store's own clock (Redis's TIME for the Redis store), so gateway
 // replicas with skewed clocks agree. All methods are safe for concurrent use.
@@ -31,27 +39,47 @@ type Store interface {
 	// and the state and payload now stored. An in_progress record whose lease has lapsed (its
 	// executor died or lost contact) is changed to outcome_unknown by the same call and returned
 	// so: never freed.
+	//
+	// Sent twice: a Claim that finds the record in_progress, owned by owner and holding this very
+	// payload, is the same call made again after its answer was lost; it answers claimed, and
+	// sets the lease to lease from now, as the first did (a lapse that no other Claim observed
+	// yet is forgiven: the owner has not started). The same owner with another payload is not
+	// the same call: it reads the record, as any other Claim does.
 	Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored Payload, err error)
 
 	// Reclaim takes over an outcome_unknown record (or an in_progress one whose lease has lapsed)
 	// whose owner is from: the record becomes in_progress, owned by owner for lease, holding
 	// payload as its Payload.Claim and no Payload.Settle, expiring after ttl. ok is false when the
 	// record is in any other state or owner.
+	//
+	// Sent twice: a record in_progress, owned by owner and holding this very payload, was taken
+	// over by the same call already: ok, and the lease is set to lease from now.
 	Reclaim(ctx context.Context, key, from, owner string, payload []byte, lease, ttl time.Duration) (ok bool, err error)
 
-	// Renew extends the lease of the in_progress record owned by owner to lease from now.
+	// Renew extends the lease of the in_progress record owned by owner to lease from now. Sent
+	// twice, it extends it twice: both answer ok.
 	Renew(ctx context.Context, key, owner string, lease time.Duration) (ok bool, err error)
 
 	// Commit stores settle as the Payload.Settle of the in_progress record owned by owner, which
 	// becomes committed, expiring after ttl from now. The record's Payload.Claim is kept: settle
 	// need not repeat what the claim stored.
+	//
+	// Sent twice: a record committed by owner with this very settle was committed by the same
+	// call: ok, and nothing changes (its TTL still runs from the first).
 	Commit(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error)
 
 	// MarkUnknown turns the in_progress record owned by owner into outcome_unknown with settle as
 	// its Payload.Settle, expiring after ttl from now.
+	//
+	// Sent twice: a record outcome_unknown, owned by owner and holding this very settle, was
+	// marked by the same call: ok, and nothing changes.
 	MarkUnknown(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error)
 
 	// Release deletes the in_progress record owned by owner, so that a retry executes again.
+	//
+	// Sent twice: when there is no record at key, ok. The record is gone, whoever removed it (this
+	// call before its answer was lost, its TTL, an operator's Delete): a retry executes again,
+	// which is all a Release asks. A record in another state or of another owner is refused.
 	Release(ctx context.Context, key, owner string) (ok bool, err error)
 
 	// Get returns the state and payload of the record at key; state is "" when there is none. An

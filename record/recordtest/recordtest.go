@@ -64,6 +64,7 @@ func Run(t *testing.T, newStore func(t *testing.T) record.Store) {
 		{"InvalidArgumentsRefused", testInvalidArguments},
 		{"CancelledContextFails", testCancelledContext},
 		{"Ping", testPing},
+		{"TransitionSentTwice", testSentTwice},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,23 +194,26 @@ func testCommit(t *testing.T, s record.Store) {
 	}
 }
 
-// writes are the fencing writes, each applied to key by owner.
+// writes are the fencing writes, each applied to key by owner. Each is refused on a record that is
+// not the owner's in_progress one; on a missing record, all but Release, which answers
+// missingOK: a record that is gone is released already.
 var writes = []struct {
-	name string
-	do   func(s record.Store, key, owner string) (bool, error)
+	name      string
+	do        func(s record.Store, key, owner string) (bool, error)
+	missingOK bool
 }{
 	{"Commit", func(s record.Store, key, owner string) (bool, error) {
 		return s.Commit(ctx, key, owner, []byte("intruder"), long)
-	}},
+	}, false},
 	{"Renew", func(s record.Store, key, owner string) (bool, error) {
 		return s.Renew(ctx, key, owner, long)
-	}},
+	}, false},
 	{"Release", func(s record.Store, key, owner string) (bool, error) {
 		return s.Release(ctx, key, owner)
-	}},
+	}, true},
 	{"MarkUnknown", func(s record.Store, key, owner string) (bool, error) {
 		return s.MarkUnknown(ctx, key, owner, []byte("intruder"), long)
-	}},
+	}, false},
 }
 
 func testFencing(t *testing.T, s record.Store) {
@@ -248,7 +252,7 @@ func testFencing(t *testing.T, s record.Store) {
 				if su.owner == "" && err != nil {
 					// Refusing an empty owner with an error is as good as ok == false.
 				} else {
-					wantOK(t, w.name, ok, err, false)
+					wantOK(t, w.name, ok, err, su.state == "" && w.missingOK)
 				}
 				wantRecord(t, s, key, su.state, su.want)
 			})
@@ -262,8 +266,10 @@ func testRelease(t *testing.T, s record.Store) {
 	wantOK(t, "Release by owner", ok, err, true)
 	wantRecord(t, s, "k", "", record.Payload{})
 	ok, err = s.Release(ctx, "k", "owner-a")
-	wantOK(t, "second Release", ok, err, false)
+	wantOK(t, "second Release (the record is gone: released already)", ok, err, true)
 	mustClaim(t, s, "k", "owner-b", []byte("b"), long, long)
+	ok, err = s.Release(ctx, "k", "owner-a")
+	wantOK(t, "Release of another owner's record", ok, err, false)
 	wantRecord(t, s, "k", record.StateInProgress, claimed1([]byte("b")))
 }
 
@@ -464,7 +470,7 @@ func testTTLExpiry(t *testing.T, s record.Store) {
 			})
 			for _, w := range writes {
 				ok, err := w.do(s, tc.name, "owner-a")
-				wantOK(t, w.name+" on an expired record", ok, err, false)
+				wantOK(t, w.name+" on an expired record", ok, err, w.missingOK)
 			}
 			mustClaim(t, s, tc.name, "owner-b", []byte("again"), long, long)
 		})
@@ -745,4 +751,138 @@ func testListUnknown(t *testing.T, s record.Store) {
 	if _, _, _, err := s.ListUnknown(ctx, "", "", 0); err == nil {
 		t.Error("ListUnknown with limit 0 succeeded")
 	}
+}
+
+// testSentTwice: every transition is safe to send twice (docs/guarantees.md#lost-replies). The
+// second of two identical calls, as a Redis client or the gateway sends it when the answer to the
+// first was lost, answers as the first did, and leaves the record as the first left it; a call
+// that differs in its owner or payload is not taken for the first.
+func testSentTwice(t *testing.T, s record.Store) {
+	twice := func(t *testing.T, what string, do func() (bool, error)) {
+		t.Helper()
+		for _, n := range []string{"first", "second"} {
+			ok, err := do()
+			wantOK(t, n+" "+what, ok, err, true)
+		}
+	}
+	inProgress := func(t *testing.T, key, owner string) {
+		t.Helper()
+		claimed, state, _ := claim(t, s, key, owner+"-other", []byte("other"), long, long)
+		if claimed || state != record.StateInProgress {
+			t.Fatalf("Claim of another owner = %v, %q; want false, in_progress (live lease)", claimed, state)
+		}
+	}
+	t.Run("Claim", func(t *testing.T) {
+		t.Parallel()
+		for _, n := range []string{"first", "second"} {
+			claimed, state, stored := claim(t, s, "k", "owner-a", []byte("claim"), long, long)
+			if !claimed || state != record.StateInProgress || !samePayload(stored, claimed1([]byte("claim"))) {
+				t.Fatalf("%s Claim = %v, %q, %s; want claimed", n, claimed, state, abbrevPayload(stored))
+			}
+		}
+		wantRecord(t, s, "k", record.StateInProgress, claimed1([]byte("claim")))
+		inProgress(t, "k", "owner-a")
+		ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
+		wantOK(t, "Commit after a claim sent twice", ok, err, true)
+		// Sent again after the owner settled (a late copy): it reads the record, and claims nothing.
+		claimed, state, stored := claim(t, s, "k", "owner-a", []byte("claim"), long, long)
+		if claimed || state != record.StateCommitted || !samePayload(stored, settled("claim", "receipt")) {
+			t.Errorf("Claim sent again after the commit = %v, %q, %s; want the committed record", claimed, state, abbrevPayload(stored))
+		}
+	})
+	t.Run("Claim/lease from the second", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "k2", "owner-a", []byte("claim"), 20*time.Millisecond, long)
+		time.Sleep(50 * time.Millisecond) // the first's lease lapses before the second comes
+		claimed, state, _ := claim(t, s, "k2", "owner-a", []byte("claim"), long, long)
+		if !claimed || state != record.StateInProgress {
+			t.Fatalf("Claim sent again after an unobserved lapse = %v, %q; want claimed", claimed, state)
+		}
+		inProgress(t, "k2", "owner-a")
+	})
+	t.Run("Claim/lapse observed", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "k3", "owner-a", []byte("claim"), 20*time.Millisecond, long)
+		eventually(t, "another claim observes the lapse", func() bool {
+			_, state, _ := claim(t, s, "k3", "owner-b", []byte("retry"), long, long)
+			return state == record.StateUnknown
+		})
+		claimed, state, _ := claim(t, s, "k3", "owner-a", []byte("claim"), long, long)
+		if claimed || state != record.StateUnknown {
+			t.Errorf("Claim sent again after its lapse was observed = %v, %q; want false, outcome_unknown", claimed, state)
+		}
+	})
+	t.Run("Reclaim", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "r", "owner-a", []byte("claim"), long, long)
+		ok, err := s.MarkUnknown(ctx, "r", "owner-a", []byte("unknown"), long)
+		wantOK(t, "MarkUnknown", ok, err, true)
+		twice(t, "Reclaim", func() (bool, error) {
+			return s.Reclaim(ctx, "r", "owner-a", "owner-b", []byte("reclaimed"), long, long)
+		})
+		wantRecord(t, s, "r", record.StateInProgress, claimed1([]byte("reclaimed")))
+		inProgress(t, "r", "owner-b")
+		ok, err = s.Reclaim(ctx, "r", "owner-a", "owner-c", []byte("reclaimed"), long, long)
+		wantOK(t, "Reclaim by a third owner", ok, err, false)
+		ok, err = s.Reclaim(ctx, "r", "owner-a", "owner-b", []byte("another payload"), long, long)
+		wantOK(t, "Reclaim by the new owner with another payload", ok, err, false)
+		wantRecord(t, s, "r", record.StateInProgress, claimed1([]byte("reclaimed")))
+	})
+	t.Run("Renew", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "n", "owner-a", []byte("claim"), short, long)
+		twice(t, "Renew", func() (bool, error) { return s.Renew(ctx, "n", "owner-a", long) })
+		time.Sleep(3 * short) // past the claim's lease
+		inProgress(t, "n", "owner-a")
+	})
+	t.Run("Commit", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "c", "owner-a", []byte("claim"), long, long)
+		twice(t, "Commit", func() (bool, error) { return s.Commit(ctx, "c", "owner-a", []byte("receipt"), long) })
+		wantRecord(t, s, "c", record.StateCommitted, settled("claim", "receipt"))
+		ok, err := s.Commit(ctx, "c", "owner-a", []byte("another receipt"), long)
+		wantOK(t, "Commit by the owner with another receipt", ok, err, false)
+		ok, err = s.Commit(ctx, "c", "owner-b", []byte("receipt"), long)
+		wantOK(t, "Commit of the same receipt by another owner", ok, err, false)
+		ok, err = s.MarkUnknown(ctx, "c", "owner-a", []byte("receipt"), long)
+		wantOK(t, "MarkUnknown of the committed receipt", ok, err, false)
+		wantRecord(t, s, "c", record.StateCommitted, settled("claim", "receipt"))
+	})
+	t.Run("Commit/TTL of the first", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "e", "owner-a", []byte("claim"), long, long)
+		ok, err := s.Commit(ctx, "e", "owner-a", []byte("receipt"), 3*short)
+		wantOK(t, "Commit", ok, err, true)
+		ok, err = s.Commit(ctx, "e", "owner-a", []byte("receipt"), long)
+		wantOK(t, "Commit sent again with a longer TTL", ok, err, true)
+		eventually(t, "the record expires after the first's TTL", func() bool {
+			state, _ := get(t, s, "e")
+			return state == ""
+		})
+	})
+	t.Run("MarkUnknown", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "u", "owner-a", []byte("claim"), long, long)
+		twice(t, "MarkUnknown", func() (bool, error) { return s.MarkUnknown(ctx, "u", "owner-a", []byte("unknown"), long) })
+		wantRecord(t, s, "u", record.StateUnknown, settled("claim", "unknown"))
+		ok, err := s.MarkUnknown(ctx, "u", "owner-a", []byte("another detail"), long)
+		wantOK(t, "MarkUnknown by the owner with another payload", ok, err, false)
+		ok, err = s.Commit(ctx, "u", "owner-a", []byte("unknown"), long)
+		wantOK(t, "Commit of the marked payload", ok, err, false)
+		wantRecord(t, s, "u", record.StateUnknown, settled("claim", "unknown"))
+		keys, _, _, err := s.ListUnknown(ctx, "u", "", 10)
+		if err != nil || len(keys) != 1 {
+			t.Errorf("ListUnknown(u) = %q, %v; want the record once", keys, err)
+		}
+	})
+	t.Run("Release", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "l", "owner-a", []byte("claim"), long, long)
+		twice(t, "Release", func() (bool, error) { return s.Release(ctx, "l", "owner-a") })
+		wantRecord(t, s, "l", "", record.Payload{})
+		mustClaim(t, s, "l", "owner-b", []byte("retry"), long, long)
+		ok, err := s.Release(ctx, "l", "owner-a")
+		wantOK(t, "Release sent again once another owner claimed the key", ok, err, false)
+		wantRecord(t, s, "l", record.StateInProgress, claimed1([]byte("retry")))
+	})
 }

@@ -12,8 +12,17 @@ if not rec then
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
   return {1, 'in_progress'}
 end
-if rec.state == 'in_progress' and now_ms() >= rec.lease_until then
-  redis.call('HSET', KEYS[1], 'state', 'outcome_unknown')
-  return {0, 'outcome_unknown', rec.payload, rec.settle, 1} -- 1: the caller indexes it (another slot on Cluster)
+if rec.state == 'in_progress' then
+  local now = now_ms()
+  if rec.owner == ARGV[1] and rec.payload == ARGV[2] then
+    -- This very claim, sent again after its answer was lost (docs/guarantees.md#lost-replies): it
+    -- is claimed, with the lease from now, as if the first had come now.
+    redis.call('HSET', KEYS[1], 'lease_until', ms(now + tonumber(ARGV[3])))
+    return {1, 'in_progress'}
+  end
+  if now >= rec.lease_until then
+    redis.call('HSET', KEYS[1], 'state', 'outcome_unknown')
+    return {0, 'outcome_unknown', rec.payload, rec.settle, 1} -- 1: the caller indexes it (another slot on Cluster)
+  end
 end
 return {0, rec.state, rec.payload, rec.settle}

@@ -6,7 +6,14 @@ local rec, err = load(KEYS[1])
 if err then
   return redis.error_reply(err)
 end
-if not rec or rec.state ~= 'in_progress' or rec.owner ~= ARGV[1] then
+if not rec or rec.owner ~= ARGV[1] then
+  return 0
+end
+if rec.state == 'committed' and rec.settle == ARGV[2] then
+  -- This very commit, sent again after its answer was lost (docs/guarantees.md#lost-replies).
+  return 1
+end
+if rec.state ~= 'in_progress' then
   return 0
 end
 redis.call('HSET', KEYS[1], 'state', 'committed', 'settle', ARGV[2])

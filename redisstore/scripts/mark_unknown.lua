@@ -5,7 +5,14 @@ local rec, err = load(KEYS[1])
 if err then
   return redis.error_reply(err)
 end
-if not rec or rec.state ~= 'in_progress' or rec.owner ~= ARGV[1] then
+if not rec or rec.owner ~= ARGV[1] then
+  return 0
+end
+if rec.state == 'outcome_unknown' and rec.settle == ARGV[2] then
+  -- This very mark, sent again after its answer was lost (docs/guarantees.md#lost-replies).
+  return 1
+end
+if rec.state ~= 'in_progress' then
   return 0
 end
 redis.call('HSET', KEYS[1], 'state', 'outcome_unknown', 'settle', ARGV[2])
