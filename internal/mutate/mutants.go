@@ -319,6 +319,9 @@ var mutants = []Mutant{
 	{Name: "release-of-missing-refused-bolt", Behaviour: "Release refuses to release a record that is gone",
 		File: "boltstore/boltstore.go", From: "\t\t\tok = true // gone already", To: "\t\t\tok = false // gone already",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^(TransitionSentTwice|ReleaseFreesKey)$"}}},
+	{Name: "redis-url-retries-not-set", Behaviour: "the single-Redis client takes max_retries from the URL: ?max_retries=-1 turns off the re-sending of a command whose connection broke",
+		File: "cmd/idemgateway/redis.go", From: "\t\topt.MaxRetries = redisMaxRetries\n", To: "",
+		Tests: []Target{{Pkg: "./cmd/idemgateway", Run: "^TestRedisClientKinds$"}}},
 	// Encrypted payloads sealed twice alike, so a store recognizes a call sent twice (issue 15).
 	{Name: "seal-nonce-not-deterministic", Behaviour: "Encrypted seals the same payload differently each time: a claim or commit the gateway sends again is not recognized as its own",
 		File: "record/encrypt.go", From: "\t_, _ = mac.Write(payload)\n", To: "\t_, _ = mac.Write(payload)\n\t_, _ = mac.Write([]byte(time.Now().String()))\n",
