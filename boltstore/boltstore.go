@@ -14,13 +14,18 @@
 // versioned binary encoding, integers big-endian:
 //
 //	offset  size  field
-//	0       1     format version, 1
+//	0       1     format version, 2
 //	1       1     state: 1 in_progress, 2 committed, 3 outcome_unknown
 //	2       8     lease_until, Unix milliseconds (int64)
 //	10      8     expires_at, Unix milliseconds (int64)
 //	18      4     n, length of owner (uint32)
-//	22      n     owner
-//	22+n    rest  payload, byte for byte
+//	22      4     m, length of the claim part of the payload (uint32)
+//	26      n     owner
+//	26+n    m     the payload's claim part (record.Payload.Claim), byte for byte
+//	26+n+m  rest  its settle part (record.Payload.Settle), byte for byte; empty until settled
+//
+// Values of version 1, written before the payload was split, lack m: their payload, all of it, is
+// the claim part. They are still read; every write stores version 2.
 //
 // The bucket "meta" holds the key "format" = "idemgateway-records-v1"; Open refuses a file with
 // another format (ErrFormat). A value that does not decode is refused with an error wrapping
@@ -33,6 +38,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -252,24 +258,24 @@ func del(b *bolt.Bucket, key []byte) error {
 // record, or turning a lapsed one into outcome_unknown, is one fsync'd write. When it claims, stored
 // is payload itself. lease and ttl are rounded up to whole milliseconds and must be positive; key
 // and owner must not be empty.
-func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored []byte, err error) {
+func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored record.Payload, err error) {
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
-		return false, "", nil, fmt.Errorf("boltstore: claim: %w", err)
+		return false, "", record.Payload{}, fmt.Errorf("boltstore: claim: %w", err)
 	}
 	// Fast path: a live record that needs no change.
 	var found *entry
 	err = s.view(func(b *bolt.Bucket, now int64) error {
 		r, err := load(b, key, now)
-		if r != nil && !r.lapsed(now) {
+		if r != nil && !r.lapsed(now) && !r.claimedBy(owner, payload) {
 			found = r
 		}
 		return err
 	})
 	if err != nil {
-		return false, "", nil, wrap("claim", key, err)
+		return false, "", record.Payload{}, wrap("claim", key, err)
 	}
 	if found != nil {
-		return false, found.state, found.payload, nil
+		return false, found.state, found.payload(), nil
 	}
 	err = s.update(func(b *bolt.Bucket, now int64) error {
 		r, err := load(b, key, now)
@@ -277,25 +283,31 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 		case err != nil:
 			return err
 		case r == nil:
-			claimed, state, stored = true, record.StateInProgress, payload
+			claimed, state, stored = true, record.StateInProgress, record.Payload{Claim: payload}
 			return put(b, key, &entry{
 				state:      record.StateInProgress,
 				owner:      owner,
 				leaseUntil: now + record.Millis(lease),
 				expiresAt:  now + record.Millis(ttl),
-				payload:    payload,
+				claim:      payload,
 			})
+		case r.claimedBy(owner, payload):
+			// This very claim, sent again after its answer was lost (docs/guarantees.md#lost-replies):
+			// it is claimed, with the lease from now, as if the first had come now.
+			r.leaseUntil = now + record.Millis(lease)
+			claimed, state, stored = true, record.StateInProgress, record.Payload{Claim: payload}
+			return put(b, key, r)
 		case r.lapsed(now):
 			r.state = record.StateUnknown
-			claimed, state, stored = false, r.state, r.payload
+			claimed, state, stored = false, r.state, r.payload()
 			return put(b, key, r)
 		default:
-			claimed, state, stored = false, r.state, r.payload
+			claimed, state, stored = false, r.state, r.payload()
 			return errNoWrite
 		}
 	})
 	if err != nil {
-		return false, "", nil, wrap("claim", key, err)
+		return false, "", record.Payload{}, wrap("claim", key, err)
 	}
 	return claimed, state, stored, nil
 }
@@ -307,6 +319,12 @@ func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []
 		return false, fmt.Errorf("boltstore: reclaim: %w", err)
 	}
 	return s.fenced("reclaim", key, func(r *entry, now int64) bool {
+		if r.claimedBy(owner, payload) {
+			// Taken over by this very reclaim, sent again after its answer was lost
+			// (docs/guarantees.md#lost-replies): the lease from now, as if the first had come now.
+			r.leaseUntil = now + record.Millis(lease)
+			return true
+		}
 		if r.owner != from || (r.state != record.StateUnknown && !r.lapsed(now)) {
 			return false
 		}
@@ -315,7 +333,7 @@ func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []
 			owner:      owner,
 			leaseUntil: now + record.Millis(lease),
 			expiresAt:  now + record.Millis(ttl),
-			payload:    payload,
+			claim:      payload,
 		}
 		return true
 	})
@@ -340,35 +358,40 @@ func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duratio
 
 // Commit implements record.Store.Commit. ttl is rounded up to whole milliseconds and must be
 // positive.
-func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
+func (s *Store) Commit(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error) {
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: commit: %w", err)
 	}
-	return s.finish("commit", key, owner, record.StateCommitted, payload, ttl)
+	return s.finish("commit", key, owner, record.StateCommitted, settle, ttl)
 }
 
 // MarkUnknown implements record.Store.MarkUnknown. ttl is rounded up to whole milliseconds and
 // must be positive.
-func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
+func (s *Store) MarkUnknown(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error) {
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: mark unknown: %w", err)
 	}
-	return s.finish("mark unknown", key, owner, record.StateUnknown, payload, ttl)
+	return s.finish("mark unknown", key, owner, record.StateUnknown, settle, ttl)
 }
 
-// finish moves the in_progress record owned by owner to state with payload, expiring after ttl.
-// The owner is kept, so that a later Reclaim can name it.
-func (s *Store) finish(op, key, owner, state string, payload []byte, ttl time.Duration) (bool, error) {
+// finish moves the in_progress record owned by owner to state with settle as its settle part,
+// expiring after ttl. The owner is kept, so that a later Reclaim can name it.
+func (s *Store) finish(op, key, owner, state string, settle []byte, ttl time.Duration) (bool, error) {
 	return s.fenced(op, key, func(r *entry, now int64) bool {
-		if !r.ownedInProgress(owner) {
+		if r.owner == owner && r.state == state && bytes.Equal(r.settle, settle) {
+			// This very call, sent again after its answer was lost (docs/guarantees.md#lost-replies):
+			// done already. The record is stored again unchanged, its expiry still the first's.
+			return true
+		}
+		if !r.ownedInProgress(owner) && !(state == record.StateCommitted && r.lapsedUnder(owner)) {
 			return false
 		}
-		r.state, r.payload, r.expiresAt = state, payload, now+record.Millis(ttl)
+		r.state, r.settle, r.expiresAt = state, settle, now+record.Millis(ttl)
 		return true
 	})
 }
 
-// Release implements record.Store.Release.
+// Release implements record.Store.Release. A missing or expired record is released already: ok.
 func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err error) {
 	if err := record.CheckArgs(ctx, key, owner); err != nil {
 		return false, fmt.Errorf("boltstore: release: %w", err)
@@ -378,7 +401,11 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 		if err != nil {
 			return err
 		}
-		if r == nil || !r.ownedInProgress(owner) {
+		if r == nil {
+			ok = true // gone already, whoever removed it: a retry executes again (docs/guarantees.md#lost-replies)
+			return errNoWrite
+		}
+		if !r.ownedInProgress(owner) {
 			return errNoWrite
 		}
 		ok = true
@@ -413,14 +440,14 @@ func (s *Store) fenced(op, key string, change func(r *entry, now int64) bool) (o
 // Get implements record.Store.Get with a read-only transaction. It returns the stored state,
 // except that an in_progress record whose lease has lapsed is reported outcome_unknown (as the next
 // Claim will store it). An expired record is reported absent.
-func (s *Store) Get(ctx context.Context, key string) (state string, payload []byte, err error) {
+func (s *Store) Get(ctx context.Context, key string) (state string, stored record.Payload, err error) {
 	if err := record.CheckKeyArg(ctx, key); err != nil {
-		return "", nil, fmt.Errorf("boltstore: get: %w", err)
+		return "", record.Payload{}, fmt.Errorf("boltstore: get: %w", err)
 	}
 	err = s.view(func(b *bolt.Bucket, now int64) error {
 		r, err := load(b, key, now)
 		if r != nil {
-			state, payload = r.state, r.payload
+			state, stored = r.state, r.payload()
 			if r.lapsed(now) {
 				state = record.StateUnknown // its executor is gone; Claim will store it so
 			}
@@ -428,9 +455,9 @@ func (s *Store) Get(ctx context.Context, key string) (state string, payload []by
 		return err
 	})
 	if err != nil {
-		return "", nil, wrap("get", key, err)
+		return "", record.Payload{}, wrap("get", key, err)
 	}
-	return state, payload, nil
+	return state, stored, nil
 }
 
 // Delete implements record.Store.Delete. It also removes a corrupt record (existed is then true),
@@ -478,7 +505,7 @@ func wrap(op, key string, err error) error {
 
 // ListUnknown implements record.Store.ListUnknown from the index bucket "unknown", which every
 // write keeps in the same transaction as the record: a page reads the page, in key order.
-func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, payloads [][]byte, next string, err error) {
+func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, stored []record.Payload, next string, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, "", fmt.Errorf("boltstore: list: %w", err)
 	}
@@ -500,12 +527,12 @@ func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit in
 			if err != nil || r == nil || r.state != record.StateUnknown {
 				continue // corrupt, or expired and not swept yet
 			}
-			keys, payloads = append(keys, string(k)), append(payloads, r.payload)
+			keys, stored = append(keys, string(k)), append(stored, r.payload())
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("boltstore: list: %w", err)
 	}
-	return keys, payloads, next, nil
+	return keys, stored, next, nil
 }

@@ -176,13 +176,13 @@ func TestRecordsSurviveCloseAndOpen(t *testing.T) {
 	}
 
 	s = open(t, dir, boltstore.Options{Now: clk.Now})
-	for key, want := range map[string]struct{ state, payload string }{
-		"committed": {record.StateCommitted, "receipt\x00"},
-		"in-flight": {record.StateInProgress, "claim"},
+	for key, want := range map[string]struct{ state, claim, settle string }{
+		"committed": {record.StateCommitted, "claim", "receipt\x00"},
+		"in-flight": {record.StateInProgress, "claim", ""},
 	} {
-		state, payload, err := s.Get(ctx, key)
-		if err != nil || state != want.state || string(payload) != want.payload {
-			t.Errorf("Get(%s) after reopen = %q, %q, %v; want %q, %q", key, state, payload, err, want.state, want.payload)
+		state, stored, err := s.Get(ctx, key)
+		if err != nil || state != want.state || string(stored.Claim) != want.claim || string(stored.Settle) != want.settle {
+			t.Errorf("Get(%s) after reopen = %q, %q, %q, %v; want %q, %q, %q", key, state, stored.Claim, stored.Settle, err, want.state, want.claim, want.settle)
 		}
 	}
 	// Leases and expiry are kept too.
@@ -262,8 +262,8 @@ func TestSweepKeepsARecordClaimedAfterItsScan(t *testing.T) {
 	if err != nil || removed != 1 || scans != 1 {
 		t.Fatalf("Sweep = %d, %v after %d scans; want 1 removed (stale) after 1 scan", removed, err, scans)
 	}
-	if state, payload, err := s.Get(ctx, "reclaimed"); state != record.StateInProgress || string(payload) != "fresh" || err != nil {
-		t.Errorf("Get(reclaimed) = %q, %q, %v; want the fresh in_progress record", state, payload, err)
+	if state, stored, err := s.Get(ctx, "reclaimed"); state != record.StateInProgress || string(stored.Claim) != "fresh" || err != nil {
+		t.Errorf("Get(reclaimed) = %q, %q, %v; want the fresh in_progress record", state, stored.Claim, err)
 	}
 	if n, err := boltstore.RawCount(s); n != 1 || err != nil {
 		t.Errorf("RawCount = %d, %v; want 1 (the fresh record; stale swept)", n, err)
@@ -328,9 +328,9 @@ func TestCommitSurvivesKill9(t *testing.T) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	s := open(t, dir, boltstore.Options{})
-	state, payload, err := s.Get(ctx, "k")
-	if err != nil || state != record.StateCommitted || string(payload) != "receipt" {
-		t.Errorf("Get after kill -9 = %q, %q, %v; want committed receipt", state, payload, err)
+	state, stored, err := s.Get(ctx, "k")
+	if err != nil || state != record.StateCommitted || string(stored.Settle) != "receipt" {
+		t.Errorf("Get after kill -9 = %q, %q, %v; want committed receipt", state, stored.Settle, err)
 	}
 }
 

@@ -137,7 +137,7 @@ func TestConcurrentTransitionsShareACommit(t *testing.T) {
 			if err != nil || state != record.StateInProgress {
 				t.Errorf("Claim(%s) by %s = %v, %q, %v", key, owner, ok, state, err)
 			}
-			claimed[i], stored[i] = ok, string(payload)
+			claimed[i], stored[i] = ok, string(payload.Claim)
 		})
 	}
 	concurrently(fns...)
@@ -174,7 +174,7 @@ func TestConcurrentTransitionsShareACommit(t *testing.T) {
 	}
 	for i := range n {
 		key := fmt.Sprint("k", i)
-		if state, payload, err := s.Get(ctx, key); state != record.StateCommitted || string(payload) != "receipt-"+key || err != nil {
+		if state, payload, err := s.Get(ctx, key); state != record.StateCommitted || string(payload.Settle) != "receipt-"+key || err != nil {
 			t.Errorf("Get(%s) = %q, %q, %v; want committed", key, state, payload, err)
 		}
 	}

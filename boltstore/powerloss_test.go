@@ -25,8 +25,9 @@ const powerLossEnv = "BOLTSTORE_TEST_POWERLOSS"
 // Leases and TTL of the records of TestTransitionsSurvivePowerLoss.
 const plLong, plShort, plTTL = time.Hour, time.Minute, 24 * time.Hour
 
-// plWant is the state and payload a record must have; state "" is absent.
-type plWant struct{ state, payload string }
+// plWant is the state and payload (its claim and settle parts) a record must have; state "" is
+// absent.
+type plWant struct{ state, claim, settle string }
 
 // plRound is one round of TestTransitionsSurvivePowerLoss: before advances the clock, do runs in
 // the child process on the crash filesystem and must be acknowledged, set and unknown are the
@@ -58,17 +59,17 @@ var plRounds = []plRound{
 		claimed, _, _, err := s.Claim(ctx, "d", "owner-d", []byte("claim-d"), plShort, plTTL)
 		acknowledged(t, "Claim(d)", claimed, err)
 	}, set: map[string]plWant{
-		"a": {record.StateInProgress, "claim-a"}, "b": {record.StateInProgress, "claim-b"},
-		"c": {record.StateInProgress, "claim-c"}, "d": {record.StateInProgress, "claim-d"},
+		"a": {record.StateInProgress, "claim-a", ""}, "b": {record.StateInProgress, "claim-b", ""},
+		"c": {record.StateInProgress, "claim-c", ""}, "d": {record.StateInProgress, "claim-d", ""},
 	}},
 	{name: "commit", do: func(t *testing.T, s *boltstore.Store) {
 		ok, err := s.Commit(ctx, "a", "owner-a", []byte("receipt-a\x00"), plTTL)
 		acknowledged(t, "Commit(a)", ok, err)
-	}, set: map[string]plWant{"a": {record.StateCommitted, "receipt-a\x00"}}},
+	}, set: map[string]plWant{"a": {record.StateCommitted, "claim-a", "receipt-a\x00"}}},
 	{name: "mark unknown", do: func(t *testing.T, s *boltstore.Store) {
 		ok, err := s.MarkUnknown(ctx, "b", "owner-b", []byte("unknown-b"), plTTL)
 		acknowledged(t, "MarkUnknown(b)", ok, err)
-	}, set: map[string]plWant{"b": {record.StateUnknown, "unknown-b"}}, unknown: []string{"b"}},
+	}, set: map[string]plWant{"b": {record.StateUnknown, "claim-b", "unknown-b"}}, unknown: []string{"b"}},
 	{name: "release", do: func(t *testing.T, s *boltstore.Store) {
 		ok, err := s.Release(ctx, "c", "owner-c")
 		acknowledged(t, "Release(c)", ok, err)
@@ -76,7 +77,7 @@ var plRounds = []plRound{
 	{name: "reclaim", do: func(t *testing.T, s *boltstore.Store) {
 		ok, err := s.Reclaim(ctx, "b", "owner-b", "owner-b2", []byte("reclaim-b"), plLong, plTTL)
 		acknowledged(t, "Reclaim(b)", ok, err)
-	}, set: map[string]plWant{"b": {record.StateInProgress, "reclaim-b"}}},
+	}, set: map[string]plWant{"b": {record.StateInProgress, "reclaim-b", ""}}},
 	// Checked past the claim's lease and within the renewed one: a lost renewal reads outcome_unknown.
 	{name: "renew", before: plShort - 10*time.Second, after: 20 * time.Second, do: func(t *testing.T, s *boltstore.Store) {
 		ok, err := s.Renew(ctx, "d", "owner-d", plShort)
@@ -89,7 +90,7 @@ var plRounds = []plRound{
 		if claimed || state != record.StateUnknown || err != nil {
 			t.Fatalf("Claim(d) after its lease = %v, %q, %v; want outcome_unknown stored", claimed, state, err)
 		}
-	}, set: map[string]plWant{"d": {record.StateUnknown, "claim-d"}}, unknown: []string{"d"}},
+	}, set: map[string]plWant{"d": {record.StateUnknown, "claim-d", ""}}, unknown: []string{"d"}},
 	{name: "delete", do: func(t *testing.T, s *boltstore.Store) {
 		existed, err := s.Delete(ctx, "a")
 		acknowledged(t, "Delete(a)", existed, err)
@@ -137,9 +138,9 @@ func TestTransitionsSurvivePowerLoss(t *testing.T) {
 			t.Fatalf("Open after the crash that followed %s: %v", round.name, err)
 		}
 		for key, w := range wants {
-			state, payload, err := s.Get(ctx, key)
-			if err != nil || state != w.state || string(payload) != w.payload {
-				t.Errorf("after the crash that followed %s: Get(%s) = %q, %q, %v; want %q, %q", round.name, key, state, payload, err, w.state, w.payload)
+			state, stored, err := s.Get(ctx, key)
+			if err != nil || state != w.state || string(stored.Claim) != w.claim || string(stored.Settle) != w.settle {
+				t.Errorf("after the crash that followed %s: Get(%s) = %q, %q, %q, %v; want %q, %q, %q", round.name, key, state, stored.Claim, stored.Settle, err, w.state, w.claim, w.settle)
 			}
 		}
 		keys, _, _, err := s.ListUnknown(ctx, "", "", 100)
@@ -231,13 +232,13 @@ func plWorker(i int) (key string, want plWant) {
 	key = fmt.Sprintf("w%02d", i)
 	switch i % 4 {
 	case 0:
-		return key, plWant{record.StateCommitted, "receipt-" + key}
+		return key, plWant{record.StateCommitted, "claim-" + key, "receipt-" + key}
 	case 1:
-		return key, plWant{record.StateUnknown, "unknown-" + key}
+		return key, plWant{record.StateUnknown, "claim-" + key, "unknown-" + key}
 	case 2:
 		return key, plWant{}
 	}
-	return key, plWant{record.StateInProgress, "claim-" + key}
+	return key, plWant{record.StateInProgress, "claim-" + key, ""}
 }
 
 // TestConcurrentTransitionsSurvivePowerLoss: transitions made at once by many goroutines, which
@@ -275,9 +276,9 @@ func TestConcurrentTransitionsSurvivePowerLoss(t *testing.T) {
 	var unknown []string
 	for i := range plWorkers {
 		key, w := plWorker(i)
-		state, payload, err := s.Get(ctx, key)
-		if err != nil || state != w.state || string(payload) != w.payload {
-			t.Errorf("after the crash: Get(%s) = %q, %q, %v; want %q, %q", key, state, payload, err, w.state, w.payload)
+		state, stored, err := s.Get(ctx, key)
+		if err != nil || state != w.state || string(stored.Claim) != w.claim || string(stored.Settle) != w.settle {
+			t.Errorf("after the crash: Get(%s) = %q, %q, %q, %v; want %q, %q, %q", key, state, stored.Claim, stored.Settle, err, w.state, w.claim, w.settle)
 		}
 		if w.state == record.StateUnknown {
 			unknown = append(unknown, key)
@@ -317,9 +318,9 @@ func concurrentPowerLossChild(t *testing.T, env string) {
 			var settled bool
 			switch w.state {
 			case record.StateCommitted:
-				settled, err = s.Commit(ctx, key, owner, []byte(w.payload), plTTL)
+				settled, err = s.Commit(ctx, key, owner, []byte(w.settle), plTTL)
 			case record.StateUnknown:
-				settled, err = s.MarkUnknown(ctx, key, owner, []byte(w.payload), plTTL)
+				settled, err = s.MarkUnknown(ctx, key, owner, []byte(w.settle), plTTL)
 			case "":
 				settled, err = s.Release(ctx, key, owner)
 			default:

@@ -109,9 +109,9 @@ func recordKey(r *http.Request) string {
 func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
 	key := recordKey(r)
 	var state string
-	var payload []byte
+	var stored record.Payload
 	err := g.storeOp(r.Context(), func(ctx context.Context) (err error) {
-		state, payload, err = g.store.Get(ctx, key)
+		state, stored, err = g.store.Get(ctx, key)
 		return err
 	})
 	if err == nil && state == "" {
@@ -119,7 +119,7 @@ func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
 	}
 	var rec *storedRecord
 	if err == nil {
-		rec, err = decodeRecord(state, payload)
+		rec, err = decodeStored(state, stored)
 	}
 	if err != nil {
 		newProblem(err, "", "").write(w, 1)
@@ -212,9 +212,9 @@ func (g *Gateway) resolveRecord(w http.ResponseWriter, r *http.Request) {
 // or releases it under the new owner token, so a concurrent execution can never be overwritten.
 func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*record.Receipt, error) {
 	var state string
-	var payload []byte
+	var stored record.Payload
 	err := g.storeOp(ctx, func(ctx context.Context) (err error) {
-		state, payload, err = g.store.Get(ctx, key)
+		state, stored, err = g.store.Get(ctx, key)
 		return err
 	})
 	switch {
@@ -225,7 +225,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*rec
 	case state == record.StateCommitted:
 		return nil, fmt.Errorf("%w: the record is committed already", errResolve)
 	}
-	rec, err := decodeRecord(state, payload)
+	rec, err := decodeStored(state, stored)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*rec
 	rec.Response, rec.ResponseBodyKept = nil, false
 	rec.Detail = "resolved as committed by an operator"
 	err = g.storeOp(ctx, func(ctx context.Context) error {
-		_, err := g.store.Commit(ctx, key, rec.Owner, rec.encode(), ttl)
+		_, err := g.store.Commit(ctx, key, rec.Owner, rec.encodeSettle(), ttl)
 		return err
 	})
 	return &rec.Receipt, err
@@ -326,10 +326,10 @@ func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 	tenant, tool := q.Get("tenant"), q.Get("tool")
 	prefix := record.ScopePrefix(tenant, tool)
 	var keys []string
-	var payloads [][]byte
+	var stored []record.Payload
 	var next string
 	err = g.storeOp(r.Context(), func(ctx context.Context) (err error) {
-		keys, payloads, next, err = g.store.ListUnknown(ctx, prefix, string(cursor), limit)
+		keys, stored, next, err = g.store.ListUnknown(ctx, prefix, string(cursor), limit)
 		return err
 	})
 	if err != nil {
@@ -337,8 +337,8 @@ func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page := recordPage{Records: []record.Receipt{}}
-	for i, p := range payloads {
-		rec, err := decodeRecord(record.StateUnknown, p)
+	for i, p := range stored {
+		rec, err := decodeStored(record.StateUnknown, p)
 		if err != nil {
 			g.log.Error("listing records: an unreadable record", "key", keys[i], "err", err)
 			continue

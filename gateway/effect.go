@@ -161,7 +161,7 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 		x.rec.Document = x.doc
 	}
 	var state string
-	var stored []byte
+	var stored record.Payload
 	x.claimSent = time.Now() // the lease runs from here at the latest
 	err = x.storeCall("claim", func(ctx context.Context) (err error) {
 		f.claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
@@ -179,7 +179,7 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 	case f.claimed:
 		return nil, f, nil
 	}
-	if prev, err = decodeRecord(state, stored); err != nil {
+	if prev, err = decodeStored(state, stored); err != nil {
 		return nil, f, err
 	}
 	f.state, f.sameEffect = state, prev.EffectFingerprint == x.fp

@@ -43,11 +43,11 @@ func (g *Gateway) SetWaitTimers(poll, watch time.Duration) {
 // RecordStartedAt reads the record of tenant, tool and key from the gateway's store: its state and
 // when the call it records started (started_at, which the admin API does not show).
 func (g *Gateway) RecordStartedAt(ctx context.Context, tenant, tool, key string) (state string, startedAt time.Time, err error) {
-	state, payload, err := g.store.Get(ctx, record.ScopeKey{Tenant: tenant, Tool: tool, Key: key}.String())
+	state, stored, err := g.store.Get(ctx, record.ScopeKey{Tenant: tenant, Tool: tool, Key: key}.String())
 	if err != nil || state == "" {
 		return state, time.Time{}, err
 	}
-	rec, err := decodeRecord(state, payload)
+	rec, err := decodeStored(state, stored)
 	if err != nil {
 		return state, time.Time{}, err
 	}

@@ -751,7 +751,7 @@ type claimCounter struct {
 	claims atomic.Int32
 }
 
-func (c *claimCounter) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte, error) {
+func (c *claimCounter) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, record.Payload, error) {
 	claimed, state, stored, err := c.Store.Claim(ctx, key, owner, payload, lease, ttl)
 	c.claims.Add(1)
 	return claimed, state, stored, err

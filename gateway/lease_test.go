@@ -58,7 +58,7 @@ type renewalGate struct {
 	first     string // the owner of the first successful claim
 }
 
-func (s *renewalGate) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte, error) {
+func (s *renewalGate) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, record.Payload, error) {
 	claimed, state, stored, err := s.Store.Claim(ctx, key, owner, payload, lease, ttl)
 	if claimed {
 		s.mu.Lock()

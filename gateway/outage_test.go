@@ -117,14 +117,14 @@ func (r *reopenable) use(f func(s *boltstore.Store) error) error {
 	return f(r.s)
 }
 
-func (r *reopenable) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored []byte, err error) {
+func (r *reopenable) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored record.Payload, err error) {
 	err = r.use(func(s *boltstore.Store) (err error) {
 		claimed, state, stored, err = s.Claim(ctx, key, owner, payload, lease, ttl)
 		return err
 	})
 	if err == nil && r.loseClaimReply.CompareAndSwap(true, false) {
 		r.down()
-		return false, "", nil, errors.New("the store went away before the claim's reply")
+		return false, "", record.Payload{}, errors.New("the store went away before the claim's reply")
 	}
 	return claimed, state, stored, err
 }
@@ -160,12 +160,12 @@ func (r *reopenable) Release(ctx context.Context, key, owner string) (ok bool, e
 	return ok, err
 }
 
-func (r *reopenable) Get(ctx context.Context, key string) (state string, payload []byte, err error) {
+func (r *reopenable) Get(ctx context.Context, key string) (state string, payload record.Payload, err error) {
 	err = r.use(func(s *boltstore.Store) (err error) { state, payload, err = s.Get(ctx, key); return err })
 	return state, payload, err
 }
 
-func (r *reopenable) ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, payloads [][]byte, next string, err error) {
+func (r *reopenable) ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, payloads []record.Payload, next string, err error) {
 	err = r.use(func(s *boltstore.Store) (err error) {
 		keys, payloads, next, err = s.ListUnknown(ctx, prefix, cursor, limit)
 		return err

@@ -21,7 +21,7 @@ type probeCounter struct {
 	gate   chan struct{}
 }
 
-func (p *probeCounter) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte, error) {
+func (p *probeCounter) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, record.Payload, error) {
 	if strings.HasPrefix(key, "readyz/") {
 		p.probes.Add(1)
 		select {

@@ -54,7 +54,15 @@ type storedResponse struct {
 // recordMagic starts every encoded record: "idr" and the format version. A version this gateway
 // does not know is refused as record.ErrCorrupt, so a newer format is never misread; the magic also
 // differs from the encryption wrapper's, so a record in the clear is never taken for a sealed one.
-var recordMagic = [4]byte{'i', 'd', 'r', 1}
+//
+// Version 2 has the layout of version 1, which is still read; it marks a record stored in two
+// parts (record.Payload: the claim's, and the settle's without the document, see encodeSettle), so
+// that a gateway of version 1, which reads the claim part alone, refuses a settled record as
+// corrupt rather than replay it without its response.
+var recordMagic = [4]byte{'i', 'd', 'r', 2}
+
+// recordVersion1 is the version of records written before the payload was split.
+const recordVersion1 = 1
 
 // recordHead is the bytes before the small fields: the magic and their length.
 const recordHead = len(recordMagic) + 4
@@ -85,6 +93,34 @@ func (rec *storedRecord) encode() []byte {
 	binary.LittleEndian.PutUint32(e.buf[len(recordMagic):], uint32(len(e.buf)-recordHead))
 	e.buf = append(e.buf, rec.Document...)
 	return append(e.buf, body...)
+}
+
+// encodeSettle returns the record's settle part (record.Payload.Settle), which Commit and
+// MarkUnknown store: its stored form without the document, which the claim part holds already, so
+// that a settle does not send it to the store again (decodeStored puts it back).
+func (rec *storedRecord) encodeSettle() []byte {
+	r := *rec
+	r.Document = nil
+	return r.encode()
+}
+
+// decodeStored decodes the record the store keeps in stored, with state as the store reports it:
+// the claim part alone while nothing settled the record (or when a gateway before the split stored
+// the whole record there), else the settle part with the document of the claim part.
+func decodeStored(state string, stored record.Payload) (*storedRecord, error) {
+	if len(stored.Settle) == 0 {
+		return decodeRecord(state, stored.Claim)
+	}
+	rec, err := decodeRecord(state, stored.Settle)
+	if err != nil {
+		return nil, err
+	}
+	claim, err := decodeRecord(state, stored.Claim)
+	if err != nil {
+		return nil, err
+	}
+	rec.Document = claim.Document
+	return rec, nil
 }
 
 // fields walks the record's small fields in their stored order for e; bodyLen is the length of
@@ -178,8 +214,8 @@ func decodeRecord(state string, payload []byte) (*storedRecord, error) {
 	if len(payload) < len(recordMagic) || [3]byte(payload[:3]) != [3]byte(recordMagic[:3]) {
 		return nil, fmt.Errorf("%w: not a record (no %q magic)", record.ErrCorrupt, recordMagic[:3])
 	}
-	if v := payload[3]; v != recordMagic[3] {
-		return nil, fmt.Errorf("%w: record format version %d; this gateway reads version %d", record.ErrCorrupt, v, recordMagic[3])
+	if v := payload[3]; v != recordMagic[3] && v != recordVersion1 {
+		return nil, fmt.Errorf("%w: record format version %d; this gateway reads versions %d and %d", record.ErrCorrupt, v, recordVersion1, recordMagic[3])
 	}
 	if len(payload) < recordHead {
 		return nil, fmt.Errorf("%w: record cut off in its header", record.ErrCorrupt)

@@ -58,6 +58,45 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// TestRecordInTwoParts: a record stored as a claim part and a settle part (record.Payload) decodes
+// to the whole record: the settle part carries everything but the document, which only the claim
+// part holds, so a commit does not send it again. A claim part alone, or a whole record of a
+// gateway before the split (version 1) in the claim part, decodes as it is.
+func TestRecordInTwoParts(t *testing.T) {
+	rec := fullRecord()
+	claim := *rec
+	claim.Response, claim.CommittedAt, claim.RemoteID, claim.ResponseStatus = nil, nil, "", 0
+	claimPart, settlePart := claim.encode(), rec.encodeSettle()
+	if bytes.Contains(settlePart, rec.Document) {
+		t.Errorf("the settle part %q holds the document again", settlePart)
+	}
+	if len(settlePart) != len(rec.encode())-len(rec.Document) {
+		t.Errorf("the settle part is %d bytes, want the whole record's %d less the document's %d", len(settlePart), len(rec.encode()), len(rec.Document))
+	}
+	got, err := decodeStored(rec.State, record.Payload{Claim: claimPart, Settle: settlePart})
+	if err != nil || !reflect.DeepEqual(got, rec) {
+		t.Errorf("decodeStored(claim, settle) = %+v, %v\nwant %+v", got, err, rec)
+	}
+
+	v1 := rec.encode()
+	v1[3] = recordVersion1
+	if got, err := decodeStored(rec.State, record.Payload{Claim: v1}); err != nil || !reflect.DeepEqual(got, rec) {
+		t.Errorf("decodeStored(version 1 record) = %+v, %v\nwant %+v", got, err, rec)
+	}
+	if got, err := decodeStored(record.StateInProgress, record.Payload{Claim: claimPart}); err != nil || got.Response != nil || !bytes.Equal(got.Document, rec.Document) {
+		t.Errorf("decodeStored(claim) = %+v, %v; want the claim with its document", got, err)
+	}
+	// A damaged part is refused, whichever it is.
+	for name, p := range map[string]record.Payload{
+		"claim":  {Claim: claimPart[:10], Settle: settlePart},
+		"settle": {Claim: claimPart, Settle: settlePart[:10]},
+	} {
+		if _, err := decodeStored(rec.State, p); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("decodeStored with a cut %s part = %v, want record.ErrCorrupt", name, err)
+		}
+	}
+}
+
 // TestRecordEncodeOneAllocation: encode sizes its buffer first and allocates once.
 func TestRecordEncodeOneAllocation(t *testing.T) {
 	rec := fullRecord()
@@ -77,7 +116,7 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 		"empty":           {nil, "no \"idr\" magic"},
 		"broken JSON":     {[]byte(`{"idempotency_key":`), "a JSON record that does not decode"},
 		"sealed":          {[]byte("idg1...."), "no \"idr\" magic"},
-		"newer version":   {append([]byte("idr\x02"), valid[4:]...), "format version 2"},
+		"newer version":   {append([]byte("idr\x03"), valid[4:]...), "format version 3"},
 		"trailing byte":   {append(bytes.Clone(valid), 0), "1 bytes after the response body"},
 		"fields too long": {[]byte("idr\x01\xe8\x03\x00\x00"), "1000 bytes of fields, with 0 bytes left"},
 		"string too long": {[]byte("idr\x01\x02\x00\x00\x00\x7e\x00"), "idempotency_key at byte 0: 63, with 1 bytes left"},

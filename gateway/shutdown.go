@@ -35,7 +35,7 @@ func (g *Gateway) Abandon(ctx context.Context) int {
 			defer cancel()
 			rec := e.rec
 			rec.Detail = "the gateway shut down before the upstream call finished"
-			ok, err := g.store.MarkUnknown(sctx, e.key, e.owner, rec.encode(), e.ttl)
+			ok, err := g.store.MarkUnknown(sctx, e.key, e.owner, rec.encodeSettle(), e.ttl)
 			if err != nil {
 				g.log.Error("abandoning a call: store failed; its lease will lapse to outcome_unknown", "err", err)
 			}

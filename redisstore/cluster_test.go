@@ -131,7 +131,7 @@ func testConcurrentClaims(t *testing.T, s record.Store, n int) {
 	type result struct {
 		claimed bool
 		state   string
-		stored  string
+		stored  record.Payload
 		err     error
 	}
 	claimAll := func(round string) []result {
@@ -143,7 +143,7 @@ func testConcurrentClaims(t *testing.T, s record.Store, n int) {
 				<-start
 				owner := round + strconv.Itoa(i)
 				claimed, state, stored, err := s.Claim(ctx, "contended", owner, []byte("payload of "+owner), time.Minute, time.Minute)
-				results[i] = result{claimed, state, string(stored), err}
+				results[i] = result{claimed, state, stored, err}
 			})
 		}
 		close(start)
@@ -168,7 +168,7 @@ func testConcurrentClaims(t *testing.T, s record.Store, n int) {
 	}
 	want := "payload of first-" + strconv.Itoa(winner)
 	for i, r := range results {
-		if r.state != record.StateInProgress || r.stored != want {
+		if r.state != record.StateInProgress || string(r.stored.Claim) != want || r.stored.Settle != nil {
 			t.Errorf("claim %d = %q, %q; want in_progress, %q", i, r.state, r.stored, want)
 		}
 	}
@@ -176,7 +176,7 @@ func testConcurrentClaims(t *testing.T, s record.Store, n int) {
 		t.Fatalf("Commit by the winner = %v, %v", ok, err)
 	}
 	for i, r := range claimAll("second-") {
-		if r.err != nil || r.claimed || r.state != record.StateCommitted || r.stored != "receipt" {
+		if r.err != nil || r.claimed || r.state != record.StateCommitted || string(r.stored.Claim) != want || string(r.stored.Settle) != "receipt" {
 			t.Errorf("claim %d after the commit = %+v; want the committed receipt", i, r)
 		}
 	}
@@ -244,7 +244,7 @@ func testWaitAfterSlotMoved(t *testing.T, cluster *redistest.Cluster) {
 	if got := log.take(); len(got) != 1 || got[0] != (redisstore.Unreplicated{Op: redisstore.OpCommit, Key: "k", Acked: -1, Want: 1}) {
 		t.Errorf("OnUnreplicated got %+v, want one commit of k with Acked -1", got)
 	}
-	if state, payload, err := s.Get(ctx, "k"); err != nil || state != record.StateCommitted || string(payload) != "receipt" {
+	if state, payload, err := s.Get(ctx, "k"); err != nil || state != record.StateCommitted || string(payload.Settle) != "receipt" {
 		t.Errorf("Get = %q, %q, %v; want the receipt", state, payload, err)
 	}
 	if nodes[to].Exists(ctx, rkey).Val() != 1 {

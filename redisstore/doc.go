@@ -6,14 +6,17 @@
 // A record is one hash at <Prefix>{<key>}, where key is the gateway's opaque key with "%" and "}"
 // escaped as "%25" and "%7D". The escaping makes the hash tag (the part between the first "{" and
 // the next "}") exactly the whole key, whatever characters the key holds, and it is injective, so two
-// keys never share a hash. The hash has four fields:
+// keys never share a hash. The hash has these fields:
 //
 //	state        in_progress | committed | outcome_unknown
 //	owner        the owner token of the last Claim or Reclaim
 //	lease_until  end of the owner's lease, Redis server time (TIME) in milliseconds since the Unix epoch
-//	payload      the gateway's bytes, kept byte for byte
+//	payload      the claim part of the gateway's bytes (record.Payload.Claim), byte for byte
+//	settle       the settle part (record.Payload.Settle) that Commit or MarkUnknown wrote, byte for
+//	             byte; absent until then, and empty after a Reclaim
 //
-// The key's own expiry (PEXPIRE) is the record's TTL; Redis removes expired records itself.
+// The key's own expiry (PEXPIRE) is the record's TTL; Redis removes expired records itself. Records
+// written before the payload was split have no settle field: their payload is all of it.
 //
 // # Scripts and round trips
 //

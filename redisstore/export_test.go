@@ -1,5 +1,11 @@
 package redisstore
 
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
 // RedisKey exposes the key layout to the tests.
 var RedisKey = (*Store).redisKey
 
@@ -12,4 +18,22 @@ func Subscriptions(s *Store) int {
 	s.notices.mu.Lock()
 	defer s.notices.mu.Unlock()
 	return len(s.notices.subs)
+}
+
+// ScriptSHA returns the SHA1 that EVALSHA names the script of op by: "claim", "reclaim", "renew",
+// "commit", "mark_unknown", "release" or "get".
+func ScriptSHA(op string) string {
+	return map[string]*redis.Script{"claim": claimScript, "reclaim": reclaimScript, "renew": renewScript, "commit": commitScript,
+		"mark_unknown": markUnknownScript, "release": releaseScript, "get": getScript}[op].Hash()
+}
+
+// LoadScripts loads every script into the Redis of c (every master, for a cluster client), so that
+// the store's next calls are EVALSHAs.
+func LoadScripts(ctx context.Context, c redis.Scripter) error {
+	for _, s := range []*redis.Script{claimScript, reclaimScript, renewScript, commitScript, markUnknownScript, releaseScript, getScript} {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

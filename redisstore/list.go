@@ -29,7 +29,7 @@ func (s *Store) index(ctx context.Context, key string) {
 // after cursor under prefix, then one pipelined read of those records (the get script, so that a
 // lapsed in_progress record counts as unknown). Entries whose record is no longer outcome_unknown
 // are removed from the index as they are met.
-func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, payloads [][]byte, next string, err error) {
+func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, stored []record.Payload, next string, err error) {
 	if limit <= 0 {
 		return nil, nil, "", errors.New("redisstore: list: limit must be positive")
 	}
@@ -50,7 +50,7 @@ func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit in
 			batch = batch[:limit-len(keys)]
 		}
 		if len(batch) == 0 {
-			return keys, payloads, "", nil
+			return keys, stored, "", nil
 		}
 		pipe := s.client.Pipeline()
 		gets := make([]*redis.Cmd, len(batch))
@@ -67,9 +67,9 @@ func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit in
 			switch {
 			case err != nil && !redis.HasErrorPrefix(err, "CORRUPT"):
 				return nil, nil, "", wrap("list", k, err)
-			case err == nil && len(res) == 2 && res[0] == record.StateUnknown:
-				payload, _ := res[1].(string)
-				keys, payloads = append(keys, k), append(payloads, []byte(payload))
+			case err == nil && len(res) == 3 && res[0] == record.StateUnknown:
+				_, p, _ := storedRecord(res)
+				keys, stored = append(keys, k), append(stored, p)
 			default: // gone, settled, reclaimed, or corrupt: not an unknown outcome any more
 				stale = append(stale, k)
 			}
@@ -79,8 +79,8 @@ func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit in
 		}
 		lo = "(" + batch[len(batch)-1]
 		if !more {
-			return keys, payloads, "", nil
+			return keys, stored, "", nil
 		}
 	}
-	return keys, payloads, keys[len(keys)-1], nil
+	return keys, stored, keys[len(keys)-1], nil
 }

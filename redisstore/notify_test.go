@@ -547,7 +547,7 @@ type countingStore struct {
 	watchErrs               []error
 }
 
-func (c *countingStore) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte, error) {
+func (c *countingStore) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, record.Payload, error) {
 	claimed, state, stored, err := c.Store.Claim(ctx, key, owner, payload, lease, ttl)
 	c.mu.Lock()
 	for _, a := range c.actors {

@@ -128,28 +128,42 @@ func (s *Store) Close() error {
 // Claim implements record.Store.Claim with one script (one round trip). When it claims, stored is
 // payload itself. lease and ttl are rounded up to whole milliseconds and must be positive; key and
 // owner must not be empty.
-func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored []byte, err error) {
+func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored record.Payload, err error) {
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
-		return false, "", nil, fmt.Errorf("redisstore: claim: %w", err)
+		return false, "", record.Payload{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	res, err := claimScript.Run(ctx, s.client, []string{s.redisKey(key)}, owner, payload, record.Millis(lease), record.Millis(ttl)).Slice()
 	if err != nil {
-		return false, "", nil, wrap("claim", key, err)
+		return false, "", record.Payload{}, wrap("claim", key, err)
 	}
 	if len(res) == 2 && res[0] == int64(1) && res[1] == record.StateInProgress {
-		return true, record.StateInProgress, payload, nil
+		return true, record.StateInProgress, record.Payload{Claim: payload}, nil
 	}
-	if (len(res) == 3 || len(res) == 4) && res[0] == int64(0) {
-		state, ok1 := res[1].(string)
-		stored, ok2 := res[2].(string)
-		if ok1 && ok2 {
-			if len(res) == 4 { // this claim observed a lapsed lease: index the record
+	if (len(res) == 4 || len(res) == 5) && res[0] == int64(0) {
+		if state, stored, ok := storedRecord(res[1:4]); ok {
+			if len(res) == 5 { // this claim observed a lapsed lease: index the record
 				s.index(ctx, key)
 			}
-			return false, state, []byte(stored), nil
+			return false, state, stored, nil
 		}
 	}
-	return false, "", nil, fmt.Errorf("redisstore: claim %q: unexpected script reply of %d elements", key, len(res))
+	return false, "", record.Payload{}, fmt.Errorf("redisstore: claim %q: unexpected script reply of %d elements", key, len(res))
+}
+
+// storedRecord reads the state and payload of a record from the three elements of a script's reply
+// that hold them: state, payload (the claim part) and settle.
+func storedRecord(res []any) (state string, stored record.Payload, ok bool) {
+	state, ok1 := res[0].(string)
+	claim, ok2 := res[1].(string)
+	settle, ok3 := res[2].(string)
+	if !ok1 || !ok2 || !ok3 {
+		return "", record.Payload{}, false
+	}
+	stored.Claim = []byte(claim)
+	if settle != "" {
+		stored.Settle = []byte(settle)
+	}
+	return state, stored, true
 }
 
 // Reclaim implements record.Store.Reclaim with one script. lease and ttl are rounded up to whole
@@ -175,21 +189,21 @@ func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duratio
 // Commit implements record.Store.Commit with one script (one round trip). ttl is rounded up to
 // whole milliseconds and must be positive. With Options.WaitReplicas, WAIT follows the script in
 // the same round trip (see the package documentation).
-func (s *Store) Commit(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
+func (s *Store) Commit(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error) {
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: commit: %w", err)
 	}
-	return s.runReplicated(ctx, OpCommit, commitScript, key, owner, payload, record.Millis(ttl), s.settledChannel(key))
+	return s.runReplicated(ctx, OpCommit, commitScript, key, owner, settle, record.Millis(ttl), s.settledChannel(key))
 }
 
 // MarkUnknown implements record.Store.MarkUnknown with one script. ttl is rounded up to whole
 // milliseconds and must be positive. With Options.WaitReplicas, WAIT follows the script in the same
 // round trip (see the package documentation).
-func (s *Store) MarkUnknown(ctx context.Context, key, owner string, payload []byte, ttl time.Duration) (ok bool, err error) {
+func (s *Store) MarkUnknown(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error) {
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: mark unknown: %w", err)
 	}
-	ok, err = s.runReplicated(ctx, OpMarkUnknown, markUnknownScript, key, owner, payload, record.Millis(ttl), s.settledChannel(key))
+	ok, err = s.runReplicated(ctx, OpMarkUnknown, markUnknownScript, key, owner, settle, record.Millis(ttl), s.settledChannel(key))
 	if ok {
 		s.index(ctx, key)
 	}
@@ -206,25 +220,23 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 
 // Get implements record.Store.Get with one read-only script. It returns the stored state: an
 // in_progress record whose lease has lapsed is reported in_progress until a Claim observes the lapse.
-func (s *Store) Get(ctx context.Context, key string) (state string, payload []byte, err error) {
+func (s *Store) Get(ctx context.Context, key string) (state string, stored record.Payload, err error) {
 	if err := record.CheckKeyArg(ctx, key); err != nil {
-		return "", nil, fmt.Errorf("redisstore: get: %w", err)
+		return "", record.Payload{}, fmt.Errorf("redisstore: get: %w", err)
 	}
 	res, err := getScript.Run(ctx, s.client, []string{s.redisKey(key)}).Slice()
 	if err != nil {
-		return "", nil, wrap("get", key, err)
+		return "", record.Payload{}, wrap("get", key, err)
 	}
 	if len(res) == 0 {
-		return "", nil, nil
+		return "", record.Payload{}, nil
 	}
-	if len(res) == 2 {
-		state, ok1 := res[0].(string)
-		payload, ok2 := res[1].(string)
-		if ok1 && ok2 {
-			return state, []byte(payload), nil
+	if len(res) == 3 {
+		if state, stored, ok := storedRecord(res); ok {
+			return state, stored, nil
 		}
 	}
-	return "", nil, fmt.Errorf("redisstore: get %q: unexpected script reply", key)
+	return "", record.Payload{}, fmt.Errorf("redisstore: get %q: unexpected script reply", key)
 }
 
 // Delete implements record.Store.Delete with one DEL. It also removes a corrupt record.

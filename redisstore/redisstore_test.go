@@ -249,8 +249,8 @@ func TestClaimSurvivesRestart(t *testing.T) {
 			mustClaim(t, s, "k", time.Hour, payload)
 			tc.restart(srv)
 			state, got, err := s.Get(ctx, "k")
-			if err != nil || state != record.StateInProgress || string(got) != string(payload) {
-				t.Fatalf("Get after restart = %q, %q, %v; want %q, %q", state, got, err, record.StateInProgress, payload)
+			if err != nil || state != record.StateInProgress || string(got.Claim) != string(payload) {
+				t.Fatalf("Get after restart = %q, %q, %v; want %q, %q", state, got.Claim, err, record.StateInProgress, payload)
 			}
 			if pttl := newClient(t, srv).PTTL(ctx, redisstore.RedisKey(s, "k")).Val(); pttl <= 0 {
 				t.Errorf("PTTL after restart = %s, want positive", pttl)

@@ -194,7 +194,7 @@ func TestSafeCheckedAtOnceAfterAScriptError(t *testing.T) {
 		}
 		waitSafe(t, s, "ErrWritesRefused", func(err error) bool { return errors.Is(err, record.ErrWritesRefused) })
 		claimed, state, stored, err := s.Claim(ctx, "done", "other", []byte("p"), time.Minute, time.Hour)
-		if err != nil || claimed || state != record.StateCommitted || string(stored) != "receipt" {
+		if err != nil || claimed || state != record.StateCommitted || string(stored.Settle) != "receipt" {
 			t.Fatalf("Claim of a committed key out of memory = %v, %q, %q, %v; want its receipt", claimed, state, stored, err)
 		}
 		if err := raw.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {

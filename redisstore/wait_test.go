@@ -148,7 +148,7 @@ func TestWaitReplicas(t *testing.T) {
 			t.Errorf("Commit returned after %s, before the WAIT timeout of %s", took, waitTimeout)
 		}
 		// The write stands on the primary: the receipt replays.
-		if _, state, stored, err := s.Claim(ctx, "k", "other", nil, time.Minute, time.Minute); err != nil || state != record.StateCommitted || string(stored) != "receipt" {
+		if _, state, stored, err := s.Claim(ctx, "k", "other", nil, time.Minute, time.Minute); err != nil || state != record.StateCommitted || string(stored.Settle) != "receipt" {
 			t.Errorf("Claim after the unreplicated commit = %q, %q, %v; want the committed receipt", state, stored, err)
 		}
 	})
@@ -182,7 +182,7 @@ func TestWaitReplicas(t *testing.T) {
 		if got := log.take(); len(got) != 0 {
 			t.Errorf("OnUnreplicated called: %+v", got)
 		}
-		if state, payload, err := s.Get(ctx, "k"); err != nil || state != record.StateUnknown || string(payload) != "unknown" {
+		if state, payload, err := s.Get(ctx, "k"); err != nil || state != record.StateUnknown || string(payload.Settle) != "unknown" {
 			t.Errorf("Get = %q, %q, %v", state, payload, err)
 		}
 	})

@@ -116,6 +116,22 @@ func logSafety(log *slog.Logger, err error) {
 	}
 }
 
+// redisMaxRetries is how many times go-redis sends a command again after a failure that its rules
+// deem retryable: a connection that broke (EOF, reset) before or after Redis ran the command, a
+// dial that failed, a node loading, read-only or failing over (LOADING, READONLY, MASTERDOWN,
+// CLUSTERDOWN, TRYAGAIN). A store script's copy that finds its first run's effect answers as the
+// first did, so these retries are safe (docs/guarantees.md#lost-replies), and they turn a dropped
+// connection into the answer rather than a 503. It is go-redis's default, set here so that it is a
+// decision, not an accident, and it overrides max_retries in the URL.
+//
+// Every retry stays within the store call that made it: the client runs with
+// ContextTimeoutEnabled, so each call, its retries and their backoff included, ends at the
+// gateway's store timeout (2 s). A reply that does not come is therefore not sent again by go-redis
+// unless IDEMGATEWAY_REDIS_READ_TIMEOUT is shorter than that (its default, 3 s, is longer, so that
+// a slow Redis is not sent copies of what it is still working on); the call fails, and the
+// gateway's own answer applies (docs/guarantees.md#lost-replies).
+const redisMaxRetries = 3
+
 // redisClient builds the go-redis client of the configured topology. Errors name settings, never
 // their values, since the URL may hold a password.
 func (s *settings) redisClient() (redis.UniversalClient, error) {
@@ -147,6 +163,7 @@ func (s *settings) redisClient() (redis.UniversalClient, error) {
 		}
 		opt.PoolSize = s.RedisPoolSize
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = s.RedisDialTimeout, s.RedisReadTimeout, s.RedisWriteTimeout
+		opt.MaxRetries = redisMaxRetries
 		opt.ContextTimeoutEnabled = true
 		return redis.NewClient(opt), nil
 	default:
@@ -165,6 +182,7 @@ func (s *settings) redisClient() (redis.UniversalClient, error) {
 			DialTimeout:           s.RedisDialTimeout,
 			ReadTimeout:           s.RedisReadTimeout,
 			WriteTimeout:          s.RedisWriteTimeout,
+			MaxRetries:            redisMaxRetries,
 			ContextTimeoutEnabled: true,
 		}), nil
 	}

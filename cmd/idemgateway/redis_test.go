@@ -404,8 +404,8 @@ func TestRedisClientKinds(t *testing.T) {
 			}
 		})
 	}
-	// The pool size and timeouts reach the client.
-	s := settings{RedisURL: "redis://127.0.0.1:1/0?pool_size=99", RedisPoolSize: 7, RedisDialTimeout: time.Second,
+	// The pool size, timeouts and retries reach the client, whatever the URL says.
+	s := settings{RedisURL: "redis://127.0.0.1:1/0?pool_size=99&max_retries=-1", RedisPoolSize: 7, RedisDialTimeout: time.Second,
 		RedisReadTimeout: 2 * time.Second, RedisWriteTimeout: 4 * time.Second}
 	c, err := s.redisClient()
 	if err != nil {
@@ -413,8 +413,27 @@ func TestRedisClientKinds(t *testing.T) {
 	}
 	defer c.Close()
 	o := c.(*redis.Client).Options()
-	if o.PoolSize != 7 || o.DialTimeout != time.Second || o.ReadTimeout != 2*time.Second || o.WriteTimeout != 4*time.Second || !o.ContextTimeoutEnabled {
-		t.Errorf("options = pool %d, dial %s, read %s, write %s, context timeouts %v", o.PoolSize, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled)
+	if o.PoolSize != 7 || o.DialTimeout != time.Second || o.ReadTimeout != 2*time.Second || o.WriteTimeout != 4*time.Second ||
+		!o.ContextTimeoutEnabled || o.MaxRetries != redisMaxRetries {
+		t.Errorf("options = pool %d, dial %s, read %s, write %s, context timeouts %v, retries %d", o.PoolSize, o.DialTimeout, o.ReadTimeout,
+			o.WriteTimeout, o.ContextTimeoutEnabled, o.MaxRetries)
+	}
+	// Cluster and Sentinel: the same retries and context timeouts.
+	cluster, err := (&settings{RedisAddrs: []string{"127.0.0.1:1"}}).redisClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	if o := cluster.(*redis.ClusterClient).Options(); o.MaxRetries != redisMaxRetries || !o.ContextTimeoutEnabled {
+		t.Errorf("cluster options: retries %d, context timeouts %v", o.MaxRetries, o.ContextTimeoutEnabled)
+	}
+	failover, err := (&settings{RedisAddrs: []string{"127.0.0.1:1"}, RedisMaster: "m"}).redisClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer failover.Close()
+	if o := failover.(*redis.Client).Options(); o.MaxRetries != redisMaxRetries || !o.ContextTimeoutEnabled {
+		t.Errorf("sentinel options: retries %d, context timeouts %v", o.MaxRetries, o.ContextTimeoutEnabled)
 	}
 }
 

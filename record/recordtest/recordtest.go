@@ -65,6 +65,7 @@ func Run(t *testing.T, newStore func(t *testing.T) record.Store) {
 		{"InvalidArgumentsRefused", testInvalidArguments},
 		{"CancelledContextFails", testCancelledContext},
 		{"Ping", testPing},
+		{"TransitionSentTwice", testSentTwice},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +77,7 @@ func Run(t *testing.T, newStore func(t *testing.T) record.Store) {
 
 // The helpers below fail the test on a store error: the suite runs against healthy stores.
 
-func claim(t *testing.T, s record.Store, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, []byte) {
+func claim(t *testing.T, s record.Store, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, record.Payload) {
 	t.Helper()
 	claimed, state, stored, err := s.Claim(context.Background(), key, owner, payload, lease, ttl)
 	if err != nil {
@@ -89,27 +90,42 @@ func claim(t *testing.T, s record.Store, key, owner string, payload []byte, leas
 func mustClaim(t *testing.T, s record.Store, key, owner string, payload []byte, lease, ttl time.Duration) {
 	t.Helper()
 	claimed, state, stored := claim(t, s, key, owner, payload, lease, ttl)
-	if !claimed || state != record.StateInProgress || !bytes.Equal(stored, payload) {
-		t.Fatalf("Claim(%q, %q) = %v, %q, %q; want true, %q, %q", key, owner, claimed, state, stored, record.StateInProgress, payload)
+	if !claimed || state != record.StateInProgress || !samePayload(stored, claimed1(payload)) {
+		t.Fatalf("Claim(%q, %q) = %v, %q, %s; want true, %q, %s", key, owner, claimed, state, abbrevPayload(stored), record.StateInProgress, abbrev(payload))
 	}
 }
 
-func get(t *testing.T, s record.Store, key string) (string, []byte) {
+func get(t *testing.T, s record.Store, key string) (string, record.Payload) {
 	t.Helper()
-	state, payload, err := s.Get(context.Background(), key)
+	state, stored, err := s.Get(context.Background(), key)
 	if err != nil {
 		t.Fatalf("Get(%q): %v", key, err)
 	}
-	return state, payload
+	return state, stored
 }
 
 // wantRecord fails unless the record at key has state and payload.
-func wantRecord(t *testing.T, s record.Store, key, state string, payload []byte) {
+func wantRecord(t *testing.T, s record.Store, key, state string, payload record.Payload) {
 	t.Helper()
 	gotState, gotPayload := get(t, s, key)
-	if gotState != state || !bytes.Equal(gotPayload, payload) {
-		t.Fatalf("Get(%q) = %q, %q; want %q, %q", key, gotState, abbrev(gotPayload), state, abbrev(payload))
+	if gotState != state || !samePayload(gotPayload, payload) {
+		t.Fatalf("Get(%q) = %q, %s; want %q, %s", key, gotState, abbrevPayload(gotPayload), state, abbrevPayload(payload))
 	}
+}
+
+// claimed1 is the payload of a record that a Claim (or Reclaim) of payload began and nothing
+// settled.
+func claimed1(payload []byte) record.Payload { return record.Payload{Claim: payload} }
+
+// settled is the payload of a record that a Claim of claim began and a Commit or MarkUnknown of
+// settle settled.
+func settled(claim, settle string) record.Payload {
+	return record.Payload{Claim: []byte(claim), Settle: []byte(settle)}
+}
+
+// samePayload reports whether a and b hold the same bytes; nil and empty are the same.
+func samePayload(a, b record.Payload) bool {
+	return bytes.Equal(a.Claim, b.Claim) && bytes.Equal(a.Settle, b.Settle)
 }
 
 // wantOK fails unless a fencing write returned want and no error.
@@ -143,12 +159,17 @@ func abbrev(b []byte) string {
 	return fmt.Sprintf("%q", b)
 }
 
+// abbrevPayload shows both parts of p, shortened.
+func abbrevPayload(p record.Payload) string {
+	return "{claim " + abbrev(p.Claim) + ", settle " + abbrev(p.Settle) + "}"
+}
+
 var ctx = context.Background()
 
 func testClaimEmpty(t *testing.T, s record.Store) {
 	p := []byte(`{"fingerprint":"sha256:1"}`)
 	mustClaim(t, s, "k", "owner-a", p, long, long)
-	wantRecord(t, s, "k", record.StateInProgress, p)
+	wantRecord(t, s, "k", record.StateInProgress, claimed1(p))
 }
 
 func testSecondClaim(t *testing.T, s record.Store) {
@@ -156,41 +177,44 @@ func testSecondClaim(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", p1, long, long)
 	for _, owner := range []string{"owner-b", "owner-a"} { // even the owner does not claim twice
 		claimed, state, stored := claim(t, s, "k", owner, p2, long, long)
-		if claimed || state != record.StateInProgress || !bytes.Equal(stored, p1) {
-			t.Errorf("second Claim by %s = %v, %q, %q; want false, %q, %q", owner, claimed, state, stored, record.StateInProgress, p1)
+		if claimed || state != record.StateInProgress || !samePayload(stored, claimed1(p1)) {
+			t.Errorf("second Claim by %s = %v, %q, %s; want false, %q, %q", owner, claimed, state, abbrevPayload(stored), record.StateInProgress, p1)
 		}
 	}
-	wantRecord(t, s, "k", record.StateInProgress, p1)
+	wantRecord(t, s, "k", record.StateInProgress, claimed1(p1))
 }
 
 func testCommit(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit by owner", ok, err, true)
-	wantRecord(t, s, "k", record.StateCommitted, []byte("receipt"))
+	wantRecord(t, s, "k", record.StateCommitted, settled("claim", "receipt"))
 	claimed, state, stored := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
-	if claimed || state != record.StateCommitted || string(stored) != "receipt" {
-		t.Errorf("Claim after commit = %v, %q, %q; want false, %q, %q", claimed, state, stored, record.StateCommitted, "receipt")
+	if claimed || state != record.StateCommitted || !samePayload(stored, settled("claim", "receipt")) {
+		t.Errorf("Claim after commit = %v, %q, %s; want false, %q, claim and receipt", claimed, state, abbrevPayload(stored), record.StateCommitted)
 	}
 }
 
-// writes are the fencing writes, each applied to key by owner.
+// writes are the fencing writes, each applied to key by owner. Each is refused on a record that is
+// not the owner's in_progress one; on a missing record, all but Release, which answers
+// missingOK: a record that is gone is released already.
 var writes = []struct {
-	name string
-	do   func(s record.Store, key, owner string) (bool, error)
+	name      string
+	do        func(s record.Store, key, owner string) (bool, error)
+	missingOK bool
 }{
 	{"Commit", func(s record.Store, key, owner string) (bool, error) {
 		return s.Commit(ctx, key, owner, []byte("intruder"), long)
-	}},
+	}, false},
 	{"Renew", func(s record.Store, key, owner string) (bool, error) {
 		return s.Renew(ctx, key, owner, long)
-	}},
+	}, false},
 	{"Release", func(s record.Store, key, owner string) (bool, error) {
 		return s.Release(ctx, key, owner)
-	}},
+	}, true},
 	{"MarkUnknown", func(s record.Store, key, owner string) (bool, error) {
 		return s.MarkUnknown(ctx, key, owner, []byte("intruder"), long)
-	}},
+	}, false},
 }
 
 func testFencing(t *testing.T, s record.Store) {
@@ -199,25 +223,26 @@ func testFencing(t *testing.T, s record.Store) {
 		name  string
 		owner string // who attempts the writes
 		setup func(t *testing.T, key string)
-		state string // "" when there is no record
+		state string         // "" when there is no record
+		want  record.Payload // the record's payload, unchanged by the writes
 	}{
 		{"wrong owner on in_progress", "owner-b", func(t *testing.T, key string) {
 			mustClaim(t, s, key, "owner-a", p, long, long)
-		}, record.StateInProgress},
+		}, record.StateInProgress, claimed1(p)},
 		{"empty owner on in_progress", "", func(t *testing.T, key string) {
 			mustClaim(t, s, key, "owner-a", p, long, long)
-		}, record.StateInProgress},
+		}, record.StateInProgress, claimed1(p)},
 		{"owner on committed", "owner-a", func(t *testing.T, key string) {
 			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
 			ok, err := s.Commit(ctx, key, "owner-a", p, long)
 			wantOK(t, "Commit", ok, err, true)
-		}, record.StateCommitted},
+		}, record.StateCommitted, settled("claim", string(p))},
 		{"owner on outcome_unknown", "owner-a", func(t *testing.T, key string) {
 			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
 			ok, err := s.MarkUnknown(ctx, key, "owner-a", p, long)
 			wantOK(t, "MarkUnknown", ok, err, true)
-		}, record.StateUnknown},
-		{"missing key", "owner-a", func(t *testing.T, key string) {}, ""},
+		}, record.StateUnknown, settled("claim", string(p))},
+		{"missing key", "owner-a", func(t *testing.T, key string) {}, "", record.Payload{}},
 	}
 	for _, su := range setups {
 		for _, w := range writes {
@@ -228,13 +253,9 @@ func testFencing(t *testing.T, s record.Store) {
 				if su.owner == "" && err != nil {
 					// Refusing an empty owner with an error is as good as ok == false.
 				} else {
-					wantOK(t, w.name, ok, err, false)
+					wantOK(t, w.name, ok, err, su.state == "" && w.missingOK)
 				}
-				if su.state == "" {
-					wantRecord(t, s, key, "", nil)
-				} else {
-					wantRecord(t, s, key, su.state, p)
-				}
+				wantRecord(t, s, key, su.state, su.want)
 			})
 		}
 	}
@@ -244,21 +265,23 @@ func testRelease(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", []byte("a"), long, long)
 	ok, err := s.Release(ctx, "k", "owner-a")
 	wantOK(t, "Release by owner", ok, err, true)
-	wantRecord(t, s, "k", "", nil)
+	wantRecord(t, s, "k", "", record.Payload{})
 	ok, err = s.Release(ctx, "k", "owner-a")
-	wantOK(t, "second Release", ok, err, false)
+	wantOK(t, "second Release (the record is gone: released already)", ok, err, true)
 	mustClaim(t, s, "k", "owner-b", []byte("b"), long, long)
-	wantRecord(t, s, "k", record.StateInProgress, []byte("b"))
+	ok, err = s.Release(ctx, "k", "owner-a")
+	wantOK(t, "Release of another owner's record", ok, err, false)
+	wantRecord(t, s, "k", record.StateInProgress, claimed1([]byte("b")))
 }
 
 func testMarkUnknown(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	ok, err := s.MarkUnknown(ctx, "k", "owner-a", []byte("unknown"), long)
 	wantOK(t, "MarkUnknown by owner", ok, err, true)
-	wantRecord(t, s, "k", record.StateUnknown, []byte("unknown"))
+	wantRecord(t, s, "k", record.StateUnknown, settled("claim", "unknown"))
 	claimed, state, stored := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
-	if claimed || state != record.StateUnknown || string(stored) != "unknown" {
-		t.Errorf("Claim after MarkUnknown = %v, %q, %q; want false, %q, %q", claimed, state, stored, record.StateUnknown, "unknown")
+	if claimed || state != record.StateUnknown || !samePayload(stored, settled("claim", "unknown")) {
+		t.Errorf("Claim after MarkUnknown = %v, %q, %s; want false, %q, claim and unknown", claimed, state, abbrevPayload(stored), record.StateUnknown)
 	}
 }
 
@@ -267,25 +290,28 @@ func testLapsedLease(t *testing.T, s record.Store) {
 	mustClaim(t, s, "k", "owner-a", p, short, long)
 	var claimed bool
 	var state string
-	var stored []byte
+	var stored record.Payload
 	eventually(t, "lease lapses", func() bool {
 		claimed, state, stored = claim(t, s, "k", "owner-b", []byte("retry"), long, long)
 		return state != record.StateInProgress
 	})
-	if claimed || state != record.StateUnknown || !bytes.Equal(stored, p) {
-		t.Fatalf("Claim after lapse = %v, %q, %q; want false, %q, %q", claimed, state, stored, record.StateUnknown, p)
+	if claimed || state != record.StateUnknown || !samePayload(stored, claimed1(p)) {
+		t.Fatalf("Claim after lapse = %v, %q, %s; want false, %q, %q", claimed, state, abbrevPayload(stored), record.StateUnknown, p)
 	}
 	// It stays outcome_unknown: for Get, for later claims, and for the old owner's writes.
-	wantRecord(t, s, "k", record.StateUnknown, p)
+	wantRecord(t, s, "k", record.StateUnknown, claimed1(p))
 	claimed, state, _ = claim(t, s, "k", "owner-c", []byte("retry"), long, long)
 	if claimed || state != record.StateUnknown {
 		t.Errorf("third Claim = %v, %q; want false, %q", claimed, state, record.StateUnknown)
 	}
 	for _, w := range writes {
+		if w.name == "Commit" {
+			continue // the owner may still store its receipt: OwnerMayCommitAfterObservedLapse
+		}
 		ok, err := w.do(s, "k", "owner-a")
 		wantOK(t, w.name+" by the owner whose lease lapsed and was observed", ok, err, false)
 	}
-	wantRecord(t, s, "k", record.StateUnknown, p)
+	wantRecord(t, s, "k", record.StateUnknown, claimed1(p))
 }
 
 // testFinishAfterLapse pins down that the lease matters to others only: until a Claim has observed
@@ -298,7 +324,7 @@ func testFinishAfterLapse(t *testing.T, s record.Store) {
 	wantOK(t, "Renew after an unobserved lapse", ok, err, true)
 	ok, err = s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit after an unobserved lapse", ok, err, true)
-	wantRecord(t, s, "k", record.StateCommitted, []byte("receipt"))
+	wantRecord(t, s, "k", record.StateCommitted, settled("claim", "receipt"))
 }
 
 // testCommitAfterObservedLapse pins down docs/contract.md §8 (issue 15): the owner whose lease
@@ -325,10 +351,10 @@ func testCommitAfterObservedLapse(t *testing.T, s record.Store) {
 	observeLapse("k")
 	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit by the owner after a lapse a Claim observed", ok, err, true)
-	wantRecord(t, s, "k", record.StateCommitted, []byte("receipt"))
+	wantRecord(t, s, "k", record.StateCommitted, settled("claim", "receipt"))
 	claimed, state, stored := claim(t, s, "k", "owner-c", []byte("retry"), long, long)
-	if claimed || state != record.StateCommitted || string(stored) != "receipt" {
-		t.Errorf("Claim after that commit = %v, %q, %q; want false, %q, %q", claimed, state, stored, record.StateCommitted, "receipt")
+	if claimed || state != record.StateCommitted || !samePayload(stored, settled("claim", "receipt")) {
+		t.Errorf("Claim after that commit = %v, %q, %s; want false, %q, claim+receipt", claimed, state, abbrevPayload(stored), record.StateCommitted)
 	}
 	keys, _, _, err := s.ListUnknown(ctx, "k", "", 10)
 	if err != nil {
@@ -345,7 +371,7 @@ func testCommitAfterObservedLapse(t *testing.T, s record.Store) {
 	wantOK(t, "Reclaim by another owner", ok, err, true)
 	ok, err = s.Commit(ctx, "taken", "owner-a", []byte("stale receipt"), long)
 	wantOK(t, "Commit by the owner after a takeover", ok, err, false)
-	wantRecord(t, s, "taken", record.StateInProgress, []byte("successor"))
+	wantRecord(t, s, "taken", record.StateInProgress, claimed1([]byte("successor")))
 }
 
 func testReclaim(t *testing.T, s record.Store) {
@@ -392,7 +418,8 @@ func testReclaim(t *testing.T, s record.Store) {
 				wantRecord(t, s, key, beforeState, beforePayload)
 				return
 			}
-			wantRecord(t, s, key, record.StateInProgress, []byte("reclaimed"))
+			// The takeover's payload, and nothing of the settle it took over from.
+			wantRecord(t, s, key, record.StateInProgress, claimed1([]byte("reclaimed")))
 			claimed, state, _ := claim(t, s, key, "owner-c", []byte("retry"), long, long)
 			if claimed || state != record.StateInProgress {
 				t.Errorf("Claim after Reclaim = %v, %q; want false, %q", claimed, state, record.StateInProgress)
@@ -402,7 +429,7 @@ func testReclaim(t *testing.T, s record.Store) {
 			wantOK(t, "Commit by the previous owner", ok, err, false)
 			ok, err = s.Commit(ctx, key, "owner-b", []byte("receipt"), long)
 			wantOK(t, "Commit by the new owner", ok, err, true)
-			wantRecord(t, s, key, record.StateCommitted, []byte("receipt"))
+			wantRecord(t, s, key, record.StateCommitted, settled("reclaimed", "receipt"))
 		})
 	}
 }
@@ -439,7 +466,7 @@ func testConcurrentReclaim(t *testing.T, s record.Store) {
 	if winner < 0 {
 		t.Fatal("no reclaimer won")
 	}
-	wantRecord(t, s, "k", record.StateInProgress, []byte(fmt.Sprintf("p%d", winner)))
+	wantRecord(t, s, "k", record.StateInProgress, claimed1([]byte(fmt.Sprintf("p%d", winner))))
 }
 
 func testRenew(t *testing.T, s record.Store) {
@@ -494,7 +521,7 @@ func testTTLExpiry(t *testing.T, s record.Store) {
 			})
 			for _, w := range writes {
 				ok, err := w.do(s, tc.name, "owner-a")
-				wantOK(t, w.name+" on an expired record", ok, err, false)
+				wantOK(t, w.name+" on an expired record", ok, err, w.missingOK)
 			}
 			mustClaim(t, s, tc.name, "owner-b", []byte("again"), long, long)
 		})
@@ -506,7 +533,7 @@ func testCommitResetsTTL(t *testing.T, s record.Store) {
 	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit", ok, err, true)
 	time.Sleep(5 * short) // past the claim's TTL
-	wantRecord(t, s, "k", record.StateCommitted, []byte("receipt"))
+	wantRecord(t, s, "k", record.StateCommitted, settled("claim", "receipt"))
 }
 
 func testDelete(t *testing.T, s record.Store) {
@@ -524,7 +551,7 @@ func testDelete(t *testing.T, s record.Store) {
 			}
 			existed, err := s.Delete(ctx, key)
 			wantOK(t, "Delete", existed, err, true)
-			wantRecord(t, s, key, "", nil)
+			wantRecord(t, s, key, "", record.Payload{})
 			existed, err = s.Delete(ctx, key)
 			wantOK(t, "second Delete", existed, err, false)
 			ok, err := s.Commit(ctx, key, "owner-a", []byte("late"), long)
@@ -535,9 +562,9 @@ func testDelete(t *testing.T, s record.Store) {
 }
 
 func testGetMissing(t *testing.T, s record.Store) {
-	state, payload, err := s.Get(ctx, "never-claimed")
-	if err != nil || state != "" || len(payload) != 0 {
-		t.Errorf("Get(missing) = %q, %q, %v; want \"\", empty, nil", state, payload, err)
+	state, stored, err := s.Get(ctx, "never-claimed")
+	if err != nil || state != "" || len(stored.Claim) != 0 || len(stored.Settle) != 0 {
+		t.Errorf("Get(missing) = %q, %s, %v; want \"\", empty, nil", state, abbrevPayload(stored), err)
 	}
 	existed, err := s.Delete(ctx, "never-claimed")
 	wantOK(t, "Delete(missing)", existed, err, false)
@@ -555,13 +582,13 @@ func testOddKeys(t *testing.T, s record.Store) {
 		mustClaim(t, s, key, "owner", []byte(fmt.Sprintf("payload %d", i)), long, long)
 	}
 	for i, key := range keys {
-		wantRecord(t, s, key, record.StateInProgress, []byte(fmt.Sprintf("payload %d", i)))
+		wantRecord(t, s, key, record.StateInProgress, claimed1([]byte(fmt.Sprintf("payload %d", i))))
 	}
 	existed, err := s.Delete(ctx, "a}b")
 	wantOK(t, "Delete", existed, err, true)
 	for i, key := range keys {
 		if key != "a}b" {
-			wantRecord(t, s, key, record.StateInProgress, []byte(fmt.Sprintf("payload %d", i)))
+			wantRecord(t, s, key, record.StateInProgress, claimed1([]byte(fmt.Sprintf("payload %d", i))))
 		}
 	}
 }
@@ -591,14 +618,16 @@ func testPayloads(t *testing.T, s record.Store) {
 			t.Parallel()
 			key := tc.name
 			mustClaim(t, s, key, "owner-a", tc.payload, long, long)
-			wantRecord(t, s, key, record.StateInProgress, tc.payload)
+			wantRecord(t, s, key, record.StateInProgress, claimed1(tc.payload))
 			_, _, stored := claim(t, s, key, "owner-b", []byte("x"), long, long)
-			if !bytes.Equal(stored, tc.payload) {
-				t.Fatalf("second Claim stored = %s, want %s", abbrev(stored), abbrev(tc.payload))
+			if !samePayload(stored, claimed1(tc.payload)) {
+				t.Fatalf("second Claim stored = %s, want %s", abbrevPayload(stored), abbrev(tc.payload))
 			}
-			ok, err := s.Commit(ctx, key, "owner-a", tc.payload, long)
+			// The settle part is kept as its own bytes, beside the claim's.
+			settle := append([]byte("settle:"), tc.payload...)
+			ok, err := s.Commit(ctx, key, "owner-a", settle, long)
 			wantOK(t, "Commit", ok, err, true)
-			wantRecord(t, s, key, record.StateCommitted, tc.payload)
+			wantRecord(t, s, key, record.StateCommitted, record.Payload{Claim: tc.payload, Settle: settle})
 		})
 	}
 }
@@ -608,7 +637,7 @@ func testConcurrentClaims(t *testing.T, s record.Store) {
 	type result struct {
 		claimed bool
 		state   string
-		stored  []byte
+		stored  record.Payload
 		err     error
 	}
 	results := make([]result, n)
@@ -639,10 +668,10 @@ func testConcurrentClaims(t *testing.T, s record.Store) {
 	if winner < 0 {
 		t.Fatal("no claim claimed")
 	}
-	want := []byte(fmt.Sprintf("p%d", winner))
+	want := claimed1([]byte(fmt.Sprintf("p%d", winner)))
 	for i, r := range results {
-		if r.state != record.StateInProgress || !bytes.Equal(r.stored, want) {
-			t.Errorf("Claim %d = %q, %q; want %q, %q", i, r.state, r.stored, record.StateInProgress, want)
+		if r.state != record.StateInProgress || !samePayload(r.stored, want) {
+			t.Errorf("Claim %d = %q, %s; want %q, %s", i, r.state, abbrevPayload(r.stored), record.StateInProgress, abbrevPayload(want))
 		}
 	}
 	wantRecord(t, s, "k", record.StateInProgress, want)
@@ -669,7 +698,7 @@ func testInvalidArguments(t *testing.T, s record.Store) {
 			t.Errorf("%s: no error", tc.name)
 		}
 	}
-	wantRecord(t, s, "k", "", nil)
+	wantRecord(t, s, "k", "", record.Payload{})
 }
 
 func testCancelledContext(t *testing.T, s record.Store) {
@@ -685,8 +714,8 @@ func testCancelledContext(t *testing.T, s record.Store) {
 	if _, _, err := s.Get(cctx, "k"); err == nil {
 		t.Error("Get with a cancelled context: no error")
 	}
-	wantRecord(t, s, "k", record.StateInProgress, []byte("claim"))
-	wantRecord(t, s, "k2", "", nil)
+	wantRecord(t, s, "k", record.StateInProgress, claimed1([]byte("claim")))
+	wantRecord(t, s, "k2", "", record.Payload{})
 }
 
 func testPing(t *testing.T, s record.Store) {
@@ -705,7 +734,7 @@ func testGetLapsed(t *testing.T, s record.Store) {
 	})
 	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit after a lapse only Get saw", ok, err, true)
-	wantRecord(t, s, "k", record.StateCommitted, []byte("receipt"))
+	wantRecord(t, s, "k", record.StateCommitted, settled("claim", "receipt"))
 }
 
 // testListUnknown: ListUnknown pages the outcome_unknown records under a prefix in key order,
@@ -741,12 +770,12 @@ func testListUnknown(t *testing.T, s record.Store) {
 			t.Fatalf("page %d: %d keys, %d payloads, limit 2", page, len(keys), len(payloads))
 		}
 		for i, k := range keys {
-			want := "u:" + k
+			want := settled("p:"+k, "u:"+k)
 			if k == "a/t/5" {
-				want = "lapsing"
+				want = claimed1([]byte("lapsing"))
 			}
-			if string(payloads[i]) != want {
-				t.Errorf("payload of %s = %q, want %q", k, payloads[i], want)
+			if !samePayload(payloads[i], want) {
+				t.Errorf("payload of %s = %s, want %s", k, abbrevPayload(payloads[i]), abbrevPayload(want))
 			}
 		}
 		got = append(got, keys...)
@@ -773,4 +802,138 @@ func testListUnknown(t *testing.T, s record.Store) {
 	if _, _, _, err := s.ListUnknown(ctx, "", "", 0); err == nil {
 		t.Error("ListUnknown with limit 0 succeeded")
 	}
+}
+
+// testSentTwice: every transition is safe to send twice (docs/guarantees.md#lost-replies). The
+// second of two identical calls, as a Redis client or the gateway sends it when the answer to the
+// first was lost, answers as the first did, and leaves the record as the first left it; a call
+// that differs in its owner or payload is not taken for the first.
+func testSentTwice(t *testing.T, s record.Store) {
+	twice := func(t *testing.T, what string, do func() (bool, error)) {
+		t.Helper()
+		for _, n := range []string{"first", "second"} {
+			ok, err := do()
+			wantOK(t, n+" "+what, ok, err, true)
+		}
+	}
+	inProgress := func(t *testing.T, key, owner string) {
+		t.Helper()
+		claimed, state, _ := claim(t, s, key, owner+"-other", []byte("other"), long, long)
+		if claimed || state != record.StateInProgress {
+			t.Fatalf("Claim of another owner = %v, %q; want false, in_progress (live lease)", claimed, state)
+		}
+	}
+	t.Run("Claim", func(t *testing.T) {
+		t.Parallel()
+		for _, n := range []string{"first", "second"} {
+			claimed, state, stored := claim(t, s, "k", "owner-a", []byte("claim"), long, long)
+			if !claimed || state != record.StateInProgress || !samePayload(stored, claimed1([]byte("claim"))) {
+				t.Fatalf("%s Claim = %v, %q, %s; want claimed", n, claimed, state, abbrevPayload(stored))
+			}
+		}
+		wantRecord(t, s, "k", record.StateInProgress, claimed1([]byte("claim")))
+		inProgress(t, "k", "owner-a")
+		ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
+		wantOK(t, "Commit after a claim sent twice", ok, err, true)
+		// Sent again after the owner settled (a late copy): it reads the record, and claims nothing.
+		claimed, state, stored := claim(t, s, "k", "owner-a", []byte("claim"), long, long)
+		if claimed || state != record.StateCommitted || !samePayload(stored, settled("claim", "receipt")) {
+			t.Errorf("Claim sent again after the commit = %v, %q, %s; want the committed record", claimed, state, abbrevPayload(stored))
+		}
+	})
+	t.Run("Claim/lease from the second", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "k2", "owner-a", []byte("claim"), 20*time.Millisecond, long)
+		time.Sleep(50 * time.Millisecond) // the first's lease lapses before the second comes
+		claimed, state, _ := claim(t, s, "k2", "owner-a", []byte("claim"), long, long)
+		if !claimed || state != record.StateInProgress {
+			t.Fatalf("Claim sent again after an unobserved lapse = %v, %q; want claimed", claimed, state)
+		}
+		inProgress(t, "k2", "owner-a")
+	})
+	t.Run("Claim/lapse observed", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "k3", "owner-a", []byte("claim"), 20*time.Millisecond, long)
+		eventually(t, "another claim observes the lapse", func() bool {
+			_, state, _ := claim(t, s, "k3", "owner-b", []byte("retry"), long, long)
+			return state == record.StateUnknown
+		})
+		claimed, state, _ := claim(t, s, "k3", "owner-a", []byte("claim"), long, long)
+		if claimed || state != record.StateUnknown {
+			t.Errorf("Claim sent again after its lapse was observed = %v, %q; want false, outcome_unknown", claimed, state)
+		}
+	})
+	t.Run("Reclaim", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "r", "owner-a", []byte("claim"), long, long)
+		ok, err := s.MarkUnknown(ctx, "r", "owner-a", []byte("unknown"), long)
+		wantOK(t, "MarkUnknown", ok, err, true)
+		twice(t, "Reclaim", func() (bool, error) {
+			return s.Reclaim(ctx, "r", "owner-a", "owner-b", []byte("reclaimed"), long, long)
+		})
+		wantRecord(t, s, "r", record.StateInProgress, claimed1([]byte("reclaimed")))
+		inProgress(t, "r", "owner-b")
+		ok, err = s.Reclaim(ctx, "r", "owner-a", "owner-c", []byte("reclaimed"), long, long)
+		wantOK(t, "Reclaim by a third owner", ok, err, false)
+		ok, err = s.Reclaim(ctx, "r", "owner-a", "owner-b", []byte("another payload"), long, long)
+		wantOK(t, "Reclaim by the new owner with another payload", ok, err, false)
+		wantRecord(t, s, "r", record.StateInProgress, claimed1([]byte("reclaimed")))
+	})
+	t.Run("Renew", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "n", "owner-a", []byte("claim"), short, long)
+		twice(t, "Renew", func() (bool, error) { return s.Renew(ctx, "n", "owner-a", long) })
+		time.Sleep(3 * short) // past the claim's lease
+		inProgress(t, "n", "owner-a")
+	})
+	t.Run("Commit", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "c", "owner-a", []byte("claim"), long, long)
+		twice(t, "Commit", func() (bool, error) { return s.Commit(ctx, "c", "owner-a", []byte("receipt"), long) })
+		wantRecord(t, s, "c", record.StateCommitted, settled("claim", "receipt"))
+		ok, err := s.Commit(ctx, "c", "owner-a", []byte("another receipt"), long)
+		wantOK(t, "Commit by the owner with another receipt", ok, err, false)
+		ok, err = s.Commit(ctx, "c", "owner-b", []byte("receipt"), long)
+		wantOK(t, "Commit of the same receipt by another owner", ok, err, false)
+		ok, err = s.MarkUnknown(ctx, "c", "owner-a", []byte("receipt"), long)
+		wantOK(t, "MarkUnknown of the committed receipt", ok, err, false)
+		wantRecord(t, s, "c", record.StateCommitted, settled("claim", "receipt"))
+	})
+	t.Run("Commit/TTL of the first", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "e", "owner-a", []byte("claim"), long, long)
+		ok, err := s.Commit(ctx, "e", "owner-a", []byte("receipt"), 3*short)
+		wantOK(t, "Commit", ok, err, true)
+		ok, err = s.Commit(ctx, "e", "owner-a", []byte("receipt"), long)
+		wantOK(t, "Commit sent again with a longer TTL", ok, err, true)
+		eventually(t, "the record expires after the first's TTL", func() bool {
+			state, _ := get(t, s, "e")
+			return state == ""
+		})
+	})
+	t.Run("MarkUnknown", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "u", "owner-a", []byte("claim"), long, long)
+		twice(t, "MarkUnknown", func() (bool, error) { return s.MarkUnknown(ctx, "u", "owner-a", []byte("unknown"), long) })
+		wantRecord(t, s, "u", record.StateUnknown, settled("claim", "unknown"))
+		ok, err := s.MarkUnknown(ctx, "u", "owner-a", []byte("another detail"), long)
+		wantOK(t, "MarkUnknown by the owner with another payload", ok, err, false)
+		ok, err = s.Commit(ctx, "u", "owner-a", []byte("unknown"), long)
+		wantOK(t, "Commit of the marked payload", ok, err, false)
+		wantRecord(t, s, "u", record.StateUnknown, settled("claim", "unknown"))
+		keys, _, _, err := s.ListUnknown(ctx, "u", "", 10)
+		if err != nil || len(keys) != 1 {
+			t.Errorf("ListUnknown(u) = %q, %v; want the record once", keys, err)
+		}
+	})
+	t.Run("Release", func(t *testing.T) {
+		t.Parallel()
+		mustClaim(t, s, "l", "owner-a", []byte("claim"), long, long)
+		twice(t, "Release", func() (bool, error) { return s.Release(ctx, "l", "owner-a") })
+		wantRecord(t, s, "l", "", record.Payload{})
+		mustClaim(t, s, "l", "owner-b", []byte("retry"), long, long)
+		ok, err := s.Release(ctx, "l", "owner-a")
+		wantOK(t, "Release sent again once another owner claimed the key", ok, err, false)
+		wantRecord(t, s, "l", record.StateInProgress, claimed1([]byte("retry")))
+	})
 }

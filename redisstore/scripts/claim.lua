@@ -1,7 +1,7 @@
--- claim: ARGV owner, payload, lease_ms, ttl_ms. Returns {claimed, state, payload[, lapsed]}.
+-- claim: ARGV owner, payload, lease_ms, ttl_ms. Returns {claimed, state[, payload, settle[, lapsed]]}.
 -- No record: create it in_progress for owner, lease from now, PEXPIRE ttl; return {1, 'in_progress'}
--- (the caller already has the payload). A record: return it as {0, state, payload}, first turning
--- an in_progress record whose lease has lapsed into outcome_unknown (never freeing it).
+-- (the caller already has the payload). A record: return it as {0, state, payload, settle}, first
+-- turning an in_progress record whose lease has lapsed into outcome_unknown (never freeing it).
 local rec, err = load(KEYS[1])
 if err then
   return redis.error_reply(err)
@@ -12,8 +12,17 @@ if not rec then
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
   return {1, 'in_progress'}
 end
-if rec.state == 'in_progress' and now_ms() >= rec.lease_until then
-  redis.call('HSET', KEYS[1], 'state', 'outcome_unknown')
-  return {0, 'outcome_unknown', rec.payload, 1} -- 1: the caller indexes it (another slot on Cluster)
+if rec.state == 'in_progress' then
+  local now = now_ms()
+  if rec.owner == ARGV[1] and rec.payload == ARGV[2] then
+    -- This very claim, sent again after its answer was lost (docs/guarantees.md#lost-replies): it
+    -- is claimed, with the lease from now, as if the first had come now.
+    redis.call('HSET', KEYS[1], 'lease_until', ms(now + tonumber(ARGV[3])))
+    return {1, 'in_progress'}
+  end
+  if now >= rec.lease_until then
+    redis.call('HSET', KEYS[1], 'state', 'outcome_unknown')
+    return {0, 'outcome_unknown', rec.payload, rec.settle, 1} -- 1: the caller indexes it (another slot on Cluster)
+  end
 end
-return {0, rec.state, rec.payload}
+return {0, rec.state, rec.payload, rec.settle}

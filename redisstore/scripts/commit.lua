@@ -1,14 +1,25 @@
--- commit: ARGV owner, payload, ttl_ms, channel. Returns 1 when committed, else 0.
--- The in_progress record owned by owner becomes committed with payload and PEXPIRE ttl from now; the
--- owner is kept (harmless: only reclaim reads it, and it refuses committed records).
+-- commit: ARGV owner, settle, ttl_ms, channel. Returns 1 when committed, else 0.
+-- The in_progress record owned by owner becomes committed with settle beside the claim's payload,
+-- which stays, and PEXPIRE ttl from now; the owner is kept (harmless: only reclaim reads it, and it
+-- refuses committed records).
 local rec, err = load(KEYS[1])
 if err then
   return redis.error_reply(err)
 end
-if not rec or rec.state ~= 'in_progress' or rec.owner ~= ARGV[1] then
+if not rec or rec.owner ~= ARGV[1] then
   return 0
 end
-redis.call('HSET', KEYS[1], 'state', 'committed', 'payload', ARGV[2])
+if rec.state == 'committed' and rec.settle == ARGV[2] then
+  -- This very commit, sent again after its answer was lost (docs/guarantees.md#lost-replies).
+  return 1
+end
+-- An outcome_unknown record without a settle part is one a claim found lapsed: the owner, which
+-- nobody took it over from, may still store its receipt (docs/guarantees.md).
+local lapsed = rec.state == 'outcome_unknown' and rec.settle == ''
+if rec.state ~= 'in_progress' and not lapsed then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'state', 'committed', 'settle', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 -- Wake the duplicates that wait for this record (concurrency: wait); a hint, not a guarantee.
 redis.call('PUBLISH', ARGV[4], 'committed')

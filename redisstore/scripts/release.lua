@@ -1,10 +1,15 @@
--- release: ARGV owner, channel. Returns 1 when released, else 0.
--- Deletes the in_progress record owned by owner, so that a retry executes again.
+-- release: ARGV owner, channel. Returns 1 when released, or when there is no record, else 0.
+-- Deletes the in_progress record owned by owner, so that a retry executes again. A record that is
+-- gone already (this very release, sent again after its answer was lost; its TTL; an operator's
+-- delete) leaves a retry free to execute again all the same: 1 (docs/guarantees.md#lost-replies).
 local rec, err = load(KEYS[1])
 if err then
   return redis.error_reply(err)
 end
-if not rec or rec.state ~= 'in_progress' or rec.owner ~= ARGV[1] then
+if not rec then
+  return 1
+end
+if rec.state ~= 'in_progress' or rec.owner ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
