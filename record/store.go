@@ -122,11 +122,9 @@ type Payload struct {
 // SettleNotifier is implemented by stores that several gateway processes share (the Redis store).
 // It tells a process when any process settles (commits, releases or marks unknown) a record that
 // duplicates of this process wait for (concurrency: wait), so that they need not poll the store.
-// The gateway watches a key only while duplicates wait for it, and a duplicate waits only after
-// its Claim found the record in_progress under another owner, so a store can limit its notices to
-// those keys, and to the settles of records that such a Claim found (the Redis store does both).
-// A store without it still works: its waiters are woken by the settles of this process and, for
-// those of other processes, by a poll every 500 ms.
+// The gateway watches a key only while duplicates wait for it, so a store can limit its notices
+// to those keys. A store without it still works: its waiters are woken by the settles of this
+// process and, for those of other processes, by a poll every 500 ms.
 type SettleNotifier interface {
 	// WatchSettled calls settled, from a goroutine of the store, each time the record at key (the
 	// key given to Store.Claim) settles, from the time WatchSettled returns with a nil error until

@@ -38,10 +38,7 @@
 // # Settle notices
 //
 // The commit, mark-unknown and release scripts PUBLISH a notice on <Prefix>settled:{<key>} (the key
-// escaped as above), when a claim found the record in progress under another owner (the hash's
-// watched field, which that claim sets): a duplicate waits, and watches, only after such a claim,
-// so the settles that no one can be waiting for are not announced, sparing a first execution the
-// PUBLISH, and on Redis Cluster the message to every node. WatchSettled (record.SettleNotifier) subscribes the Store's one Pub/Sub
+// escaped as above). WatchSettled (record.SettleNotifier) subscribes the Store's one Pub/Sub
 // connection, opened on the first watch, to the channels of the keys that duplicates of this
 // process wait for (concurrency: wait), only while they wait: SUBSCRIBE and UNSUBSCRIBE, never a
 // pattern, so that a process hears of those keys' settles and of no other. A PUBLISH that nobody

@@ -32,8 +32,7 @@ var errClosed = errors.New("redisstore: store closed")
 //
 // The store subscribes one Pub/Sub connection, opened on the first watch and shared by all, to the
 // key's channel while at least one watch of the key is running (SUBSCRIBE and UNSUBSCRIBE,
-// reference-counted; the scripts PUBLISH on every settle of a record that a claim found in
-// progress, as a waiting duplicate's did before it watched, and on Redis Cluster a PUBLISH reaches
+// reference-counted; the scripts PUBLISH on every settle, and on Redis Cluster a PUBLISH reaches
 // the subscribers of every node). WatchSettled returns once Redis has confirmed that subscription,
 // so that a settle after it returns is announced. When ctx is done first, or the store is closed,
 // it returns an error; the watch is kept until stop all the same, and starts to deliver once

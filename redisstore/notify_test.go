@@ -118,32 +118,22 @@ func settleChannels(t *testing.T, raw *redis.Client, prefix string) []string {
 	return channels
 }
 
-// settle claims key in s, claims it again as a duplicate does before it waits (a settle is
-// announced only once a claim found the record in progress), and commits it.
+// settle claims key in s and commits it.
 func settle(t *testing.T, s *redisstore.Store, key string) {
 	t.Helper()
 	if claimed, _, _, err := s.Claim(ctx, key, "o", []byte("p"), time.Minute, time.Hour); !claimed || err != nil {
 		t.Fatalf("Claim(%q) = %v, %v", key, claimed, err)
 	}
-	duplicate(t, s, key)
 	if ok, err := s.Commit(ctx, key, "o", []byte("r"), time.Hour); !ok || err != nil {
 		t.Fatalf("Commit(%q) = %v, %v", key, ok, err)
 	}
 }
 
-// duplicate claims key in s as a duplicate that finds it in progress.
-func duplicate(t *testing.T, s *redisstore.Store, key string) {
-	t.Helper()
-	if claimed, state, _, err := s.Claim(ctx, key, "duplicate", []byte("d"), time.Minute, time.Hour); claimed || state != record.StateInProgress || err != nil {
-		t.Fatalf("duplicate Claim(%q) = %v, %q, %v; want the record in progress", key, claimed, state, err)
-	}
-}
-
 // TestWatchSettled: a Store hears every commit, release and mark-unknown that another Store on the
-// same Redis (another gateway process) makes of a key it watches, once a claim found the record in
-// progress (as a waiting duplicate's did), with the key as the gateway wrote it (odd characters
-// included), and nothing of the keys it does not watch: the server holds a subscription to the
-// watched keys' channels only. Claims, renewals and refused writes are not announced.
+// same Redis (another gateway process) makes of a key it watches, with the key as the gateway
+// wrote it (odd characters included), and nothing of the keys it does not watch: the server holds
+// a subscription to the watched keys' channels only. Claims, renewals and refused writes are
+// not announced.
 func TestWatchSettled(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{})
@@ -166,7 +156,6 @@ func TestWatchSettled(t *testing.T) {
 		if _, _, _, err := writer.Claim(ctx, key, "o", []byte("p"), time.Minute, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		duplicate(t, listener, key)
 		if ok, err := writer.Renew(ctx, key, "o", time.Minute); !ok || err != nil {
 			t.Fatal(ok, err)
 		}

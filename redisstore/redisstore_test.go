@@ -23,7 +23,7 @@ var _ record.Store = (*redisstore.Store)(nil)
 var ctx = context.Background()
 
 // newClient returns a client of srv, closed when the test ends.
-func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
+func newClient(t *testing.T, srv *redistest.Server) *redis.Client {
 	t.Helper()
 	opts, err := redis.ParseURL(srv.URL())
 	if err != nil {
@@ -35,7 +35,7 @@ func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
 }
 
 // newStore returns a store on srv with its own client and prefix.
-func newStore(t testing.TB, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
+func newStore(t *testing.T, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
 	t.Helper()
 	opts2, err := redis.ParseURL(srv.URL())
 	if err != nil {

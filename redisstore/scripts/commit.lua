@@ -21,9 +21,6 @@ if rec.state ~= 'in_progress' and not lapsed then
 end
 redis.call('HSET', KEYS[1], 'state', 'committed', 'settle', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
--- Wake the duplicates that wait for this record (concurrency: wait), if a claim found it in
--- progress; a hint, not a guarantee.
-if rec.watched then
-  redis.call('PUBLISH', ARGV[4], 'committed')
-end
+-- Wake the duplicates that wait for this record (concurrency: wait); a hint, not a guarantee.
+redis.call('PUBLISH', ARGV[4], 'committed')
 return 1

@@ -17,9 +17,6 @@ if rec.state ~= 'in_progress' then
 end
 redis.call('HSET', KEYS[1], 'state', 'outcome_unknown', 'settle', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
--- Wake the duplicates that wait for this record (concurrency: wait), if a claim found it in
--- progress; a hint, not a guarantee.
-if rec.watched then
-  redis.call('PUBLISH', ARGV[4], 'outcome_unknown')
-end
+-- Wake the duplicates that wait for this record (concurrency: wait); a hint, not a guarantee.
+redis.call('PUBLISH', ARGV[4], 'outcome_unknown')
 return 1

@@ -1,8 +1,7 @@
 -- record.lua is prepended to every script (see scripts.go). KEYS[1] is the record's hash, with the
 -- fields state, owner, lease_until (Redis server time, milliseconds since the Unix epoch), payload
--- (the claim's part of the record's payload), settle (the part that commit or mark_unknown wrote;
--- absent, or empty, until then) and watched ('1' once a claim found the record in_progress under
--- another owner: a duplicate may wait for its settle notice). docs/stores.md shows the layout.
+-- (the claim's part of the record's payload) and settle (the part that commit or mark_unknown
+-- wrote; absent, or empty, until then). docs/stores.md shows the layout.
 
 -- now_ms returns the server's clock (TIME) in milliseconds since the Unix epoch. Redis replicates a
 -- script's effects, not the script, so reading TIME before writing is allowed and replicas agree.
@@ -20,10 +19,9 @@ end
 -- error message when the key holds a hash that is not a valid record: scripts then refuse with an
 -- error instead of overwriting or freeing a record they do not understand. A key of another type
 -- makes HMGET fail with WRONGTYPE, which also aborts the script. A record without settle (one
--- written before the payload was split, or not settled yet) has settle ''; watched is false
--- unless the field is there.
+-- written before the payload was split, or not settled yet) has settle ''.
 local function load(key)
-  local f = redis.call('HMGET', key, 'state', 'owner', 'lease_until', 'payload', 'settle', 'watched')
+  local f = redis.call('HMGET', key, 'state', 'owner', 'lease_until', 'payload', 'settle')
   local state, owner, lease_until, payload = f[1], f[2], tonumber(f[3] or ''), f[4]
   if not state then
     if redis.call('EXISTS', key) == 0 then
@@ -37,6 +35,5 @@ local function load(key)
   if not owner or not lease_until or not payload then
     return nil, 'CORRUPT missing or invalid owner, lease_until or payload field'
   end
-  return {state = state, owner = owner, lease_until = lease_until, payload = payload, settle = f[5] or '',
-    watched = f[6] ~= false}
+  return {state = state, owner = owner, lease_until = lease_until, payload = payload, settle = f[5] or ''}
 end

@@ -13,9 +13,6 @@ if rec.state ~= 'in_progress' or rec.owner ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
--- Wake the duplicates that wait for this record (concurrency: wait), if a claim found it in
--- progress; a hint, not a guarantee.
-if rec.watched then
-  redis.call('PUBLISH', ARGV[2], 'released')
-end
+-- Wake the duplicates that wait for this record (concurrency: wait); a hint, not a guarantee.
+redis.call('PUBLISH', ARGV[2], 'released')
 return 1
