@@ -144,10 +144,11 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 }
 
 // TestRecordCallerIsOptional: a record without a caller is written in exactly the bytes of the
-// gateways before the caller was kept (hex below, from commit f40145b), so that they read it; a
-// record with one adds it after the small fields, and this gateway reads both.
+// gateways before the caller was kept (hex below, from commit f40145b, with the format version
+// byte 2 of the split payload that came after it), so that they read it; a record with one adds
+// it after the small fields, and this gateway reads both.
 func TestRecordCallerIsOptional(t *testing.T) {
-	const before = "69647201040100000a6b0022c3a90861636d651a6372656174655f7469636b65740c6330666665658e01736861323536" +
+	const before = "69647202040100000a6b0022c3a90861636d651a6372656174655f7469636b65740c6330666665658e01736861323536" +
 		"3a6162616261626162616261626162616261626162616261626162616261626162616261626162616261626162616261" +
 		"62616261626162616261626162616261620e6167656e742d37086a69726106542d311668747470733a2f2f742f312a75" +
 		"7073747265616d20616e7377657265642035303240303132333435363738396162636465663031323334353637383961" +
