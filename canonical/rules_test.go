@@ -182,8 +182,9 @@ func TestFormats(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			tt.req.Tool, tt.req.Method = "t", "POST"
-			got, err := bodyPart(t, tt.fields, tt.req)
+			req := *tt.req // two rows share form: each subtest sets its own copy
+			req.Tool, req.Method = "t", "POST"
+			got, err := bodyPart(t, tt.fields, &req)
 			if err != nil || got != tt.want {
 				t.Errorf("body part %s, %v; want %s", got, err, tt.want)
 			}
