@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -30,45 +31,24 @@ func checkPattern(path string) error {
 
 // checkParams checks the braces of path and the names of its {name} and {name:regexp} parameters.
 func checkParams(path string) error {
-	seen := make(map[string]bool)
-	depth, start := 0, 0
-	for i, c := range []byte(path) {
-		switch c {
-		case '{':
-			if depth == 0 {
-				start = i
-			}
-			depth++
-		case '}':
-			if depth == 0 {
-				return fmt.Errorf(`unbalanced "}" at byte %d`, i)
-			}
-			depth--
-			if depth > 0 {
-				continue
-			}
-			name, _, _ := strings.Cut(path[start+1:i], ":")
-			if name == "" {
-				return fmt.Errorf("parameter at byte %d has no name", start)
-			}
-			if strings.ContainsAny(name, "{}/*") {
-				return fmt.Errorf(`parameter name %q contains "{", "}", "/" or "*"`, name)
-			}
-			if seen[name] {
-				return fmt.Errorf("duplicate parameter %q", name)
-			}
-			seen[name] = true
-		}
-	}
-	if depth > 0 {
-		return fmt.Errorf(`unclosed "{" at byte %d`, start)
-	}
-	return nil
+	_, err := params(path)
+	return err
 }
 
 // paramNames returns the names of path's parameters in order, and "*" when it ends with a
 // wildcard. path must have passed checkParams.
 func paramNames(path string) []string {
+	names, _ := params(path)
+	if strings.HasSuffix(path, "*") {
+		names = append(names, "*")
+	}
+	return names
+}
+
+// params scans path's braces once: the names of its {name} and {name:regexp} parameters in
+// order, or why they are not well formed (unbalanced braces, a name that is empty, holds "{",
+// "}", "/" or "*", or is used twice).
+func params(path string) ([]string, error) {
 	var names []string
 	depth, start := 0, 0
 	for i, c := range []byte(path) {
@@ -79,16 +59,30 @@ func paramNames(path string) []string {
 			}
 			depth++
 		case '}':
-			if depth--; depth == 0 {
-				name, _, _ := strings.Cut(path[start+1:i], ":")
-				names = append(names, name)
+			if depth == 0 {
+				return nil, fmt.Errorf(`unbalanced "}" at byte %d`, i)
 			}
+			depth--
+			if depth > 0 {
+				continue
+			}
+			name, _, _ := strings.Cut(path[start+1:i], ":")
+			if name == "" {
+				return nil, fmt.Errorf("parameter at byte %d has no name", start)
+			}
+			if strings.ContainsAny(name, "{}/*") {
+				return nil, fmt.Errorf(`parameter name %q contains "{", "}", "/" or "*"`, name)
+			}
+			if slices.Contains(names, name) {
+				return nil, fmt.Errorf("duplicate parameter %q", name)
+			}
+			names = append(names, name)
 		}
 	}
-	if strings.HasSuffix(path, "*") {
-		names = append(names, "*")
+	if depth > 0 {
+		return nil, fmt.Errorf(`unclosed "{" at byte %d`, start)
 	}
-	return names
+	return names, nil
 }
 
 // chiAccepts registers path on a throwaway chi router and turns chi's panic, if any, into an
