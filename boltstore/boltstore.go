@@ -378,7 +378,7 @@ func (s *Store) MarkUnknown(ctx context.Context, key, owner string, settle []byt
 // expiring after ttl. The owner is kept, so that a later Reclaim can name it.
 func (s *Store) finish(op, key, owner, state string, settle []byte, ttl time.Duration) (bool, error) {
 	return s.fenced(op, key, func(r *entry, now int64) bool {
-		if r.owner == owner && r.state == state && bytes.Equal(r.settle, settle) {
+		if r.owner == owner && r.state == state && len(settle) > 0 && bytes.Equal(r.settle, settle) {
 			// This very call, sent again after its answer was lost (docs/guarantees.md#lost-replies):
 			// done already. The record is stored again unchanged, its expiry still the first's.
 			return true

@@ -65,8 +65,8 @@ type Store interface {
 	// becomes committed, expiring after ttl from now. The record's Payload.Claim is kept: settle
 	// need not repeat what the claim stored.
 	//
-	// Sent twice: a record committed by owner with this very settle was committed by the same
-	// call: ok, and nothing changes (its TTL still runs from the first).
+	// Sent twice: a record committed by owner with this very settle (not empty) was committed by
+	// the same call: ok, and nothing changes (its TTL still runs from the first).
 	//
 	// After a lapse: an outcome_unknown record that a Claim turned so when owner's lease lapsed
 	// (it has no Payload.Settle, and owner still holds it: nobody took it over) is committed too,
@@ -77,8 +77,9 @@ type Store interface {
 	// MarkUnknown turns the in_progress record owned by owner into outcome_unknown with settle as
 	// its Payload.Settle, expiring after ttl from now.
 	//
-	// Sent twice: a record outcome_unknown, owned by owner and holding this very settle, was
-	// marked by the same call: ok, and nothing changes.
+	// Sent twice: a record outcome_unknown, owned by owner and holding this very settle (not
+	// empty: a record whose lease lapsed holds none), was marked by the same call: ok, and
+	// nothing changes.
 	MarkUnknown(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error)
 
 	// Release deletes the in_progress record owned by owner, so that a retry executes again.

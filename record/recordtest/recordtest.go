@@ -862,6 +862,9 @@ func testSentTwice(t *testing.T, s record.Store) {
 		if claimed || state != record.StateUnknown {
 			t.Errorf("Claim sent again after its lapse was observed = %v, %q; want false, outcome_unknown", claimed, state)
 		}
+		// The lapse left no settle part: an empty one is not taken for a mark sent twice.
+		ok, err := s.MarkUnknown(ctx, "k3", "owner-a", nil, long)
+		wantOK(t, "MarkUnknown with no payload of a record whose lapse was observed", ok, err, false)
 	})
 	t.Run("Reclaim", func(t *testing.T) {
 		t.Parallel()

@@ -9,7 +9,7 @@ end
 if not rec or rec.owner ~= ARGV[1] then
   return 0
 end
-if rec.state == 'committed' and rec.settle == ARGV[2] then
+if rec.state == 'committed' and rec.settle == ARGV[2] and ARGV[2] ~= '' then
   -- This very commit, sent again after its answer was lost (docs/guarantees.md#lost-replies).
   return 1
 end

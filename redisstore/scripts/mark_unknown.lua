@@ -8,7 +8,7 @@ end
 if not rec or rec.owner ~= ARGV[1] then
   return 0
 end
-if rec.state == 'outcome_unknown' and rec.settle == ARGV[2] then
+if rec.state == 'outcome_unknown' and rec.settle == ARGV[2] and ARGV[2] ~= '' then
   -- This very mark, sent again after its answer was lost (docs/guarantees.md#lost-replies).
   return 1
 end
