@@ -539,10 +539,12 @@ func TestConcurrentCreates(t *testing.T) {
 	c := srv.Client()
 
 	var mu sync.Mutex
-	ids := make(map[string]map[string]bool)
-	var wg sync.WaitGroup
+	ids := make(map[string]map[string]bool) // filled before any request goes: the goroutines only read it
 	for _, cr := range creates {
 		ids[cr.endpoint] = make(map[string]bool)
+	}
+	var wg sync.WaitGroup
+	for _, cr := range creates {
 		for range n {
 			wg.Go(func() {
 				resp, body, err := trySend(c, srv.URL, cr.req)
