@@ -91,7 +91,9 @@ func TestLoseReply(t *testing.T) {
 }
 
 // TestLoseReplyInPipeline: in a pipeline, the replies before the lost one reach the client; the
-// lost one and those after it do not.
+// lost one and those after it do not. The server ran the command whose reply was lost; a command
+// after it may or may not have reached the server before the connection closed, as with a real
+// connection that drops.
 func TestLoseReplyInPipeline(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{})
@@ -111,8 +113,8 @@ func TestLoseReplyInPipeline(t *testing.T) {
 		t.Errorf("replies after the lost one: %d, %v and %d, %v; want none", second.Val(), second.Err(), third.Val(), third.Err())
 	}
 	direct := newClient(t, srv.Addr(), 3, 0)
-	if got := direct.MGet(ctx, "first", "second", "third").Val(); len(got) != 3 || got[0] != "1" || got[1] != "1" || got[2] != "1" {
-		t.Errorf("values on the server = %v; want every command run", got)
+	if got := direct.MGet(ctx, "first", "second").Val(); len(got) != 2 || got[0] != "1" || got[1] != "1" {
+		t.Errorf("values on the server = %v; want the first command and the one whose reply was lost run", got)
 	}
 }
 
