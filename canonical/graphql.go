@@ -12,14 +12,15 @@ import (
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/lexer"
 	gqlparser "github.com/vektah/gqlparser/v2/parser"
 )
 
 // graphqlBody reads a GraphQL-over-HTTP request (a JSON object with "query", "operationName",
 // "variables" and "extensions") as its body part {"document":D,"operationName":N,"variables":V}
-// (see Document).
-func graphqlBody(body []byte, tr *trace) (node, error) {
-	v, err := parse(body)
+// (see Document). Its JSON values and the tokens of its document count against budget together.
+func graphqlBody(body []byte, budget int, tr *trace) (node, error) {
+	v, values, err := parseBounded(body, budget, nil)
 	switch {
 	case err != nil:
 		return node{}, err
@@ -49,7 +50,11 @@ func graphqlBody(body []byte, tr *trace) (node, error) {
 	if query == nil || query.kind != kindString {
 		return node{}, fmt.Errorf("%w: graphql: \"query\" is not a string (requests that send only a persisted-query hash are not supported)", ErrInvalidBody)
 	}
-	doc, err := gqlparser.ParseQuery(&ast.Source{Name: "query", Input: query.str})
+	src := &ast.Source{Name: "query", Input: query.str}
+	if err := countTokens(src, values, budget); err != nil {
+		return node{}, err
+	}
+	doc, err := gqlparser.ParseQuery(src)
 	if err != nil {
 		var ge *gqlerror.Error
 		if errors.As(err, &ge) && len(ge.Locations) > 0 {
@@ -90,6 +95,22 @@ func graphqlBody(body []byte, tr *trace) (node, error) {
 		{name: "operationName", val: name},
 		{name: "variables", val: variables},
 	}}, nil
+}
+
+// countTokens refuses a document whose tokens, added to the values already counted, are more than
+// budget, before it is parsed: its syntax tree costs about boundGraphQLPerToken bytes a token
+// (MemoryBound). A document that does not lex is left to the parser, which says where.
+func countTokens(src *ast.Source, values, budget int) error {
+	lex := lexer.New(src)
+	for n := values; ; n++ {
+		tok, err := lex.ReadToken()
+		if err != nil || tok.Kind == lexer.EOF {
+			return nil
+		}
+		if n >= budget {
+			return fmt.Errorf("%w: more than %d values and document tokens", ErrBodyTooComplex, budget)
+		}
+	}
 }
 
 // printGraphQL prints a parsed GraphQL executable document canonically: its definitions sorted
