@@ -14,19 +14,19 @@ const DefaultMaxValues = 100_000
 const (
 	// boundPerByte covers, per body byte, the parser's copy of the body, the rewritten strings
 	// and numbers, the document and the work of the rules.
-	boundPerByte = 4
+	boundPerByte = 6
 	// boundPerValue covers one value of the tree (a member: name, kind, text and children).
 	boundPerValue = 64
 	// boundGraphQLPerToken covers one token of a GraphQL document: its parsed syntax tree and
 	// its canonical printing.
-	boundGraphQLPerToken = 320
+	boundGraphQLPerToken = 512
 	// boundFixed covers what does not grow with the body.
 	boundFixed = 64 << 10
 )
 
 // MemoryBound returns an upper bound, in bytes, of the memory Document allocates for a body of
 // bodyLen bytes under a budget of maxValues values (0: DefaultMaxValues): 4 bytes per body byte,
-// plus 64 per value, plus 64 KiB; and, where the body may be a GraphQL request, 320 per token of
+// plus 64 per value, plus 64 KiB; and, where the body may be a GraphQL request, 512 per token of
 // its document instead of 64 (a body of n bytes holds at most n/2+1 values or tokens, and at most
 // the budget). A body over the budget costs less: it is refused by a first pass that builds
 // nothing. The gateway weighs each body parse by it (IDEMGATEWAY_MAX_INFLIGHT_BYTES).

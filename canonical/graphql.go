@@ -91,7 +91,7 @@ func graphqlBody(body []byte, budget int, tr *trace) (node, error) {
 	}
 
 	return node{kind: kindObject, kids: []member{
-		{name: "document", val: node{kind: kindString, str: printGraphQL(doc)}},
+		{name: "document", val: node{kind: kindString, str: printGraphQL(doc, len(query.str))}},
 		{name: "operationName", val: name},
 		{name: "variables", val: variables},
 	}}, nil
@@ -114,21 +114,39 @@ func countTokens(src *ast.Source, values, budget int) error {
 }
 
 // printGraphQL prints a parsed GraphQL executable document canonically: its definitions sorted
-// by their text and separated by one space, each printed by gqlPrinter.
-func printGraphQL(doc *ast.QueryDocument) string {
-	defs := make([][]byte, 0, len(doc.Operations)+len(doc.Fragments))
+// by their text and separated by one space, each printed by gqlPrinter. The canonical text is
+// about as long as the source of n bytes, so each printer starts with its share of n, and the
+// result is written once at its exact size (docs/fingerprint.md#bounds).
+func printGraphQL(doc *ast.QueryDocument, n int) string {
+	count := len(doc.Operations) + len(doc.Fragments)
+	defs := make([][]byte, 0, count)
 	for _, op := range doc.Operations {
-		var p gqlPrinter
+		p := gqlPrinter{b: make([]byte, 0, n/count)}
 		p.operation(op)
 		defs = append(defs, p.b)
 	}
 	for _, f := range doc.Fragments {
-		var p gqlPrinter
+		p := gqlPrinter{b: make([]byte, 0, n/count)}
 		p.fragment(f)
 		defs = append(defs, p.b)
 	}
 	slices.SortFunc(defs, bytes.Compare)
-	return string(bytes.Join(defs, []byte{' '}))
+	var out strings.Builder
+	out.Grow(count - 1 + sumLen(defs))
+	for i, d := range defs {
+		if i > 0 {
+			out.WriteByte(' ')
+		}
+		out.Write(d)
+	}
+	return out.String()
+}
+
+func sumLen(defs [][]byte) (n int) {
+	for _, d := range defs {
+		n += len(d)
+	}
+	return n
 }
 
 // gqlPrinter writes the canonical text of GraphQL definitions: no comments or descriptions, no
@@ -279,9 +297,11 @@ type gqlSelection struct {
 // however deep the selection sets nest.
 func canonSelections(set ast.SelectionSet) []*gqlSelection {
 	out := make([]*gqlSelection, 0, len(set))
-	for _, s := range set {
+	slab := make([]gqlSelection, len(set)) // one allocation for the set, not one per selection
+	var hashed []byte                      // what each sum is of, reused
+	for i, s := range set {
 		var (
-			g   gqlSelection
+			g   = &slab[i]
 			p   gqlPrinter
 			sub ast.SelectionSet
 		)
@@ -315,15 +335,14 @@ func canonSelections(set ast.SelectionSet) []*gqlSelection {
 		if len(sub) > 0 {
 			g.kids = canonSelections(sub)
 		}
-		h := sha256.New()
-		h.Write(binary.AppendUvarint(nil, uint64(len(g.head))))
-		h.Write(g.head)
-		h.Write(binary.AppendUvarint(nil, uint64(len(g.kids))))
+		hashed = binary.AppendUvarint(hashed[:0], uint64(len(g.head)))
+		hashed = append(hashed, g.head...)
+		hashed = binary.AppendUvarint(hashed, uint64(len(g.kids)))
 		for _, k := range g.kids {
-			h.Write(k.sum[:])
+			hashed = append(hashed, k.sum[:]...)
 		}
-		h.Sum(g.sum[:0])
-		out = append(out, &g)
+		g.sum = sha256.Sum256(hashed)
+		out = append(out, g)
 	}
 	slices.SortFunc(out, func(a, b *gqlSelection) int {
 		return cmp.Or(strings.Compare(a.key, b.key), bytes.Compare(a.head, b.head), bytes.Compare(a.sum[:], b.sum[:]))

@@ -187,6 +187,9 @@ type frame struct {
 // parsers holds parsers between calls, so their tokenizer, stacks and scratch are reused.
 var parsers = sync.Pool{New: func() any { return &parser{dec: jsontext.NewDecoder(noInput)} }}
 
+// maxPooledScratch bounds the scratch a pooled parser keeps; a long string's is dropped.
+const maxPooledScratch = 64 << 10
+
 // noInput is the reader of an idle parser's tokenizer; it is never read.
 var noInput = bytes.NewReader(nil)
 
@@ -233,6 +236,9 @@ func (p *parser) release() {
 	p.src, p.srcStr = nil, ""
 	p.open, p.counts = p.open[:0], p.counts[:0]
 	p.slab = nil
+	if cap(p.buf) > maxPooledScratch {
+		p.buf = nil
+	}
 	parsers.Put(p)
 }
 
@@ -355,7 +361,8 @@ func (p *parser) string() string {
 	if !p.skipString() {
 		return p.srcStr[start+1 : p.pos-1] // no escapes: the text is the value
 	}
-	p.buf, _ = jsontext.AppendUnquote(p.buf[:0], p.src[start:p.pos]) // valid: the first pass read it
+	p.buf = slices.Grow(p.buf[:0], p.pos-start) // the value is never longer than its text
+	p.buf, _ = jsontext.AppendUnquote(p.buf, p.src[start:p.pos]) // valid: the first pass read it
 	return string(p.buf)
 }
 
