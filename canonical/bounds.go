@@ -24,22 +24,22 @@ const (
 	boundFixed = 64 << 10
 )
 
-// MemoryBound returns an upper bound, in bytes, of the memory Document allocates for a body of
-// bodyLen bytes under a budget of maxValues values (0: DefaultMaxValues): 4 bytes per body byte,
-// plus 64 per value, plus 64 KiB; and, where the body may be a GraphQL request, 512 per token of
-// its document instead of 64 (a body of n bytes holds at most n/2+1 values or tokens, and at most
-// the budget). A body over the budget costs less: it is refused by a first pass that builds
-// nothing. The gateway weighs each body parse by it (IDEMGATEWAY_MAX_INFLIGHT_BYTES).
-func MemoryBound(bodyLen, maxValues int, graphql bool) int64 {
+// MemoryBound returns an upper bound, in bytes, of the memory Document allocates under c for a
+// body of bodyLen bytes and a budget of maxValues values (0: DefaultMaxValues): 6 bytes per body
+// byte, plus 64 per value (512 per value or token under the graphql format, whose document's
+// syntax tree costs that much), plus 64 KiB. A body of n bytes holds at most n/2+1 values or
+// tokens, and Document refuses one with more than the budget having built nothing, so the count
+// is the smaller of the two (docs/fingerprint.md#bounds). The gateway weighs each body parse by it
+// (IDEMGATEWAY_MAX_INFLIGHT_BYTES).
+func (c *Canonicalizer) MemoryBound(bodyLen, maxValues int) int64 {
 	if maxValues <= 0 {
 		maxValues = DefaultMaxValues
 	}
-	values := int64(min(bodyLen/2+1, maxValues))
 	perValue := int64(boundPerValue)
-	if graphql {
+	if c != nil && c.format == FormatGraphQL {
 		perValue = boundGraphQLPerToken
 	}
-	return boundPerByte*int64(bodyLen) + perValue*values + boundFixed
+	return boundPerByte*int64(bodyLen) + perValue*int64(min(bodyLen/2+1, maxValues)) + boundFixed
 }
 
 // selection is the part of a JSON text that include pointers need (Fields.Include): the members

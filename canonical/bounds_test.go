@@ -98,7 +98,7 @@ func TestMemoryBound(t *testing.T) {
 			r := &Request{Tool: "t", Method: "POST", Header: http.Header{"Content-Type": {tt.ct}}, Body: tt.body}
 			var derr error
 			got := allocated(func() { _, derr = c.Document(r) })
-			bound := MemoryBound(len(tt.body), 0, tt.graphql)
+			bound := c.MemoryBound(len(tt.body), 0)
 			t.Logf("%d-byte body: %d bytes allocated (%.1f× the body), bound %d", len(tt.body), got, float64(got)/float64(len(tt.body)), bound)
 			if tt.refused {
 				if !errors.Is(derr, ErrBodyTooComplex) {

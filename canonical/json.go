@@ -361,7 +361,7 @@ func (p *parser) string() string {
 	if !p.skipString() {
 		return p.srcStr[start+1 : p.pos-1] // no escapes: the text is the value
 	}
-	p.buf = slices.Grow(p.buf[:0], p.pos-start) // the value is never longer than its text
+	p.buf = slices.Grow(p.buf[:0], p.pos-start)                  // the value is never longer than its text
 	p.buf, _ = jsontext.AppendUnquote(p.buf, p.src[start:p.pos]) // valid: the first pass read it
 	return string(p.buf)
 }

@@ -54,7 +54,8 @@ func (id *identity) keyless(rt *routes.Route) bool {
 // (Explain sets it: it fingerprints a request whatever its key): id.keyErr says why, and the body
 // streams through when the request is keyless. w, when not nil, is told when the body is over
 // the limit (http.MaxBytesReader). err is a problem of the request itself (admit's, a body too
-// large or not parseable, an unparseable query), wrapping the sentinel of its answer.
+// large, too complex or not parseable, an unparseable query, a gateway too busy to parse it),
+// wrapping the sentinel of its answer.
 func identify(rt *routes.Route, auth *authenticator, w http.ResponseWriter, r *http.Request, fingerprintKeyless bool) (id *identity, err error) {
 	id = &identity{}
 	if err := admit(auth, rt, r, id); err != nil {
@@ -92,7 +93,7 @@ func identify(rt *routes.Route, auth *authenticator, w http.ResponseWriter, r *h
 	if id.req, err = canonicalRequest(rt, r, id.body); err != nil {
 		return id, err
 	}
-	if id.doc, err = rt.Fingerprint.Document(id.req); err != nil {
+	if id.doc, err = gatedDocument(r.Context(), rt, id.req); err != nil {
 		return id, err
 	}
 	id.fp = canonical.Fingerprint(id.doc)
