@@ -68,7 +68,7 @@ type Options struct {
 	MaxBodyValues int
 	// MaxInflightBytes bounds the memory of the body parses under way, each weighed by
 	// canonical.Canonicalizer.MemoryBound; a parse that would go over waits up to ParseWait, then
-	// is answered 503 overloaded (docs/security.md#bounded-work). Default DefaultMaxInflightBytes.
+	// is answered 503 overloaded (docs/security.md#resource-limits). Default DefaultMaxInflightBytes.
 	MaxInflightBytes int64
 	// ParseWait bounds how long a body parse waits for room under MaxInflightBytes, within the
 	// request's own context. Default DefaultParseWait.

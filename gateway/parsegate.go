@@ -23,10 +23,10 @@ const (
 
 // smallParse is the largest body that parses outside the gate: its parse costs at most
 // canonical.MemoryBound of 64 KiB (under 5 MiB, a few milliseconds), and a small request never
-// waits behind large ones (docs/security.md#bounded-work).
+// waits behind large ones (docs/security.md#resource-limits).
 const smallParse = 64 << 10
 
-// parseGate bounds the work of the body parses under way (docs/security.md#bounded-work): a
+// parseGate bounds the work of the body parses under way (docs/security.md#resource-limits): a
 // parse of a body over smallParse holds its canonical.MemoryBound of a budget of bytes
 // (IDEMGATEWAY_MAX_INFLIGHT_BYTES) and one of GOMAXPROCS-1 slots (at least one), so large parses
 // never take every core from the small requests. A parse that cannot get both within the wait

@@ -50,7 +50,7 @@ type settings struct {
 	MinTransferRate   int64         `default:"4096" split_words:"true"`
 	MaxHeaderBytes    int           `default:"65536" split_words:"true"`
 	IdleTimeout       time.Duration `default:"2m" split_words:"true"`
-	// Bounds of the work of a request's body (docs/security.md#bounded-work): the values a body
+	// Bounds of the work of a request's body (docs/security.md#resource-limits): the values a body
 	// the gateway fingerprints may hold (IDEMGATEWAY_MAX_BODY_VALUES; more is a 413
 	// body-too-complex), and the memory of the body parses under way, each weighed by its bound
 	// (IDEMGATEWAY_MAX_INFLIGHT_BYTES, bytes; at least 1 MiB; a parse that finds no room in 2 s is
