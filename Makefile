@@ -21,7 +21,7 @@ test: redis-server chart-test
 
 # The bounds of a request's work on a real gateway process (docs/performance.md#bounded-work): peak
 # RSS with 16 concurrent 1 MiB JSON and 8 concurrent 1 MiB GraphQL bodies, and an unrelated read's
-# latency meanwhile against its idle latency. About 30 seconds.
+# latency meanwhile against its idle latency. About a minute.
 stress: build
 	$(GO) run ./cmd/idemstress -gateway bin/idemgateway
 

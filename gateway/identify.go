@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 
@@ -225,12 +226,28 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, err
 	}
 	// Sized from a declared length up to preallocMax, the buffer is allocated once (io.ReadAll grows
-	// it by doubling from 512 bytes); bytes.MinRead spare bytes let ReadFrom see the end without
-	// growing it. Past preallocMax it grows as bytes arrive: a declared length alone, with no body
-	// behind it, must not hold memory.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), preallocMax)+bytes.MinRead))
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	body := buf.Bytes()
+	// it by doubling from 512 bytes); bytes.MinRead spare bytes let a read see the end without
+	// growing it. Past preallocMax it doubles as bytes arrive, a declared length alone, with no body
+	// behind it, must not hold memory, but never past the declared length: a 1 MiB body allocates
+	// 2 MiB in all, not 4 (docs/security.md#resource-limits).
+	body := make([]byte, 0, min(max(r.ContentLength, 0), preallocMax)+bytes.MinRead)
+	src := http.MaxBytesReader(w, r.Body, limit)
+	var err error
+	for err == nil {
+		if len(body) == cap(body) {
+			grown := 2 * cap(body)
+			if r.ContentLength > 0 {
+				grown = max(min(grown, int(r.ContentLength)+bytes.MinRead), len(body)+bytes.MinRead)
+			}
+			body = append(make([]byte, 0, grown), body...) // exactly grown: slices.Grow rounds up
+		}
+		var n int
+		n, err = src.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+	}
+	if err == io.EOF {
+		err = nil
+	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):

@@ -40,3 +40,30 @@ func graphqlBody(size int) []byte {
 func numbersBody(size int) []byte {
 	return []byte("[" + strings.Repeat("1,", size/2-1) + "1]")
 }
+
+// stringsBody returns a JSON array of about size bytes of 8-character strings: 11 bytes a value,
+// the densest array under the default budget at 1 MiB.
+func stringsBody(size int) []byte {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := 0; b.Len() < size-12; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%08d"`, i)
+	}
+	b.WriteByte(']')
+	return []byte(b.String())
+}
+
+// fieldsBody returns a GraphQL request whose document is a query of n-2 short fields (n tokens):
+// the most syntax tree per byte.
+func fieldsBody(n int) []byte {
+	var q strings.Builder
+	q.WriteString(`{"query":"{`)
+	for i := range n - 2 {
+		fmt.Fprintf(&q, " f%d", i)
+	}
+	q.WriteString(`}"}`)
+	return []byte(q.String())
+}

@@ -87,6 +87,8 @@ func run(bin string, duration time.Duration, reads int) error {
 	scenarios := []scenario{
 		{"16 × 1 MiB JSON (tickets with comments, ~61 000 values)", "/v1/json", 16, ticketBody(mib)},
 		{"8 × 1 MiB GraphQL (a mutation of ~6 300 aliased fields, ~82 000 tokens)", "/graphql", 8, graphqlBody(mib)},
+		{"16 × 1 MiB JSON array of 10-byte strings (~95 000 values: the most values per byte under the budget)", "/v1/json", 16, stringsBody(mib)},
+		{"8 × 690 KB GraphQL query of 99 990 short fields (the most syntax tree per byte under the budget)", "/graphql", 8, fieldsBody(99_990)},
 		{"16 × 1 MiB JSON array of 1-byte numbers (~520 000 values: over the budget, 413)", "/v1/json", 16, numbersBody(mib)},
 	}
 	fmt.Fprintf(os.Stderr, "idemstress: %s/%s, %d CPUs, gateway %s\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), bin)
