@@ -21,6 +21,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/net v0.59.0
 	golang.org/x/time v0.15.0
+	golang.org/x/sync v0.23.0
 )
 
 require (
