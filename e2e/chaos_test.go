@@ -141,8 +141,8 @@ type chaosConfig struct {
 
 // chaosSettings sizes the run by E2E_CHAOS_OPS, the number of operations: by default 550 (about
 // 50 s under -race on two cores, the run of make test), 150 with -short; make chaos asks for
-// 10 000. Longer runs get more clients, and one gateway kill and one Redis stop per 110 operations,
-// at most 60 of each.
+// 10 000. Longer runs get more clients (up to 64: a client mostly waits, in_progress answers
+// included), and one gateway kill and one Redis stop per 110 operations, at most 60 of each.
 func chaosSettings(t *testing.T) chaosConfig {
 	ops := 550
 	if testing.Short() {
@@ -156,7 +156,7 @@ func chaosSettings(t *testing.T) chaosConfig {
 		ops = n
 	}
 	faults := min(max(ops/110, 2), 60)
-	return chaosConfig{ops: ops, workers: min(max(ops/200, 16), 48), gateways: 3, kills: faults, redisRestarts: faults}
+	return chaosConfig{ops: ops, workers: min(max(ops/150, 16), 64), gateways: 3, kills: faults, redisRestarts: faults}
 }
 
 // chaosLeases are the lock_lease of each route of testdata/chaos.yaml.tmpl: short, down to 300 ms
@@ -983,6 +983,7 @@ type chaosReport struct {
 
 	notStoredKilled int            // a 2xx said its receipt was pending, and its gateway was killed before storing it
 	unknownWhy      map[string]int // records left outcome_unknown, by why (whyUnknown)
+	unexplained     []*chaosOp     // the records left outcome_unknown that whyUnknown cannot explain
 
 	lost         map[int][]string // marker → how its receipt was lost
 	badFinal     map[int][]string // marker → why its final state breaks the contract
@@ -1140,7 +1141,11 @@ func (c *chaosRun) evaluate(lines []sandboxLine) *chaosReport {
 			} else {
 				r.blockedEffect++
 			}
-			r.unknownWhy[c.whyUnknown(op, events)]++
+			why := c.whyUnknown(op, events)
+			r.unknownWhy[why]++
+			if why == whyUnexplained {
+				r.unexplained = append(r.unexplained, op)
+			}
 		case op.final == resExecute:
 			bad = append(bad, "the final check executed, though the key had a "+op.record.State+" record")
 			lost = append(lost, "a key with a record executed again")
@@ -1234,7 +1239,7 @@ func (c *chaosRun) whyUnknown(op *chaosOp, events []chaosEvent) string {
 		}
 	}
 	for _, ev := range events {
-		if ev.result == resConnError && c.killed[ev.gateway] {
+		if (ev.result == resConnError || ev.result == resGaveUp) && c.killed[ev.gateway] {
 			return whyKilled
 		}
 	}
@@ -1412,6 +1417,12 @@ func (c *chaosRun) assert(r *chaosReport) {
 	}
 	if r.byTool[toolRec].ops > 0 && r.reconFound == 0 {
 		t.Errorf("no reconciliation found an effect: reconcile was never under fault")
+	}
+
+	// An unexplained outcome_unknown breaks no promise (no second effect, no 2xx lost), but the
+	// report must say why: its story is logged for the reader.
+	for _, op := range r.unexplained[:min(len(r.unexplained), 3)] {
+		t.Logf("%s left outcome_unknown, unexplained:\n%s", op.key, c.story(op))
 	}
 
 	shown := 0
