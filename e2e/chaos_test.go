@@ -141,7 +141,7 @@ type chaosConfig struct {
 
 // chaosSettings sizes the run by E2E_CHAOS_OPS, the number of operations: by default 550 (about
 // 50 s under -race on two cores, the run of make test), 150 with -short; make chaos asks for
-// 10 000. Longer runs get more clients (up to 64: a client mostly waits, in_progress answers
+// 10 000. Runs get 32 clients, longer ones more (up to 64: a client mostly waits, in_progress answers
 // included), and one gateway kill and one Redis stop per 110 operations, at most 60 of each.
 func chaosSettings(t *testing.T) chaosConfig {
 	ops := 550
@@ -156,7 +156,7 @@ func chaosSettings(t *testing.T) chaosConfig {
 		ops = n
 	}
 	faults := min(max(ops/110, 2), 60)
-	return chaosConfig{ops: ops, workers: min(max(ops/150, 16), 64), gateways: 3, kills: faults, redisRestarts: faults}
+	return chaosConfig{ops: ops, workers: min(max(ops/150, 32), 64), gateways: 3, kills: faults, redisRestarts: faults}
 }
 
 // chaosLeases are the lock_lease of each route of testdata/chaos.yaml.tmpl: short, down to 300 ms
@@ -1222,11 +1222,11 @@ func (c *chaosRun) pendingOnKilled(events []chaosEvent) bool {
 
 // Why a record was left outcome_unknown, as the report counts it.
 const (
-	whyUpstream   = "the upstream's outcome was unknown (500 or a dropped connection after acting, or its timeout)"
-	whyKilled     = "its gateway was killed during the call"
-	whyPending    = "its receipt was pending on a gateway killed before storing it"
-	whyOutage     = "Redis was stopped during the execution, or within two leases of it"
-	whyLostReply  = "a lost reply and nothing else: "
+	whyUpstream    = "the upstream's outcome was unknown (500 or a dropped connection after acting, or its timeout)"
+	whyKilled      = "its gateway was killed during the call"
+	whyPending     = "its receipt was pending on a gateway killed before storing it"
+	whyOutage      = "Redis was stopped during the execution, or within two leases of it"
+	whyLostReply   = "a lost reply and nothing else: "
 	whyUnexplained = "unexplained"
 )
 
