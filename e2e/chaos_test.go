@@ -1231,6 +1231,7 @@ const (
 	whyPending     = "its receipt was pending on a gateway killed before storing it"
 	whyOutage      = "Redis was stopped during the execution, or within two leases of it"
 	whyLostReply   = "a lost reply and nothing else: "
+	whySlowStore   = "its lease lapsed while renewals failed (store round trips longer than the lease allows: Redis busy, e.g. just after a restart)"
 	whyUnexplained = "unexplained"
 )
 
@@ -1263,7 +1264,23 @@ func (c *chaosRun) whyUnknown(op *chaosOp, events []chaosEvent) string {
 	if len(hits) > 0 {
 		return whyLostReply + strings.Join(hits, ", ")
 	}
+	if c.logged(op, "lease renewal failed") {
+		return whySlowStore
+	}
 	return whyUnexplained
+}
+
+// logged reports whether a gateway logged msg for the operation's key.
+func (c *chaosRun) logged(op *chaosOp, msg string) bool {
+	quoted, m := fmt.Sprintf("%q", op.key), fmt.Sprintf(`"msg":%q`, msg)
+	for _, g := range c.all {
+		for line := range strings.Lines(g.out.String()) {
+			if strings.Contains(line, quoted) && strings.Contains(line, m) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func keys(m map[string]bool) []string {
