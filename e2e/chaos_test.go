@@ -143,8 +143,8 @@ type chaosConfig struct {
 	redisRestarts int // Redis stops (SIGTERM and SIGKILL alternately) with executions in flight
 }
 
-// chaosSettings sizes the run by E2E_CHAOS_OPS, the number of operations: by default 550 (about
-// 50 s under -race on two cores, the run of make test), 150 with -short; make chaos asks for
+// chaosSettings sizes the run by E2E_CHAOS_OPS, the number of operations: by default 550 (about a
+// minute under -race on two cores, the run of make test), 150 with -short; make chaos asks for
 // 10 000. Runs get 32 clients, longer ones more (up to 128: a client mostly waits, in_progress answers
 // included), and one gateway kill and one Redis stop per 110 operations, at most 60 of each.
 func chaosSettings(t *testing.T) chaosConfig {
