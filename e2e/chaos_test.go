@@ -171,9 +171,6 @@ var chaosLeases = map[string]time.Duration{
 	toolFK: 1200 * time.Millisecond, toolRec: 700 * time.Millisecond,
 }
 
-// chaosLongestLease is the longest of chaosLeases.
-const chaosLongestLease = 1200 * time.Millisecond
-
 // chaosLostReplyPause is how long each injector of lost replies (one per transition and fault)
 // waits before it loses the next: about one a second each.
 func chaosLostReplyPause(rng *rand.Rand) time.Duration {
@@ -831,7 +828,7 @@ func (c *chaosRun) verify() {
 			continue
 		}
 		op.record = &rec
-		deadline := time.Now().Add(3*chaosLongestLease + 5*time.Second)
+		deadline := time.Now().Add(3*slices.Max(slices.Collect(maps.Values(chaosLeases))) + 5*time.Second)
 		for {
 			req, _, _ := op.request(-1, false, false)
 			resp, err := g.send(req)
