@@ -24,6 +24,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/internal/faultproxy"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/routes"
 )
 
 // TestChaos is the fault-injection suite of issue 4, with the store faults of issue 15 item 8. It
@@ -497,6 +498,16 @@ func newChaosRun(t *testing.T, cfg chaosConfig, seed uint64) *chaosRun {
 	c.storeEnv = []string{"IDEMGATEWAY_REDIS_URL=" + strings.Replace(c.redis.URL(), c.redis.Addr(), c.lost.proxy.Addr(), 1)}
 	c.sb = startSandbox(t)
 	c.routes = writeRoutes(t, "chaos.yaml.tmpl", c.sb.url)
+	// The report and the checks read the leases from chaosLeases: they must be the file's.
+	rc, err := routes.Load(c.routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range rc.Routes {
+		if rt.LockLease != chaosLeases[rt.Name] {
+			t.Fatalf("route %s has lock_lease %s, chaosLeases says %s", rt.Name, rt.LockLease, chaosLeases[rt.Name])
+		}
+	}
 	for slot := range cfg.gateways {
 		g := &chaosGateway{gateway: startGateway(t, c.routes, c.storeEnv), slot: slot}
 		c.slots = append(c.slots, g)
