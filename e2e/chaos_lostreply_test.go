@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgateway/idemgateway/internal/faultproxy"
+)
+
+// The store transitions whose replies TestChaos loses (docs/guarantees.md#lost-replies), by the
+// name of their script in redisstore/scripts.
+var lostReplyOps = []string{"claim", "commit", "renew", "release", "mark_unknown", "reclaim"}
+
+// lostReplyRequired are the transitions every chaos run must have lost a reply of, by close and by
+// stall (issue 15 item 8); reclaim runs only where a reconciliation finds nothing, too rarely to
+// require.
+var lostReplyRequired = lostReplyOps[:5]
+
+var lostReplyFaults = []faultproxy.Fault{faultproxy.Close, faultproxy.Stall}
+
+// scriptSHAs returns the SHA1 by which EVALSHA names each transition's script. redisstore/scripts.go
+// builds every script as record.lua followed by the transition's own file; a change there leaves
+// the rules matching nothing, which the run's assertion that every transition lost replies catches.
+func scriptSHAs() (map[string]string, error) {
+	dir := filepath.Join(moduleRoot(), "redisstore", "scripts")
+	common, err := os.ReadFile(filepath.Join(dir, "record.lua"))
+	if err != nil {
+		return nil, err
+	}
+	shas := map[string]string{}
+	for _, op := range lostReplyOps {
+		own, err := os.ReadFile(filepath.Join(dir, op+".lua"))
+		if err != nil {
+			return nil, err
+		}
+		sum := sha1.Sum(append(bytes.Clone(common), own...))
+		shas[hex.EncodeToString(sum[:])] = op
+	}
+	return shas, nil
+}
+
+// lostReplies loses the replies of store transitions between the gateways and Redis: one
+// faultproxy.Proxy in front of the redis-server, which every gateway uses as its Redis, and one
+// injector per transition and fault that, over and over, arms a rule for the next command of its
+// transition, waits for the reply to be lost, and pauses.
+type lostReplies struct {
+	proxy *faultproxy.Proxy
+	shas  map[string]string // EVALSHA's SHA1 → transition
+
+	mu    sync.Mutex
+	lost  map[string]int   // "claim close" → replies lost
+	byKey map[int][]string // operation marker → the faults that hit its record, "claim close"
+	gone  int              // rules whose command's reply never came (Redis went away first)
+}
+
+// chaosKeyIdx reads the operation's index from a record's Redis key: <prefix>{tenant/tool/chaos-<seed>-<idx>}.
+var chaosKeyIdx = regexp.MustCompile(`/chaos-\d+-(\d+)\}`)
+
+// transition returns the transition a command runs on an operation's record, "" for none: EVALSHA
+// of a known script, or EVAL of its source (go-redis sends it after a NOSCRIPT, on a Redis
+// restarted from its AOF), and the record's Redis key.
+func (l *lostReplies) transition(args [][]byte) (op, key string) {
+	if len(args) < 4 {
+		return "", ""
+	}
+	switch string(bytes.ToLower(args[0])) {
+	case "evalsha":
+		op = l.shas[string(args[1])]
+	case "eval":
+		sum := sha1.Sum(args[1])
+		op = l.shas[hex.EncodeToString(sum[:])]
+	}
+	// Only the operations' records: a lost reply of the gateway's own probes (its safety check's
+	// and /readyz's claim and release of a key of their own) makes it refuse keyed requests until
+	// its next check, which is not what the run measures.
+	if op == "" || !chaosKeyIdx.Match(args[3]) {
+		return "", ""
+	}
+	return op, string(args[3])
+}
+
+// inject runs one injector per transition and fault until ctx ends. Each pauses pause() between
+// two lost replies, so that faults come all through the run and leave most calls untouched.
+func (l *lostReplies) inject(ctx context.Context, seed uint64, pause func(rng *rand.Rand) time.Duration) {
+	var wg sync.WaitGroup
+	for i, op := range lostReplyOps {
+		for _, fault := range lostReplyFaults {
+			rng := rand.New(rand.NewPCG(seed, 1<<43+uint64(i)<<2+uint64(fault)))
+			wg.Go(func() { l.injectOne(ctx, rng, op, fault, pause) })
+		}
+	}
+	wg.Wait()
+}
+
+func (l *lostReplies) injectOne(ctx context.Context, rng *rand.Rand, op string, fault faultproxy.Fault, pause func(rng *rand.Rand) time.Duration) {
+	name := op + " " + fault.String()
+	for {
+		select {
+		case <-time.After(pause(rng)):
+		case <-ctx.Done():
+			return
+		}
+		// The rule takes one command and is retired after it, so that the proxy skips it from
+		// then on (a rule loses one reply, and the proxy asks every rule it ever had).
+		var taken, retired atomic.Bool
+		var key atomic.Value
+		rule := faultproxy.NewRule(fault, func(args [][]byte) bool {
+			if retired.Load() {
+				return false
+			}
+			t, k := l.transition(args)
+			if t != op || !taken.CompareAndSwap(false, true) {
+				return false
+			}
+			key.Store(k)
+			return true
+		})
+		l.proxy.Add(rule)
+		for !taken.Load() && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		// Its reply comes at once, or never: Redis went away with the command.
+		for deadline := time.Now().Add(5 * time.Second); taken.Load() && !rule.Lost() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		retired.Store(true)
+		l.mu.Lock()
+		switch {
+		case rule.Lost():
+			l.lost[name]++
+			if k, _ := key.Load().(string); k != "" {
+				if m := chaosKeyIdx.FindStringSubmatch(k); m != nil {
+					idx, _ := strconv.Atoi(m[1])
+					l.byKey[idx+1] = append(l.byKey[idx+1], name)
+				}
+			}
+		case taken.Load():
+			l.gone++
+		}
+		l.mu.Unlock()
+	}
+}
+
+// summary is the report's row: replies lost by transition and fault.
+func (l *lostReplies) summary() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b bytes.Buffer
+	for i, op := range lostReplyOps {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: close %d, stall %d", op, l.lost[op+" close"], l.lost[op+" stall"])
+	}
+	fmt.Fprintf(&b, " (and %d commands that Redis took away with it when stopped)", l.gone)
+	return b.String()
+}
