@@ -374,8 +374,9 @@ func (s *Store) MarkUnknown(ctx context.Context, key, owner string, settle []byt
 	return s.finish("mark unknown", key, owner, record.StateUnknown, settle, ttl)
 }
 
-// finish moves the in_progress record owned by owner to state with settle as its settle part,
-// expiring after ttl. The owner is kept, so that a later Reclaim can name it.
+// finish moves the in_progress record owned by owner, or the one a Claim found lapsed under owner
+// (lapsedUnder), to state with settle as its settle part, expiring after ttl. The owner is kept, so
+// that a later Reclaim can name it.
 func (s *Store) finish(op, key, owner, state string, settle []byte, ttl time.Duration) (bool, error) {
 	return s.fenced(op, key, func(r *entry, now int64) bool {
 		if r.owner == owner && r.state == state && len(settle) > 0 && bytes.Equal(r.settle, settle) {
@@ -383,7 +384,7 @@ func (s *Store) finish(op, key, owner, state string, settle []byte, ttl time.Dur
 			// done already. The record is stored again unchanged, its expiry still the first's.
 			return true
 		}
-		if !r.ownedInProgress(owner) && !(state == record.StateCommitted && r.lapsedUnder(owner)) {
+		if !r.ownedInProgress(owner) && !r.lapsedUnder(owner) {
 			return false
 		}
 		r.state, r.settle, r.expiresAt = state, settle, now+record.Millis(ttl)
@@ -405,7 +406,7 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 			ok = true // gone already, whoever removed it: a retry executes again (docs/guarantees.md#lost-replies)
 			return errNoWrite
 		}
-		if !r.ownedInProgress(owner) {
+		if !r.ownedInProgress(owner) && !r.lapsedUnder(owner) {
 			return errNoWrite
 		}
 		ok = true

@@ -45,7 +45,7 @@ func (r *entry) ownedInProgress(owner string) bool {
 
 // lapsedUnder reports whether r is outcome_unknown because a Claim found the lease of owner lapsed
 // (it has no settle part), owner still holding it: nobody took it over. That owner may still
-// commit it (record.Store.Commit).
+// settle it (record.Store.Commit, MarkUnknown, Release).
 func (r *entry) lapsedUnder(owner string) bool {
 	return r.state == record.StateUnknown && r.owner == owner && len(r.settle) == 0
 }

@@ -71,7 +71,8 @@ type Store interface {
 	// After a lapse: an outcome_unknown record that a Claim turned so when owner's lease lapsed
 	// (it has no Payload.Settle, and owner still holds it: nobody took it over) is committed too,
 	// so that a receipt the owner stores late is not lost (docs/guarantees.md). A record owner
-	// marked outcome_unknown itself is not.
+	// marked outcome_unknown itself is not. MarkUnknown and Release take such a record likewise:
+	// the owner alone knows how its call ended.
 	Commit(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error)
 
 	// MarkUnknown turns the in_progress record owned by owner into outcome_unknown with settle as
@@ -80,6 +81,9 @@ type Store interface {
 	// Sent twice: a record outcome_unknown, owned by owner and holding this very settle (not
 	// empty: a record whose lease lapsed holds none), was marked by the same call: ok, and
 	// nothing changes.
+	//
+	// After a lapse: as Commit, a record a Claim turned outcome_unknown under owner is marked too
+	// (it gains settle, which says why).
 	MarkUnknown(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error)
 
 	// Release deletes the in_progress record owned by owner, so that a retry executes again.
@@ -87,6 +91,10 @@ type Store interface {
 	// Sent twice: when there is no record at key, ok. The record is gone, whoever removed it (this
 	// call before its answer was lost, its TTL, an operator's Delete): a retry executes again,
 	// which is all a Release asks. A record in another state or of another owner is refused.
+	//
+	// After a lapse: as Commit, a record a Claim turned outcome_unknown under owner is deleted too:
+	// its call did not commit (the owner says so), so a duplicate that saw it outcome_unknown
+	// meanwhile is told, once the record is gone, to execute (docs/guarantees.md#orphaned-claims).
 	Release(ctx context.Context, key, owner string) (ok bool, err error)
 
 	// Get returns the state and payload of the record at key; state is "" when there is none. An

@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore func(t *testing.T) record.Store) {
 		{"ListUnknownPagesTheIndex", testListUnknown},
 		{"OwnerMayFinishAfterLapseNobodyObserved", testFinishAfterLapse},
 		{"OwnerMayCommitAfterObservedLapse", testCommitAfterObservedLapse},
+		{"OwnerMaySettleAfterObservedLapse", testSettleAfterObservedLapse},
 		{"Reclaim", testReclaim},
 		{"ConcurrentReclaimOneWins", testConcurrentReclaim},
 		{"RenewExtendsLease", testRenew},
@@ -304,13 +305,9 @@ func testLapsedLease(t *testing.T, s record.Store) {
 	if claimed || state != record.StateUnknown {
 		t.Errorf("third Claim = %v, %q; want false, %q", claimed, state, record.StateUnknown)
 	}
-	for _, w := range writes {
-		if w.name == "Commit" {
-			continue // the owner may still store its receipt: OwnerMayCommitAfterObservedLapse
-		}
-		ok, err := w.do(s, "k", "owner-a")
-		wantOK(t, w.name+" by the owner whose lease lapsed and was observed", ok, err, false)
-	}
+	// The owner may still settle it (OwnerMay{Commit,Settle}AfterObservedLapse), never renew it.
+	ok, err := s.Renew(ctx, "k", "owner-a", long)
+	wantOK(t, "Renew by the owner whose lease lapsed and was observed", ok, err, false)
 	wantRecord(t, s, "k", record.StateUnknown, claimed1(p))
 }
 
@@ -333,8 +330,8 @@ func testFinishAfterLapse(t *testing.T, s record.Store) {
 // upstream did, and no other owner can have acted on the key. A receipt the gateway kept writing in
 // the background (Idempotency-Receipt: pending) lands this way when the store came back after the
 // lease. The commit takes the record out of the outcome_unknown index, and a later Claim replays it.
-// Only the commit: the owner's renewals, releases and marks after the observed lapse stay refused,
-// and so does its commit once another owner has reclaimed the record.
+// Its renewals stay refused (OwnerMaySettleAfterObservedLapse has the release and the mark), and so
+// does its commit once another owner has reclaimed the record.
 //
 // This supersedes the Commit case of LapsedLeaseBecomesUnknownNeverFreed, which expects that commit
 // refused; that case is the stores' owners' to change with this one.
@@ -371,6 +368,45 @@ func testCommitAfterObservedLapse(t *testing.T, s record.Store) {
 	wantOK(t, "Reclaim by another owner", ok, err, true)
 	ok, err = s.Commit(ctx, "taken", "owner-a", []byte("stale receipt"), long)
 	wantOK(t, "Commit by the owner after a takeover", ok, err, false)
+	wantRecord(t, s, "taken", record.StateInProgress, claimed1([]byte("successor")))
+}
+
+// testSettleAfterObservedLapse: like its commit, the release and the mark of the owner whose lapse
+// a Claim observed are taken while nobody took the record over. The owner alone knows how its call
+// ended: a release frees a key whose call never reached the upstream or was refused there (an
+// orphaned claim whose reply came after its lease; a 503 after a stalled renewal), a mark adds why
+// the outcome is unknown. Once another owner has reclaimed the record, both are refused.
+func testSettleAfterObservedLapse(t *testing.T, s record.Store) {
+	observeLapse := func(key string) {
+		t.Helper()
+		mustClaim(t, s, key, "owner-a", []byte("claim"), short, long)
+		eventually(t, key+": the lease lapses and a Claim observes it", func() bool {
+			_, state, _ := claim(t, s, key, "owner-b", []byte("retry"), long, long)
+			return state == record.StateUnknown
+		})
+	}
+
+	observeLapse("released")
+	ok, err := s.Release(ctx, "released", "owner-a")
+	wantOK(t, "Release by the owner after a lapse a Claim observed", ok, err, true)
+	if claimed, state, _ := claim(t, s, "released", "owner-c", []byte("retry"), long, long); !claimed {
+		t.Errorf("Claim after that release = %v, %q; want claimed", claimed, state)
+	}
+
+	observeLapse("marked")
+	ok, err = s.MarkUnknown(ctx, "marked", "owner-a", []byte("why"), long)
+	wantOK(t, "MarkUnknown by the owner after a lapse a Claim observed", ok, err, true)
+	wantRecord(t, s, "marked", record.StateUnknown, settled("claim", "why"))
+	ok, err = s.Release(ctx, "marked", "owner-a")
+	wantOK(t, "Release of a record its owner marked unknown itself", ok, err, false)
+
+	observeLapse("taken")
+	ok, err = s.Reclaim(ctx, "taken", "owner-a", "owner-b", []byte("successor"), long, long)
+	wantOK(t, "Reclaim by another owner", ok, err, true)
+	for _, w := range writes {
+		ok, err := w.do(s, "taken", "owner-a")
+		wantOK(t, w.name+" by the owner after a takeover", ok, err, false)
+	}
 	wantRecord(t, s, "taken", record.StateInProgress, claimed1([]byte("successor")))
 }
 
@@ -862,9 +898,11 @@ func testSentTwice(t *testing.T, s record.Store) {
 		if claimed || state != record.StateUnknown {
 			t.Errorf("Claim sent again after its lapse was observed = %v, %q; want false, outcome_unknown", claimed, state)
 		}
-		// The lapse left no settle part: an empty one is not taken for a mark sent twice.
+		// The owner's mark of its lapsed record is taken (OwnerMaySettleAfterObservedLapse), with
+		// any settle part, an empty one too; the record stays outcome_unknown.
 		ok, err := s.MarkUnknown(ctx, "k3", "owner-a", nil, long)
-		wantOK(t, "MarkUnknown with no payload of a record whose lapse was observed", ok, err, false)
+		wantOK(t, "MarkUnknown with no payload of a record whose lapse was observed", ok, err, true)
+		wantRecord(t, s, "k3", record.StateUnknown, claimed1([]byte("claim")))
 	})
 	t.Run("Reclaim", func(t *testing.T) {
 		t.Parallel()

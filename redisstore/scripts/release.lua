@@ -1,5 +1,7 @@
 -- release: ARGV owner, channel. Returns 1 when released, or when there is no record, else 0.
--- Deletes the in_progress record owned by owner, so that a retry executes again. A record that is
+-- Deletes the in_progress record owned by owner, so that a retry executes again; also one that a
+-- claim found lapsed (outcome_unknown, no settle part) while owner still holds it: the owner knows
+-- its call did not commit, and nobody took the record over (record.Store.Release). A record that is
 -- gone already (this very release, sent again after its answer was lost; its TTL; an operator's
 -- delete) leaves a retry free to execute again all the same: 1 (docs/guarantees.md#lost-replies).
 local rec, err = load(KEYS[1])
@@ -9,7 +11,8 @@ end
 if not rec then
   return 1
 end
-if rec.state ~= 'in_progress' or rec.owner ~= ARGV[1] then
+local lapsed = rec.state == 'outcome_unknown' and rec.settle == ''
+if rec.owner ~= ARGV[1] or (rec.state ~= 'in_progress' and not lapsed) then
   return 0
 end
 redis.call('DEL', KEYS[1])
