@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -471,5 +472,182 @@ func TestMCPCancelAbsorbed(t *testing.T) {
 	}
 	if n := up.count("slow_create"); n != 1 {
 		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}
+
+// postRaw posts body to url with the headers of a Streamable HTTP client and extra (name, value,
+// ...), and reads the whole answer.
+func postRaw(t *testing.T, url, body string, extra ...string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Set(extra[i], extra[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// TestMCPBadInput: a body that is not one JSON-RPC message, a batch holding a guarded tools/call,
+// and a 2026-07-28 request whose Mcp-Method or Mcp-Name is missing or names another method or tool
+// than the body are answered 400 with a JSON-RPC error and no id; the server never hears of them.
+func TestMCPBadInput(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_ticket","arguments":{},"_meta":{"` + metaKey + `":"k1"}}}`
+	v2026 := []string{"Mcp-Protocol-Version", "2026-07-28"}
+	for _, c := range []struct {
+		name, body string
+		header     []string
+		code       int
+	}{
+		{"not JSON", `{"jsonrpc":`, nil, -32700},
+		{"not JSON-RPC", `{"jsonrpc":"1.0","id":1,"method":"ping"}`, nil, -32600},
+		{"batch with a guarded call", `[` + call + `]`, nil, -32600},
+		{"2026 without Mcp-Method", call, v2026, -32020},
+		{"2026 with another method", call, append(v2026, "Mcp-Method", "tools/list", "Mcp-Name", "create_ticket"), -32020},
+		{"2026 with another tool", call, append(v2026, "Mcp-Method", "tools/call", "Mcp-Name", "search_tickets"), -32020},
+		{"2026 without Mcp-Name", call, append(v2026, "Mcp-Method", "tools/call"), -32020},
+		{"2026 by _meta with another tool", strings.Replace(call, `"_meta":{`, `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",`, 1),
+			[]string{"Mcp-Method", "tools/call", "Mcp-Name", "=?base64?c2VhcmNoX3RpY2tldHM=?="}, -32020},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, h, body := postRaw(t, srv.URL+"/mcp", c.body, c.header...)
+			var msg struct {
+				ID    json.RawMessage `json:"id"`
+				Error struct{ Code int }
+			}
+			if err := json.Unmarshal([]byte(body), &msg); err != nil {
+				t.Fatalf("%d %s: %v", status, body, err)
+			}
+			if status != http.StatusBadRequest || msg.Error.Code != c.code || string(msg.ID) != "null" || h.Get("Content-Type") != "application/json" {
+				t.Errorf("%d %s, want 400 with JSON-RPC error %d and id null", status, body, c.code)
+			}
+		})
+	}
+	if n := up.requests.Load(); n != 0 {
+		t.Errorf("the server got %d requests, want none", n)
+	}
+	// The same call with headers that match reaches the server: Mcp-Name base64-encoded too (which
+	// go-sdk's server does not decode, and refuses itself).
+	call = strings.Replace(call, `"_meta":{`, `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},`, 1)
+	status, _, body := postRaw(t, srv.URL+"/mcp", call, append(v2026, "Mcp-Method", "tools/call", "Mcp-Name", "=?base64?Y3JlYXRlX3RpY2tldA==?=")...)
+	if n := up.requests.Load(); n != 1 || !strings.Contains(body, "Mcp-Name header value '=?base64?") {
+		t.Errorf("base64 Mcp-Name: the server got %d requests; %d %s", n, status, body)
+	}
+	status, _, body = postRaw(t, srv.URL+"/mcp", call, append(v2026, "Mcp-Method", "tools/call", "Mcp-Name", "create_ticket")...)
+	if status != http.StatusOK || !strings.Contains(body, `"id":7`) || up.count("create_ticket") != 1 {
+		t.Errorf("matching headers: %d %s, tool calls %d", status, body, up.count("create_ticket"))
+	}
+}
+
+// TestMCPReplayAsOneSSEEvent: a retry whose Accept allows only text/event-stream gets the replay
+// as one SSE event, its id the retry's byte for byte (a string id, then a big integer).
+func TestMCPReplayAsOneSSEEvent(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	call := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"t"},"_meta":{"` + metaKey + `":"k1"}}}`
+	}
+	if status, _, body := postRaw(t, srv.URL+"/mcp", call(`"first"`)); status != http.StatusOK || !strings.Contains(body, `"id":"first"`) {
+		t.Fatalf("first call: %d %s", status, body)
+	}
+	for _, id := range []string{`"r\u00e9try"`, `12345678901234567890123`} {
+		status, h, body := postRaw(t, srv.URL+"/mcp", call(id), "Accept", "text/event-stream")
+		want := `data: {"jsonrpc":"2.0","id":` + id + `,"result":{`
+		if status != http.StatusOK || h.Get("Content-Type") != "text/event-stream" || !strings.HasPrefix(body, "event: message\n"+want) && !strings.HasPrefix(body, want) ||
+			strings.Count(body, "data:") != 1 || h.Get("Idempotent-Replayed") != "true" || h.Get("Mcp-Session-Id") != "" {
+			t.Errorf("id %s: %d %v\n%s", id, status, h, body)
+		}
+	}
+	if n := up.count("create_ticket"); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}
+
+// TestJSONRPCRouteReplaysRetryID (issue 14 item 10): a kind: http route whose fingerprint reads
+// the body as JSON-RPC replays the stored response under the retry's id, the rest byte for byte.
+func TestJSONRPCRouteReplaysRetryID(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ ID json.RawMessage }
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		n := calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0", "result":{"id":"T-%d"},"id":%s}`, n, req.ID)
+	}))
+	t.Cleanup(upstream.Close)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(`
+upstreams:
+  rpc: {url: %q}
+routes:
+  - name: rpc
+    upstream: rpc
+    method: POST
+    path: /rpc
+    class: non_idempotent
+    fingerprint: {body: {format: jsonrpc}}
+`, upstream.URL), gateway.Options{})
+	body := func(id string) string { return `{"jsonrpc":"2.0","id":` + id + `,"method":"create","params":{"title":"t"}}` }
+	if _, _, got := postRaw(t, srv.URL+"/rpc", body("1"), "Idempotency-Key", "k1"); got != `{"jsonrpc":"2.0", "result":{"id":"T-1"},"id":1}` {
+		t.Fatalf("first call: %s", got)
+	}
+	for _, id := range []string{`2`, `"two"`, `98765432109876543210`} {
+		_, h, got := postRaw(t, srv.URL+"/rpc", body(id), "Idempotency-Key", "k1")
+		if want := `{"jsonrpc":"2.0", "result":{"id":"T-1"},"id":` + id + `}`; got != want || h.Get("Idempotency-Decision") != "replay" {
+			t.Errorf("retry %s: %s %s, want a replay of %s", id, h.Get("Idempotency-Decision"), got, want)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the upstream got %d calls, want 1", n)
+	}
+}
+
+// TestMCPToolClassFromTrustedAnnotations: with discover_tools and trust_annotations, a tool the
+// file does not configure gets the class its annotations give: the server's read-only tool is
+// passed through unguarded; without trust, it is guarded with the route's class.
+func TestMCPToolClassFromTrustedAnnotations(t *testing.T) {
+	t.Parallel()
+	for _, trust := range []bool{true, false} {
+		t.Run(fmt.Sprint("trust=", trust), func(t *testing.T) {
+			t.Parallel()
+			up := newMCPUpstream(t, nil)
+			yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", fmt.Sprintf("timeout: 10s, mcp: {discover_tools: true, trust_annotations: %v}}", trust), 1)
+			yaml = strings.Replace(yaml, "      search_tickets: {class: read_only}\n", "", 1)
+			reg := gateway.NewRegistry()
+			srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg})
+			deadline := time.Now().Add(hangTimeout)
+			for metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "ok") < 1 {
+				if time.Now().After(deadline) {
+					t.Fatal("the gateway never listed the tools")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+			callTool(t, cs, "search_tickets", "k1", nil)
+			callTool(t, cs, "search_tickets", "k1", nil)
+			want, calls := []string{"execute", "replay replayed"}, 1 // guarded as non_idempotent
+			if trust {
+				want, calls = nil, 2
+			}
+			if fmt.Sprint(d.seen) != fmt.Sprint(want) || up.count("search_tickets") != calls {
+				t.Errorf("decisions %v, tool calls %d; want %v and %d", d.seen, up.count("search_tickets"), want, calls)
+			}
+		})
 	}
 }
