@@ -603,7 +603,9 @@ routes:
     class: non_idempotent
     fingerprint: {body: {format: jsonrpc}}
 `, upstream.URL), gateway.Options{})
-	body := func(id string) string { return `{"jsonrpc":"2.0","id":` + id + `,"method":"create","params":{"title":"t"}}` }
+	body := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"create","params":{"title":"t"}}`
+	}
 	if _, _, got := postRaw(t, srv.URL+"/rpc", body("1"), "Idempotency-Key", "k1"); got != `{"jsonrpc":"2.0", "result":{"id":"T-1"},"id":1}` {
 		t.Fatalf("first call: %s", got)
 	}
