@@ -4,7 +4,10 @@
 // for byte, never decoded and encoded again (docs/contract.md §7).
 package mcpwire
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
 
 // Kind is what a JSON-RPC body is.
 type Kind int
@@ -36,12 +39,12 @@ const (
 )
 
 // Parse reads body as one JSON-RPC message or a batch. Errors are *Error with Code ParseError (not
-// JSON), InvalidRequest (JSON but not a JSON-RPC message: jsonrpc != "2.0", a member sent twice,
+// JSON, or not UTF-8), InvalidRequest (JSON but not a JSON-RPC message: jsonrpc != "2.0", a member sent twice,
 // bad id type, method not a string, params not structured, both or neither of result and error on
 // a response, an empty batch, ...) or InvalidParams (a tools/call whose params are not an object
 // with one string "name").
 func Parse(body []byte) (*Message, error) {
-	if !json.Valid(body) {
+	if !json.Valid(body) || !utf8.Valid(body) { // RFC 8259 §8.1: JSON text is UTF-8
 		return nil, &Error{Code: ParseError, Message: "parse error: the body is not JSON"}
 	}
 	body = body[ws(body, 0):valueEnd(body, ws(body, 0))]
@@ -150,25 +153,28 @@ func (m *Message) response(hasID bool, result, errv []byte) error {
 // tool reads params.name of a tools/call: the tool is what the gateway guards, so a name that is
 // missing, not a string or sent twice (one tool for the gateway, another for the server) is refused.
 func (m *Message) tool() error {
-	bad := &Error{Code: InvalidParams, Message: `invalid params: tools/call needs params with one string "name"`}
 	if len(m.Params) == 0 || m.Params[0] != '{' {
-		return bad
+		return errToolName()
 	}
 	var name []byte
 	it := newIter(m.Params)
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
 		if string(text(k)) == "name" {
 			if name != nil || !isString(v) {
-				return bad
+				return errToolName()
 			}
 			name = v
 		}
 	}
 	if name == nil {
-		return bad
+		return errToolName()
 	}
 	m.Tool = string(text(name))
 	return nil
+}
+
+func errToolName() error {
+	return &Error{Code: InvalidParams, Message: `invalid params: tools/call needs params with one string "name"`}
 }
 
 // Meta returns the raw JSON value of params._meta[name] (nil when absent).

@@ -81,6 +81,7 @@ func TestParseErrors(t *testing.T) {
 		{"not JSON", `{"jsonrpc":"2.0",`, ParseError},
 		{"trailing bytes", `{"jsonrpc":"2.0","id":1,"method":"m"} x`, ParseError},
 		{"two values", `{"jsonrpc":"2.0","id":1,"method":"m"}{}`, ParseError},
+		{"not UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\x80\"}", ParseError},
 		{"a string", `"m"`, InvalidRequest},
 		{"a number", `1`, InvalidRequest},
 		{"empty object", `{}`, InvalidRequest},
