@@ -31,12 +31,11 @@ func ReadFinal(msg []byte) (*Final, error) {
 		return nil, invalid("invalid response: not a JSON-RPC response")
 	}
 	f := &Final{ID: m.ID}
-	name, val := `{"result":`, lookup(msg[ws(msg, 0):], "result")
+	name, val := `{"result":`, m.result
 	if val == nil {
-		name, val = `{"error":`, lookup(msg[ws(msg, 0):], "error")
+		name, val = `{"error":`, m.err
 		f.HasError = true
-		code := lookup(val, "code")
-		if f.ErrCode, err = strconv.Atoi(string(code)); err != nil {
+		if f.ErrCode, err = strconv.Atoi(string(lookup(val, "code"))); err != nil {
 			return nil, invalid(`invalid response: "error" has no integer "code"`)
 		}
 	} else {

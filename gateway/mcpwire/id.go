@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"bytes"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/idemgateway/idemgateway/canonical"
 )
 
@@ -16,7 +17,11 @@ func SameID(a, b []byte) bool {
 	case bytes.Equal(a, b):
 		return true
 	case isString(a) && isString(b):
-		return bytes.Equal(text(a), text(b))
+		// Strictly decoded: an escaped lone surrogate is no text (it would decode to U+FFFD,
+		// equal to any other).
+		ta, errA := jsontext.AppendUnquote(nil, a)
+		tb, errB := jsontext.AppendUnquote(nil, b)
+		return errA == nil && errB == nil && bytes.Equal(ta, tb)
 	case isNumber(a) && isNumber(b):
 		ca, errA := canonical.Canonicalize(a)
 		cb, errB := canonical.Canonicalize(b)

@@ -31,6 +31,8 @@ type Message struct {
 	Tool   string // params.name of a tools/call request ("" otherwise)
 	// Batch: the messages of an array body, each parsed like a single message.
 	Batch []Message
+
+	result, err []byte // a response's raw result or error (ReadFinal)
 }
 
 const (
@@ -74,7 +76,7 @@ func (m *Message) parse(b []byte) error {
 	if b[0] != '{' {
 		return invalid("invalid request: a JSON-RPC message is an object")
 	}
-	var version, method, result, errv []byte
+	var version, method []byte
 	hasID := false
 	it := newIter(b)
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
@@ -93,9 +95,9 @@ func (m *Message) parse(b []byte) error {
 		case "params":
 			slot = &m.Params
 		case "result":
-			slot = &result
+			slot = &m.result
 		case "error":
-			slot = &errv
+			slot = &m.err
 		default: // other members are ignored, as the go-sdk does
 			continue
 		}
@@ -114,12 +116,12 @@ func (m *Message) parse(b []byte) error {
 		return invalid(`invalid request: "params" is not an object or an array`)
 	}
 	if method == nil {
-		return m.response(hasID, result, errv)
+		return m.response(hasID)
 	}
 	switch {
 	case !isString(method):
 		return invalid(`invalid request: "method" is not a string`)
-	case result != nil || errv != nil:
+	case m.result != nil || m.err != nil:
 		return invalid(`invalid request: a request has no "result" or "error"`)
 	case hasID && string(m.ID) == "null":
 		return invalid(`invalid request: a request's "id" is not null`)
@@ -135,15 +137,15 @@ func (m *Message) parse(b []byte) error {
 }
 
 // response checks a message without "method".
-func (m *Message) response(hasID bool, result, errv []byte) error {
+func (m *Message) response(hasID bool) error {
 	switch {
 	case !hasID:
 		return invalid(`invalid request: a message without "method" is a response and has an "id"`)
-	case (result == nil) == (errv == nil):
+	case (m.result == nil) == (m.err == nil):
 		return invalid(`invalid request: a response has either "result" or "error"`)
-	case errv != nil && errv[0] != '{':
+	case m.err != nil && m.err[0] != '{':
 		return invalid(`invalid request: "error" is not an object`)
-	case result != nil && string(m.ID) == "null":
+	case m.result != nil && string(m.ID) == "null":
 		return invalid(`invalid request: a result's "id" is not null`)
 	}
 	m.Kind = Response
