@@ -3,13 +3,13 @@ package mcpwire
 import (
 	"bytes"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/idemgateway/idemgateway/canonical"
 )
 
 // SameID reports whether two raw ids are the same id: strings by value after unescaping, numbers
 // by exact decimal value (1 and 1.0 are the same; big integers never pass through float64, as in
-// docs/contract.md §3). A string and a number are never the same id, nor are null or invalid ids.
+// docs/contract.md §3). A string and a number are never the same id, nor are null or invalid ids
+// (an escaped lone surrogate too: Parse refuses it).
 func SameID(a, b []byte) bool {
 	switch {
 	case !validID(a) || !validID(b):
@@ -17,11 +17,7 @@ func SameID(a, b []byte) bool {
 	case bytes.Equal(a, b):
 		return true
 	case isString(a) && isString(b):
-		// Strictly decoded: an escaped lone surrogate is no text (it would decode to U+FFFD,
-		// equal to any other).
-		ta, errA := jsontext.AppendUnquote(nil, a)
-		tb, errB := jsontext.AppendUnquote(nil, b)
-		return errA == nil && errB == nil && bytes.Equal(ta, tb)
+		return bytes.Equal(text(a), text(b)) // validID refused lone surrogates: no U+FFFD stands in
 	case isNumber(a) && isNumber(b):
 		ca, errA := canonical.Canonicalize(a)
 		cb, errB := canonical.Canonicalize(b)

@@ -4,11 +4,6 @@
 // for byte, never decoded and encoded again (docs/contract.md §7).
 package mcpwire
 
-import (
-	"encoding/json"
-	"unicode/utf8"
-)
-
 // Kind is what a JSON-RPC body is.
 type Kind int
 
@@ -41,12 +36,12 @@ const (
 )
 
 // Parse reads body as one JSON-RPC message or a batch. Errors are *Error with Code ParseError (not
-// JSON, or not UTF-8), InvalidRequest (JSON but not a JSON-RPC message: jsonrpc != "2.0", a member sent twice,
+// JSON: see isJSON), InvalidRequest (JSON but not a JSON-RPC message: jsonrpc != "2.0", a member sent twice,
 // bad id type, method not a string, params not structured, both or neither of result and error on
 // a response, an empty batch, ...) or InvalidParams (a tools/call whose params are not an object
 // with one string "name").
 func Parse(body []byte) (*Message, error) {
-	if !json.Valid(body) || !utf8.Valid(body) { // RFC 8259 §8.1: JSON text is UTF-8
+	if !isJSON(body) {
 		return nil, &Error{Code: ParseError, Message: "parse error: the body is not JSON"}
 	}
 	body = body[ws(body, 0):valueEnd(body, ws(body, 0))]
