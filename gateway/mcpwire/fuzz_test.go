@@ -136,11 +136,11 @@ func FuzzReplaceID(f *testing.F) {
 		if err != nil {
 			return
 		}
-		f, err := ReadFinal(out)
-		if err != nil || !bytes.Equal(f.ID, id) {
-			t.Fatalf("ReplaceID(%q, %q) = %q: ReadFinal %+v, %v", msg, id, out, f, err)
+		m, err := Parse(out)
+		if err != nil || m.Kind != Response || !bytes.Equal(m.ID, id) {
+			t.Fatalf("ReplaceID(%q, %q) = %q: Parse %+v, %v", msg, id, out, m, err)
 		}
-		old, _ := ReadFinal(msg)
+		old, _ := Parse(msg)
 		if !validID(old.ID) {
 			return // a null id cannot be put back
 		}
