@@ -160,6 +160,10 @@ func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.M
 	m := newMCPTool(x, msg, source)
 	x.rt, x.front = rt.MCP.Tool(msg.Tool, class), m
 	m.traceCall(x)
+	if int64(len(body)) > x.rt.MaxBodyBytes { // the tool's bound may be tighter than the route's
+		x.reject(fmt.Errorf("%w: %d bytes, tool %s accepts at most %d", ErrBodyTooLarge, len(body), x.rt.Name, x.rt.MaxBodyBytes))
+		return
+	}
 	id, err := identifyCall(x.rt, auth, x.w, r, &toolCall{body: body, msg: msg}, false)
 	x.identified(id)
 	if x.traced && x.keySource != "" {

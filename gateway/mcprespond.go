@@ -211,6 +211,7 @@ func refusalCode(err error) (int, string) {
 		{ErrInvalidKey, mcpwire.KeyInvalid, "idempotency_key_invalid"},
 		{ErrStoreUnavailable, mcpwire.StoreUnavailable, "idempotency_store_unavailable"},
 		{ErrInvalidBody, mcpwire.InvalidParams, "invalid_params"},
+		{ErrBodyTooLarge, mcpwire.InvalidRequest, "body_too_large"},
 		{ErrInvalidRequest, mcpwire.InvalidRequest, "invalid_request"},
 		{ErrUpstream, -32603, "upstream_failed"},
 	}
