@@ -112,7 +112,9 @@ func TestOutcomeOf(t *testing.T) {
 func TestFinalClass(t *testing.T) {
 	t.Parallel()
 	result := func(r string) string { return `{"jsonrpc":"2.0","id":1,"result":` + r + `}` }
-	failed := func(code string) string { return `{"jsonrpc":"2.0","id":1,"error":{"code":` + code + `,"message":"m"}}` }
+	failed := func(code string) string {
+		return `{"jsonrpc":"2.0","id":1,"error":{"code":` + code + `,"message":"m"}}`
+	}
 	moved := routes.Outcome{Committed: []int{-32001}, NotCommitted: []int{-32603}, Unknown: []int{-32602}}
 	tests := []struct {
 		name      string
