@@ -16,6 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemgateway/idemgateway/gateway"
 )
@@ -651,5 +653,132 @@ func TestMCPToolClassFromTrustedAnnotations(t *testing.T) {
 				t.Errorf("decisions %v, tool calls %d; want %v and %d", d.seen, up.count("search_tickets"), want, calls)
 			}
 		})
+	}
+}
+
+// TestMCPSpan: a guarded call's span is named "tools/call <tool>" and carries the attributes of
+// docs/contract.md §7, the session id hashed.
+func TestMCPSpan(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{TracerProvider: tp})
+	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
+	callTool(t, cs, "create_ticket", "k1", map[string]any{"title": "t"})
+	var span *tracetest.SpanStub
+	for deadline := time.Now().Add(hangTimeout); span == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, sp := range spans.GetSpans() { // the server span ends once the handler returned
+			if sp.Name == "tools/call create_ticket" {
+				span = &sp
+			}
+		}
+	}
+	if span == nil {
+		t.Fatal("no span named tools/call create_ticket")
+	}
+	attrs := map[string]string{}
+	for _, a := range span.Attributes {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	for k, want := range map[string]string{
+		"agent.tool.name": "tickets/create_ticket", "agent.tool.side_effect": "true", "gen_ai.tool.name": "create_ticket",
+		"mcp.method.name": "tools/call", "mcp.protocol.version": "2025-11-25", "agent.idempotency.key": "k1",
+		"agent.idempotency.key.source": "meta", "agent.idempotency.decision": "execute",
+		"agent.mcp.tool.class.source": "default", "agent.idempotency.receipt.remote_id": "T-1",
+	} {
+		if attrs[k] != want {
+			t.Errorf("%s = %q, want %q", k, attrs[k], want)
+		}
+	}
+	if id := attrs["jsonrpc.request.id"]; id == "" {
+		t.Error("no jsonrpc.request.id")
+	}
+	if s := attrs["mcp.session.id"]; len(s) != 16 || s == cs.ID() {
+		t.Errorf("mcp.session.id %q, want a 16-digit hash of the session id", s)
+	}
+}
+
+// TestMCPReplayWithoutKeptResult: a result over the receipt limit is not kept; a retry replays a
+// valid tool result that says the call took effect, with its remote id.
+func TestMCPReplayWithoutKeptResult(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{MaxReceiptBodyBytes: 16})
+	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	callTool(t, cs, "create_ticket", "k1", nil)
+	res := callTool(t, cs, "create_ticket", "k1", nil)
+	info, _ := res.Meta["io.github.idemgateway/idempotency"].(map[string]any)
+	if d.last() != "replay replayed" || res.IsError || !strings.Contains(resultText(res), "already took effect") ||
+		!strings.Contains(resultText(res), "T-1") || info["existingRemoteId"] != "T-1" {
+		t.Errorf("decision %q, isError %v, %q, _meta %v", d.last(), res.IsError, resultText(res), res.Meta)
+	}
+	if n := up.count("create_ticket"); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}
+
+// TestMCPRefusalCodes: refusal: jsonrpc_error answers a call without a key -32013 and a duplicate
+// of a call in flight -32011 (retryable, with retryAfterMs), with the id of the refused request.
+func TestMCPRefusalCodes(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    refusal: jsonrpc_error\n"), gateway.Options{})
+	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	var werr *jsonrpc.Error
+	if _, err := cs.CallTool(ctx, toolParams("create_ticket", "", nil)); !errors.As(err, &werr) || werr.Code != -32013 ||
+		!strings.Contains(werr.Message, `params._meta["`+metaKey+`"]`) {
+		t.Errorf("no key: %v, want -32013 naming params._meta", err)
+	}
+	slow := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 500}))
+		slow <- err
+	}()
+	for { // the first call holds the key once the server runs it
+		up.mu.Lock()
+		n := up.calls["slow_create"]
+		up.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 500}))
+	if !errors.As(err, &werr) || werr.Code != -32011 || !strings.Contains(string(werr.Data), `"retryable":true`) ||
+		!strings.Contains(string(werr.Data), `"retryAfterMs":1000`) || !strings.Contains(string(werr.Data), `"type":"idempotency_key_in_progress"`) {
+		t.Errorf("duplicate in flight: %v, want -32011 in progress", err)
+	}
+	if err := <-slow; err != nil {
+		t.Errorf("the first call: %v", err)
+	}
+}
+
+// TestMCPStreamCutIsUnknown: an SSE answer that ends before the call's response leaves the outcome
+// unknown; the client gets the gateway's answer for its id (not a hang), and the progress that came
+// before it.
+func TestMCPStreamCutIsUnknown(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "id: s1\nretry: 1000\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1}}\n\n")
+	}))
+	t.Cleanup(upstream.Close)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(upstream.URL, ""), gateway.Options{})
+	call := `{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"create_ticket","_meta":{"` + metaKey + `":"k1"}}}`
+	status, h, body := postRaw(t, srv.URL+"/mcp", call)
+	events := strings.Split(strings.TrimSpace(body), "\n\n")
+	if status != http.StatusOK || h.Get("Content-Type") != "text/event-stream" || len(events) != 2 ||
+		strings.Contains(body, "id: s1") || strings.Contains(body, "retry:") || !strings.Contains(events[0], "notifications/progress") ||
+		!strings.Contains(events[1], `"id":"c1","result":{`) || !strings.Contains(events[1], "Unknown whether the call took effect") {
+		t.Fatalf("%d %v\n%s", status, h, body)
+	}
+	_, _, body = postRaw(t, srv.URL+"/mcp", strings.Replace(call, `"c1"`, `"c2"`, 1))
+	if !strings.Contains(body, `"id":"c2"`) || !strings.Contains(body, `"decision":"outcome_unknown"`) || calls.Load() != 1 {
+		t.Errorf("retry: %s, %d upstream calls", body, calls.Load())
 	}
 }
