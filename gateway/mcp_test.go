@@ -37,6 +37,7 @@ type mcpUpstream struct {
 	calls    map[string]int // tool calls by tool
 	finished map[string]int // slow_create calls that slept to the end, and were not cancelled
 	progress chan struct{}  // closed by the test once the client got progress_create's notification
+	server   *mcp.Server
 }
 
 // newMCPUpstream serves a go-sdk MCP server with opts (nil: sessions, SSE answers).
@@ -94,6 +95,7 @@ func newMCPUpstream(t *testing.T, opts *mcp.StreamableHTTPOptions) *mcpUpstream 
 		u.mu.Unlock()
 		return created(n), nil
 	})
+	u.server = server
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.requests.Add(1)
@@ -780,5 +782,44 @@ func TestMCPStreamCutIsUnknown(t *testing.T) {
 	_, _, body = postRaw(t, srv.URL+"/mcp", strings.Replace(call, `"c1"`, `"c2"`, 1))
 	if !strings.Contains(body, `"id":"c2"`) || !strings.Contains(body, `"decision":"outcome_unknown"`) || calls.Load() != 1 {
 		t.Errorf("retry: %s, %d upstream calls", body, calls.Load())
+	}
+}
+
+// TestMCPToolClassLearnedAndInvalidated: with trust_annotations (no discovery), the gateway learns
+// the classes of tools/list answers passing through, and forgets them on
+// notifications/tools/list_changed: an unconfigured tool is guarded, then passed through as the
+// read_only tool its server lists, then guarded again once the list changed.
+func TestMCPToolClassLearnedAndInvalidated(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", "timeout: 10s, mcp: {trust_annotations: true}}", 1)
+	yaml = strings.Replace(yaml, "      search_tickets: {class: read_only}\n", "", 1)
+	reg := gateway.NewRegistry()
+	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg})
+	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	guarded := func(key string) bool {
+		before := len(d.seen)
+		callTool(t, cs, "search_tickets", key, nil)
+		return len(d.seen) > before
+	}
+	if !guarded("k1") {
+		t.Fatal("search_tickets passed through before any tool list")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "learned"); n != 1 || guarded("k2") {
+		t.Fatalf("after tools/list (%v learned): search_tickets still guarded", n)
+	}
+	up.server.AddTool(&mcp.Tool{Name: "new_tool", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	for i := 0; !guarded(fmt.Sprint("k-", i)); i++ { // list_changed reaches the gateway on the session's GET stream
+		if ctx.Err() != nil {
+			t.Fatal("search_tickets was never guarded again after the tool list changed")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
