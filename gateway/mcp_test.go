@@ -823,3 +823,37 @@ func TestMCPToolClassLearnedAndInvalidated(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestMCPReplayAcrossEras: the receipt of a 2025-11-25 call replays to a 2026-07-28 retry with
+// the resultType that revision requires, and a refusal to such a retry has one too; a 2025
+// retry gets the result as stored.
+func TestMCPReplayAcrossEras(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	old := func(id, title string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"` + title + `"},"_meta":{"` + metaKey + `":"k1"}}}`
+	}
+	modern := func(id, title string) string {
+		return strings.Replace(old(id, title), `"_meta":{`, `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},`, 1)
+	}
+	v2025 := []string{"Mcp-Protocol-Version", "2025-11-25"}
+	v2026 := []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "create_ticket"}
+	_, _, first := postRaw(t, srv.URL+"/mcp", old("1", "a"), v2025...)
+	if strings.Contains(first, "resultType") || !strings.Contains(first, `"id":1`) {
+		t.Fatalf("first call (2025-11-25): %s", first)
+	}
+	_, h, replay := postRaw(t, srv.URL+"/mcp", modern("2", "a"), v2026...)
+	if h.Get("Idempotency-Decision") != "replay" || !strings.HasPrefix(replay, `{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","content":`) {
+		t.Errorf("2026-07-28 retry: %s %s", h.Get("Idempotency-Decision"), replay)
+	}
+	_, _, conflict := postRaw(t, srv.URL+"/mcp", modern("3", "b"), v2026...)
+	if !strings.Contains(conflict, `"result":{"resultType":"complete","content":`) || !strings.Contains(conflict, `"isError":true`) {
+		t.Errorf("2026-07-28 conflict: %s", conflict)
+	}
+	_, _, again := postRaw(t, srv.URL+"/mcp", old("4", "a"), v2025...)
+	_, data, _ := strings.Cut(strings.TrimSpace(first), "data: ") // the server answered with one SSE event
+	if want := strings.Replace(data, `"id":1`, `"id":4`, 1); again != want {
+		t.Errorf("2025-11-25 retry:\n%s\nwant\n%s", again, want)
+	}
+}
