@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // metaKey is the params._meta member the tests' routes read keys from.
@@ -855,5 +856,61 @@ func TestMCPReplayAcrossEras(t *testing.T) {
 	_, data, _ := strings.Cut(strings.TrimSpace(first), "data: ") // the server answered with one SSE event
 	if want := strings.Replace(data, `"id":1`, `"id":4`, 1); again != want {
 		t.Errorf("2025-11-25 retry:\n%s\nwant\n%s", again, want)
+	}
+}
+
+// TestMCPUnknownToolsRefused: unknown_tools: refuse answers a call of a tool neither configured
+// nor listed by the server with -32602 at HTTP 200, and the server never hears of it.
+func TestMCPUnknownToolsRefused(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    unknown_tools: refuse\n"), gateway.Options{})
+	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	var werr *jsonrpc.Error
+	if _, err := cs.CallTool(ctx, toolParams("failing_create", "k1", nil)); !errors.As(err, &werr) || werr.Code != -32602 {
+		t.Errorf("unknown tool: %v, want -32602", err)
+	}
+	if n := up.count("failing_create"); n != 0 {
+		t.Errorf("the tool ran %d times, want 0", n)
+	}
+	if id := structuredID(t, callTool(t, cs, "create_ticket", "k1", nil)); id != "T-1" { // a configured tool
+		t.Errorf("configured tool: %s, want T-1", id)
+	}
+}
+
+// TestMCPCancelForwarded: with cancel: forward, the client's notifications/cancelled reaches the
+// server, which stops the tool; the outcome is unknown, since no final response was seen.
+func TestMCPCancelForwarded(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	reg := gateway.NewRegistry()
+	srv, store, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    cancel: forward\n"), gateway.Options{Metrics: reg})
+	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 2000})); err == nil {
+		t.Fatal("the call answered before the client's deadline")
+	}
+	deadline := time.Now().Add(hangTimeout)
+	for {
+		state, _, err := store.Get(context.Background(), record.ScopeKey{Tenant: "default", Tool: "tickets/slow_create", Key: "k1"}.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state == record.StateUnknown {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("record state %q, want %q", state, record.StateUnknown)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	up.mu.Lock()
+	finished := up.finished["slow_create"]
+	up.mu.Unlock()
+	if absorbed := metricValue(t, reg, "idemgateway_mcp_cancels_absorbed_total", "route", "tickets"); finished != 0 || absorbed != 0 {
+		t.Errorf("the tool finished %d times, %v cancels absorbed; want the cancel forwarded and the tool stopped", finished, absorbed)
 	}
 }
