@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -235,15 +234,12 @@ func writeJSONRPC(w http.ResponseWriter, status int, sse bool, msg []byte) {
 func onlySSE(h http.Header) bool {
 	jsonOK, sseOK := false, false
 	for _, v := range h.Values("Accept") {
-		for _, part := range strings.Split(v, ",") {
-			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil {
-				continue
-			}
-			switch mt {
-			case "application/json", "application/*", "*/*":
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, _ := strings.Cut(part, ";") // media type parameters (q=) do not matter here
+			switch mt = strings.TrimSpace(mt); {
+			case strings.EqualFold(mt, "application/json"), strings.EqualFold(mt, "application/*"), mt == "*/*":
 				jsonOK = true
-			case "text/event-stream":
+			case strings.EqualFold(mt, "text/event-stream"):
 				sseOK = true
 			}
 		}
@@ -295,8 +291,12 @@ func protocolVersion(h http.Header, msg *mcpwire.Message) string {
 	if v := h.Get(headerProtocolVersion); v != "" {
 		return v
 	}
+	raw := msg.Meta(metaProtocolVersion)
+	if raw == nil {
+		return ""
+	}
 	var v string
-	if raw := msg.Meta(metaProtocolVersion); raw != nil && json.Unmarshal(raw, &v) != nil {
+	if json.Unmarshal(raw, &v) != nil {
 		return ""
 	}
 	return v
