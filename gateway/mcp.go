@@ -327,6 +327,11 @@ func (x *exchange) watchStream(resp *http.Response) {
 	if x.learn && x.g.tools.learns(x.rt) {
 		w.keep = &bytes.Buffer{}
 	}
+	// Notifications come in SSE streams only; the book has something to drop only when it learns
+	// or lists.
+	mt, _, _ := strings.Cut(w.ctype, ";")
+	w.seen = !strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") ||
+		!(x.g.tools.learns(x.rt) || x.rt.Upstream.MCP.DiscoverTools)
 	x.idle.Reset(w.idle)
 	resp.Body = w
 }
@@ -339,7 +344,7 @@ type watchedBody struct {
 	ctype string        // the answer's Content-Type
 	keep  *bytes.Buffer // a tools/list answer, kept up to maxToolListBytes; nil: not kept
 	tail  []byte        // the last bytes read, for a list_changed split across reads
-	seen  bool          // list_changed seen
+	seen  bool          // list_changed seen, or not looked for
 }
 
 // maxToolListBytes bounds the tools/list answer a watchedBody keeps to learn from.
@@ -350,13 +355,9 @@ var listChanged = []byte(methodListChanged)
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.x.idle.Reset(b.idle)
-	if n > 0 && !b.seen {
-		b.tail = append(b.tail, p[:n]...)
-		if bytes.Contains(b.tail, listChanged) {
-			b.seen = true
-			b.x.g.tools.invalidate(b.x.rt)
-		}
-		b.tail = b.tail[max(0, len(b.tail)-len(listChanged)+1):]
+	if n > 0 && !b.seen && b.sees(p[:n]) {
+		b.seen = true
+		b.x.g.tools.invalidate(b.x.rt)
 	}
 	if b.keep != nil && n > 0 {
 		if b.keep.Len()+n > maxToolListBytes {
@@ -370,6 +371,20 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		b.keep = nil
 	}
 	return n, err
+}
+
+// sees reports whether listChanged is in p, or across the seam of the bytes read before it, and
+// keeps the last bytes of p for the next read's seam.
+func (b *watchedBody) sees(p []byte) bool {
+	k := len(listChanged) - 1
+	seam := append(b.tail, p[:min(len(p), k)]...) // at most 2k bytes
+	found := bytes.Contains(seam, listChanged) || bytes.Contains(p, listChanged)
+	if len(p) >= k {
+		b.tail = append(b.tail[:0], p[len(p)-k:]...)
+	} else {
+		b.tail = append(b.tail[:0], seam[max(0, len(seam)-k):]...)
+	}
+	return found
 }
 
 // mcpCalls are the guarded tools/calls in flight on this gateway, by session id ("" without
