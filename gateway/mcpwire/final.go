@@ -1,0 +1,75 @@
+package mcpwire
+
+import "strconv"
+
+// Final is what the gateway reads of the final response of a guarded call (docs/contract.md §7
+// Outcome).
+type Final struct {
+	ID         []byte // the id exactly as sent
+	IsError    bool   // result.isError == true
+	ResultType string // result.resultType ("" when absent; "input_required" never stored)
+	Task       bool   // result is a task handle (result.task object present)
+	ErrCode    int    // error.code when the message is an error (0 otherwise)
+	HasError   bool
+	// Member is the message's "result" or "error" member as a one-member object
+	// `{"result":…}` / `{"error":…}`, the value exactly the bytes sent: what a receipt stores.
+	Member []byte
+}
+
+// ReadFinal reads msg as a JSON-RPC response. Errors are *Error: ParseError when msg is not JSON,
+// InvalidRequest when it is not a response (a request, "jsonrpc" not "2.0", no id, a member sent
+// twice, both or neither of result and error, an error without an integer code).
+func ReadFinal(msg []byte) (*Final, error) {
+	m, err := Parse(msg)
+	switch {
+	case err != nil:
+		return nil, err
+	case m.Kind != Response:
+		return nil, invalid("invalid response: not a JSON-RPC response")
+	}
+	f := &Final{ID: m.ID}
+	name, val := `{"result":`, m.result
+	if val == nil {
+		name, val = `{"error":`, m.err
+		f.HasError = true
+		if f.ErrCode, err = strconv.Atoi(string(lookup(val, "code"))); err != nil {
+			return nil, invalid(`invalid response: "error" has no integer "code"`)
+		}
+	} else {
+		f.result(val)
+	}
+	f.Member = make([]byte, 0, len(name)+len(val)+1)
+	f.Member = append(append(append(f.Member, name...), val...), '}')
+	return f, nil
+}
+
+// result reads the members of a result that decide its outcome, in one pass (the first of a name
+// sent twice counts).
+func (f *Final) result(val []byte) {
+	if val[0] != '{' {
+		return
+	}
+	var isError, resultType, task bool
+	it := newIter(val)
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		switch string(text(k)) {
+		case "isError":
+			if !isError {
+				isError, f.IsError = true, string(v) == "true"
+			}
+		case "resultType":
+			if !resultType && isString(v) {
+				resultType, f.ResultType = true, string(text(v))
+			}
+		case "task":
+			if !task {
+				task, f.Task = true, v[0] == '{'
+			}
+		}
+	}
+}
+
+// validID reports whether id is a JSON string or number, alone.
+func validID(id []byte) bool {
+	return (isString(id) || isNumber(id)) && isJSON(id) && valueEnd(id, 0) == len(id)
+}
