@@ -69,11 +69,16 @@ func newMCPServer() *mcp.Server {
 
 // rpcIDs numbers the JSON-RPC requests of the bench: every request has an id of its own, so that
 // a replay goes out under another id than the call it replays, as an MCP client's retry does.
+// From rpcIDBase, the ids are all 10 digits long: a body's pad, and so its arguments, do not
+// depend on its id (a replay's arguments must be its execution's).
 var rpcIDs atomic.Uint64
 
+const rpcIDBase = 1_000_000_000
+
 // makeToolCall returns a tools/call of create_ticket of exactly size bytes (at least its fixed
-// part) with JSON-RPC id id and key in params._meta; its arguments differ per key and are the
-// same for every call under one key, so that a replay sends what its execution sent.
+// part) with JSON-RPC id id and key in params._meta; its arguments differ per key and, for ids of
+// one length, are the same for every call under one key, so that a replay sends what its
+// execution sent.
 func makeToolCall(id, key string, size int) []byte {
 	head := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"create_ticket","_meta":{"` +
 		mcpKeyMeta + `":"` + key + `"},"arguments":{"title":"` + key + `","pad":"`
@@ -89,7 +94,7 @@ func makeToolCall(id, key string, size int) []byte {
 // one (Accept of both answers, the revision in Mcp-Protocol-Version), and the bytes that the answer
 // to it holds: its id, and then its result.
 func newToolCall(url, key string, size int) (*http.Request, []byte, error) {
-	id := strconv.FormatUint(rpcIDs.Add(1), 10)
+	id := strconv.FormatUint(rpcIDBase+rpcIDs.Add(1), 10)
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(makeToolCall(id, key, size)))
 	if err != nil {
 		return nil, nil, err

@@ -15,7 +15,7 @@ import (
 // params._meta key the gateway reads.
 func TestMakeToolCall(t *testing.T) {
 	t.Parallel()
-	body := makeToolCall("12", "mcp-k1", mediumBody)
+	body := makeToolCall("1000000012", "mcp-k1", mediumBody)
 	if len(body) != mediumBody {
 		t.Errorf("%d bytes, want %d", len(body), mediumBody)
 	}
@@ -23,7 +23,7 @@ func TestMakeToolCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg.Kind != mcpwire.Request || msg.Method != "tools/call" || msg.Tool != "create_ticket" || string(msg.ID) != "12" ||
+	if msg.Kind != mcpwire.Request || msg.Method != "tools/call" || msg.Tool != "create_ticket" || string(msg.ID) != "1000000012" ||
 		string(msg.Meta(mcpKeyMeta)) != `"mcp-k1"` {
 		t.Errorf("parsed %+v, meta %s", msg, msg.Meta(mcpKeyMeta))
 	}
