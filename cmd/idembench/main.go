@@ -50,7 +50,7 @@
 // each throughput run of the proxies' process (getrusage in the child) and of Redis (INFO cpu),
 // with their ratios to the bare proxy's process in the same repetition, and of the harness's own
 // process (load generator and upstream). Progress goes to stderr and the table to
-// stdout. With the defaults a run takes about three minutes.
+// stdout. With the defaults a run takes four to five minutes (-mcp: two).
 //
 // Usage:
 //
@@ -84,7 +84,7 @@
 //	-mcp                 only the rows of MCP tool calls (issue 14): the closed loops of the bare
 //	                     proxy, execute and replay at 1 KiB, over HTTP and as tools/calls with JSON
 //	                     and SSE answers, with their CPU per request, and Redis round trips per
-//	                     request; about a third of the time
+//	                     request; about half the time
 //
 // The profiles are the child's: the proxies only, without the load generator and the upstream.
 // Read one with, for example, go tool pprof -top -nodecount=40 idembench cpu.prof, and the
