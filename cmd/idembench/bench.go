@@ -140,20 +140,15 @@ func (b *bench) floorReplayTarget() *target {
 }
 
 // mcpTarget is who ("bare", "execute" or "replay") of a tools/call of the MCP server answering
-// with answer ("json" or "sse", mcpAnswers): through the bare proxy, or a kind: mcp route of the
-// gateway on Redis.
-func (b *bench) mcpTarget(who, answer string) *target {
-	path := mcpJSONPath
-	if answer == "sse" {
-		path = mcpSSEPath
-	}
-	t := &target{name: "MCP gateway " + who + " (" + answer + ")", url: b.child.addrs.Gateway + path, decision: who,
+// as a says: through the bare proxy, or a kind: mcp route of the gateway on Redis.
+func (b *bench) mcpTarget(who string, a mcpAnswer) *target {
+	t := &target{name: "MCP gateway " + who + " (" + a.name + ")", url: b.child.addrs.Gateway + a.path, decision: who,
 		keys: b.mcpKeys, size: mediumBody, mcp: true}
 	switch who {
 	case "bare":
-		t.name, t.url, t.decision = "MCP bare proxy ("+answer+")", b.child.addrs.Bare+path, ""
+		t.name, t.url, t.decision = "MCP bare proxy ("+a.name+")", b.child.addrs.Bare+a.path, ""
 	case "replay":
-		t.keys = b.mcpReplay[answer]
+		t.keys = b.mcpReplay[a.name]
 	}
 	return t
 }
@@ -287,10 +282,10 @@ func (b *bench) measure(ctx context.Context) (out *results, err error) {
 	}
 	logf("redis round trips per request: execute %.2f, replay %.2f", r.tripsExecute, r.tripsReplay)
 	if !b.cfg.redisOnly {
-		if _, r.tripsMCPExecute, err = b.perRequest(ctx, b.mcpTarget("execute", "json")); err != nil {
+		if _, r.tripsMCPExecute, err = b.perRequest(ctx, b.mcpTarget("execute", mcpAnswers[0])); err != nil {
 			return nil, err
 		}
-		if _, r.tripsMCPReplay, err = b.perRequest(ctx, b.mcpTarget("replay", "json")); err != nil {
+		if _, r.tripsMCPReplay, err = b.perRequest(ctx, b.mcpTarget("replay", mcpAnswers[0])); err != nil {
 			return nil, err
 		}
 		logf("redis round trips per MCP tools/call: execute %.2f, replay %.2f", r.tripsMCPExecute, r.tripsMCPReplay)
@@ -391,7 +386,7 @@ func (b *bench) mcpRuns() []closedRunSpec {
 	var runs []closedRunSpec
 	for _, a := range mcpAnswers {
 		for _, who := range []string{"bare", "execute", "replay"} {
-			runs = append(runs, closedRunSpec{mcpName(who, a.name), b.mcpTarget(who, a.name)})
+			runs = append(runs, closedRunSpec{mcpName(who, a.name), b.mcpTarget(who, a)})
 		}
 	}
 	return runs

@@ -25,10 +25,13 @@ const (
 	mcpSSEPath  = "/mcp-sse"
 )
 
-// The MCP answers the bench measures, by the path their server answers on.
-var mcpAnswers = []struct {
-	name, path string
-}{{"json", mcpJSONPath}, {"sse", mcpSSEPath}}
+// mcpAnswer is a form of answer of the MCP server: its name in the runs ("json", "sse") and the
+// path the server answers so on.
+type mcpAnswer struct{ name, path string }
+
+// mcpAnswers are the forms of answer the bench measures; tools/calls count their Redis round
+// trips on the first.
+var mcpAnswers = []mcpAnswer{{"json", mcpJSONPath}, {"sse", mcpSSEPath}}
 
 // mcpVersion is the MCP revision the bench's requests name (Mcp-Protocol-Version).
 const mcpVersion = "2025-11-25"
