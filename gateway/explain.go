@@ -6,22 +6,27 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
 // Explanation is what the gateway makes of one request under one route, without a store or an
 // upstream: what `idemgateway fingerprint` prints.
 type Explanation struct {
+	// Route is the route's name; for a tools/call on a kind: mcp route, the tool's scope name,
+	// route/tool (docs/mcp.md), which records, metrics and the admin API name.
 	Route string `json:"route"`
 	// Tenant is the request's: with clients, its client's (docs/security.md#who-is-calling).
 	Tenant      string          `json:"tenant"`
 	Document    json.RawMessage `json:"document"`    // the canonical document (docs/contract.md §3)
 	Fingerprint string          `json:"fingerprint"` // sha256:<64 hex>
-	// Key is the idempotency key and KeySource where it came from: header, from or derive.
+	// Key is the idempotency key and KeySource where it came from: header, meta (params._meta of
+	// a tools/call), from or derive.
 	// KeyProblem says why there is none (the 400 the gateway would answer).
 	Key        string `json:"key,omitempty"`
 	KeySource  string `json:"key_source,omitempty"`
@@ -35,7 +40,11 @@ type Explanation struct {
 }
 
 // Explain returns the Explanation of r under the route named route in cfg. r's method and path
-// must match the route; its body is read up to the route's max_body_bytes. With steps, the
+// must match the route; its body is read up to the route's max_body_bytes. On a kind: mcp route,
+// r is a POST of one tools/call, and route names the route ("tickets": the tool is the body's) or
+// the tool ("tickets/create_ticket": the body must call it); the call is explained under its
+// tool's route, with the class the file gives the tool, else the route's (a class that trusted
+// annotations of the server would give is not known here). With steps, the
 // explanation lists what each fingerprint rule did. It runs the serving path's identify phase
 // (identify.go), so it says what the gateway would; unlike serving, it fingerprints a request that
 // has no usable key, and says why in KeyProblem. With cfg's clients it authenticates r as the
@@ -43,26 +52,27 @@ type Explanation struct {
 // route, a path that does not match, a key set that cannot be read, what the gateway would answer
 // 401, 403 or 400 before the key (ErrUnauthenticated, ErrTenantMismatch, ErrActorMismatch,
 // ErrInvalidRequest: a bad tenant or path parameter, a header sent twice), a body too large or not
-// parseable where the fingerprint needs it (ErrInvalidBody).
+// parseable where the fingerprint needs it (ErrInvalidBody); on a kind: mcp route, a body that is
+// not one JSON-RPC message or whose 2026-07-28 headers do not match it (ErrInvalidBody), a bad
+// tool name (ErrInvalidRequest), a body that is no tools/call or calls another tool, a read_only
+// tool.
 func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Explanation, error) {
-	var rt *routes.Route
-	for _, candidate := range cfg.Routes {
-		if candidate.Name == route {
-			rt = candidate
-		}
-	}
+	rt, tool := explained(cfg, route)
 	if rt == nil {
 		return nil, fmt.Errorf("no route named %q", route)
 	}
-	if rt.Class == routes.ReadOnly {
+	method := rt.Method
+	if rt.Kind == routes.KindMCP {
+		method = http.MethodPost // only a POST carries a tools/call
+	} else if rt.Class == routes.ReadOnly {
 		return nil, fmt.Errorf("route %q is read_only: it has no fingerprint", route)
 	}
 	mux := chi.NewRouter()
-	chi.RegisterMethod(rt.Method)
-	mux.Method(rt.Method, rt.Path, http.NotFoundHandler())
+	chi.RegisterMethod(method)
+	mux.Method(method, rt.Path, http.NotFoundHandler())
 	rctx := chi.NewRouteContext()
-	if r.Method != rt.Method || !mux.Match(rctx, rt.Method, routingPath(r)) {
-		return nil, fmt.Errorf("%s %s does not match route %q (%s %s)", r.Method, r.URL.Path, route, rt.Method, rt.Path)
+	if r.Method != method || !mux.Match(rctx, method, routingPath(r)) {
+		return nil, fmt.Errorf("%s %s does not match route %q (%s %s)", r.Method, r.URL.Path, route, method, rt.Path)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx))
 	auth, err := newAuthenticator(cfg.Clients, slog.New(slog.DiscardHandler))
@@ -70,7 +80,12 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Ex
 		return nil, err
 	}
 	defer auth.close()
-	id, err := identify(rt, auth, nil, r, true)
+	var id *identity
+	if rt.Kind == routes.KindMCP {
+		rt, id, err = explainToolCall(rt, tool, auth, r)
+	} else {
+		id, err = identify(rt, auth, nil, r, true)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -86,4 +101,58 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Ex
 		}
 	}
 	return e, nil
+}
+
+// explained returns the route of cfg that name names, and the tool it names on a kind: mcp route
+// ("route/tool"; "" when name is the route's).
+func explained(cfg *routes.Config, name string) (*routes.Route, string) {
+	for _, rt := range cfg.Routes {
+		if rt.Name == name {
+			return rt, ""
+		}
+	}
+	if route, tool, ok := strings.Cut(name, "/"); ok {
+		for _, rt := range cfg.Routes {
+			if rt.Name == route && rt.Kind == routes.KindMCP {
+				return rt, tool
+			}
+		}
+	}
+	return nil, ""
+}
+
+// explainToolCall runs the identify phase of a tools/call on rt, a kind: mcp route, as serveMCP
+// and serveToolCall do: the body read once and parsed, the 2026-07-28 headers checked, the tool's
+// name checked, and identifyCall under the tool's route, whose key may be in params._meta. tool,
+// when not "", must be the body's. It returns the tool's route and the identity.
+func explainToolCall(rt *routes.Route, tool string, auth *authenticator, r *http.Request) (*routes.Route, *identity, error) {
+	body, err := readBody(nil, r, rt.MaxBodyBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	msg, err := mcpwire.Parse(body)
+	if err == nil {
+		err = checkMCPHeaders(r.Header, msg)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidBody, err)
+	}
+	if msg.Kind != mcpwire.Request || msg.Method != methodToolsCall {
+		return nil, nil, fmt.Errorf("route %q: the body is no tools/call request, which alone has a fingerprint", rt.Name)
+	}
+	if err := routes.CheckToolName(msg.Tool); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
+	if tool != "" && msg.Tool != tool {
+		return nil, nil, fmt.Errorf("the body calls tool %q, not %q", msg.Tool, tool)
+	}
+	trt := rt.MCP.Tool(msg.Tool, "")
+	if trt.Class == routes.ReadOnly {
+		return nil, nil, fmt.Errorf("tool %q is read_only: its calls pass through and have no fingerprint", trt.Name)
+	}
+	if int64(len(body)) > trt.MaxBodyBytes {
+		return nil, nil, fmt.Errorf("%w: %d bytes, tool %s accepts at most %d", ErrBodyTooLarge, len(body), trt.Name, trt.MaxBodyBytes)
+	}
+	id, err := identifyCall(trt, auth, nil, r, &toolCall{body: body, msg: msg}, true)
+	return trt, id, err
 }

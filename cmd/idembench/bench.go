@@ -40,13 +40,17 @@ type bench struct {
 
 	floorKeys   *uniqueKeys // first executions on the floor
 	floorReplay *cycleKeys  // keys the floor holds; refilled by reset
+
+	mcpKeys   *uniqueKeys           // MCP tools/calls: first executions, and the bare proxy's
+	mcpReplay map[string]*cycleKeys // keys each kind: mcp route holds, by answer; refilled by reset
 }
 
 // setup starts Redis, the upstream and the child with the proxies. On error, what was started is
 // stopped.
 func setup(ctx context.Context, cfg config) (*bench, error) {
 	b := &bench{cfg: cfg, load: newLoader(cfg.concurrency), bareKeys: newKeys("bare"), execKeys: newKeys("exec"),
-		embKeys: newKeys("embedded"), floorKeys: newKeys("floor"), closeStore: func() {}}
+		embKeys: newKeys("embedded"), floorKeys: newKeys("floor"), mcpKeys: newKeys("mcp"), mcpReplay: map[string]*cycleKeys{},
+		closeStore: func() {}}
 	if err := b.start(ctx); err != nil {
 		b.close()
 		return nil, err
@@ -61,7 +65,7 @@ func (b *bench) start(ctx context.Context) error {
 		return err
 	}
 	b.admin = redis.NewClient(&redis.Options{Addr: b.redis.addr, PoolSize: 2})
-	if b.upstream, err = serve(newUpstream()); err != nil {
+	if b.upstream, err = serve(newUpstreamMux()); err != nil {
 		return err
 	}
 	upURL, err := url.Parse(b.upstream.url)
@@ -135,10 +139,25 @@ func (b *bench) floorReplayTarget() *target {
 	return &target{name: "floor replay", url: b.child.addrs.Floor + routePath, decision: "replay", keys: b.floorReplay, size: mediumBody}
 }
 
+// mcpTarget is who ("bare", "execute" or "replay") of a tools/call of the MCP server answering
+// as a says: through the bare proxy, or a kind: mcp route of the gateway on Redis.
+func (b *bench) mcpTarget(who string, a mcpAnswer) *target {
+	t := &target{name: "MCP gateway " + who + " (" + a.name + ")", url: b.child.addrs.Gateway + a.path, decision: who,
+		keys: b.mcpKeys, size: mediumBody, mcp: true}
+	switch who {
+	case "bare":
+		t.name, t.url, t.decision = "MCP bare proxy ("+a.name+")", b.child.addrs.Bare+a.path, ""
+	case "replay":
+		t.keys = b.mcpReplay[a.name]
+	}
+	return t
+}
+
 // reset empties Redis (FLUSHALL, so that memory stays bounded and runs start alike) and, with
 // replay, stores the receipts of -replay-keys new keys for the replay runs, through the gateway,
-// the floor and the embedded-store gateway. The embedded store is not emptied: its file grows over
-// the run, as a gateway's does over its records' TTL.
+// the floor and the embedded-store gateway (not with -mcp), and each kind: mcp route (not with
+// -redis-only). The embedded store is not emptied: its file grows over the run, as a gateway's
+// does over its records' TTL.
 func (b *bench) reset(ctx context.Context, replay bool) error {
 	if err := b.admin.FlushAll(ctx).Err(); err != nil {
 		return fmt.Errorf("flushall: %w", err)
@@ -147,25 +166,37 @@ func (b *bench) reset(ctx context.Context, replay bool) error {
 		return nil
 	}
 	var err error
-	if b.replay, err = b.storeKeys(ctx, b.child.addrs.Gateway); err != nil {
+	if b.replay, err = b.storeKeys(ctx, b.child.addrs.Gateway+routePath, false); err != nil {
 		return err
 	}
-	if b.embReplay, err = b.storeKeys(ctx, b.child.addrs.Embedded); err != nil {
-		return err
+	if !b.cfg.mcpOnly {
+		if b.embReplay, err = b.storeKeys(ctx, b.child.addrs.Embedded+routePath, false); err != nil {
+			return err
+		}
+		if b.floorReplay, err = b.storeKeys(ctx, b.child.addrs.Floor+routePath, false); err != nil {
+			return err
+		}
 	}
-	b.floorReplay, err = b.storeKeys(ctx, b.child.addrs.Floor)
-	return err
+	if !b.cfg.redisOnly {
+		for _, a := range mcpAnswers {
+			if b.mcpReplay[a.name], err = b.storeKeys(ctx, b.child.addrs.Gateway+a.path, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
-// storeKeys executes -replay-keys new keys once each on the server at base, and returns them.
-func (b *bench) storeKeys(ctx context.Context, base string) (*cycleKeys, error) {
+// storeKeys executes -replay-keys new keys once each at url (tools/calls with mcp), and returns
+// them.
+func (b *bench) storeKeys(ctx context.Context, url string, mcp bool) (*cycleKeys, error) {
 	fresh := newKeys("replay")
 	keys := make([]string, b.cfg.replayKeys)
 	for i := range keys {
 		keys[i] = fresh.next()
 	}
-	store := &target{name: "storing the replay receipts", url: base + routePath, decision: "execute",
-		keys: &cycleKeys{keys: keys}, size: mediumBody}
+	store := &target{name: "storing the replay receipts", url: url, decision: "execute",
+		keys: &cycleKeys{keys: keys}, size: mediumBody, mcp: mcp}
 	return &cycleKeys{keys: keys}, b.load.count(ctx, store, len(keys), 8)
 }
 
@@ -180,6 +211,8 @@ type results struct {
 
 	cmdsExecute, cmdsReplay   map[string]float64 // Redis commands per request, INFO commandstats
 	tripsExecute, tripsReplay float64            // round trips per request, client-side count
+	// Round trips per MCP tools/call (JSON answers) executed and replayed; not with -redis-only.
+	tripsMCPExecute, tripsMCPReplay float64
 
 	allocBare, allocExecute, allocReplay allocResult
 
@@ -202,7 +235,7 @@ type results struct {
 }
 
 // runName names a run: who ("bare", "execute", "replay", "floor", "floor-replay", "embedded",
-// "embedded-replay") and the body size.
+// "embedded-replay", or an MCP run's mcpName) and the body size.
 func runName(who string, size int) string { return fmt.Sprintf("%s/%d", who, size) }
 
 // measure runs every measurement: the Redis RTT, commands per request, allocations, then -reps
@@ -248,11 +281,31 @@ func (b *bench) measure(ctx context.Context) (out *results, err error) {
 		return nil, err
 	}
 	logf("redis round trips per request: execute %.2f, replay %.2f", r.tripsExecute, r.tripsReplay)
+	if !b.cfg.redisOnly {
+		if _, r.tripsMCPExecute, err = b.perRequest(ctx, b.mcpTarget("execute", mcpAnswers[0])); err != nil {
+			return nil, err
+		}
+		if _, r.tripsMCPReplay, err = b.perRequest(ctx, b.mcpTarget("replay", mcpAnswers[0])); err != nil {
+			return nil, err
+		}
+		logf("redis round trips per MCP tools/call: execute %.2f, replay %.2f", r.tripsMCPExecute, r.tripsMCPReplay)
+	}
 
-	if b.cfg.redisOnly {
+	if b.cfg.redisOnly || b.cfg.mcpOnly {
+		// Only the closed loops of the bare proxy, execute and replay at 1 KiB; with -mcp, and
+		// those of the MCP tools/calls.
 		for rep := 1; rep <= b.cfg.reps; rep++ {
-			if err := b.redisRepetition(ctx, r, rep); err != nil {
+			if err := b.reset(ctx, true); err != nil { // before the targets: the replay keys are new
 				return nil, err
+			}
+			runs := []closedRunSpec{{"bare", b.bareTarget(mediumBody)}, {"execute", b.execute(mediumBody)}, {"replay", b.replayTarget()}}
+			if b.cfg.mcpOnly {
+				runs = append(runs, b.mcpRuns()...)
+			}
+			for _, run := range runs {
+				if err := b.closedRun(ctx, r, rep, run.who, run.t); err != nil {
+					return nil, err
+				}
 			}
 		}
 		return r, b.admin.FlushAll(ctx).Err()
@@ -297,6 +350,11 @@ func (b *bench) repetition(ctx context.Context, r *results, rep int) error {
 		closed("floor-replay", b.floorReplayTarget()),
 		closed("embedded", b.embeddedExecute()),
 		closed("embedded-replay", b.embeddedReplay()),
+	}
+	for _, run := range b.mcpRuns() {
+		steps = append(steps, closed(run.who, run.t))
+	}
+	steps = append(steps,
 		open("bare", b.bareTarget(mediumBody)),
 		open("execute", b.execute(mediumBody)),
 		open("replay", b.replayTarget()),
@@ -307,7 +365,7 @@ func (b *bench) repetition(ctx context.Context, r *results, rep int) error {
 		closed("execute", b.execute(smallBody)),
 		closed("bare", b.bareTarget(largeBody)),
 		closed("execute", b.execute(largeBody)),
-	}
+	)
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err
@@ -316,21 +374,22 @@ func (b *bench) repetition(ctx context.Context, r *results, rep int) error {
 	return nil
 }
 
-// redisRepetition runs, once into r, the closed loops of -redis-only: the bare proxy, execute and
-// replay, at 1 KiB.
-func (b *bench) redisRepetition(ctx context.Context, r *results, rep int) error {
-	if err := b.reset(ctx, true); err != nil {
-		return err
-	}
-	for _, run := range []struct {
-		who string
-		t   *target
-	}{{"bare", b.bareTarget(mediumBody)}, {"execute", b.execute(mediumBody)}, {"replay", b.replayTarget()}} {
-		if err := b.closedRun(ctx, r, rep, run.who, run.t); err != nil {
-			return err
+// closedRunSpec is a closed loop to run: who (runName) and its target.
+type closedRunSpec struct {
+	who string
+	t   *target
+}
+
+// mcpRuns are the closed loops of MCP tools/calls: for each answer, the bare proxy, execute and
+// replay.
+func (b *bench) mcpRuns() []closedRunSpec {
+	var runs []closedRunSpec
+	for _, a := range mcpAnswers {
+		for _, who := range []string{"bare", "execute", "replay"} {
+			runs = append(runs, closedRunSpec{mcpName(who, a.name), b.mcpTarget(who, a)})
 		}
 	}
-	return nil
+	return runs
 }
 
 // closedRun runs one closed loop on t and records its throughput and CPU time per request.

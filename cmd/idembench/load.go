@@ -48,6 +48,10 @@ type target struct {
 	decision string
 	keys     keySource
 	size     int // request body size in bytes
+	// mcp: the requests are MCP tools/calls (mcp.go), with the key in params._meta, answered 200
+	// with the call's result under the request's JSON-RPC id; else POSTs of makeBody with the key
+	// in Idempotency-Key, answered 201.
+	mcp bool
 }
 
 // loader sends the benchmark's requests from one HTTP client whose pool holds a connection per
@@ -68,25 +72,44 @@ func newLoader(workers int) *loader {
 	}}
 }
 
-// do sends one POST to t with a fresh key and checks the answer: 201, and t's decision.
+// do sends one POST to t with a fresh key and checks the answer: its status, t's decision, and
+// for a tools/call that the answer holds its result under the request's id.
 func (l *loader) do(t *target) error {
 	key := t.keys.next()
-	req, err := http.NewRequest(http.MethodPost, t.url, bytes.NewReader(makeBody(key, t.size)))
+	var (
+		req    *http.Request
+		answer []byte // what the answer to a tools/call holds (newToolCall)
+		err    error
+	)
+	status := http.StatusCreated
+	if t.mcp {
+		req, answer, err = newToolCall(t.url, key, t.size)
+		status = http.StatusOK
+	} else if req, err = http.NewRequest(http.MethodPost, t.url, bytes.NewReader(makeBody(key, t.size))); err == nil {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+	}
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
 	resp, err := l.client.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
+	if resp.StatusCode != status {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
 		return fmt.Errorf("%s: status %d: %s", t.name, resp.StatusCode, msg)
 	}
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+	if answer == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+	} else {
+		var body []byte
+		if body, err = io.ReadAll(resp.Body); err == nil && !bytes.Contains(body, answer) {
+			return fmt.Errorf("%s: the answer holds no %s: %.300s", t.name, answer, body)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("%s: reading the body: %w", t.name, err)
 	}
 	if got := resp.Header.Get("Idempotency-Decision"); got != t.decision {

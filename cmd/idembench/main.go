@@ -40,12 +40,17 @@
 //   - the budget of issue 15 item 6: Redis commands inside the scripts per first execution (≤ 6),
 //     Redis CPU per first execution ÷ per replay (≤ 1.6), and the gateway process's CPU per first
 //     execution ÷ the bare proxy's per request (≤ 1.35);
+//   - MCP tool calls (issue 14, mcp.go): a tools/call of a real go-sdk MCP server (stateless,
+//     answering with JSON on one path and an SSE stream on another, in the harness's process)
+//     through the bare proxy and through a kind: mcp route of the gateway, executed and replayed,
+//     and the budget of issue 14: an MCP replay costs no more than an HTTP replay (throughput and
+//     the gateway process's CPU per request, MCP replay ÷ HTTP replay in the same repetition);
 //
 // with the machine it ran on, each budget marked met or not met, and the CPU time per request in
 // each throughput run of the proxies' process (getrusage in the child) and of Redis (INFO cpu),
 // with their ratios to the bare proxy's process in the same repetition, and of the harness's own
 // process (load generator and upstream). Progress goes to stderr and the table to
-// stdout. With the defaults a run takes about three minutes.
+// stdout. With the defaults a run takes four to five minutes (-mcp: two).
 //
 // Usage:
 //
@@ -76,6 +81,10 @@
 //	                     and the closed loops of the bare proxy, execute and replay at 1 KiB, with
 //	                     their CPU per request (no allocations, latency, floor, embedded store or
 //	                     other sizes); about a fifth of the time
+//	-mcp                 only the rows of MCP tool calls (issue 14): the closed loops of the bare
+//	                     proxy, execute and replay at 1 KiB, over HTTP and as tools/calls with JSON
+//	                     and SSE answers, with their CPU per request, and Redis round trips per
+//	                     request; about half the time
 //
 // The profiles are the child's: the proxies only, without the load generator and the upstream.
 // Read one with, for example, go tool pprof -top -nodecount=40 idembench cpu.prof, and the
@@ -111,6 +120,7 @@ type config struct {
 	profileOnly     bool
 	dataDir         string
 	redisOnly       bool
+	mcpOnly         bool
 }
 
 func parseFlags(args []string) (config, error) {
@@ -130,6 +140,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.profileSize, "profile-size", mediumBody, "body size in bytes of the profiled run of execute or bare: 256, 1024 or 65536 (replay: 1024)")
 	fs.BoolVar(&c.profileOnly, "profile-only", false, "skip the table: only the profiled run")
 	fs.BoolVar(&c.redisOnly, "redis-only", false, "measure only the Redis store's work (issue 15): commands per request, and closed loops of the bare proxy, execute and replay at 1 KiB")
+	fs.BoolVar(&c.mcpOnly, "mcp", false, "measure only MCP tool calls (issue 14): closed loops of the bare proxy, execute and replay at 1 KiB, over HTTP and as tools/calls with JSON and SSE answers")
 	fs.StringVar(&c.dataDir, "data-dir", "", "directory in which the embedded store's directory is made (default: the system's temporary directory); its disk's fsync is measured")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -156,6 +167,9 @@ func parseFlags(args []string) (config, error) {
 	case smallBody, mediumBody, largeBody:
 	default:
 		problems = append(problems, fmt.Errorf("-profile-size %d: want %d, %d or %d", c.profileSize, smallBody, mediumBody, largeBody))
+	}
+	if c.redisOnly && c.mcpOnly {
+		problems = append(problems, errors.New("-redis-only and -mcp exclude each other"))
 	}
 	if c.profileOnly && c.cpuprofile == "" && c.memprofile == "" {
 		problems = append(problems, errors.New("-profile-only needs -cpuprofile or -memprofile"))

@@ -86,8 +86,11 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	fmt.Fprintf(w, ", Redis %s. Everything (load generator, upstream, proxies, Redis) on this machine, over loopback; "+
 		"the proxies under test in a process of their own, the embedded store's file in %s (%s).\n\n", m.redisV, r.dataDir, cmp.Or(fsType(r.dataDir), "filesystem unknown"))
 	openLoop := fmt.Sprintf("open loop %.0f req/s for %s", cfg.rate, cfg.latencyDuration)
-	if cfg.redisOnly {
+	switch {
+	case cfg.redisOnly:
 		openLoop = "-redis-only: the bare proxy, execute and replay closed loops alone"
+	case cfg.mcpOnly:
+		openLoop = "-mcp: the bare proxy, execute and replay closed loops alone, over HTTP and as MCP tools/calls"
 	}
 	fmt.Fprintf(w, "Settings: closed loop %d workers, %s measured after %s warm-up; %s; "+
 		"%d repetitions, medians (ratios per repetition, then the median); 1 KiB request and response bodies unless noted; "+
@@ -104,7 +107,7 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	}
 
 	th := func(who string, size int) []float64 { return r.throughput[runName(who, size)] }
-	if cfg.redisOnly {
+	if cfg.redisOnly || cfg.mcpOnly {
 		var t table
 		t.add("Bare proxy throughput (req/s)", "%.0f", th("bare", mediumBody), nil)
 		t.add("Gateway execute throughput (req/s)", "%.0f", th("execute", mediumBody), nil)
@@ -113,8 +116,15 @@ func writeReport(w io.Writer, cfg config, r *results) {
 		t.add("**R2** = replay ÷ bare", "%.2f", ratios(th("replay", mediumBody), th("bare", mediumBody)), ptr(atLeast(1.3)))
 		t.add("Redis round trips per execute (request path)", "%.2f", []float64{r.tripsExecute}, ptr(atMost(2)))
 		t.add("Redis round trips per replay", "%.2f", []float64{r.tripsReplay}, ptr(exactly(1)))
-		redisWork(&t, r)
+		if cfg.redisOnly {
+			redisWork(&t, r)
+		} else {
+			mcpRows(&t, r)
+		}
 		t.write(w)
+		if cfg.mcpOnly {
+			writeMCPNote(w)
+		}
 		writeCPU(w, m, r)
 		writeCommands(w, cfg, r)
 		writeWarnings(w, r)
@@ -179,7 +189,9 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	t.add("R1, 256 B", "%.2f", r1Small, nil)
 	t.add("R1, 64 KiB", "%.2f", r1Large, nil)
 	t.add("**R1 64 KiB ÷ R1 256 B**", "%.2f", ratios(r1Large, r1Small), ptr(atLeast(0.75)))
+	mcpRows(&t, r)
 	t.write(w)
+	writeMCPNote(w)
 
 	writeCPU(w, m, r)
 	writeCommands(w, cfg, r)
@@ -211,6 +223,38 @@ func redisWork(t *table, r *results) {
 	t.add("Gateway process CPU per execute (µs)", "%.0f", cpu(r.cpuProxy, "execute"), nil)
 	t.add("Bare proxy process CPU per request (µs)", "%.0f", cpu(r.cpuProxy, "bare"), nil)
 	t.add("**Gateway CPU per execute ÷ bare proxy's** (issue 15)", "%.2f", ratios(cpu(r.cpuProxy, "execute"), cpu(r.cpuProxy, "bare")), ptr(atMost(1.35)))
+}
+
+// mcpRows adds the rows of MCP tool calls (issue 14): for each form of answer, the throughputs of
+// the bare proxy, execute and replay of a tools/call, their ratios to the bare proxy's, and the
+// budget that a replay of a tools/call costs no more than an HTTP replay, in throughput and in the
+// gateway process's CPU per request, each ratio within one repetition; then the Redis round trips
+// per tools/call.
+func mcpRows(t *table, r *results) {
+	run := func(m map[string][]float64, who string) []float64 { return m[runName(who, mediumBody)] }
+	for _, a := range mcpAnswers {
+		label := map[string]string{"json": "JSON answers", "sse": "SSE answers"}[a.name]
+		bare, execute, replay := mcpName("bare", a.name), mcpName("execute", a.name), mcpName("replay", a.name)
+		t.add("MCP tools/call, "+label+": bare proxy throughput (req/s)", "%.0f", run(r.throughput, bare), nil)
+		t.add("MCP tools/call, "+label+": gateway execute throughput (req/s)", "%.0f", run(r.throughput, execute), nil)
+		t.add("MCP tools/call, "+label+": gateway replay throughput (req/s)", "%.0f", run(r.throughput, replay), nil)
+		t.add("MCP R1, "+label+" = execute ÷ bare proxy's tools/call", "%.2f", ratios(run(r.throughput, execute), run(r.throughput, bare)), nil)
+		t.add("MCP R2, "+label+" = replay ÷ bare proxy's tools/call", "%.2f", ratios(run(r.throughput, replay), run(r.throughput, bare)), nil)
+		t.add("**MCP replay ÷ HTTP replay**, "+label+": throughput (issue 14)", "%.2f",
+			ratios(run(r.throughput, replay), run(r.throughput, "replay")), ptr(atLeast(1)))
+		t.add("**MCP replay ÷ HTTP replay**, "+label+": gateway process CPU per request (issue 14)", "%.2f",
+			ratios(run(r.cpuProxy, replay), run(r.cpuProxy, "replay")), ptr(atMost(1)))
+	}
+	t.add("Redis round trips per MCP execute (JSON answers)", "%.2f", []float64{r.tripsMCPExecute}, ptr(atMost(2)))
+	t.add("Redis round trips per MCP replay (JSON answers)", "%.2f", []float64{r.tripsMCPReplay}, ptr(exactly(1)))
+}
+
+// writeMCPNote says what the MCP rows measured.
+func writeMCPNote(w io.Writer) {
+	fmt.Fprintf(w, "\nMCP rows: a tools/call of %d B (key in params._meta, a new JSON-RPC id per request, Mcp-Protocol-Version %s) "+
+		"to a stateless go-sdk MCP server in the harness's process, whose result is about as large; the bare proxy's "+
+		"tools/calls reach the same server. Clients accept both answers, as go-sdk's does, so a replay is application/json "+
+		"whichever form the execution's answer had.\n", mediumBody, mcpVersion)
 }
 
 // writeCommands prints the Redis commands per request, execute and replay.
@@ -247,24 +291,37 @@ func pairs(p50, p99 []float64) string {
 // Redis, with their ratios to the bare proxy's of the same repetition and body size.
 func writeCPU(w io.Writer, m machine, r *results) {
 	fmt.Fprintf(w, "\nCPU time per request in the closed-loop runs, µs (medians; ratios per repetition against the bare proxy's "+
-		"process in the same repetition, at the same body size; the proxy's process holds the embedded store when it is "+
-		"the one under test; %d cores give %.0f µs of CPU per second):\n\n", m.cores, float64(m.cores)*1e6)
+		"process in the same repetition, at the same body size (an MCP run: the bare proxy's tools/calls with the same form of "+
+		"answer); the proxy's process holds the embedded store when it is the one under test; the harness's, the MCP server; "+
+		"%d cores give %.0f µs of CPU per second):\n\n", m.cores, float64(m.cores)*1e6)
 	fmt.Fprintln(w, "| Run | proxy process | ÷ bare | Redis | proxy + Redis | ÷ bare | harness: load generator and upstream |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|")
-	for _, run := range []struct {
+	type cpuRun struct {
 		label, who string
 		size       int
-	}{
-		{"bare proxy, 1 KiB", "bare", mediumBody}, {"gateway execute, 1 KiB", "execute", mediumBody}, {"gateway replay, 1 KiB", "replay", mediumBody},
-		{"embedded store: execute, 1 KiB", "embedded", mediumBody}, {"embedded store: replay, 1 KiB", "embedded-replay", mediumBody},
-		{"floor execute, 1 KiB", "floor", mediumBody}, {"floor replay, 1 KiB", "floor-replay", mediumBody},
-		{"bare proxy, 256 B", "bare", smallBody}, {"gateway execute, 256 B", "execute", smallBody},
-		{"bare proxy, 64 KiB", "bare", largeBody}, {"gateway execute, 64 KiB", "execute", largeBody},
-	} {
-		name, bare := runName(run.who, run.size), runName("bare", run.size)
+		base       string // who of the run it is divided by: "bare" unless set
+	}
+	runs := []cpuRun{
+		{"bare proxy, 1 KiB", "bare", mediumBody, ""}, {"gateway execute, 1 KiB", "execute", mediumBody, ""},
+		{"gateway replay, 1 KiB", "replay", mediumBody, ""},
+		{"embedded store: execute, 1 KiB", "embedded", mediumBody, ""}, {"embedded store: replay, 1 KiB", "embedded-replay", mediumBody, ""},
+		{"floor execute, 1 KiB", "floor", mediumBody, ""}, {"floor replay, 1 KiB", "floor-replay", mediumBody, ""},
+		{"bare proxy, 256 B", "bare", smallBody, ""}, {"gateway execute, 256 B", "execute", smallBody, ""},
+		{"bare proxy, 64 KiB", "bare", largeBody, ""}, {"gateway execute, 64 KiB", "execute", largeBody, ""},
+	}
+	// MCP tools/calls, divided by the bare proxy's tools/calls with the same form of answer.
+	for _, a := range mcpAnswers {
+		for _, who := range []string{"bare", "execute", "replay"} {
+			label := map[string]string{"bare": "bare proxy", "execute": "gateway execute", "replay": "gateway replay"}[who]
+			runs = append(runs, cpuRun{fmt.Sprintf("MCP tools/call, %s answers: %s", strings.ToUpper(a.name), label),
+				mcpName(who, a.name), mediumBody, mcpName("bare", a.name)})
+		}
+	}
+	for _, run := range runs {
+		name, bare := runName(run.who, run.size), runName(cmp.Or(run.base, "bare"), run.size)
 		proxy, server := r.cpuProxy[name], r.cpuRedis[name]
 		if len(proxy) == 0 {
-			continue // not run (-redis-only)
+			continue // not run (-redis-only, -mcp)
 		}
 		both := make([]float64, min(len(proxy), len(server)))
 		for i := range both {

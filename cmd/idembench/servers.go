@@ -87,11 +87,15 @@ func newBareProxy(target *url.URL) *httputil.ReverseProxy {
 	}
 }
 
-// routesYAML is the gateway's routes file: the contract's create_ticket route (a key is required,
-// the whole body is the effect) in front of the upstream, with room for the 64 KiB bodies.
+// routesYAML is the gateway's routes file (a format string: the upstream's URL): the contract's
+// create_ticket route (a key is required, the whole body is the effect) in front of the upstream,
+// with room for the 64 KiB bodies; and a kind: mcp route on each path of the MCP server (mcp.go),
+// whose create_ticket tool takes its key from params._meta and keeps the remote id
+// (docs/mcp.md#fronting-an-mcp-server).
 const routesYAML = `
 upstreams:
-  tickets: {url: %s, timeout: 10s}
+  tickets: {url: %[1]s, timeout: 10s}
+  tickets_mcp: {url: %[1]s, timeout: 10s}
 routes:
   - name: create_ticket
     upstream: tickets
@@ -100,6 +104,20 @@ routes:
     class: non_idempotent
     receipt: {remote_id: /id, remote_url: /url}
     max_body_bytes: 1048576
+  - name: mcp_json
+    kind: mcp
+    upstream: tickets_mcp
+    path: ` + mcpJSONPath + `
+    key: {meta: ` + mcpKeyMeta + `}
+    tools:
+      create_ticket: {receipt: {remote_id: /result/structuredContent/id, remote_url: /result/structuredContent/url}}
+  - name: mcp_sse
+    kind: mcp
+    upstream: tickets_mcp
+    path: ` + mcpSSEPath + `
+    key: {meta: ` + mcpKeyMeta + `}
+    tools:
+      create_ticket: {receipt: {remote_id: /result/structuredContent/id, remote_url: /result/structuredContent/url}}
 `
 
 // newRedisClient returns a go-redis client of addr configured as cmd/idemgateway configures it by

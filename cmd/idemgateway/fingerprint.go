@@ -17,11 +17,13 @@ import (
 
 // fingerprint prints what the gateway makes of one request under one route: the canonical
 // document, the fingerprint and the key (docs/contract.md §1). The request is a raw HTTP/1.1 request on
-// stdin, or -method/-path/-body/-H.
+// stdin, or -method/-path/-body/-H. On a kind: mcp route it is a POST of one tools/call, and
+// -route names the tool ("tickets/create_ticket") or the route (the tool is the body's); the
+// route printed is the tool's scope name, route/tool (docs/mcp.md).
 func fingerprint(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("idemgateway fingerprint", flag.ContinueOnError)
 	routesFile := fs.String("routes", envOr("IDEMGATEWAY_ROUTES", "routes.yaml"), "path of the routes file")
-	route := fs.String("route", "", "the route (tool) name")
+	route := fs.String("route", "", "the route (tool) name; on a kind: mcp route, route/tool or the route (the tool read from the body)")
 	explain := fs.Bool("explain", false, "also list what each fingerprint rule did")
 	method := fs.String("method", "", "the request's method (with -path; else a raw HTTP request is read from stdin)")
 	path := fs.String("path", "", "the request's path and query")

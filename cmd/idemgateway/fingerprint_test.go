@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
@@ -70,12 +73,14 @@ func TestFingerprintCommand(t *testing.T) {
 }
 
 // servingRoutes are the routes of TestFingerprintMatchesServing (a format string: the upstream's
-// URL): one route per request shape, so that every part of the identify path is used: tenant,
-// credential scope, key header, key.from, key.derive, path parameters, listed query parameters and
-// headers, and each body format.
+// URL, then the MCP server's): one route per request shape, so that every part of the identify
+// path is used: tenant, credential scope, key header, key.from, key.derive, path parameters,
+// listed query parameters and headers, and each body format; and a kind: mcp route with a
+// configured tool and the key in params._meta (docs/mcp.md).
 const servingRoutes = `
 upstreams:
   up: {url: %s}
+  mcp_up: {url: %s}
 defaults: {ttl: 1h}
 routes:
   - name: json_projected
@@ -115,7 +120,34 @@ routes:
      scope: {credential: true}}
   - {name: credential_header, upstream: up, method: POST, path: /v1/private-key, class: non_idempotent,
      scope: {credential: true, credential_header: X-Api-Key}}
+  - name: tickets
+    kind: mcp
+    upstream: mcp_up
+    path: /mcp/tickets
+    key: {meta: io.github.idemgateway/idempotencyKey}
+    tools:
+      create_ticket:
+        key: {derive: "{tenant}:{body:/params/arguments/incident_id}"}
+        fingerprint: {body: {exclude: [/params/arguments/client_note]}}
+      search_tickets: {class: read_only}
 `
+
+// mcpServer is the MCP server of TestFingerprintMatchesServing's kind: mcp route: go-sdk,
+// stateless, JSON answers, each tool a result with structuredContent {id}.
+func mcpServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "tickets", Version: "1"}, nil)
+	for _, name := range []string{"create_ticket", "close_ticket", "search_tickets"} {
+		server.AddTool(&mcp.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "T-1"}}, StructuredContent: map[string]string{"id": "T-1"}}, nil
+			})
+	}
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+	t.Cleanup(srv.Close)
+	return srv
+}
 
 // TestFingerprintMatchesServing: `idemgateway fingerprint` (gateway.Explain) says what the serving
 // gateway does with the same request bytes: the same Idempotency-Fingerprint, and a record stored
@@ -132,7 +164,12 @@ func TestFingerprintMatchesServing(t *testing.T) {
 	}))
 	t.Cleanup(upstream.Close)
 	graphqlQuery := `mutation IssueCreate($input: IssueCreateInput!) { issueCreate(input: $input) { success issue { id } } }`
-	matchServing(t, fmt.Sprintf(servingRoutes, upstream.URL), []servingCase{
+	// A tools/call as an MCP client sends it (the go-sdk server wants both Accept types).
+	const mcpHead = "POST /mcp/tickets HTTP/1.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2025-11-25"
+	toolCall := func(id, tool, params string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"` + tool + `"` + params + `}}`
+	}
+	matchServing(t, fmt.Sprintf(servingRoutes, upstream.URL, mcpServer(t).URL), []servingCase{
 		{"json, tenant, path parameter, query and header", "json_projected",
 			"POST /v1/projects/a%2Fb/tickets?dry_run=false&trace=1 HTTP/1.1\r\nX-Tenant-ID: acme\r\nX-Account: acct-7\r\nIdempotency-Key: k-json\r\nContent-Type: application/json",
 			`{"title":"  Printer   out ","priority":1.50,"labels":["b","a","b"],"meta":{"x":1,"trace":"t"},"other":true}`, false, false, 0},
@@ -189,6 +226,24 @@ func TestFingerprintMatchesServing(t *testing.T) {
 			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-types\r\nContent-Type: application/json\r\nContent-Type: text/plain", `{}`, false, true, 0},
 		{"a repeated member", "json_whole",
 			"POST /v1/whole HTTP/1.1\r\nIdempotency-Key: k-repeat\r\nContent-Type: application/json", `{"a":1,"a":2}`, false, true, 0},
+		// MCP tools/calls (docs/contract.md §7): the scope is route/tool, the fingerprint the
+		// tool's (the id and _meta never count, absent arguments count as {}).
+		{"tools/call of a configured tool, key derived", "tickets/create_ticket", mcpHead,
+			toolCall(`"a"`, "create_ticket", `,"arguments":{"incident_id":"I-7","title":"Disk full","client_note":"n"},"_meta":{"progressToken":1}`),
+			false, false, http.StatusOK},
+		{"tools/call, key in _meta before key.derive", "tickets", mcpHead,
+			toolCall(`12345678901234567890`, "create_ticket", `,"arguments":{"incident_id":"I-8"},"_meta":{"io.github.idemgateway/idempotencyKey":"k-meta"}`),
+			false, false, http.StatusOK},
+		{"tools/call of an unconfigured tool, key header", "tickets",
+			mcpHead + "\r\nX-Tenant-ID: acme\r\nIdempotency-Key: k-close", toolCall(`3`, "close_ticket", `,"arguments":{"ticket":"T-1"}`),
+			false, false, http.StatusOK},
+		{"tools/call without arguments", "tickets/close_ticket", mcpHead,
+			toolCall(`4`, "close_ticket", `,"_meta":{"io.github.idemgateway/idempotencyKey":"k-no-args"}`), false, false, http.StatusOK},
+		{"tools/call of a read_only tool", "tickets", mcpHead + "\r\nIdempotency-Key: k-search",
+			toolCall(`6`, "search_tickets", `,"arguments":{}`), false, true, http.StatusOK},
+		{"tools/call whose Mcp-Name names another tool", "tickets",
+			strings.Replace(mcpHead, "2025-11-25", "2026-07-28", 1) + "\r\nMcp-Method: tools/call\r\nMcp-Name: create_ticket\r\nIdempotency-Key: k-mismatch",
+			toolCall(`7`, "close_ticket", `,"arguments":{}`), false, true, 0},
 	})
 }
 
@@ -233,7 +288,8 @@ type servingCase struct {
 	head        string // request line and headers, without Content-Length and the blank line
 	body        string
 	// refused: the gateway answers 400 for the key, and the command names a key problem;
-	// invalid: the gateway answers status (0: 400) before the key, and the command fails.
+	// invalid: the gateway answers status (0: 400) before the key, with no decision, and the
+	// command fails; else the gateway executes the request (status; 0: 201) and stores a record.
 	refused, invalid bool
 	status           int
 }
@@ -271,8 +327,9 @@ func matchServing(t *testing.T, routesYAML string, cases []servingCase) {
 			err := fingerprint([]string{"-routes", routesFile, "-route", tc.route}, strings.NewReader(raw), &out)
 			if tc.invalid {
 				want := cmp.Or(tc.status, http.StatusBadRequest)
-				if resp := sendRaw(t, serving.Listener.Addr().String(), raw); resp.StatusCode != want || err == nil {
-					t.Fatalf("gateway answered %d; the command: %v, printed %s; want %d and an error", resp.StatusCode, err, out.Bytes(), want)
+				if resp := sendRaw(t, serving.Listener.Addr().String(), raw); resp.StatusCode != want || resp.Header.Get("Idempotency-Decision") != "" || err == nil {
+					t.Fatalf("gateway answered %d %q; the command: %v, printed %s; want %d, no decision and an error",
+						resp.StatusCode, resp.Header.Get("Idempotency-Decision"), err, out.Bytes(), want)
 				}
 				return
 			}
@@ -280,10 +337,10 @@ func matchServing(t *testing.T, routesYAML string, cases []servingCase) {
 				t.Fatalf("fingerprint: %v", err)
 			}
 			var e struct {
-				Tenant, Key, Fingerprint string
-				KeySource                string `json:"key_source"`
-				KeyProblem               string `json:"key_problem"`
-				CredentialScope          string `json:"credential_scope"`
+				Route, Tenant, Key, Fingerprint string
+				KeySource                       string `json:"key_source"`
+				KeyProblem                      string `json:"key_problem"`
+				CredentialScope                 string `json:"credential_scope"`
 			}
 			if err := json.Unmarshal(out.Bytes(), &e); err != nil {
 				t.Fatalf("fingerprint printed %s: %v", out.Bytes(), err)
@@ -295,14 +352,18 @@ func matchServing(t *testing.T, routesYAML string, cases []servingCase) {
 				}
 				return
 			}
-			if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotency-Decision") != "execute" {
-				t.Fatalf("gateway answered %d %q, want 201 execute", resp.StatusCode, resp.Header.Get("Idempotency-Decision"))
+			if want := cmp.Or(tc.status, http.StatusCreated); resp.StatusCode != want || resp.Header.Get("Idempotency-Decision") != "execute" {
+				t.Fatalf("gateway answered %d %q, want %d execute", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), want)
 			}
 			if got := resp.Header.Get("Idempotency-Fingerprint"); got != e.Fingerprint || e.KeyProblem != "" {
 				t.Fatalf("Idempotency-Fingerprint %q; the command printed %q (key problem %q)", got, e.Fingerprint, e.KeyProblem)
 			}
-			// The record the gateway stored, addressed with what the command printed.
-			u := admin.URL + "/v1/records/" + url.PathEscape(e.Tenant) + "/" + url.PathEscape(tc.route) + "/" + url.PathEscape(e.Key)
+			// The record the gateway stored, addressed with what the command printed: on a kind:
+			// mcp route the scope name is route/tool.
+			if name, _, _ := strings.Cut(tc.route, "/"); e.Route != tc.route && !strings.HasPrefix(e.Route, name+"/") {
+				t.Fatalf("the command printed route %q for %q", e.Route, tc.route)
+			}
+			u := admin.URL + "/v1/records/" + url.PathEscape(e.Tenant) + "/" + url.PathEscape(e.Route) + "/" + url.PathEscape(e.Key)
 			if e.CredentialScope != "" {
 				u += "?credential=" + url.QueryEscape(e.CredentialScope)
 			}
