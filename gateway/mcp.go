@@ -87,17 +87,26 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 	switch {
 	case msg.Kind == mcpwire.Batch:
 		for i := range msg.Batch {
-			if b := &msg.Batch[i]; b.Kind == mcpwire.Request && b.Method == methodToolsCall && g.guarded(rt, b.Tool) {
-				x.badMessage(&mcpwire.Error{Code: mcpwire.InvalidRequest, Message: fmt.Sprintf(
-					"invalid request: a batch holds a tools/call of %s, which the idempotency gateway guards: send it alone", rt.Name)})
-				return
+			b := &msg.Batch[i]
+			what := ""
+			switch {
+			case b.Kind == mcpwire.Request && b.Method == methodToolsCall && g.guarded(rt, b.Tool):
+				what = "a tools/call of " + rt.Name
+			case g.absorbs(rt, r, b):
+				// Passed on in a batch, the cancel would stop the tool mid-effect (2025-03-26 servers
+				// take batches); alone, it is absorbed.
+				what = "a notifications/cancelled of a call"
+			default:
+				continue
 			}
+			x.badMessage(&mcpwire.Error{Code: mcpwire.InvalidRequest, Message: fmt.Sprintf(
+				"invalid request: a batch holds %s, which the idempotency gateway guards: send it alone", what)})
+			return
 		}
 	case msg.Kind == mcpwire.Request && msg.Method == methodToolsCall:
 		g.serveToolCall(x, auth, msg, body)
 		return
-	case msg.Kind == mcpwire.Notification && msg.Method == methodCancelled && rt.MCP.Cancel != routes.CancelForward &&
-		g.mcpCalls.has(r.Header.Get(headerSessionID), msg.CancelledRequestID()):
+	case g.absorbs(rt, r, msg):
 		// A guarded call runs to its final response (cancel: finish): the server must not stop it
 		// mid-effect, and the record settles on what it did (docs/contract.md §7 Client gone).
 		if x.admit(auth) {
@@ -111,6 +120,14 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 		x.learn = msg.Kind == mcpwire.Request && msg.Method == methodToolsList
 		x.passThrough()
 	}
+}
+
+// absorbs reports whether msg, a message of r on rt (a kind: mcp route), is a notifications/cancelled
+// the gateway keeps from the server: cancel: finish, and a guarded call of r's session with the
+// id it names in flight.
+func (g *Gateway) absorbs(rt *routes.Route, r *http.Request, msg *mcpwire.Message) bool {
+	return msg.Kind == mcpwire.Notification && msg.Method == methodCancelled && rt.MCP.Cancel != routes.CancelForward &&
+		g.mcpCalls.has(r.Header.Get(headerSessionID), msg.CancelledRequestID())
 }
 
 // countMessage counts msg (nil: not a JSON-RPC message) in idemgateway_mcp_messages_total.
@@ -412,11 +429,17 @@ type mcpCalls struct {
 	calls map[string]int
 }
 
-func callKey(session string, id []byte) string { return session + "\x00" + string(id) }
+// callKey is the key of a call of session and id: the id by its value (mcpwire.IDKey), so that a
+// cancel that spells it otherwise (5.0 for 5), which the server reads as the same id, is absorbed.
+func callKey(session string, id []byte) (string, bool) {
+	k, ok := mcpwire.IDKey(id)
+	return session + "\x00" + k, ok
+}
 
-// add counts the call of session and id in flight until the returned func is called.
+// add counts the call of session and id (a request's, so a valid id) in flight until the returned
+// func is called.
 func (c *mcpCalls) add(session string, id []byte) (done func()) {
-	k := callKey(session, id)
+	k, _ := callKey(session, id)
 	c.mu.Lock()
 	if c.calls == nil {
 		c.calls = map[string]int{}
@@ -434,10 +457,11 @@ func (c *mcpCalls) add(session string, id []byte) (done func()) {
 
 // has reports whether a call of session and id is in flight.
 func (c *mcpCalls) has(session string, id []byte) bool {
-	if id == nil {
+	k, ok := callKey(session, id)
+	if !ok {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.calls[callKey(session, id)] > 0
+	return c.calls[k] > 0
 }
