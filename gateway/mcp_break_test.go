@@ -1,8 +1,9 @@
 package gateway_test
 
 import (
-	"bufio"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -67,28 +68,74 @@ func TestMCPCancelAbsorbedHoweverSent(t *testing.T) {
 	}
 }
 
-func TestMCPBreakProbeDisconnect(t *testing.T) {
+// TestMCPClientGoneMidSSE: a client that drops the connection while its guarded call streams
+// (no cancel sent) leaves the call to run to its end (cancel: finish): the record settles on its
+// result, and the retry replays it.
+func TestMCPClientGoneMidSSE(t *testing.T) {
+	t.Parallel()
 	up := newMCPUpstream(t, nil)
 	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
 	url := srv.URL + "/mcp"
 	sid := rawSession(t, url, "2025-11-25")
-	call := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow_create","arguments":{"ms":400},"_meta":{"` + metaKey + `":"k1"}}}`
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(call))
+	call := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow_create","arguments":{"ms":300},"_meta":{"` + metaKey + `":"k1"}}}`
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(call))
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Session-Id", sid)
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	tr := &http.Transport{}
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("headers %v", resp.Header)
-	_, _ = bufio.NewReader(resp.Body).Peek(1)
-	resp.Body.Close()
+	if resp.Header.Get("Idempotency-Decision") != "execute" {
+		t.Fatalf("decision %q, want execute", resp.Header.Get("Idempotency-Decision"))
+	}
+	_ = resp.Body.Close() // before the answer: the connection is dropped
 	tr.CloseIdleConnections()
-	time.Sleep(800 * time.Millisecond)
-	_, h, body := postRaw(t, url, strings.Replace(call, `"id":5`, `"id":6`, 1), "Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-11-25")
-	t.Logf("retry: %s %s", h.Get("Idempotency-Decision"), body)
-	t.Logf("calls %d", up.count("slow_create"))
+	retry := strings.Replace(call, `"id":5`, `"id":6`, 1)
+	deadline := time.Now().Add(hangTimeout)
+	for {
+		_, h, body := postRaw(t, url, retry, "Mcp-Session-Id", sid)
+		if h.Get("Idempotency-Decision") == "replay" {
+			if !strings.HasPrefix(body, `{"jsonrpc":"2.0","id":6,"result":`) || !strings.Contains(body, `"T-1"`) {
+				t.Errorf("replay %s, want the first call's result under id 6", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("retry: %q %s, want a replay", h.Get("Idempotency-Decision"), body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := up.count("slow_create"); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}
+
+// TestMCPEndlessJSONAnswer: an upstream whose JSON answer to a guarded call never ends is read up
+// to a bound, not into memory until the upstream timeout: the call's outcome is unknown, and the
+// client hears so at once.
+func TestMCPEndlessJSONAnswer(t *testing.T) {
+	t.Parallel()
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"`)
+		chunk := []byte(strings.Repeat("x", 1<<20))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(upstream.Close)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, strings.Replace(mcpRoutes(upstream.URL, ""), "timeout: 10s", "timeout: 20s", 1), gateway.Options{})
+	start := time.Now()
+	status, h, body := postRaw(t, srv.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","_meta":{"`+metaKey+`":"k1"}}}`)
+	if took := time.Since(start); took > 10*time.Second || status != http.StatusOK || len(body) > 1<<20 ||
+		!strings.Contains(body, "Unknown whether the call took effect") {
+		t.Errorf("after %v: %d %v %.300s, want at once the gateway's answer that the outcome is unknown", took, status, h, body)
+	}
 }
