@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -64,6 +65,11 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 	}
 	if r.Method != http.MethodPost {
 		if x.admit(auth) && x.limitBody() {
+			if session := r.Header.Get(headerSessionID); r.Method == http.MethodDelete && session != "" && rt.MCP.Cancel != routes.CancelForward {
+				// Ending the session would end the streams of its calls before their final
+				// responses: the guarded ones run to their end first (docs/contract.md §7 Client gone).
+				g.mcpCalls.wait(r.Context(), session)
+			}
 			x.passThrough()
 		}
 		return
@@ -423,10 +429,13 @@ func (b *watchedBody) sees(p []byte) bool {
 }
 
 // mcpCalls are the guarded tools/calls in flight on this gateway, by session id ("" without
-// sessions) and raw JSON-RPC id: the calls whose notifications/cancelled it absorbs.
+// sessions) and JSON-RPC id: the calls whose notifications/cancelled it absorbs, and whose
+// session's DELETE waits for them.
 type mcpCalls struct {
-	mu    sync.Mutex
-	calls map[string]int
+	mu       sync.Mutex
+	calls    map[string]int // by callKey
+	sessions map[string]int // by session id
+	ended    chan struct{}  // closed, and replaced, when a call ends
 }
 
 // callKey is the key of a call of session and id: the id by its value (mcpwire.IDKey), so that a
@@ -442,14 +451,22 @@ func (c *mcpCalls) add(session string, id []byte) (done func()) {
 	k, _ := callKey(session, id)
 	c.mu.Lock()
 	if c.calls == nil {
-		c.calls = map[string]int{}
+		c.calls, c.sessions = map[string]int{}, map[string]int{}
 	}
 	c.calls[k]++
+	c.sessions[session]++
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
 		if c.calls[k]--; c.calls[k] <= 0 {
 			delete(c.calls, k)
+		}
+		if c.sessions[session]--; c.sessions[session] <= 0 {
+			delete(c.sessions, session)
+		}
+		if c.ended != nil {
+			close(c.ended)
+			c.ended = nil
 		}
 		c.mu.Unlock()
 	}
@@ -464,4 +481,26 @@ func (c *mcpCalls) has(session string, id []byte) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.calls[k] > 0
+}
+
+// wait returns once no call of session is in flight, or ctx ends. Each call is bounded by its
+// upstream's timeout.
+func (c *mcpCalls) wait(ctx context.Context, session string) {
+	for {
+		c.mu.Lock()
+		if c.sessions[session] == 0 {
+			c.mu.Unlock()
+			return
+		}
+		if c.ended == nil {
+			c.ended = make(chan struct{})
+		}
+		ended := c.ended
+		c.mu.Unlock()
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -139,3 +139,46 @@ func TestMCPEndlessJSONAnswer(t *testing.T) {
 		t.Errorf("after %v: %d %v %.300s, want at once the gateway's answer that the outcome is unknown", took, status, h, body)
 	}
 }
+
+// TestMCPSessionEndWaitsForGuardedCall: a client that ends its session (DELETE, as go-sdk's
+// ClientSession.Close does) while a guarded call of the session runs does not cut the call's
+// answer off: the server would end the call's stream without its final response, leaving the
+// record outcome_unknown although the tool completed. The DELETE waits for the session's guarded
+// calls (cancel: finish), the record settles on the result, and a retry replays it.
+func TestMCPSessionEndWaitsForGuardedCall(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	url := srv.URL + "/mcp"
+	sid := rawSession(t, url, "2025-11-25")
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow_create","arguments":{"ms":600},"_meta":{"` + metaKey + `":"k1"}}}`
+	answer := make(chan string, 1)
+	go func() {
+		_, _, body := postRaw(t, url, call, "Mcp-Session-Id", sid)
+		answer <- body
+	}()
+	time.Sleep(200 * time.Millisecond) // the call is in flight
+	req, err := http.NewRequest(http.MethodDelete, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Errorf("DELETE: %d, want the server's 2xx", resp.StatusCode)
+	}
+	if body := <-answer; !strings.Contains(body, `"structuredContent":{"id":"T-1"}`) {
+		t.Errorf("the call answered %s, want its result", body)
+	}
+	_, h, body := postRaw(t, url, call, "Mcp-Session-Id", rawSession(t, url, "2025-11-25"))
+	if h.Get("Idempotency-Decision") != "replay" || !strings.Contains(body, `"T-1"`) {
+		t.Errorf("retry in a new session: %q %s, want the replay of T-1", h.Get("Idempotency-Decision"), body)
+	}
+	if n := up.count("slow_create"); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}
