@@ -64,6 +64,9 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 		return
 	}
 	if r.Method != http.MethodPost {
+		if r.Method == http.MethodGet {
+			defer g.mcpStreams.get(x)()
+		}
 		if x.admit(auth) && x.limitBody() {
 			if session := r.Header.Get(headerSessionID); r.Method == http.MethodDelete && session != "" && rt.MCP.Cancel != routes.CancelForward {
 				// Ending the session would end the streams of its calls before their final
@@ -74,6 +77,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 		}
 		return
 	}
+	defer g.mcpStreams.post()()
 	// The body is read once, bounded: the gateway must read it to know what it carries.
 	body, err := readBody(w, r, rt.MaxBodyBytes)
 	if err != nil {
@@ -503,4 +507,70 @@ func (c *mcpCalls) wait(ctx context.Context, session string) {
 			return
 		}
 	}
+}
+
+// mcpStreams ends the GET streams of kind: mcp routes when the server shuts down (NewServer), once
+// the POSTs in flight on them have ended. A GET stream carries only the server's own messages and
+// lasts as long as the client keeps it, so http.Server.Shutdown would wait for it until its
+// deadline; ended before the calls in flight, it would end a go-sdk client's session with them.
+type mcpStreams struct {
+	mu     sync.Mutex
+	posts  int           // POSTs in flight
+	idle   chan struct{} // closed when posts drops to 0 (nil: nobody waits)
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// context is what ends the GET streams.
+func (s *mcpStreams) context() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+	}
+	return s.ctx
+}
+
+// post counts a POST in flight until the returned func is called.
+func (s *mcpStreams) post() (done func()) {
+	s.mu.Lock()
+	s.posts++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.posts--; s.posts == 0 && s.idle != nil {
+			close(s.idle)
+			s.idle = nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+// get makes x's request, a GET, end with the GET streams, until the returned func is called.
+func (s *mcpStreams) get(x *exchange) (stop func()) {
+	ctx, cancel := context.WithCancel(x.r.Context())
+	x.r = x.r.WithContext(ctx)
+	unhook := context.AfterFunc(s.context(), cancel)
+	return func() {
+		unhook()
+		cancel()
+	}
+}
+
+// end ends the GET streams, and those that start from now on, once no POST is in flight (each is
+// bounded by its upstream's timeout).
+func (s *mcpStreams) end() {
+	s.context() // makes s.cancel
+	s.mu.Lock()
+	for s.posts > 0 {
+		if s.idle == nil {
+			s.idle = make(chan struct{})
+		}
+		idle := s.idle
+		s.mu.Unlock()
+		<-idle
+		s.mu.Lock()
+	}
+	s.cancel()
+	s.mu.Unlock()
 }

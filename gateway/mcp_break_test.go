@@ -1,8 +1,11 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/routes"
 )
 
 // rawSession opens a session on the gateway's /mcp by raw HTTP, speaking version, and returns
@@ -219,5 +223,56 @@ func TestMCPToolNamesBoundMetricSeries_Known(t *testing.T) {
 	}
 	if len(tools) >= names {
 		t.Errorf("%d tool label values for %d tool names the server does not have: one series per name", len(tools), names)
+	}
+}
+
+// TestMCPShutdownEndsGETStreams: a go-sdk client keeps a GET stream open for as long as its
+// session lasts; the server's graceful shutdown ends it instead of waiting for it until the
+// deadline (after which the guarded calls still under way would be abandoned outcome_unknown),
+// and lets a guarded call in flight finish.
+func TestMCPShutdownEndsGETStreams(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	cfg, err := routes.Parse("routes.yaml", []byte(mcpRoutes(up.url, "")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(cfg, openEmbedded(t), gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := gateway.NewServer(gw, gateway.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	cs, _ := connectMCP(t, "http://"+ln.Addr().String(), "2025-11-25", nil) // opens its GET stream
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	result := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), toolParams("slow_create", "k1", map[string]any{"ms": 300}))
+		result <- answer{res, err}
+	}()
+	for deadline := time.Now().Add(hangTimeout); up.count("slow_create") == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) { // the call is in flight once the server has it
+			t.Fatal("the call never reached the server")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Errorf("shutdown: %v after %v, want it done once the guarded call is", err, time.Since(start))
+	}
+	if a := <-result; a.err != nil || structuredID(t, a.res) != "T-1" {
+		t.Errorf("the guarded call in flight got %v, want its result", a.err)
 	}
 }
