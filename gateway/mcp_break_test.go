@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,5 +275,34 @@ func TestMCPShutdownEndsGETStreams(t *testing.T) {
 	}
 	if a := <-result; a.err != nil || structuredID(t, a.res) != "T-1" {
 		t.Errorf("the guarded call in flight got %v, want its result", a.err)
+	}
+}
+
+// TestMCPDiscoveryHonoursTTLFloor: a server whose tool list says ttlMs: 1 (stale at once) does
+// not get a listing (a session, initialize, tools/list, DELETE) per guarded call: the gateway
+// lists again no sooner than minToolsTTL.
+func TestMCPDiscoveryHonoursTTLFloor(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	var lists atomic.Int32
+	up.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if l, ok := res.(*mcp.ListToolsResult); ok {
+				lists.Add(1)
+				l.TTLMs = 1
+			}
+			return res, err
+		}
+	})
+	yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", "timeout: 10s, mcp: {discover_tools: true, trust_annotations: true}}", 1)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{})
+	for i := range 20 {
+		call := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","_meta":{"%s":"k%d"}}}`, metaKey, i)
+		postRaw(t, srv.URL+"/mcp", call)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := lists.Load(); n > 2 {
+		t.Errorf("the server was listed %d times for 20 calls, want at most 2", n)
 	}
 }
