@@ -306,3 +306,39 @@ func TestMCPDiscoveryHonoursTTLFloor(t *testing.T) {
 		t.Errorf("the server was listed %d times for 20 calls, want at most 2", n)
 	}
 }
+
+// TestMCPNoFinalAnswerIs200: the gateway's answer in place of an upstream's 2xx that holds no
+// final response (a 202 or a 204 to a tools/call) goes at HTTP 200: a client reads no body from a
+// 202 and would wait for the call's response forever, and a 204 cannot carry one.
+func TestMCPNoFinalAnswerIs200(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, ct, body string
+		status         int
+		want           string // in the answer
+		decision       string // of the retry
+	}{
+		{"202", "", "", http.StatusAccepted, "Unknown whether the call took effect", "outcome_unknown"},
+		{"204", "", "", http.StatusNoContent, "Unknown whether the call took effect", "outcome_unknown"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if c.ct != "" {
+					w.Header().Set("Content-Type", c.ct)
+				}
+				w.WriteHeader(c.status)
+				_, _ = io.WriteString(w, c.body)
+			}))
+			t.Cleanup(upstream.Close)
+			srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(upstream.URL, ""), gateway.Options{})
+			call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","_meta":{"` + metaKey + `":"k1"}}}`
+			if status, _, body := postRaw(t, srv.URL+"/mcp", call); status != http.StatusOK || !strings.Contains(body, c.want) {
+				t.Errorf("%d %.200s, want 200 with %s", status, body, c.want)
+			}
+			if _, h, body := postRaw(t, srv.URL+"/mcp", call); h.Get("Idempotency-Decision") != c.decision {
+				t.Errorf("retry: %q %.200s, want %s", h.Get("Idempotency-Decision"), body, c.decision)
+			}
+		})
+	}
+}

@@ -72,7 +72,8 @@ func (m *mcpTool) final(msg []byte) (*mcpwire.Final, error) {
 }
 
 // answerInstead settles an answer that holds no final response (why) as an unknown outcome, and
-// replaces it by the gateway's answer, which says so.
+// replaces it by the gateway's answer, which says so, at HTTP 200 (docs/contract.md §7 Refusals):
+// a client reads no body from a 202, and a 204 has none.
 func (m *mcpTool) answerInstead(x *exchange, resp *http.Response, why error) {
 	msg := m.unsettled(x, why, m.settleWithout(x, why))
 	ct := "application/json"
@@ -80,6 +81,7 @@ func (m *mcpTool) answerInstead(x *exchange, resp *http.Response, why error) {
 		msg, ct = sseEvent(msg), "text/event-stream"
 	}
 	replaceBody(resp, msg, ct)
+	resp.StatusCode, resp.Status = http.StatusOK, "200 OK"
 }
 
 // replaceBody makes b, of type ct, resp's body; the upstream's body is closed.
