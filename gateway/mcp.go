@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
@@ -514,9 +515,8 @@ func (c *mcpCalls) wait(ctx context.Context, session string) {
 // lasts as long as the client keeps it, so http.Server.Shutdown would wait for it until its
 // deadline; ended before the calls in flight, it would end a go-sdk client's session with them.
 type mcpStreams struct {
+	posts  atomic.Int64 // POSTs in flight
 	mu     sync.Mutex
-	posts  int           // POSTs in flight
-	idle   chan struct{} // closed when posts drops to 0 (nil: nobody waits)
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -533,17 +533,8 @@ func (s *mcpStreams) context() context.Context {
 
 // post counts a POST in flight until the returned func is called.
 func (s *mcpStreams) post() (done func()) {
-	s.mu.Lock()
-	s.posts++
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		if s.posts--; s.posts == 0 && s.idle != nil {
-			close(s.idle)
-			s.idle = nil
-		}
-		s.mu.Unlock()
-	}
+	s.posts.Add(1)
+	return func() { s.posts.Add(-1) }
 }
 
 // get makes x's request, a GET, end with the GET streams, until the returned func is called.
@@ -558,19 +549,12 @@ func (s *mcpStreams) get(x *exchange) (stop func()) {
 }
 
 // end ends the GET streams, and those that start from now on, once no POST is in flight (each is
-// bounded by its upstream's timeout).
+// bounded by its upstream's timeout). It polls: it runs once, at shutdown, and keeps the POSTs'
+// path free of locks.
 func (s *mcpStreams) end() {
-	s.context() // makes s.cancel
-	s.mu.Lock()
-	for s.posts > 0 {
-		if s.idle == nil {
-			s.idle = make(chan struct{})
-		}
-		idle := s.idle
-		s.mu.Unlock()
-		<-idle
-		s.mu.Lock()
+	for s.posts.Load() > 0 {
+		time.Sleep(10 * time.Millisecond)
 	}
+	s.context()
 	s.cancel()
-	s.mu.Unlock()
 }
