@@ -407,7 +407,9 @@ type watchedBody struct {
 // one passes through unread.
 const maxToolListBytes = 4 << 20
 
-var listChanged = []byte(methodListChanged)
+// listChanged is the method as a JSON string token: quotes in a string value are escaped, so a
+// tool's result that merely names the method does not match, where the bare name would.
+var listChanged = []byte(`"` + methodListChanged + `"`)
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)

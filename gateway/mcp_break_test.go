@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -340,5 +341,33 @@ func TestMCPNoFinalAnswerIs200(t *testing.T) {
 				t.Errorf("retry: %q %.200s, want %s", h.Get("Idempotency-Decision"), body, c.decision)
 			}
 		})
+	}
+}
+
+// TestMCPToolListNotInvalidatedByContent: what a tool's result says is not a
+// notifications/tools/list_changed: a read-only tool whose (SSE) result text names that method
+// leaves the classes the gateway learned from the server's tool list, so the tool's next call still
+// passes through and is not refused for want of a key.
+func TestMCPToolListNotInvalidatedByContent(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	up.server.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ Text string }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Text}}}, nil
+		})
+	yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", "timeout: 10s, mcp: {trust_annotations: true}}", 1)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{})
+	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"on MCP, servers send notifications/tools/list_changed", "again"} {
+		if res := callTool(t, cs, "echo", "", map[string]any{"text": text}); res.IsError || len(d.seen) != 0 {
+			t.Fatalf("echo %q: %s (decisions %v), want it passed through", text, resultText(res), d.seen)
+		}
 	}
 }
