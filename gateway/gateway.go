@@ -85,12 +85,13 @@ type Gateway struct {
 	proxy   *httputil.ReverseProxy
 	table   atomic.Pointer[routeTable] // the routes in force; Reload swaps it
 
-	inFlight sync.Map // *execution -> struct{}: calls under way, for Abandon
-	churn    *churn   // recent executions, to count keys minted per retry
-	waiters  waiters  // duplicates waiting for a record to settle (concurrency: wait)
-	settles  settles  // settle writes retried in the background (settle.go)
-	tools    toolBook // the tools of kind: mcp routes' servers (mcptools.go)
-	mcpCalls mcpCalls // guarded tools/calls in flight, for their cancels (mcp.go)
+	inFlight   sync.Map   // *execution -> struct{}: calls under way, for Abandon
+	churn      *churn     // recent executions, to count keys minted per retry
+	waiters    waiters    // duplicates waiting for a record to settle (concurrency: wait)
+	settles    settles    // settle writes retried in the background (settle.go)
+	tools      toolBook   // the tools of kind: mcp routes' servers (mcptools.go)
+	mcpCalls   mcpCalls   // guarded tools/calls in flight, for their cancels (mcp.go)
+	mcpStreams mcpStreams // GET streams of kind: mcp routes, ended at shutdown (mcp.go)
 
 	// retryMin and retryMax bound the pauses between a settle's attempts: settleRetryMin and
 	// settleRetryMax; tests set them (export_test.go).

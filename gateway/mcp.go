@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
@@ -63,11 +65,20 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 		return
 	}
 	if r.Method != http.MethodPost {
+		if r.Method == http.MethodGet {
+			defer g.mcpStreams.get(x)()
+		}
 		if x.admit(auth) && x.limitBody() {
+			if session := r.Header.Get(headerSessionID); r.Method == http.MethodDelete && session != "" && rt.MCP.Cancel != routes.CancelForward {
+				// Ending the session would end the streams of its calls before their final
+				// responses: the guarded ones run to their end first (docs/contract.md §7 Client gone).
+				g.mcpCalls.wait(r.Context(), session)
+			}
 			x.passThrough()
 		}
 		return
 	}
+	defer g.mcpStreams.post()()
 	// The body is read once, bounded: the gateway must read it to know what it carries.
 	body, err := readBody(w, r, rt.MaxBodyBytes)
 	if err != nil {
@@ -87,17 +98,26 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 	switch {
 	case msg.Kind == mcpwire.Batch:
 		for i := range msg.Batch {
-			if b := &msg.Batch[i]; b.Kind == mcpwire.Request && b.Method == methodToolsCall && g.guarded(rt, b.Tool) {
-				x.badMessage(&mcpwire.Error{Code: mcpwire.InvalidRequest, Message: fmt.Sprintf(
-					"invalid request: a batch holds a tools/call of %s, which the idempotency gateway guards: send it alone", rt.Name)})
-				return
+			b := &msg.Batch[i]
+			what := ""
+			switch {
+			case b.Kind == mcpwire.Request && b.Method == methodToolsCall && g.guarded(rt, b.Tool):
+				what = "a tools/call of " + rt.Name
+			case g.absorbs(rt, r, b):
+				// Passed on in a batch, the cancel would stop the tool mid-effect (2025-03-26 servers
+				// take batches); alone, it is absorbed.
+				what = "a notifications/cancelled of a call"
+			default:
+				continue
 			}
+			x.badMessage(&mcpwire.Error{Code: mcpwire.InvalidRequest, Message: fmt.Sprintf(
+				"invalid request: a batch holds %s, which the idempotency gateway guards: send it alone", what)})
+			return
 		}
 	case msg.Kind == mcpwire.Request && msg.Method == methodToolsCall:
 		g.serveToolCall(x, auth, msg, body)
 		return
-	case msg.Kind == mcpwire.Notification && msg.Method == methodCancelled && rt.MCP.Cancel != routes.CancelForward &&
-		g.mcpCalls.has(r.Header.Get(headerSessionID), msg.CancelledRequestID()):
+	case g.absorbs(rt, r, msg):
 		// A guarded call runs to its final response (cancel: finish): the server must not stop it
 		// mid-effect, and the record settles on what it did (docs/contract.md §7 Client gone).
 		if x.admit(auth) {
@@ -111,6 +131,14 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 		x.learn = msg.Kind == mcpwire.Request && msg.Method == methodToolsList
 		x.passThrough()
 	}
+}
+
+// absorbs reports whether msg, a message of r on rt (a kind: mcp route), is a notifications/cancelled
+// the gateway keeps from the server: cancel: finish, and a guarded call of r's session with the
+// id it names in flight.
+func (g *Gateway) absorbs(rt *routes.Route, r *http.Request, msg *mcpwire.Message) bool {
+	return msg.Kind == mcpwire.Notification && msg.Method == methodCancelled && rt.MCP.Cancel != routes.CancelForward &&
+		g.mcpCalls.has(r.Header.Get(headerSessionID), msg.CancelledRequestID())
 }
 
 // countMessage counts msg (nil: not a JSON-RPC message) in idemgateway_mcp_messages_total.
@@ -379,7 +407,9 @@ type watchedBody struct {
 // one passes through unread.
 const maxToolListBytes = 4 << 20
 
-var listChanged = []byte(methodListChanged)
+// listChanged is the method as a JSON string token: quotes in a string value are escaped, so a
+// tool's result that merely names the method does not match, where the bare name would.
+var listChanged = []byte(`"` + methodListChanged + `"`)
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
@@ -406,27 +436,44 @@ func (b *watchedBody) sees(p []byte) bool {
 }
 
 // mcpCalls are the guarded tools/calls in flight on this gateway, by session id ("" without
-// sessions) and raw JSON-RPC id: the calls whose notifications/cancelled it absorbs.
+// sessions) and JSON-RPC id: the calls whose notifications/cancelled it absorbs, and whose
+// session's DELETE waits for them.
 type mcpCalls struct {
-	mu    sync.Mutex
-	calls map[string]int
+	mu       sync.Mutex
+	calls    map[string]int // by callKey
+	sessions map[string]int // by session id
+	ended    chan struct{}  // closed, and replaced, when a call ends
 }
 
-func callKey(session string, id []byte) string { return session + "\x00" + string(id) }
+// callKey is the key of a call of session and id: the id by its value (mcpwire.IDKey), so that a
+// cancel that spells it otherwise (5.0 for 5), which the server reads as the same id, is absorbed.
+func callKey(session string, id []byte) (string, bool) {
+	k, ok := mcpwire.IDKey(id)
+	return session + "\x00" + k, ok
+}
 
-// add counts the call of session and id in flight until the returned func is called.
+// add counts the call of session and id (a request's, so a valid id) in flight until the returned
+// func is called.
 func (c *mcpCalls) add(session string, id []byte) (done func()) {
-	k := callKey(session, id)
+	k, _ := callKey(session, id)
 	c.mu.Lock()
 	if c.calls == nil {
-		c.calls = map[string]int{}
+		c.calls, c.sessions = map[string]int{}, map[string]int{}
 	}
 	c.calls[k]++
+	c.sessions[session]++
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
 		if c.calls[k]--; c.calls[k] <= 0 {
 			delete(c.calls, k)
+		}
+		if c.sessions[session]--; c.sessions[session] <= 0 {
+			delete(c.sessions, session)
+		}
+		if c.ended != nil {
+			close(c.ended)
+			c.ended = nil
 		}
 		c.mu.Unlock()
 	}
@@ -434,10 +481,82 @@ func (c *mcpCalls) add(session string, id []byte) (done func()) {
 
 // has reports whether a call of session and id is in flight.
 func (c *mcpCalls) has(session string, id []byte) bool {
-	if id == nil {
+	k, ok := callKey(session, id)
+	if !ok {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.calls[callKey(session, id)] > 0
+	return c.calls[k] > 0
+}
+
+// wait returns once no call of session is in flight, or ctx ends. Each call is bounded by its
+// upstream's timeout.
+func (c *mcpCalls) wait(ctx context.Context, session string) {
+	for {
+		c.mu.Lock()
+		if c.sessions[session] == 0 {
+			c.mu.Unlock()
+			return
+		}
+		if c.ended == nil {
+			c.ended = make(chan struct{})
+		}
+		ended := c.ended
+		c.mu.Unlock()
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// mcpStreams ends the GET streams of kind: mcp routes when the server shuts down (NewServer), once
+// the POSTs in flight on them have ended. A GET stream carries only the server's own messages and
+// lasts as long as the client keeps it, so http.Server.Shutdown would wait for it until its
+// deadline; ended before the calls in flight, it would end a go-sdk client's session with them.
+type mcpStreams struct {
+	posts  atomic.Int64 // POSTs in flight
+	mu     sync.Mutex
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// context is what ends the GET streams.
+func (s *mcpStreams) context() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+	}
+	return s.ctx
+}
+
+// post counts a POST in flight until the returned func is called.
+func (s *mcpStreams) post() (done func()) {
+	s.posts.Add(1)
+	return func() { s.posts.Add(-1) }
+}
+
+// get makes x's request, a GET, end with the GET streams, until the returned func is called.
+func (s *mcpStreams) get(x *exchange) (stop func()) {
+	ctx, cancel := context.WithCancel(x.r.Context())
+	x.r = x.r.WithContext(ctx)
+	unhook := context.AfterFunc(s.context(), cancel)
+	return func() {
+		unhook()
+		cancel()
+	}
+}
+
+// end ends the GET streams, and those that start from now on, once no POST is in flight (each is
+// bounded by its upstream's timeout). It polls: it runs once, at shutdown, and keeps the POSTs'
+// path free of locks.
+func (s *mcpStreams) end() {
+	for s.posts.Load() > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.context()
+	s.cancel()
 }

@@ -22,8 +22,8 @@ import (
 // record is settled. The record settles on what that message says (finalClass), never on the
 // HTTP status of a 2xx.
 
-// maxEventBytes bounds one SSE event of a guarded call's answer: a longer one breaks the stream,
-// and the outcome is unknown.
+// maxEventBytes bounds one SSE event, or the JSON answer, of a guarded call: a longer one breaks
+// the answer, and the outcome is unknown.
 const maxEventBytes = 16 << 20
 
 // errNoFinal says an answer ended without the call's final response.
@@ -40,8 +40,11 @@ func (m *mcpTool) capture(x *exchange, resp *http.Response) {
 		return
 	case "application/json":
 		// Read whole: the answer is the final response, settled before a byte of it is sent.
-		// The upstream's timeout bounds the read.
-		msg, err := io.ReadAll(resp.Body)
+		// The upstream's timeout bounds the read in time, maxEventBytes in memory.
+		msg, err := io.ReadAll(io.LimitReader(resp.Body, maxEventBytes+1))
+		if err == nil && len(msg) > maxEventBytes {
+			err = fmt.Errorf("%w: a JSON answer of more than %d bytes", errNoFinal, maxEventBytes)
+		}
 		if err == nil {
 			var f *mcpwire.Final
 			if f, err = m.final(msg); err == nil {
@@ -69,7 +72,8 @@ func (m *mcpTool) final(msg []byte) (*mcpwire.Final, error) {
 }
 
 // answerInstead settles an answer that holds no final response (why) as an unknown outcome, and
-// replaces it by the gateway's answer, which says so.
+// replaces it by the gateway's answer, which says so, at HTTP 200 (docs/contract.md §7 Refusals):
+// a client reads no body from a 202, and a 204 has none.
 func (m *mcpTool) answerInstead(x *exchange, resp *http.Response, why error) {
 	msg := m.unsettled(x, why, m.settleWithout(x, why))
 	ct := "application/json"
@@ -77,6 +81,7 @@ func (m *mcpTool) answerInstead(x *exchange, resp *http.Response, why error) {
 		msg, ct = sseEvent(msg), "text/event-stream"
 	}
 	replaceBody(resp, msg, ct)
+	resp.StatusCode, resp.Status = http.StatusOK, "200 OK"
 }
 
 // replaceBody makes b, of type ct, resp's body; the upstream's body is closed.

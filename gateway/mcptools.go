@@ -150,7 +150,8 @@ func annotationClass(a *mcp.ToolAnnotations) routes.Class {
 }
 
 // discover lists rt's server's tools with the gateway's own MCP client (go-sdk), within the
-// upstream's timeout, and puts the list in the book until its ttlMs, else tools_ttl, lapses. A
+// upstream's timeout, and puts the list in the book until its ttlMs (at least minToolsTTL), else
+// tools_ttl, lapses. A
 // failure keeps what the book knew, and the next lookup after a pause of a tenth of tools_ttl
 // tries again.
 func (b *toolBook) discover(rt *routes.Route) {
@@ -172,11 +173,17 @@ func (b *toolBook) discover(rt *routes.Route) {
 		l.expires = time.Now().Add(up.MCP.ToolsTTL / 10)
 		return
 	}
-	if ttl <= 0 {
+	switch {
+	case ttl <= 0:
 		ttl = up.MCP.ToolsTTL
+	case ttl < minToolsTTL: // a list stale at once would be listed again at every call
+		ttl = minToolsTTL
 	}
 	l.classes, l.expires = classes, time.Now().Add(ttl)
 }
+
+// minToolsTTL bounds from below how long a server's ttlMs lets the gateway use its tool list.
+const minToolsTTL = time.Second
 
 // listTools lists the tools of rt's server through transport, every page, and returns their
 // annotation classes and the first page's ttlMs (0: none).

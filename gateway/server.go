@@ -88,10 +88,14 @@ func NewServer(h http.Handler, l Limits) (*http.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &http.Server{
+	s := &http.Server{
 		Handler:           &deadlines{next: h, limits: l},
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		IdleTimeout:       l.IdleTimeout,
-	}, nil
+	}
+	if g, ok := h.(*Gateway); ok {
+		s.RegisterOnShutdown(g.mcpStreams.end) // else MCP clients' GET streams hold Shutdown to its deadline
+	}
+	return s, nil
 }

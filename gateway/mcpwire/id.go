@@ -11,17 +11,27 @@ import (
 // docs/contract.md §3). A string and a number are never the same id, nor are null or invalid ids
 // (an escaped lone surrogate too: Parse refuses it).
 func SameID(a, b []byte) bool {
-	switch {
-	case !validID(a) || !validID(b):
-		return false
-	case bytes.Equal(a, b):
+	if bytes.Equal(a, b) && validID(a) { // the common case, without allocating
 		return true
-	case isString(a) && isString(b):
-		return bytes.Equal(text(a), text(b)) // validID refused lone surrogates: no U+FFFD stands in
-	case isNumber(a) && isNumber(b):
-		ca, errA := canonical.Canonicalize(a)
-		cb, errB := canonical.Canonicalize(b)
-		return errA == nil && errB == nil && bytes.Equal(ca, cb)
 	}
-	return false
+	ka, okA := IDKey(a)
+	kb, okB := IDKey(b)
+	return okA && okB && ka == kb
+}
+
+// IDKey is the comparable form of a raw id: two ids are SameID exactly when their keys are
+// equal. ok is false for what is no id. A peer reads `5.0` as the id 5 and `"\u0061"` as "a", so
+// whatever tracks ids by their bytes (a cancel's requestId) must track them by key.
+func IDKey(id []byte) (key string, ok bool) {
+	switch {
+	case !validID(id):
+		return "", false
+	case isString(id):
+		return "s" + string(text(id)), true // validID refused lone surrogates: no U+FFFD stands in
+	}
+	c, err := canonical.Canonicalize(id)
+	if err != nil {
+		return "", false
+	}
+	return "n" + string(c), true
 }

@@ -42,5 +42,10 @@ func TestSameID(t *testing.T) {
 		if got := SameID([]byte(tt.b), []byte(tt.a)); got != tt.want {
 			t.Errorf("SameID(%s, %s) = %v, want %v", tt.b, tt.a, got, tt.want)
 		}
+		ka, okA := IDKey([]byte(tt.a))
+		kb, okB := IDKey([]byte(tt.b))
+		if got := okA && okB && ka == kb; got != tt.want {
+			t.Errorf("IDKey(%s) = %q, IDKey(%s) = %q: same %v, want %v", tt.a, ka, tt.b, kb, got, tt.want)
+		}
 	}
 }

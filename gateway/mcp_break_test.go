@@ -1,0 +1,373 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// rawSession opens a session on the gateway's /mcp by raw HTTP, speaking version, and returns
+// its Mcp-Session-Id.
+func rawSession(t *testing.T, url, version string) string {
+	t.Helper()
+	init := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	status, h, body := postRaw(t, url, init)
+	sid := h.Get("Mcp-Session-Id")
+	if status != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %s", status, body)
+	}
+	if status, _, body := postRaw(t, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", version); status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	return sid
+}
+
+// TestMCPCancelAbsorbedHoweverSent: a client's notifications/cancelled of a guarded call in flight
+// never reaches the server (cancel: finish), also when it spells the call's id otherwise (5.0 for
+// 5, "\u0061" for "a": the server reads them as the same id) or sends it in a batch (which a
+// 2025-03-26 server takes): the tool runs to its end and the client gets its result.
+func TestMCPCancelAbsorbedHoweverSent(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, callID, cancel string
+		status               int
+	}{
+		{"number spelt otherwise", "5", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5.0}}`, http.StatusAccepted},
+		{"string escaped", `"a"`, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"\u0061"}}`, http.StatusAccepted},
+		{"in a batch", "5", `[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}]`, http.StatusBadRequest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			up := newMCPUpstream(t, nil)
+			srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+			url := srv.URL + "/mcp"
+			sid := rawSession(t, url, "2025-03-26") // no Mcp-Protocol-Version below: the server takes batches
+			answer := make(chan string, 1)
+			go func() {
+				_, _, body := postRaw(t, url, `{"jsonrpc":"2.0","id":`+c.callID+`,"method":"tools/call","params":{"name":"slow_create","arguments":{"ms":600},"_meta":{"`+metaKey+`":"k1"}}}`, "Mcp-Session-Id", sid)
+				answer <- body
+			}()
+			time.Sleep(200 * time.Millisecond) // the call is in flight
+			if status, _, body := postRaw(t, url, c.cancel, "Mcp-Session-Id", sid); status != c.status {
+				t.Errorf("cancel: %d %s, want %d", status, body, c.status)
+			}
+			if body := <-answer; !strings.Contains(body, `"structuredContent":{"id":"T-1"}`) {
+				t.Errorf("the call answered %s, want its result", body)
+			}
+			up.mu.Lock()
+			defer up.mu.Unlock()
+			if n := up.finished["slow_create"]; n != 1 {
+				t.Errorf("the tool finished %d times, want 1: the cancel reached the server", n)
+			}
+		})
+	}
+}
+
+// TestMCPClientGoneMidSSE: a client that drops the connection while its guarded call streams
+// (no cancel sent) leaves the call to run to its end (cancel: finish): the record settles on its
+// result, and the retry replays it.
+func TestMCPClientGoneMidSSE(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	url := srv.URL + "/mcp"
+	sid := rawSession(t, url, "2025-11-25")
+	call := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow_create","arguments":{"ms":300},"_meta":{"` + metaKey + `":"k1"}}}`
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(call))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	tr := &http.Transport{}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Get("Idempotency-Decision") != "execute" {
+		t.Fatalf("decision %q, want execute", resp.Header.Get("Idempotency-Decision"))
+	}
+	_ = resp.Body.Close() // before the answer: the connection is dropped
+	tr.CloseIdleConnections()
+	retry := strings.Replace(call, `"id":5`, `"id":6`, 1)
+	deadline := time.Now().Add(hangTimeout)
+	for {
+		_, h, body := postRaw(t, url, retry, "Mcp-Session-Id", sid)
+		if h.Get("Idempotency-Decision") == "replay" {
+			if !strings.HasPrefix(body, `{"jsonrpc":"2.0","id":6,"result":`) || !strings.Contains(body, `"T-1"`) {
+				t.Errorf("replay %s, want the first call's result under id 6", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("retry: %q %s, want a replay", h.Get("Idempotency-Decision"), body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := up.count("slow_create"); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}
+
+// TestMCPEndlessJSONAnswer: an upstream whose JSON answer to a guarded call never ends is read up
+// to a bound, not into memory until the upstream timeout: the call's outcome is unknown, and the
+// client hears so at once.
+func TestMCPEndlessJSONAnswer(t *testing.T) {
+	t.Parallel()
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"`)
+		chunk := []byte(strings.Repeat("x", 1<<20))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(upstream.Close)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, strings.Replace(mcpRoutes(upstream.URL, ""), "timeout: 10s", "timeout: 20s", 1), gateway.Options{})
+	start := time.Now()
+	status, h, body := postRaw(t, srv.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","_meta":{"`+metaKey+`":"k1"}}}`)
+	if took := time.Since(start); took > 10*time.Second || status != http.StatusOK || len(body) > 1<<20 ||
+		!strings.Contains(body, "Unknown whether the call took effect") {
+		t.Errorf("after %v: %d %v %.300s, want at once the gateway's answer that the outcome is unknown", took, status, h, body)
+	}
+}
+
+// TestMCPSessionEndWaitsForGuardedCall: a client that ends its session (DELETE, as go-sdk's
+// ClientSession.Close does) while a guarded call of the session runs does not cut the call's
+// answer off: the server would end the call's stream without its final response, leaving the
+// record outcome_unknown although the tool completed. The DELETE waits for the session's guarded
+// calls (cancel: finish), the record settles on the result, and a retry replays it.
+func TestMCPSessionEndWaitsForGuardedCall(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	url := srv.URL + "/mcp"
+	sid := rawSession(t, url, "2025-11-25")
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow_create","arguments":{"ms":600},"_meta":{"` + metaKey + `":"k1"}}}`
+	answer := make(chan string, 1)
+	go func() {
+		_, _, body := postRaw(t, url, call, "Mcp-Session-Id", sid)
+		answer <- body
+	}()
+	time.Sleep(200 * time.Millisecond) // the call is in flight
+	req, err := http.NewRequest(http.MethodDelete, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Errorf("DELETE: %d, want the server's 2xx", resp.StatusCode)
+	}
+	if body := <-answer; !strings.Contains(body, `"structuredContent":{"id":"T-1"}`) {
+		t.Errorf("the call answered %s, want its result", body)
+	}
+	_, h, body := postRaw(t, url, call, "Mcp-Session-Id", rawSession(t, url, "2025-11-25"))
+	if h.Get("Idempotency-Decision") != "replay" || !strings.Contains(body, `"T-1"`) {
+		t.Errorf("retry in a new session: %q %s, want the replay of T-1", h.Get("Idempotency-Decision"), body)
+	}
+	if n := up.count("slow_create"); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}
+
+// TestMCPToolNamesBoundMetricSeries_Known: a client may call tools by any name the server does not
+// have (unknown_tools: allow, the default); each call is guarded under the scope name
+// "route/<tool>", and every metric labelled by it (decisions, upstream latency histogram, in
+// flight, lease renewals) grows a series per name, kept for the process's life. A client grows the
+// gateway's memory and the metrics backend's series without bound.
+func TestMCPToolNamesBoundMetricSeries_Known(t *testing.T) {
+	t.Skip("known: metric labels are the per-tool route's Name (gateway/exchange.go, proxy.go, effect.go, lease.go, settle.go), " +
+		"outside the MCP front end; a fix labels tools neither configured nor listed as one series per route")
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	reg := gateway.NewRegistry()
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{Metrics: reg})
+	const names = 50
+	for i := range names {
+		call := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"no_such_tool_%d","_meta":{"%s":"k"}}}`, i, metaKey)
+		postRaw(t, srv.URL+"/mcp", call)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]bool{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "tool" && strings.HasPrefix(l.GetValue(), "tickets/no_such_tool_") {
+					tools[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	if len(tools) >= names {
+		t.Errorf("%d tool label values for %d tool names the server does not have: one series per name", len(tools), names)
+	}
+}
+
+// TestMCPShutdownEndsGETStreams: a go-sdk client keeps a GET stream open for as long as its
+// session lasts; the server's graceful shutdown ends it instead of waiting for it until the
+// deadline (after which the guarded calls still under way would be abandoned outcome_unknown),
+// and lets a guarded call in flight finish.
+func TestMCPShutdownEndsGETStreams(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	cfg, err := routes.Parse("routes.yaml", []byte(mcpRoutes(up.url, "")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(cfg, openEmbedded(t), gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := gateway.NewServer(gw, gateway.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	cs, _ := connectMCP(t, "http://"+ln.Addr().String(), "2025-11-25", nil) // opens its GET stream
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	result := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), toolParams("slow_create", "k1", map[string]any{"ms": 300}))
+		result <- answer{res, err}
+	}()
+	for deadline := time.Now().Add(hangTimeout); up.count("slow_create") == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) { // the call is in flight once the server has it
+			t.Fatal("the call never reached the server")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Errorf("shutdown: %v after %v, want it done once the guarded call is", err, time.Since(start))
+	}
+	if a := <-result; a.err != nil || structuredID(t, a.res) != "T-1" {
+		t.Errorf("the guarded call in flight got %v, want its result", a.err)
+	}
+}
+
+// TestMCPDiscoveryHonoursTTLFloor: a server whose tool list says ttlMs: 1 (stale at once) does
+// not get a listing (a session, initialize, tools/list, DELETE) per guarded call: the gateway
+// lists again no sooner than minToolsTTL.
+func TestMCPDiscoveryHonoursTTLFloor(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	var lists atomic.Int32
+	up.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if l, ok := res.(*mcp.ListToolsResult); ok {
+				lists.Add(1)
+				l.TTLMs = 1
+			}
+			return res, err
+		}
+	})
+	yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", "timeout: 10s, mcp: {discover_tools: true, trust_annotations: true}}", 1)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{})
+	for i := range 20 {
+		call := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","_meta":{"%s":"k%d"}}}`, metaKey, i)
+		postRaw(t, srv.URL+"/mcp", call)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := lists.Load(); n > 2 {
+		t.Errorf("the server was listed %d times for 20 calls, want at most 2", n)
+	}
+}
+
+// TestMCPNoFinalAnswerIs200: the gateway's answer in place of an upstream's 2xx that holds no
+// final response (a 202 or a 204 to a tools/call) goes at HTTP 200: a client reads no body from a
+// 202 and would wait for the call's response forever, and a 204 cannot carry one.
+func TestMCPNoFinalAnswerIs200(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, ct, body string
+		status         int
+		want           string // in the answer
+		decision       string // of the retry
+	}{
+		{"202", "", "", http.StatusAccepted, "Unknown whether the call took effect", "outcome_unknown"},
+		{"204", "", "", http.StatusNoContent, "Unknown whether the call took effect", "outcome_unknown"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if c.ct != "" {
+					w.Header().Set("Content-Type", c.ct)
+				}
+				w.WriteHeader(c.status)
+				_, _ = io.WriteString(w, c.body)
+			}))
+			t.Cleanup(upstream.Close)
+			srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(upstream.URL, ""), gateway.Options{})
+			call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","_meta":{"` + metaKey + `":"k1"}}}`
+			if status, _, body := postRaw(t, srv.URL+"/mcp", call); status != http.StatusOK || !strings.Contains(body, c.want) {
+				t.Errorf("%d %.200s, want 200 with %s", status, body, c.want)
+			}
+			if _, h, body := postRaw(t, srv.URL+"/mcp", call); h.Get("Idempotency-Decision") != c.decision {
+				t.Errorf("retry: %q %.200s, want %s", h.Get("Idempotency-Decision"), body, c.decision)
+			}
+		})
+	}
+}
+
+// TestMCPToolListNotInvalidatedByContent: what a tool's result says is not a
+// notifications/tools/list_changed: a read-only tool whose (SSE) result text names that method
+// leaves the classes the gateway learned from the server's tool list, so the tool's next call still
+// passes through and is not refused for want of a key.
+func TestMCPToolListNotInvalidatedByContent(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	up.server.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ Text string }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Text}}}, nil
+		})
+	yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", "timeout: 10s, mcp: {trust_annotations: true}}", 1)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{})
+	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"on MCP, servers send notifications/tools/list_changed", "again"} {
+		if res := callTool(t, cs, "echo", "", map[string]any{"text": text}); res.IsError || len(d.seen) != 0 {
+			t.Fatalf("echo %q: %s (decisions %v), want it passed through", text, resultText(res), d.seen)
+		}
+	}
+}
