@@ -85,7 +85,7 @@ func (x *exchange) run() {
 // (churn.go).
 func (x *exchange) noteChurn() {
 	if x.g.churn.observe(x.tenant, x.rt.Name, x.fp, x.key, time.Now()) {
-		x.g.metrics.keyChurn.WithLabelValues(x.rt.Name).Inc()
+		x.g.metrics.keyChurn.WithLabelValues(x.label).Inc()
 		x.logger().Warn("the same effect executed under another key within a minute: the client may mint a new key per retry")
 	}
 }

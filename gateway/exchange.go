@@ -31,8 +31,12 @@ var (
 // exchange is the state of one request through the gateway: who asks, what was decided, and, for
 // an execution, the owner token and record that the upstream's outcome settles.
 type exchange struct {
-	g     *Gateway
-	rt    *routes.Route
+	g  *Gateway
+	rt *routes.Route
+	// label is the tool label of the exchange's metrics: the route's name, but one series per
+	// kind: mcp route for the tools neither its file nor its server names (unlistedTool), so that
+	// a client cannot grow the series by making names up.
+	label string
 	front responder // the protocol's side: how the upstream is called, how answers are written
 	w     http.ResponseWriter
 	r     *http.Request
@@ -72,7 +76,7 @@ type exchange struct {
 func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes.Route, front responder) *exchange {
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 	x := &exchange{
-		g: g, rt: rt, front: front, w: ww, r: r,
+		g: g, rt: rt, label: rt.Name, front: front, w: ww, r: r,
 		status: ww.Status,
 		span:   trace.SpanFromContext(r.Context()),
 		start:  time.Now(),
@@ -137,7 +141,7 @@ func (x *exchange) setRemoteID(id string) {
 
 func (x *exchange) decide(decision string) {
 	x.decision = decision
-	x.g.metrics.decisions.WithLabelValues(x.rt.Name, decision).Inc()
+	x.g.metrics.decisions.WithLabelValues(x.label, decision).Inc()
 	x.w.Header().Set("Idempotency-Decision", decision)
 	if x.traced {
 		x.span.SetAttributes(attrDecision.String(decision))

@@ -63,7 +63,7 @@ func (x *exchange) holdLease() {
 	}
 	length := x.rt.LockLease
 	l := &lease{
-		g: x.g, key: x.skey, owner: x.owner, tool: x.rt.Name, length: length, every: max(length/3, time.Millisecond),
+		g: x.g, key: x.skey, owner: x.owner, tool: x.label, length: length, every: max(length/3, time.Millisecond),
 		ctx: context.WithoutCancel(x.r.Context()), logger: x.logger, span: x.span,
 		done: make(chan struct{}),
 	}

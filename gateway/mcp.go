@@ -56,6 +56,10 @@ var mcpMethodLabels = []string{
 	"notifications/progress", "notifications/roots/list_changed", "server/discover", "subscriptions/listen",
 }
 
+// unlistedTool is the tool part of the metrics label of every tool a kind: mcp route neither
+// configures nor finds in its server's list (exchange.label); '*' is no tool name (CheckToolName).
+const unlistedTool = "*"
+
 // serveMCP serves a request on a kind: mcp route.
 func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator) {
 	x := g.newExchange(w, r, rt, httpRoute{})
@@ -187,6 +191,11 @@ func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.M
 	}
 	m := newMCPTool(x, msg, source)
 	x.rt, x.front = rt.MCP.Tool(msg.Tool, class), m
+	if known {
+		x.label = x.rt.Name
+	} else {
+		x.label = rt.Name + "/" + unlistedTool
+	}
 	m.traceCall(x)
 	if int64(len(body)) > x.rt.MaxBodyBytes { // the tool's bound may be tighter than the route's
 		x.reject(fmt.Errorf("%w: %d bytes, tool %s accepts at most %d", ErrBodyTooLarge, len(body), x.rt.Name, x.rt.MaxBodyBytes))
@@ -228,7 +237,7 @@ func (x *exchange) badMessage(err error) {
 		e = &mcpwire.Error{Code: mcpwire.InvalidRequest, Message: err.Error()}
 	}
 	x.decision = DecisionRejected
-	x.g.metrics.decisions.WithLabelValues(x.rt.Name, DecisionRejected).Inc()
+	x.g.metrics.decisions.WithLabelValues(x.label, DecisionRejected).Inc()
 	writeJSONRPC(x.w, http.StatusBadRequest, false, mcpwire.ErrorMessage(nil, e))
 }
 
@@ -236,7 +245,7 @@ func (x *exchange) badMessage(err error) {
 // JSON-RPC error for its id, at HTTP 200: a 4xx would end some clients' sessions.
 func (x *exchange) callError(msg *mcpwire.Message, e *mcpwire.Error) {
 	x.decision = DecisionRejected
-	x.g.metrics.decisions.WithLabelValues(x.rt.Name, DecisionRejected).Inc()
+	x.g.metrics.decisions.WithLabelValues(x.label, DecisionRejected).Inc()
 	writeJSONRPC(x.w, http.StatusOK, onlySSE(x.r.Header), mcpwire.ErrorMessage(msg.ID, e))
 }
 

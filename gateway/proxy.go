@@ -37,7 +37,7 @@ func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *rout
 // The deferred cancel also runs when the reverse proxy aborts the handler with
 // http.ErrAbortHandler (the client went away while the body was copied).
 func (httpRoute) call(x *exchange) {
-	inFlight := x.g.metrics.inFlight.WithLabelValues(x.rt.Name)
+	inFlight := x.g.metrics.inFlight.WithLabelValues(x.label)
 	inFlight.Inc()
 	defer func() {
 		inFlight.Dec()
@@ -190,7 +190,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 }
 
 func (x *exchange) observeUpstream(outcome string) {
-	x.g.metrics.upstream.WithLabelValues(x.rt.Name, outcome).Observe(x.upDur.Seconds())
+	x.g.metrics.upstream.WithLabelValues(x.label, outcome).Observe(x.upDur.Seconds())
 }
 
 // proxyError answers an upstream exchange that failed, settling the record by outcomeOf: if no

@@ -88,7 +88,7 @@ func (x *exchange) reject(err error) {
 	if x.traced {
 		x.span.SetAttributes(attrDecision.String(DecisionRejected))
 	}
-	x.g.metrics.decisions.WithLabelValues(x.rt.Name, DecisionRejected).Inc()
+	x.g.metrics.decisions.WithLabelValues(x.label, DecisionRejected).Inc()
 	x.w.Header().Del("Idempotency-Decision")
 	var retryAfter time.Duration
 	switch {

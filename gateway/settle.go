@@ -100,7 +100,7 @@ func (p *pendingSettle) write(ctx context.Context) error {
 func (x *exchange) settle(op settleOp) {
 	x.settled = true
 	p := &pendingSettle{
-		g: x.g, op: op, key: x.skey, owner: x.owner, tool: x.rt.Name, ttl: x.rt.TTL,
+		g: x.g, op: op, key: x.skey, owner: x.owner, tool: x.label, ttl: x.rt.TTL,
 		until: x.claimSent.Add(x.rt.TTL), lease: x.lease, logger: x.logger(),
 	}
 	x.lease = nil // the settle stops it
@@ -158,7 +158,7 @@ func (x *exchange) releaseOrphan(err error) {
 		return
 	}
 	p := &pendingSettle{
-		g: x.g, op: opRelease, key: x.skey, owner: x.owner, tool: x.rt.Name,
+		g: x.g, op: opRelease, key: x.skey, owner: x.owner, tool: x.label,
 		until: x.claimSent.Add(x.rt.TTL), orphan: true, logger: x.logger(),
 		backoff: x.g.newBackoff(x.rt.LockLease, x.claimSent.Add(x.rt.LockLease)),
 	}
