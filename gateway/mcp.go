@@ -68,11 +68,16 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 		x.reject(err)
 		return
 	}
+	// Who asks is known before a byte of the body is read: a caller the gateway refuses makes it
+	// read and parse nothing (docs/security.md#who-is-calling).
+	if !x.admit(auth) {
+		return
+	}
 	if r.Method != http.MethodPost {
 		if r.Method == http.MethodGet {
 			defer g.mcpStreams.get(x)()
 		}
-		if x.admit(auth) && x.limitBody() {
+		if x.limitBody() {
 			if session := r.Header.Get(headerSessionID); r.Method == http.MethodDelete && session != "" && rt.MCP.Cancel != routes.CancelForward {
 				// Ending the session would end the streams of its calls before their final
 				// responses: the guarded ones run to their end first (docs/contract.md §7 Client gone).
@@ -124,17 +129,13 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 	case g.absorbs(rt, r, msg):
 		// A guarded call runs to its final response (cancel: finish): the server must not stop it
 		// mid-effect, and the record settles on what it did (docs/contract.md §7 Client gone).
-		if x.admit(auth) {
-			g.metrics.mcpCancels.WithLabelValues(rt.Name).Inc()
-			w.WriteHeader(http.StatusAccepted)
-		}
+		g.metrics.mcpCancels.WithLabelValues(rt.Name).Inc()
+		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if x.admit(auth) {
-		x.body = body
-		x.learn = msg.Kind == mcpwire.Request && msg.Method == methodToolsList
-		x.passThrough()
-	}
+	x.body = body
+	x.learn = msg.Kind == mcpwire.Request && msg.Method == methodToolsList
+	x.passThrough()
 }
 
 // absorbs reports whether msg, a message of r on rt (a kind: mcp route), is a notifications/cancelled
@@ -183,10 +184,8 @@ func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.M
 			"unknown tool: route %s serves only the tools it configures or its server lists", rt.Name)})
 		return
 	case class == routes.ReadOnly:
-		if x.admit(auth) {
-			x.body = body
-			x.passThrough()
-		}
+		x.body = body
+		x.passThrough()
 		return
 	}
 	m := newMCPTool(x, msg, source)

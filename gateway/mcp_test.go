@@ -1,11 +1,13 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -984,5 +986,47 @@ func TestMCPDiscoveryFailureKeepsRouteClass(t *testing.T) {
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"archive_ticket","_meta":{"` + metaKey + `":"k1"}}}`
 	if status, h, body := postRaw(t, srv.URL+"/mcp", call); h.Get("Idempotency-Decision") != "execute" || status != http.StatusNotFound {
 		t.Errorf("%d %q %s: want the call guarded (execute), and the server's 404", status, h.Get("Idempotency-Decision"), body)
+	}
+}
+
+// TestMCPAuthenticatesBeforeReadingTheBody: with clients, a POST without an accepted credential is
+// refused 401 before its body is read (a declared length over max_body_bytes is not even looked
+// at), so an unauthenticated caller makes the gateway read and parse nothing; the server is not
+// called. With the credential the same route serves the call.
+func TestMCPAuthenticatesBeforeReadingTheBody(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	routesFile := strings.Replace(mcpRoutes(up.url, ""), "routes:\n", `clients:
+  api_keys:
+    - {name: agent, key: "`+keyHash("s3cret")+`", tenant: acme}
+routes:
+`, 1)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, routesFile, gateway.Options{})
+	call := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"a"},"_meta":{"%s":"k"}}}`, metaKey)
+
+	// A raw request, since Go's client will not send a body shorter than its declared length.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", 64<<20, call)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("unauthenticated POST declaring a body over max_body_bytes: %d, want 401", resp.StatusCode)
+	}
+	if status, _, body := postRaw(t, srv.URL+"/mcp", call); status != http.StatusUnauthorized {
+		t.Errorf("unauthenticated tools/call: %d %s, want 401", status, body)
+	}
+	if status, _, body := postRaw(t, srv.URL+"/mcp", call, "Authorization", "Bearer s3cret"); status != http.StatusOK {
+		t.Errorf("authenticated tools/call: %d %s, want 200", status, body)
+	}
+	if n := up.count("create_ticket"); n != 1 {
+		t.Errorf("create_ticket ran %d times, want 1 (the authenticated call)", n)
 	}
 }
