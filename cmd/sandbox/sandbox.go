@@ -25,11 +25,12 @@ const (
 	ticketsFindTickets  = "tickets.find_tickets"
 )
 
-// effectEndpoints are the endpoints that perform a side effect; the stats list each of them, zero
-// or not. apiEndpoints are all the endpoints that play a tool's API.
+// effectEndpoints are the endpoints (and MCP tools, mcp.go) that perform a side effect; the stats
+// list each of them, zero or not. apiEndpoints are all the endpoints and tools that play a tool's API.
 var (
-	effectEndpoints = []string{jiraCreateIssue, zendeskCreateTicket, linearIssueCreate, stripeCreateRefund, ticketsCreateTicket}
-	apiEndpoints    = append([]string{jiraGetIssue, ticketsFindTickets}, effectEndpoints...)
+	effectEndpoints = []string{jiraCreateIssue, zendeskCreateTicket, linearIssueCreate, stripeCreateRefund, ticketsCreateTicket,
+		mcpCreateTicket, mcpSlowCreate, mcpProgressCreate, mcpBrokenCreate}
+	apiEndpoints = append([]string{jiraGetIssue, ticketsFindTickets, mcpSearchTickets, mcpFailingCreate}, effectEndpoints...)
 )
 
 // maxRequestBytes bounds a request body; larger ones get 413.
@@ -59,6 +60,8 @@ type sandbox struct {
 	zendesk  zendeskState
 	linear   linearState
 	tickets  ticketsState
+	// mcpTickets are the tickets the MCP tools created, oldest first (mcp.go).
+	mcpTickets []ticket
 }
 
 // newSandbox returns a sandbox with zero counters that logs one line per request to log.
@@ -82,6 +85,7 @@ func newSandbox(log *slog.Logger) *sandbox {
 	s.mux.Handle("POST /v1/refunds", s.api(stripeCreateRefund, s.stripeCreateRefund))
 	s.mux.Handle("POST /v1/tickets", s.api(ticketsCreateTicket, s.ticketsCreateTicket))
 	s.mux.Handle("GET /v1/tickets", s.api(ticketsFindTickets, s.ticketsFindTickets))
+	s.mountMCP()
 
 	s.mux.Handle("GET /_sandbox/stats", s.admin("sandbox.stats", s.serveStats))
 	s.mux.Handle("POST /_sandbox/reset", s.admin("sandbox.reset", s.serveReset))
@@ -104,6 +108,7 @@ func (s *sandbox) resetLocked() {
 	s.jira.forget()
 	s.zendesk.forget()
 	s.tickets.forget()
+	s.mcpTickets = nil
 }
 
 // commit performs a side effect: it runs apply and counts one effect of endpoint, under s.mu.
