@@ -30,6 +30,9 @@ const (
 	DefaultKeyHeader       = "Idempotency-Key"
 	DefaultMaxBodyBytes    = 1 << 20 // 1 MiB
 	DefaultTenant          = "default"
+	// DefaultToolsTTL and DefaultStreamIdleTimeout are UpstreamMCP's defaults.
+	DefaultToolsTTL          = 5 * time.Minute
+	DefaultStreamIdleTimeout = 5 * time.Minute
 )
 
 // Bounds of what a request or the file names: each part of a record's store key has one, so that
@@ -39,6 +42,15 @@ const (
 	MaxTenantBytes = 128
 	// MaxNameBytes bounds a route's name (the tool), an upstream's and a client's.
 	MaxNameBytes = 128
+)
+
+// Kind is the protocol a route speaks.
+type Kind string
+
+// The route kinds. The zero Kind is KindHTTP: test for KindMCP.
+const (
+	KindHTTP Kind = "http" // one HTTP method and path, one tool (docs/contract.md §2)
+	KindMCP  Kind = "mcp"  // an MCP Streamable HTTP endpoint of many tools (docs/contract.md §7)
 )
 
 // Class says whether a route has side effects (docs/contract.md §2).
@@ -101,6 +113,26 @@ type Upstream struct {
 	// and Zendesk's Idempotency-Key. Then re-executing an unknown outcome is safe, and
 	// non_idempotent routes release unknown outcomes by default. Default "": not sent.
 	ForwardKey string
+	// MCP holds the settings of an MCP server upstream (upstreams.*.mcp; docs/contract.md §7). An
+	// upstream of a kind: mcp route always has one (the defaults when the file sets none); nil
+	// otherwise. Only kind: mcp routes may use an upstream whose file entry sets it.
+	MCP *UpstreamMCP
+}
+
+// UpstreamMCP is how the gateway treats an MCP server upstream (docs/contract.md §7).
+type UpstreamMCP struct {
+	// DiscoverTools: the gateway lists the server's tools itself, with its own MCP client.
+	// Default false.
+	DiscoverTools bool
+	// TrustAnnotations: tools/list annotations (readOnlyHint, idempotentHint) may classify the
+	// tools the routes file leaves open. Default false: the server's word is not taken.
+	TrustAnnotations bool
+	// ToolsTTL is how long a tool list is used when the server gives no ttlMs. Default
+	// DefaultToolsTTL.
+	ToolsTTL time.Duration
+	// StreamIdleTimeout bounds the wait for the next bytes of a GET stream, and between the events
+	// of an SSE answer. Default DefaultStreamIdleTimeout.
+	StreamIdleTimeout time.Duration
 }
 
 // Scope widens the scope of a key. The zero Scope is (tenant, tool, key).
@@ -153,11 +185,21 @@ type Secrets http.Header
 // (Key, Fingerprint, Receipt, OnUnknownOutcome, Outcome, TTL, LockLease, Concurrency, WaitTimeout)
 // may not be set on the route in the file; they hold the defaults and the gateway ignores them.
 type Route struct {
-	// Name is the tool name; unique in the file.
+	// Name is the tool name; unique in the file. On a per-tool route of a kind: mcp route it is
+	// "<route>/<tool>", the scope name in records, metrics, spans and the admin API.
 	Name string
+	// Kind: KindHTTP (default) or KindMCP.
+	Kind Kind
+	// MCP holds what only a kind: mcp route has; nil on kind: http routes. A per-tool route holds
+	// the MCP of its route.
+	MCP *MCP
+	// Tool is set on the per-tool routes of a kind: mcp route (what MCP.Tool returns); nil on
+	// every route of the file.
+	Tool *Tool
 	// Upstream is the remote system the route calls.
 	Upstream *Upstream
-	// Method is the HTTP method, upper case (the file may write it in any case).
+	// Method is the HTTP method, upper case (the file may write it in any case). "" on a kind: mcp
+	// route, which serves MCPMethods; "POST" on its per-tool routes.
 	Method string
 	// Path is a chi pattern; {name} captures a path parameter.
 	Path string
@@ -223,6 +265,9 @@ type Key struct {
 	// Header names the header, in canonical form (http.CanonicalHeaderKey). Default
 	// DefaultKeyHeader.
 	Header string
+	// Meta names the member of a tools/call's params._meta that carries the key (kind: mcp only),
+	// e.g. "io.github.idemgateway/idempotencyKey". Default "": none.
+	Meta string
 	// Required: default true for NonIdempotent routes, false otherwise. A route with From or
 	// Derive asks for a key only when neither yields one.
 	Required bool

@@ -47,7 +47,7 @@ routes:
 	// Output:
 	// create_ticket: POST /v1/tickets non_idempotent, key Idempotency-Key required=true, ttl 1h0m0s, on unknown outcome: block
 	// get_ticket: GET /v1/tickets/{id} read_only, key Idempotency-Key required=false, ttl 1h0m0s, on unknown outcome: release
-	// {Name:tickets URL:http://127.0.0.1:9000 Timeout:30s StripPrefix: Headers:Authorization: [redacted] ForwardKey:}
+	// {Name:tickets URL:http://127.0.0.1:9000 Timeout:30s StripPrefix: Headers:Authorization: [redacted] ForwardKey: MCP:<nil>}
 }
 
 func ExampleErrors() {

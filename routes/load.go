@@ -69,6 +69,14 @@ type rawUpstream struct {
 	StripPrefix string            `yaml:"strip_prefix"`
 	Headers     map[string]string `yaml:"headers"`
 	ForwardKey  string            `yaml:"forward_key"`
+	MCP         *rawUpstreamMCP   `yaml:"mcp"`
+}
+
+type rawUpstreamMCP struct {
+	DiscoverTools     bool           `yaml:"discover_tools"`
+	TrustAnnotations  bool           `yaml:"trust_annotations"`
+	ToolsTTL          *time.Duration `yaml:"tools_ttl"`
+	StreamIdleTimeout *time.Duration `yaml:"stream_idle_timeout"`
 }
 
 // rawSettings are the fields of the defaults block, which a route may set too.
@@ -84,12 +92,23 @@ type rawSettings struct {
 }
 
 type rawRoute struct {
-	Name             string          `yaml:"name"`
-	Upstream         string          `yaml:"upstream"`
-	Method           string          `yaml:"method"`
-	Path             string          `yaml:"path"`
-	OpaquePathParams []string        `yaml:"opaque_path_params"`
-	Class            string          `yaml:"class"`
+	Name             string             `yaml:"name"`
+	Kind             string             `yaml:"kind"`
+	Upstream         string             `yaml:"upstream"`
+	Method           string             `yaml:"method"`
+	Path             string             `yaml:"path"`
+	OpaquePathParams []string           `yaml:"opaque_path_params"`
+	Class            string             `yaml:"class"`
+	Upgrade          string             `yaml:"upgrade"`
+	Refusal          *string            `yaml:"refusal"`
+	Cancel           *string            `yaml:"cancel"`
+	UnknownTools     *string            `yaml:"unknown_tools"`
+	Tools            map[string]rawTool `yaml:"tools"`
+	rawEffect        `yaml:",inline"`
+}
+
+// rawEffect are the effect settings of a route, which a tool of a kind: mcp route may set too.
+type rawEffect struct {
 	Key              *rawKey         `yaml:"key"`
 	Fingerprint      *rawFingerprint `yaml:"fingerprint"`
 	Receipt          *rawReceipt     `yaml:"receipt"`
@@ -97,8 +116,15 @@ type rawRoute struct {
 	Outcome          *rawOutcome     `yaml:"outcome"`
 	Reconcile        *rawReconcile   `yaml:"reconcile"`
 	Scope            *rawScope       `yaml:"scope"`
-	Upgrade          string          `yaml:"upgrade"`
 	rawSettings      `yaml:",inline"`
+}
+
+// rawTool is one entry of a kind: mcp route's tools.
+type rawTool struct {
+	Class      string      `yaml:"class"`
+	ToolError  *string     `yaml:"tool_error"`
+	ErrorCodes *rawOutcome `yaml:"error_codes"`
+	rawEffect  `yaml:",inline"`
 }
 
 type rawScope struct {
@@ -123,6 +149,7 @@ type rawInject struct {
 
 type rawKey struct {
 	Header   *string `yaml:"header"`
+	Meta     *string `yaml:"meta"`
 	Required *bool   `yaml:"required"`
 	From     *string `yaml:"from"`
 	Derive   *string `yaml:"derive"`

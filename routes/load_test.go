@@ -58,7 +58,7 @@ func TestParseGoodFiles(t *testing.T) {
 				t.Fatal("no routes")
 			}
 			for _, r := range cfg.Routes {
-				if r.Upstream == nil || r.Fingerprint == nil || r.Method == "" || r.Path == "" {
+				if r.Upstream == nil || r.Fingerprint == nil || (r.Method == "") != (r.Kind == KindMCP) || r.Path == "" {
 					t.Errorf("route %q not resolved: %+v", r.Name, r)
 				}
 				if r.Upstream != cfg.Upstreams[r.Upstream.Name] {
@@ -366,6 +366,7 @@ func TestParseFull(t *testing.T) {
 		Routes: []*Route{
 			{ // every field set on the route
 				Name:     "create_ticket",
+				Kind:     KindHTTP,
 				Upstream: tickets,
 				Method:   "POST",
 				Path:     "/tickets/v1/tickets",
@@ -393,6 +394,7 @@ func TestParseFull(t *testing.T) {
 			},
 			{ // nothing set on the route: the defaults block, else the Default constants
 				Name:             "update_ticket",
+				Kind:             KindHTTP,
 				Upstream:         tickets,
 				Method:           "PUT", // upper-cased
 				Path:             "/tickets/v1/tickets/{id}",
@@ -409,6 +411,7 @@ func TestParseFull(t *testing.T) {
 			},
 			{
 				Name:             "get_ticket",
+				Kind:             KindHTTP,
 				Upstream:         tickets,
 				Method:           "GET",
 				Path:             "/tickets/v1/tickets/{id}",
@@ -426,6 +429,7 @@ func TestParseFull(t *testing.T) {
 			},
 			{ // the class's defaults: key required, block
 				Name:             "charge",
+				Kind:             KindHTTP,
 				Upstream:         billing,
 				Method:           "POST",
 				Path:             "/v1/customers/{customer:[0-9]+}/charges",
@@ -449,6 +453,7 @@ func TestParseFull(t *testing.T) {
 	} { // the canonicalization rules: body rules only, else as update_ticket
 		want.Routes = append(want.Routes, &Route{
 			Name:             r.name,
+			Kind:             KindHTTP,
 			Upstream:         tickets,
 			Method:           "POST",
 			Path:             r.path,
@@ -532,6 +537,7 @@ func TestParseBuiltinDefaults(t *testing.T) {
 	r.Fingerprint = nil
 	want := &Route{
 		Name:             "create_ticket",
+		Kind:             KindHTTP,
 		Upstream:         cfg.Upstreams["tickets"],
 		Method:           "POST",
 		Path:             "/v1/tickets",

@@ -95,14 +95,25 @@ func (r *resolver) config(raw *rawFile) *Config {
 		}
 		route := r.route(i, rr, cfg.Upstreams, defaults)
 		cfg.Routes = append(cfg.Routes, route)
-		if route.Method == "" || route.Path == "" {
+		methods := []string{route.Method}
+		if route.Kind == KindMCP {
+			methods = MCPMethods
+		}
+		if methods[0] == "" || route.Path == "" {
 			continue // invalid, already reported
 		}
-		pk := route.Method + " " + patternKey(route.Path)
-		if first, dup := byPattern[pk]; dup {
-			r.addf(at+": path", "%s %s is already routed by %s", route.Method, rr.Path, routeField(first, raw.Routes[first].Name))
-		} else {
+		for _, m := range methods {
+			pk := m + " " + patternKey(route.Path)
+			if first, dup := byPattern[pk]; dup {
+				r.addf(at+": path", "%s %s is already routed by %s", m, rr.Path, routeField(first, raw.Routes[first].Name))
+				break
+			}
 			byPattern[pk] = i
+		}
+	}
+	for _, rt := range cfg.Routes {
+		if u := rt.Upstream; rt.Kind == KindMCP && u != nil && u.MCP == nil {
+			u.MCP = &UpstreamMCP{ToolsTTL: DefaultToolsTTL, StreamIdleTimeout: DefaultStreamIdleTimeout}
 		}
 	}
 	return cfg
@@ -141,6 +152,22 @@ func (r *resolver) upstream(name string, raw rawUpstream) *Upstream {
 		r.addf(at+".strip_prefix", `%q: must start with "/" and hold no white space, "?" or "#"`, p)
 	}
 	u.Headers = r.headers(at+".headers", raw.Headers)
+	if m := raw.MCP; m != nil {
+		u.MCP = &UpstreamMCP{
+			DiscoverTools:     m.DiscoverTools,
+			TrustAnnotations:  m.TrustAnnotations,
+			ToolsTTL:          DefaultToolsTTL,
+			StreamIdleTimeout: DefaultStreamIdleTimeout,
+		}
+		if m.ToolsTTL != nil {
+			u.MCP.ToolsTTL = *m.ToolsTTL
+			r.checkDuration(at+".mcp.tools_ttl", u.MCP.ToolsTTL)
+		}
+		if m.StreamIdleTimeout != nil {
+			u.MCP.StreamIdleTimeout = *m.StreamIdleTimeout
+			r.checkDuration(at+".mcp.stream_idle_timeout", u.MCP.StreamIdleTimeout)
+		}
+	}
 	if h := raw.ForwardKey; h != "" {
 		u.ForwardKey = http.CanonicalHeaderKey(h)
 		if err := checkHeaderName(h); err != nil {

@@ -15,18 +15,34 @@ import (
 // names, unique method and path), are the caller's.
 func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, defaults settings) *Route {
 	at := routeField(i, raw.Name)
-	field := func(name string) string { return at + ": " + name }
-	rt := &Route{Name: raw.Name, Class: Class(raw.Class)}
+	p := at + ": "
+	field := func(name string) string { return p + name }
+	rt := &Route{Name: raw.Name, Kind: Kind(raw.Kind), Class: Class(raw.Class)}
+
+	switch rt.Kind {
+	case "":
+		rt.Kind = KindHTTP
+	case KindHTTP, KindMCP:
+	default:
+		r.addf(field("kind"), "%q: must be http or mcp", raw.Kind)
+	}
+	mcp := rt.Kind == KindMCP
 
 	if raw.Upstream == "" {
 		r.addf(field("upstream"), "required")
 	} else if u, ok := upstreams[raw.Upstream]; ok {
 		rt.Upstream = u
+		if u.MCP != nil && !mcp {
+			r.addf(field("upstream"), "%q is an MCP server (upstreams.%s.mcp): only a kind: mcp route may use it", raw.Upstream, raw.Upstream)
+		}
 	} else {
 		r.addf(field("upstream"), "%q: no such upstream", raw.Upstream)
 	}
 
 	switch {
+	case mcp && raw.Method != "":
+		r.addf(field("method"), "a kind: mcp route serves POST, GET and DELETE; leave method out")
+	case mcp:
 	case raw.Method == "":
 		r.addf(field("method"), "required")
 	case !httpguts.ValidHeaderFieldName(raw.Method): // a method is a token, like a header name
@@ -46,9 +62,16 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 		rt.OpaquePathParams = r.opaquePathParams(field("opaque_path_params"), raw.OpaquePathParams, rt.Path)
 	}
 
+	if mcp && rt.Class == "" {
+		rt.Class = NonIdempotent // the class of the tools nothing else classifies
+	}
 	switch rt.Class {
 	case ReadOnly:
-		raw = r.withoutStoreFields(at, raw)
+		if !mcp { // a read_only kind: mcp route still guards its configured tools, with these settings
+			c := *raw
+			c.rawEffect = r.withoutStoreFields(p, "route", raw.rawEffect)
+			raw = &c
+		}
 	case Idempotent, NonIdempotent:
 	case "":
 		r.addf(field("class"), "required: read_only, idempotent or non_idempotent")
@@ -56,50 +79,113 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 		r.addf(field("class"), "%q: must be read_only, idempotent or non_idempotent", raw.Class)
 	}
 
-	s := r.settings(at+": ", raw.rawSettings, defaults)
+	level := onHTTPRoute
+	if mcp {
+		level = onMCPRoute
+	}
+	rt.Key.Header = DefaultKeyHeader
+	set := r.effect(p, level, &raw.rawEffect, rt, defaults)
+	if rc := raw.Reconcile; rc != nil && !mcp {
+		rt.Reconcile = r.reconcile(field("reconcile"), rc, rt.Upstream)
+	}
+	if !set.required {
+		rt.Key.Required = rt.Class == NonIdempotent
+	}
+	if !set.policy {
+		rt.OnUnknownOutcome = defaultUnknownPolicy(rt.Class, rt.Upstream, rt.Reconcile)
+	} else if rt.OnUnknownOutcome == Release && rt.Reconcile != nil {
+		r.addf(field("on_unknown_outcome"), "release frees unknown outcomes at once, so reconcile would never run; use block")
+	}
+
+	switch {
+	case raw.Upgrade == "":
+	case mcp:
+		r.addf(field("upgrade"), "a kind: mcp route never upgrades")
+	case raw.Upgrade != UpgradeWebSocket:
+		r.addf(field("upgrade"), "%q: unknown protocol (want %s)", raw.Upgrade, UpgradeWebSocket)
+	case rt.Class != ReadOnly:
+		r.addf(field("upgrade"), "only a read_only route may upgrade: the upgraded connection is a tunnel the gateway neither reads nor makes idempotent")
+	default:
+		rt.Upgrade = raw.Upgrade
+	}
+
+	if mcp {
+		rt.MCP = r.mcp(p, raw, rt, set)
+	} else {
+		r.mcpOnly(p, raw)
+	}
+	return rt
+}
+
+// defaultUnknownPolicy is a route's on_unknown_outcome when the file sets none: Block for a
+// NonIdempotent route, unless its upstream de-duplicates by a ForwardKey and no reconcile settles
+// unknown outcomes; Release otherwise (docs/unknown-outcomes.md).
+func defaultUnknownPolicy(c Class, up *Upstream, rc *Reconcile) UnknownPolicy {
+	if c == NonIdempotent && (up == nil || up.ForwardKey == "" || rc != nil) {
+		return Block
+	}
+	return Release
+}
+
+// effectLevel says where effect settings are written.
+type effectLevel int
+
+const (
+	onHTTPRoute effectLevel = iota // a kind: http route
+	onMCPRoute                     // a kind: mcp route
+	onTool                         // tools.<name> of a kind: mcp route
+)
+
+// effectSet says which of the settings whose default depends on the class the file sets.
+type effectSet struct {
+	required bool // key.required
+	policy   bool // on_unknown_outcome
+}
+
+// effect applies the effect settings that raw sets (settings, key, fingerprint, receipt, scope,
+// on_unknown_outcome, outcome) over rt's, whose settings are base, naming fields after the prefix
+// p. A block the file sets replaces rt's whole, except key, whose fields count one by one. The
+// class's defaults are the caller's: effect says which of them the file sets. Reconcile is the
+// caller's too; effect refuses it on kind: mcp routes and tools.
+func (r *resolver) effect(p string, level effectLevel, raw *rawEffect, rt *Route, base settings) effectSet {
+	field := func(name string) string { return p + name }
+	var set effectSet
+
+	s := r.settings(p, raw.rawSettings, base)
 	rt.TTL, rt.LockLease, rt.WaitTimeout = s.ttl, s.lockLease, s.waitTimeout
 	rt.Concurrency = s.concurrency
 	rt.TenantHeader, rt.ActorHeader, rt.TenantRequired = s.tenantHeader, s.actorHeader, s.tenantRequired
 	rt.MaxBodyBytes = s.maxBodyBytes
 
-	rt.Key = Key{Header: DefaultKeyHeader, Required: rt.Class == NonIdempotent}
 	if k := raw.Key; k != nil {
-		if k.Header != nil {
-			rt.Key.Header = http.CanonicalHeaderKey(*k.Header)
-			if err := checkHeaderName(*k.Header); err != nil {
-				r.add(field("key.header"), err)
-			}
-		}
-		if k.Required != nil {
-			rt.Key.Required = *k.Required
-		}
-		if k.From != nil {
-			ks, err := ParseKeySource(*k.From)
-			if err != nil {
-				r.add(field("key.from"), err)
-			}
-			rt.Key.From = ks
-		}
-		if k.Derive != nil {
-			kt, err := ParseKeyTemplate(*k.Derive)
-			if err != nil {
-				r.add(field("key.derive"), err)
-			}
-			rt.Key.Derive = kt
-		}
+		r.key(p, level, k, &rt.Key)
+		set.required = k.Required != nil
 	}
 
-	if fields, ok := r.fingerprint(field("fingerprint"), raw.Fingerprint); ok {
-		fp, err := canonical.Compile(fields)
-		if err != nil {
-			r.add(field("fingerprint"), err)
+	if raw.Fingerprint != nil || rt.Fingerprint == nil {
+		if fields, ok := r.fingerprint(field("fingerprint"), raw.Fingerprint); ok {
+			if level != onHTTPRoute {
+				switch fields.Format {
+				case "":
+					fields.Format = canonical.FormatJSONRPC
+				case canonical.FormatJSONRPC:
+				default:
+					r.addf(field("fingerprint.body.format"), "%q: a kind: mcp route fingerprints JSON-RPC requests; want jsonrpc, or leave it out", fields.Format)
+				}
+			}
+			fp, err := canonical.Compile(fields)
+			if err != nil {
+				r.add(field("fingerprint"), err)
+			}
+			rt.Fingerprint = fp
 		}
-		rt.Fingerprint = fp
 	}
 
 	if rc := raw.Receipt; rc != nil {
-		rt.Receipt.RemoteID = r.receiptPointer(field("receipt.remote_id"), rc.RemoteID)
-		rt.Receipt.RemoteURL = r.receiptPointer(field("receipt.remote_url"), rc.RemoteURL)
+		rt.Receipt = Receipt{
+			RemoteID:  r.receiptPointer(field("receipt.remote_id"), rc.RemoteID),
+			RemoteURL: r.receiptPointer(field("receipt.remote_url"), rc.RemoteURL),
+		}
 		for j, h := range rc.ReplayHeaders {
 			at := fmt.Sprintf("%s[%d]", field("receipt.replay_headers"), j)
 			name := http.CanonicalHeaderKey(h)
@@ -114,50 +200,92 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 		}
 	}
 
-	if sc := raw.Scope; sc != nil && sc.Credential {
-		rt.Scope.CredentialHeader = "Authorization"
-		if h := sc.CredentialHeader; h != "" {
-			rt.Scope.CredentialHeader = http.CanonicalHeaderKey(h)
-			if err := checkHeaderName(h); err != nil {
-				r.add(field("scope.credential_header"), err)
+	if sc := raw.Scope; sc != nil {
+		rt.Scope = Scope{}
+		if sc.Credential {
+			rt.Scope.CredentialHeader = "Authorization"
+			if h := sc.CredentialHeader; h != "" {
+				rt.Scope.CredentialHeader = http.CanonicalHeaderKey(h)
+				if err := checkHeaderName(h); err != nil {
+					r.add(field("scope.credential_header"), err)
+				}
 			}
+		} else if sc.CredentialHeader != "" {
+			r.addf(field("scope.credential_header"), "set without credential: true")
 		}
-	} else if sc != nil && sc.CredentialHeader != "" {
-		r.addf(field("scope.credential_header"), "set without credential: true")
 	}
 
-	if rc := raw.Reconcile; rc != nil {
-		rt.Reconcile = r.reconcile(field("reconcile"), rc, rt.Upstream)
+	if raw.Reconcile != nil && level != onHTTPRoute {
+		r.addf(field("reconcile"), "not served on kind: mcp routes: its lookup is a plain HTTP GET, and the upstream is an MCP server")
 	}
 
-	rt.OnUnknownOutcome = Release
-	if rt.Class == NonIdempotent && (rt.Upstream == nil || rt.Upstream.ForwardKey == "" || rt.Reconcile != nil) {
-		rt.OnUnknownOutcome = Block
-	}
-	if p := raw.OnUnknownOutcome; p != nil {
-		rt.OnUnknownOutcome = UnknownPolicy(*p)
-		switch {
-		case rt.OnUnknownOutcome != Block && rt.OnUnknownOutcome != Release:
-			r.addf(field("on_unknown_outcome"), "%q: must be block or release", *p)
-		case rt.OnUnknownOutcome == Release && rt.Reconcile != nil:
-			r.addf(field("on_unknown_outcome"), "release frees unknown outcomes at once, so reconcile would never run; use block")
+	if pol := raw.OnUnknownOutcome; pol != nil {
+		set.policy = true
+		rt.OnUnknownOutcome = UnknownPolicy(*pol)
+		if rt.OnUnknownOutcome != Block && rt.OnUnknownOutcome != Release {
+			r.addf(field("on_unknown_outcome"), "%q: must be block or release", *pol)
 		}
 	}
 
 	if o := raw.Outcome; o != nil {
 		rt.Outcome = r.outcome(field("outcome"), o)
 	}
+	return set
+}
 
-	switch {
-	case raw.Upgrade == "":
-	case raw.Upgrade != UpgradeWebSocket:
-		r.addf(field("upgrade"), "%q: unknown protocol (want %s)", raw.Upgrade, UpgradeWebSocket)
-	case rt.Class != ReadOnly:
-		r.addf(field("upgrade"), "only a read_only route may upgrade: the upgraded connection is a tunnel the gateway neither reads nor makes idempotent")
-	default:
-		rt.Upgrade = raw.Upgrade
+// key applies a key block to k. Where a kind: mcp route reads the key decides where each field
+// may stand: the header and the _meta member on the route (one for every tool), from and derive
+// per tool (their pointers address one tool's arguments).
+func (r *resolver) key(p string, level effectLevel, raw *rawKey, k *Key) {
+	field := func(name string) string { return p + name }
+	if raw.Header != nil {
+		if level == onTool {
+			r.addf(field("key.header"), "set it on the route: one header carries the key of every tool")
+		} else {
+			k.Header = http.CanonicalHeaderKey(*raw.Header)
+			if err := checkHeaderName(*raw.Header); err != nil {
+				r.add(field("key.header"), err)
+			}
+		}
 	}
-	return rt
+	if raw.Meta != nil {
+		switch level {
+		case onHTTPRoute:
+			r.addf(field("key.meta"), "only a kind: mcp route reads params._meta")
+		case onTool:
+			r.addf(field("key.meta"), "set it on the route: one _meta member carries the key of every tool")
+		default:
+			k.Meta = *raw.Meta
+			if err := checkMetaKey(*raw.Meta); err != nil {
+				r.addf(field("key.meta"), "%q: %w", *raw.Meta, err)
+			}
+		}
+	}
+	if raw.Required != nil {
+		k.Required = *raw.Required
+	}
+	if raw.From != nil {
+		if level == onMCPRoute {
+			r.addf(field("key.from"), "set it per tool (tools.<name>.key.from): its pointer addresses one tool's arguments")
+		} else {
+			ks, err := ParseKeySource(*raw.From)
+			if err != nil {
+				r.add(field("key.from"), err)
+			}
+			k.From = ks
+		}
+	}
+	if raw.Derive != nil {
+		if level == onMCPRoute {
+			r.addf(field("key.derive"), "set it per tool (tools.<name>.key.derive): its fields address one tool's arguments")
+		} else {
+			kt, err := ParseKeyTemplate(*raw.Derive)
+			if err != nil {
+				r.add(field("key.derive"), err)
+			}
+			k.Derive = kt
+		}
+	}
 }
 
 // opaquePathParams checks that each name is a parameter of the pattern path ("*" its trailing
@@ -180,14 +308,15 @@ func (r *resolver) opaquePathParams(at string, names []string, path string) []st
 	return names
 }
 
-// withoutStoreFields reports every field set on a read_only route that only matters to the store,
-// and returns a copy of raw without them. A read_only route is proxied without touching the store,
-// so these fields would do nothing; setting one is most likely a misclassified route.
-func (r *resolver) withoutStoreFields(at string, raw *rawRoute) *rawRoute {
-	c := *raw
+// withoutStoreFields reports every field set on a read_only route (what names it: "route" or
+// "tool"; p prefixes the field names) that only matters to the store, and returns raw without
+// them. A read_only route is proxied without touching the store, so these fields would do
+// nothing; setting one is most likely a misclassified route.
+func (r *resolver) withoutStoreFields(p, what string, raw rawEffect) rawEffect {
+	c := raw
 	drop := func(name string, set bool) {
 		if set {
-			r.addf(at+": "+name, "meaningless on a read_only route, which never touches the store")
+			r.addf(p+name, "meaningless on a read_only %s, which never touches the store", what)
 		}
 	}
 	drop("key", c.Key != nil)
@@ -203,7 +332,7 @@ func (r *resolver) withoutStoreFields(at string, raw *rawRoute) *rawRoute {
 	drop("wait_timeout", c.WaitTimeout != nil)
 	c.Key, c.Fingerprint, c.Receipt, c.OnUnknownOutcome, c.Outcome, c.Reconcile, c.Scope = nil, nil, nil, nil, nil, nil, nil
 	c.TTL, c.LockLease, c.Concurrency, c.WaitTimeout = nil, nil, nil, nil
-	return &c
+	return c
 }
 
 // fingerprint validates a fingerprint block and returns it as canonical.Fields; ok is false when
@@ -290,19 +419,35 @@ func (r *resolver) receiptPointer(at, s string) canonical.Pointer {
 // once. A 1xx is never a final answer: the gateway treats it as a protocol error (unknown outcome),
 // whatever the lists say.
 func (r *resolver) outcome(at string, raw *rawOutcome) Outcome {
+	return r.codeLists(at, "outcome", raw, func(code int) string {
+		switch {
+		case code >= 100 && code < 200:
+			return "a 1xx is never a final answer; the gateway counts it an unknown outcome, whatever the lists say"
+		case code < 200 || code > 599:
+			return "must be a status code from 200 to 599"
+		}
+		return ""
+	})
+}
+
+// codeLists validates the committed, not_committed and unknown lists of block (outcome or
+// error_codes) at at: each code in one list once, and none that problem (nil: none) refuses.
+func (r *resolver) codeLists(at, block string, raw *rawOutcome, problem func(code int) string) Outcome {
 	seen := make(map[int]string)
 	check := func(name string, codes []int) []int {
 		for j, code := range codes {
 			fj := fmt.Sprintf("%s.%s[%d]", at, name, j)
+			if problem != nil {
+				if msg := problem(code); msg != "" {
+					r.addf(fj, "%d: %s", code, msg)
+					continue
+				}
+			}
 			switch prev, dup := seen[code]; {
-			case code >= 100 && code < 200:
-				r.addf(fj, "%d: a 1xx is never a final answer; the gateway counts it an unknown outcome, whatever the lists say", code)
-			case code < 200 || code > 599:
-				r.addf(fj, "%d: must be a status code from 200 to 599", code)
 			case dup && prev == name:
 				r.addf(fj, "%d: listed twice", code)
 			case dup:
-				r.addf(fj, "%d: also in outcome.%s; a code may stand in one list only", code, prev)
+				r.addf(fj, "%d: also in %s.%s; a code may stand in one list only", code, block, prev)
 			default:
 				seen[code] = name
 			}

@@ -72,7 +72,7 @@ func TestSecretsFormat(t *testing.T) {
 		{"quoted", "%q", s, `"Authorization: [redacted], X-Api-Key: [redacted]"`},
 		{"nil", "%v", Secrets(nil), ""},
 		{"nil GoString", "%#v", Secrets(nil), "routes.Secrets(nil)"},
-		{"in a struct", "%+v", Upstream{Name: "u", Headers: s}, "{Name:u URL:<nil> Timeout:0s StripPrefix: Headers:Authorization: [redacted], X-Api-Key: [redacted] ForwardKey:}"},
+		{"in a struct", "%+v", Upstream{Name: "u", Headers: s}, "{Name:u URL:<nil> Timeout:0s StripPrefix: Headers:Authorization: [redacted], X-Api-Key: [redacted] ForwardKey: MCP:<nil>}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
