@@ -67,14 +67,14 @@ type ticketArgs struct {
 // slowArgs are slow_create's: a ticket, created after MS milliseconds.
 type slowArgs struct {
 	Title string `json:"title" jsonschema:"the ticket's title"`
-	MS    int    `json:"ms" jsonschema:"milliseconds to work before the ticket is created"`
+	MS    int    `json:"ms,omitempty" jsonschema:"milliseconds to work before the ticket is created"`
 }
 
 // progressArgs are progress_create's: a ticket, created after Steps progress notifications
 // StepMS milliseconds apart.
 type progressArgs struct {
 	Title  string `json:"title" jsonschema:"the ticket's title"`
-	Steps  int    `json:"steps" jsonschema:"progress notifications to send before the ticket is created"`
+	Steps  int    `json:"steps,omitempty" jsonschema:"progress notifications to send before the ticket is created"`
 	StepMS int    `json:"step_ms,omitempty" jsonschema:"milliseconds before each notification"`
 }
 
