@@ -9,7 +9,8 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
 # The gateway in front of the bundled sandbox upstream, on the embedded store, driven by a scripted
-# agent: execute, client timeout then retry, conflict, concurrent duplicates.
+# agent: execute, client timeout then retry, conflict, concurrent duplicates; then an MCP agent
+# (go-sdk) through a kind: mcp route: retry, new session, conflict, slow tool.
 demo: build
 	./bin/demo -bin bin
 
