@@ -30,20 +30,19 @@ type mcpWay struct {
 	path    string // the route's path on the gateway
 	route   string // the route's name: the records' tool is route/tool
 	version string // the protocol version the client asks for
-	sse     bool   // the answers are SSE streams
 }
 
 // mcpWays are both protocol eras, and JSON and SSE answers.
 var mcpWays = []mcpWay{
-	{"sessions-sse", "/mcp", "tickets", "2025-11-25", true},
-	{"sessions-json", "/mcp-json", "tickets_json", "2025-11-25", false},
-	{"stateless", "/mcp-stateless", "tickets_stateless", "2026-07-28", true},
+	{"sessions-sse", "/mcp", "tickets", "2025-11-25"},
+	{"sessions-json", "/mcp-json", "tickets_json", "2025-11-25"},
+	{"stateless", "/mcp-stateless", "tickets_stateless", "2026-07-28"},
 }
 
 // Routes of testdata/mcp.yaml.tmpl besides mcpWays.
 var (
-	rpcWay     = mcpWay{"jsonrpc-refusals", "/rpc/mcp-json", "tickets_rpc", "2025-11-25", false}
-	timeoutWay = mcpWay{"timeout", "/timeout/mcp-json", "tickets_timeout", "2025-11-25", false}
+	rpcWay     = mcpWay{"jsonrpc-refusals", "/rpc/mcp-json", "tickets_rpc", "2025-11-25"}
+	timeoutWay = mcpWay{"timeout", "/timeout/mcp-json", "tickets_timeout", "2025-11-25"}
 )
 
 // newMCPEnv starts a store of kind, a sandbox and a gateway on the MCP routes.

@@ -243,18 +243,13 @@ func TestMCPReadOnlyNotStored(t *testing.T) {
 	})
 }
 
-// TestMCPProgressLive: over SSE the tool's progress notifications reach the client while it works;
-// the replay is the result alone: no notification is stored or replayed.
+// TestMCPProgressLive: the tool's progress notifications reach the client while it works (on the
+// call's SSE stream, or on the session's GET stream when the answers are JSON); the replay is the
+// result alone: no notification is stored or replayed.
 func TestMCPProgressLive(t *testing.T) {
 	t.Parallel()
 	e := newMCPEnv(t, embeddedStore)
-	var sseWays []mcpWay
-	for _, w := range mcpWays {
-		if w.sse {
-			sseWays = append(sseWays, w)
-		}
-	}
-	forEachWay(t, e, sseWays, func(t *testing.T, w mcpWay) {
+	forEachWay(t, e, mcpWays, func(t *testing.T, w mcpWay) {
 		before := e.sb.mcpCounts(t, "progress_create")
 		var (
 			mu       sync.Mutex
