@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -154,6 +155,44 @@ func classOf(res upstreamResult, o routes.Outcome) outcomeClass {
 		return notCommitted
 	default:
 		return unknown
+	}
+}
+
+// jsonrpcNotCommitted are the JSON-RPC error codes that say a tools/call was not run
+// (docs/contract.md §7 Outcome): parse error, invalid request, method not found, invalid params,
+// and MCP's header mismatch, missing required client capability, unsupported protocol version and
+// URL elicitation required.
+var jsonrpcNotCommitted = []int{-32700, -32600, -32601, -32602, -32020, -32021, -32022, -32042}
+
+// finalClass is the outcome table of MCP tool calls (docs/contract.md §7 Outcome): what the final
+// response f of a tools/call of tool t says the call did. A JSON-RPC error is classed by t's
+// error_codes, then by jsonrpcNotCommitted, else unknown; a result that asks for input
+// (resultType input_required) did nothing yet; a task handle is committed; isError: true is
+// t's tool_error; any other result is committed.
+func finalClass(f *mcpwire.Final, t *routes.Tool) outcomeClass {
+	switch {
+	case f.HasError && slices.Contains(t.ErrorCodes.Committed, f.ErrCode):
+		return committed
+	case f.HasError && slices.Contains(t.ErrorCodes.NotCommitted, f.ErrCode):
+		return notCommitted
+	case f.HasError && slices.Contains(t.ErrorCodes.Unknown, f.ErrCode):
+		return unknown
+	case f.HasError && slices.Contains(jsonrpcNotCommitted, f.ErrCode):
+		return notCommitted
+	case f.HasError:
+		return unknown
+	case f.ResultType == "input_required":
+		return notCommitted
+	case f.Task:
+		return committed
+	case f.IsError && t.ToolError == routes.OutcomeCommitted:
+		return committed
+	case f.IsError && t.ToolError == routes.OutcomeUnknown:
+		return unknown
+	case f.IsError:
+		return notCommitted
+	default:
+		return committed
 	}
 }
 

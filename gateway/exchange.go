@@ -55,8 +55,13 @@ type exchange struct {
 	attempts    atomic.Int32 // connections obtained for this request (more than one: a safe resend)
 
 	cancelUpstream context.CancelFunc // ends the upstream exchange's context
-	upStart        time.Time          // when the upstream request was built
-	upStatus       int                // the status of the upstream's response; 0 until one arrives
+	// stream: a pass-through of a kind: mcp route (mcp.go). Its upstream exchange ends with the
+	// client's, and is bounded by stream_idle_timeout between reads (idle), not by the timeout.
+	stream   bool
+	idle     *time.Timer
+	learn    bool      // the stream answers a tools/list: the tool book learns from it (mcptools.go)
+	upStart  time.Time // when the upstream request was built
+	upStatus int       // the status of the upstream's response; 0 until one arrives
 
 	start    time.Time
 	storeDur time.Duration // time spent in store calls on the request path

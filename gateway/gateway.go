@@ -77,6 +77,8 @@ type Gateway struct {
 	churn    *churn   // recent executions, to count keys minted per retry
 	waiters  waiters  // duplicates waiting for a record to settle (concurrency: wait)
 	settles  settles  // settle writes retried in the background (settle.go)
+	tools    toolBook // the tools of kind: mcp routes' servers (mcptools.go)
+	mcpCalls mcpCalls // guarded tools/calls in flight, for their cancels (mcp.go)
 
 	// retryMin and retryMax bound the pauses between a settle's attempts: settleRetryMin and
 	// settleRetryMax; tests set them (export_test.go).
@@ -112,6 +114,7 @@ func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error)
 	}
 	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000), now: time.Now,
 		retryMin: settleRetryMin, retryMax: settleRetryMax}
+	g.tools.g = g
 	opts.Metrics.MustRegister(newStoreSafeGauge(g))
 	transport := opts.Transport
 	if tp := opts.TracerProvider; tp != nil {
@@ -167,7 +170,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // routeHandler serves rt's requests, authenticated by auth (nil: no clients).
 func (g *Gateway) routeHandler(rt *routes.Route, auth *authenticator) http.HandlerFunc {
 	serve := g.serveEffect
-	if rt.Class == routes.ReadOnly {
+	switch {
+	case rt.Kind == routes.KindMCP:
+		serve = g.serveMCP
+	case rt.Class == routes.ReadOnly:
 		serve = g.serveReadOnly
 	}
 	return func(w http.ResponseWriter, r *http.Request) {

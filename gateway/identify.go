@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -56,11 +57,33 @@ func (id *identity) keyless(rt *routes.Route) bool {
 // the limit (http.MaxBytesReader). err is a problem of the request itself (admit's, a body too
 // large or not parseable, an unparseable query), wrapping the sentinel of its answer.
 func identify(rt *routes.Route, auth *authenticator, w http.ResponseWriter, r *http.Request, fingerprintKeyless bool) (id *identity, err error) {
+	return identifyCall(rt, auth, w, r, nil, fingerprintKeyless)
+}
+
+// toolCall is an MCP tools/call the MCP front end read and parsed before the identify phase
+// (mcp.go): its body is the request's, and params._meta[key.meta] may carry its key
+// (docs/contract.md §7 Key).
+type toolCall struct {
+	body []byte
+	msg  *mcpwire.Message
+}
+
+// identifyCall is identify for a request whose body call holds (nil: read it here). A key that
+// no header carries is read from call's params._meta[rt.Key.Meta], a JSON string, before
+// key.from and key.derive.
+func identifyCall(rt *routes.Route, auth *authenticator, w http.ResponseWriter, r *http.Request, call *toolCall, fingerprintKeyless bool) (id *identity, err error) {
 	id = &identity{}
 	if err := admit(auth, rt, r, id); err != nil {
 		return id, err
 	}
 	key, present, err := readKey(r, rt.Key.Header)
+	source := keyFromHeader
+	if !present && call != nil && rt.Key.Meta != "" {
+		if v := call.msg.Meta(rt.Key.Meta); v != nil {
+			key, err = metaKey(v, rt.Key.Meta)
+			present, source = true, keyFromMeta
+		}
+	}
 	if id.keyErr = err; err != nil && !fingerprintKeyless {
 		return id, nil
 	}
@@ -69,17 +92,18 @@ func identify(rt *routes.Route, auth *authenticator, w http.ResponseWriter, r *h
 	switch {
 	case present || derivable || id.keyErr != nil:
 	case rt.Key.Required:
-		id.keyErr = fmt.Errorf("%w: header %s is required on route %s", ErrMissingKey, rt.Key.Header, rt.Name)
+		id.keyErr = fmt.Errorf("%w: %s is required on route %s", ErrMissingKey, keyPlaces(rt), rt.Name)
 	default:
-		id.keyErr = fmt.Errorf("%w: no header %s; route %s passes such a request through and stores nothing", ErrMissingKey, rt.Key.Header, rt.Name)
+		id.keyErr = fmt.Errorf("%w: no %s; route %s passes such a request through and stores nothing", ErrMissingKey, keyPlaces(rt), rt.Name)
 	}
 	if id.keyErr != nil && !fingerprintKeyless {
 		return id, nil
 	}
-	if id.body, err = readBody(w, r, rt.MaxBodyBytes); err != nil {
+	if call != nil {
+		id.body = call.body
+	} else if id.body, err = readBody(w, r, rt.MaxBodyBytes); err != nil {
 		return id, err
 	}
-	source := keyFromHeader
 	if !present && id.keyErr == nil {
 		key, source, id.keyErr = deriveKey(rt, r, id.tenant, id.body)
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -49,9 +50,32 @@ func readKey(r *http.Request, h string) (key string, present bool, err error) {
 // Where a request's key came from (agent.idempotency.key_source).
 const (
 	keyFromHeader = "header"
+	keyFromMeta   = "meta" // params._meta of an MCP tools/call (docs/contract.md §7 Key)
 	keyFromFrom   = "from"
 	keyFromDerive = "derive"
 )
+
+// metaKey reads the key of a tools/call from v, the raw value of params._meta[name]: a JSON
+// string holding a valid key (record.CheckKey). Errors wrap ErrInvalidKey and never quote v.
+func metaKey(v []byte, name string) (string, error) {
+	var key string
+	if err := json.Unmarshal(v, &key); err != nil {
+		return "", fmt.Errorf("%w: params._meta[%q] is not a JSON string", ErrInvalidKey, name)
+	}
+	if err := record.CheckKey(key); err != nil {
+		return "", fmt.Errorf("%w: params._meta[%q]: %v", ErrInvalidKey, name, err)
+	}
+	return key, nil
+}
+
+// keyPlaces says where rt reads a key from a request, for the problems of a request without
+// one: its header, and on a tool of a kind: mcp route params._meta.
+func keyPlaces(rt *routes.Route) string {
+	if rt.Key.Meta == "" {
+		return "header " + rt.Key.Header
+	}
+	return fmt.Sprintf("header %s or params._meta[%q]", rt.Key.Header, rt.Key.Meta)
+}
 
 // requestField is the value of one field of a key or reconcile template in a request: its tenant,
 // a path parameter, a member of its JSON body, a query parameter or a header. ok is false for a

@@ -17,6 +17,10 @@ type metrics struct {
 	keyChurn      *prometheus.CounterVec   // idemgateway_key_churn_total{tool}
 	wakeups       *prometheus.CounterVec   // idemgateway_wait_wakeups_total{cause}
 	pending       *prometheus.GaugeVec     // idemgateway_receipts_pending{op}
+
+	mcpMessages  *prometheus.CounterVec // idemgateway_mcp_messages_total{route,method}
+	mcpCancels   *prometheus.CounterVec // idemgateway_mcp_cancels_absorbed_total{route}
+	mcpToolLists *prometheus.CounterVec // idemgateway_mcp_tool_list_refreshes_total{route,result}
 }
 
 // Outcome labels of idemgateway_upstream_duration_seconds.
@@ -68,6 +72,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Namespace: "idemgateway", Name: "receipts_pending",
 		Help: "Settle writes the store failed, retried in the background until it takes them or their records expire: commit (a receipt answered with Idempotency-Receipt: pending), release, mark_unknown (release also counts claims whose reply was lost).",
 	}, []string{"op"})
+	m.mcpMessages = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "idemgateway", Name: "mcp_messages_total",
+		Help: "JSON-RPC messages POSTed to kind: mcp routes, by method (the MCP methods of mcpMethodLabels, else other; batch, response, invalid).",
+	}, []string{"route", "method"})
+	m.mcpCancels = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "idemgateway", Name: "mcp_cancels_absorbed_total",
+		Help: "notifications/cancelled of guarded tool calls in flight answered 202 and not forwarded (cancel: finish).",
+	}, []string{"route"})
+	m.mcpToolLists = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "idemgateway", Name: "mcp_tool_list_refreshes_total",
+		Help: "Tool lists of kind: mcp routes read by the gateway's own MCP client (discover_tools) or from tools/list answers passing through (learned); result is ok or error.",
+	}, []string{"route", "result"})
+	reg.MustRegister(m.mcpMessages, m.mcpCancels, m.mcpToolLists)
 	reg.MustRegister(m.decisions, m.upstream, m.store, m.inFlight, m.leaseRenewals, m.unknown, m.keyChurn, m.wakeups, m.pending)
 	return m
 }

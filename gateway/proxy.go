@@ -75,8 +75,10 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 
 	ctx := pr.In.Context()
-	if x.rt.Class != routes.ReadOnly {
-		ctx = context.WithoutCancel(ctx)
+	if x.rt.Class != routes.ReadOnly || x.body != nil {
+		if !x.stream {
+			ctx = context.WithoutCancel(ctx)
+		}
 		switch {
 		case x.body != nil:
 			out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(x.body)), int64(len(x.body))
@@ -89,7 +91,12 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		// be read from the body and replays carry a plain body.
 		out.Header.Del("Accept-Encoding")
 	}
-	ctx, x.cancelUpstream = context.WithTimeout(ctx, up.Timeout)
+	if x.stream { // bounded by stream_idle_timeout once the answer starts (watchStream)
+		ctx, x.cancelUpstream = context.WithCancel(ctx)
+		x.idle = time.AfterFunc(up.Timeout, x.cancelUpstream)
+	} else {
+		ctx, x.cancelUpstream = context.WithTimeout(ctx, up.Timeout)
+	}
 	ctx = httptrace.WithClientTrace(ctx, x.clientTrace())
 	x.upStart = time.Now()
 	pr.Out = out.WithContext(ctx)
@@ -134,7 +141,14 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 		return faultSwitched // proxyError settles it: outcomeOf counts a 1xx unknown
 	}
 	if x.owner == "" { // read_only, or no key: nothing to settle
+		if x.stream {
+			x.watchStream(resp)
+		}
 		x.observeUpstream(outcomePassThrough)
+		return nil
+	}
+	if c, ok := x.front.(capturer); ok && resp.StatusCode/100 == 2 {
+		c.capture(x, resp)
 		return nil
 	}
 	oc := outcomeOf(upstreamResult{status: resp.StatusCode}, x.rt)
@@ -199,11 +213,27 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		x.rec.Detail = fault.Error()
 		x.settle(oc.op)
 		retryable = oc.op == opRelease // the key was freed
+		if c, ok := x.front.(capturer); ok {
+			x.logger().Warn("upstream exchange failed", "err", err, "may_have_sent", x.mayHaveSent.Load())
+			c.failed(x, w, fault, oc)
+			return
+		}
 	}
 	x.logger().Warn("upstream exchange failed", "err", err, "may_have_sent", x.mayHaveSent.Load())
 	p := newProblem(fault, x.decision, x.key)
 	p.Retryable = retryable
 	p.write(w, 0)
+}
+
+// capturer is a front end that reads an executed call's 2xx answer itself (MCP tool calls,
+// mcpcapture.go): it settles the record from what the answer says, not from its status, and
+// answers an upstream exchange that failed in its own protocol.
+type capturer interface {
+	// capture settles x's record from resp, whose body it may replace with what the client gets.
+	capture(x *exchange, resp *http.Response)
+	// failed answers the client through w after the upstream exchange failed with fault, and
+	// the record settled by oc.
+	failed(x *exchange, w http.ResponseWriter, fault error, oc outcome)
 }
 
 type exchangeKey struct{}

@@ -38,8 +38,10 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 	r := chi.NewRouter()
 	var methods []string // of the routes, in file order, once each
 	for _, rt := range cfg.Routes {
-		if !slices.Contains(methods, rt.Method) {
-			methods = append(methods, rt.Method)
+		for _, m := range routeMethods(rt) {
+			if !slices.Contains(methods, m) {
+				methods = append(methods, m)
+			}
 		}
 	}
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
@@ -59,8 +61,10 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 	t := &routeTable{routes: make(map[string]*routes.Route, len(cfg.Routes)), auth: auth}
 	for _, rt := range cfg.Routes {
 		t.routes[rt.Name] = rt
-		chi.RegisterMethod(rt.Method) // a no-op for the standard methods; chi panics on others
-		r.Method(rt.Method, rt.Path, g.routeHandler(rt, auth))
+		for _, m := range routeMethods(rt) {
+			chi.RegisterMethod(m) // a no-op for the standard methods; chi panics on others
+			r.Method(m, rt.Path, g.routeHandler(rt, auth))
+		}
 	}
 	// A read_only GET answers HEAD too (RFC 9110 §9.3.2), unless a route claims HEAD there.
 	for _, rt := range cfg.Routes {
@@ -75,10 +79,19 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 		t.handler = otelhttp.NewHandler(r, "idemgateway", otelhttp.WithTracerProvider(tp),
 			otelhttp.WithSpanNameFormatter(func(_ string, req *http.Request) string { return req.Method }))
 	}
+	g.tools.reload(cfg.Routes)
 	if old := g.table.Swap(t); old != nil {
 		old.auth.close() // requests under way keep the keys it fetched
 	}
 	return nil
+}
+
+// routeMethods are the methods rt serves: its own, or routes.MCPMethods on a kind: mcp route.
+func routeMethods(rt *routes.Route) []string {
+	if rt.Kind == routes.KindMCP {
+		return routes.MCPMethods
+	}
+	return []string{rt.Method}
 }
 
 // routingPath is the path chi routes r by: the escaped path when the URL has one (see pathParams).

@@ -1,0 +1,392 @@
+package gateway
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// MCP tool calls (docs/contract.md §7, docs/mcp.md). A kind: mcp route serves one endpoint of
+// MCP's Streamable HTTP transport: POST carries JSON-RPC messages, GET opens the server's stream,
+// DELETE ends a session. Only a tools/call of a tool that is not read_only runs the decision table
+// (effect.go), with the mcpTool front end (mcprespond.go) and the tool's own route
+// (routes.MCP.Tool); everything else passes through as a stream, with no key read and nothing
+// stored.
+
+// Headers of MCP's Streamable HTTP transport (2025-03-26 … 2026-07-28).
+const (
+	headerSessionID       = "Mcp-Session-Id"
+	headerProtocolVersion = "Mcp-Protocol-Version"
+	headerMethod          = "Mcp-Method"
+	headerName            = "Mcp-Name"
+)
+
+// protocolStateless is the first MCP revision without sessions, whose requests name their method
+// and tool in headers (Mcp-Method, Mcp-Name) and their revision in params._meta.
+const protocolStateless = "2026-07-28"
+
+// metaProtocolVersion is the params._meta member a 2026-07-28 request names its revision in.
+const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+
+const (
+	methodToolsCall   = "tools/call"
+	methodToolsList   = "tools/list"
+	methodCancelled   = "notifications/cancelled"
+	methodListChanged = "notifications/tools/list_changed"
+)
+
+// mcpMethodLabels are the method labels of idemgateway_mcp_messages_total; any other method
+// counts as "other", so that a client cannot grow the series.
+var mcpMethodLabels = []string{
+	"initialize", "notifications/initialized", "ping", methodToolsList, methodToolsCall,
+	"resources/list", "resources/read", "resources/templates/list", "resources/subscribe",
+	"prompts/list", "prompts/get", "completion/complete", "logging/setLevel", methodCancelled,
+	"notifications/progress", "notifications/roots/list_changed", "server/discover", "subscriptions/listen",
+}
+
+// serveMCP serves a request on a kind: mcp route.
+func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator) {
+	x := g.newExchange(w, r, rt, httpRoute{})
+	defer x.logAccess()
+	if err := upgradeRefused(rt, r.Header); err != nil {
+		x.reject(err)
+		return
+	}
+	if r.Method != http.MethodPost {
+		if x.admit(auth) && x.limitBody() {
+			x.passThrough()
+		}
+		return
+	}
+	// The body is read once, bounded: the gateway must read it to know what it carries.
+	body, err := readBody(w, r, rt.MaxBodyBytes)
+	if err != nil {
+		x.reject(err)
+		return
+	}
+	msg, err := mcpwire.Parse(body)
+	g.countMessage(rt, msg)
+	if err != nil {
+		x.badMessage(err)
+		return
+	}
+	if err := checkMCPHeaders(r.Header, msg); err != nil {
+		x.badMessage(err)
+		return
+	}
+	switch {
+	case msg.Kind == mcpwire.Batch:
+		for i := range msg.Batch {
+			if b := &msg.Batch[i]; b.Kind == mcpwire.Request && b.Method == methodToolsCall && g.guarded(rt, b.Tool) {
+				x.badMessage(&mcpwire.Error{Code: mcpwire.InvalidRequest, Message: fmt.Sprintf(
+					"invalid request: a batch holds a tools/call of %s, which the idempotency gateway guards: send it alone", rt.Name)})
+				return
+			}
+		}
+	case msg.Kind == mcpwire.Request && msg.Method == methodToolsCall:
+		g.serveToolCall(x, auth, msg, body)
+		return
+	case msg.Kind == mcpwire.Notification && msg.Method == methodCancelled && rt.MCP.Cancel != routes.CancelForward &&
+		g.mcpCalls.has(r.Header.Get(headerSessionID), msg.CancelledRequestID()):
+		// A guarded call runs to its final response (cancel: finish): the server must not stop it
+		// mid-effect, and the record settles on what it did (docs/contract.md §7 Client gone).
+		if x.admit(auth) {
+			g.metrics.mcpCancels.WithLabelValues(rt.Name).Inc()
+			w.WriteHeader(http.StatusAccepted)
+		}
+		return
+	}
+	if x.admit(auth) {
+		x.body = body
+		x.learn = msg.Kind == mcpwire.Request && msg.Method == methodToolsList
+		x.passThrough()
+	}
+}
+
+// countMessage counts msg (nil: not a JSON-RPC message) in idemgateway_mcp_messages_total.
+func (g *Gateway) countMessage(rt *routes.Route, msg *mcpwire.Message) {
+	label := "other"
+	switch {
+	case msg == nil:
+		label = "invalid"
+	case msg.Kind == mcpwire.Batch:
+		label = "batch"
+	case msg.Kind == mcpwire.Response:
+		label = "response"
+	case slices.Contains(mcpMethodLabels, msg.Method):
+		label = msg.Method
+	}
+	g.metrics.mcpMessages.WithLabelValues(rt.Name, label).Inc()
+}
+
+// guarded reports whether a tools/call of tool on rt runs the decision table: its class is not
+// read_only.
+func (g *Gateway) guarded(rt *routes.Route, tool string) bool {
+	c, _, _ := g.tools.class(rt, tool)
+	return c != routes.ReadOnly
+}
+
+// serveToolCall serves a tools/call (msg, read from body): a call of a read_only tool passes
+// through; any other runs the decision table under the tool's route.
+func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.Message, body []byte) {
+	rt, r := x.rt, x.r
+	if err := routes.CheckToolName(msg.Tool); err != nil {
+		x.callError(msg, &mcpwire.Error{Code: mcpwire.InvalidParams, Message: "invalid params: " + err.Error()})
+		return
+	}
+	class, source, known := g.tools.class(rt, msg.Tool)
+	switch {
+	case !known && rt.MCP.UnknownTools == routes.RefuseUnknownTools:
+		x.callError(msg, &mcpwire.Error{Code: mcpwire.InvalidParams, Message: fmt.Sprintf(
+			"unknown tool: route %s serves only the tools it configures or its server lists", rt.Name)})
+		return
+	case class == routes.ReadOnly:
+		if x.admit(auth) {
+			x.body = body
+			x.passThrough()
+		}
+		return
+	}
+	m := newMCPTool(x, msg, source)
+	x.rt, x.front = rt.MCP.Tool(msg.Tool, class), m
+	m.traceCall(x)
+	id, err := identifyCall(x.rt, auth, x.w, r, &toolCall{body: body, msg: msg}, false)
+	x.identified(id)
+	if x.traced && x.keySource != "" {
+		x.span.SetAttributes(attrMCPKeySource.String(mcpKeySources[x.keySource]))
+	}
+	switch {
+	case err != nil:
+		x.reject(err)
+	case id.keyless(x.rt):
+		x.keyless()
+	case id.keyErr != nil:
+		x.reject(id.keyErr)
+	default:
+		x.run()
+	}
+}
+
+// passThrough sends the request upstream as a stream of its route: tied to the client, bounded
+// by stream_idle_timeout, its answer copied as it comes (flushed event by event for SSE).
+func (x *exchange) passThrough() {
+	x.stream = true
+	httpRoute{}.call(x)
+	if x.idle != nil {
+		x.idle.Stop()
+	}
+}
+
+// badMessage answers a POST whose body is no JSON-RPC message the gateway serves, or whose
+// headers do not match it: 400 with a JSON-RPC error and no id (docs/contract.md §7 Bad input).
+// The upstream is not called.
+func (x *exchange) badMessage(err error) {
+	e, ok := err.(*mcpwire.Error)
+	if !ok {
+		e = &mcpwire.Error{Code: mcpwire.InvalidRequest, Message: err.Error()}
+	}
+	x.decision = DecisionRejected
+	x.g.metrics.decisions.WithLabelValues(x.rt.Name, DecisionRejected).Inc()
+	writeJSONRPC(x.w, http.StatusBadRequest, false, mcpwire.ErrorMessage(nil, e))
+}
+
+// callError answers a tools/call the gateway does not pass on (a bad or unknown tool name) with a
+// JSON-RPC error for its id, at HTTP 200: a 4xx would end some clients' sessions.
+func (x *exchange) callError(msg *mcpwire.Message, e *mcpwire.Error) {
+	x.decision = DecisionRejected
+	x.g.metrics.decisions.WithLabelValues(x.rt.Name, DecisionRejected).Inc()
+	writeJSONRPC(x.w, http.StatusOK, onlySSE(x.r.Header), mcpwire.ErrorMessage(msg.ID, e))
+}
+
+// writeJSONRPC writes one JSON-RPC message: application/json, or one SSE event (text/event-stream)
+// for a client that accepts only that.
+func writeJSONRPC(w http.ResponseWriter, status int, sse bool, msg []byte) {
+	h := w.Header()
+	h.Del(headerSessionID)
+	h.Set("Cache-Control", "no-store")
+	if sse {
+		msg = sseEvent(msg)
+		h.Set("Content-Type", "text/event-stream")
+	} else {
+		h.Set("Content-Type", "application/json")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(msg)))
+	w.WriteHeader(status)
+	_, _ = w.Write(msg)
+}
+
+// onlySSE reports whether the request's Accept allows text/event-stream and not JSON: its answers
+// from the gateway are then one SSE event (docs/contract.md §7 Replay).
+func onlySSE(h http.Header) bool {
+	jsonOK, sseOK := false, false
+	for _, v := range h.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			switch mt {
+			case "application/json", "application/*", "*/*":
+				jsonOK = true
+			case "text/event-stream":
+				sseOK = true
+			}
+		}
+	}
+	return sseOK && !jsonOK
+}
+
+// checkMCPHeaders checks a 2026-07-28 request (Mcp-Protocol-Version, or its params._meta
+// protocol version, at 2026-07-28 or later): Mcp-Method must be sent and name msg's method, and a
+// tools/call's Mcp-Name its tool, after DecodeHeader (docs/contract.md §7 Bad input). An
+// intermediary that routed by the headers must not see another call than the server runs.
+// Errors are *mcpwire.Error with code HeaderMismatch.
+func checkMCPHeaders(h http.Header, msg *mcpwire.Message) error {
+	if msg.Kind != mcpwire.Request && msg.Kind != mcpwire.Notification {
+		return nil
+	}
+	version := h.Get(headerProtocolVersion)
+	if v := msg.Meta(metaProtocolVersion); version == "" && v != nil {
+		version = strings.Trim(string(v), `"`)
+	}
+	if version < protocolStateless {
+		return nil
+	}
+	mismatch := func(format string, args ...any) error {
+		return &mcpwire.Error{Code: mcpwire.HeaderMismatch, Message: "header mismatch: " + fmt.Sprintf(format, args...)}
+	}
+	method, err := decodedHeader(h, headerMethod)
+	switch {
+	case err != nil:
+		return mismatch("%s: %v", headerMethod, err)
+	case method == "":
+		return mismatch("%s is required on a %s request", headerMethod, protocolStateless)
+	case method != msg.Method:
+		return mismatch("%s does not name the body's method", headerMethod)
+	case msg.Method != methodToolsCall:
+		return nil
+	}
+	name, err := decodedHeader(h, headerName)
+	switch {
+	case err != nil:
+		return mismatch("%s: %v", headerName, err)
+	case name == "":
+		return mismatch("%s is required on a tools/call", headerName)
+	case name != msg.Tool:
+		return mismatch("%s does not name the body's tool", headerName)
+	}
+	return nil
+}
+
+// decodedHeader is header name of h decoded (mcpwire.DecodeHeader); "" when absent. A header sent
+// twice is an error.
+func decodedHeader(h http.Header, name string) (string, error) {
+	values := h.Values(name)
+	switch len(values) {
+	case 0:
+		return "", nil
+	case 1:
+		return mcpwire.DecodeHeader(values[0])
+	}
+	return "", fmt.Errorf("sent %d times", len(values))
+}
+
+// watchStream bounds a pass-through answer by the upstream's stream_idle_timeout between reads,
+// and lets the tool book learn from it (mcptools.go): annotations from a tools/list answer
+// (x.learn), and notifications/tools/list_changed from any stream.
+func (x *exchange) watchStream(resp *http.Response) {
+	w := &watchedBody{ReadCloser: resp.Body, x: x, idle: x.rt.Upstream.MCP.StreamIdleTimeout, ctype: resp.Header.Get("Content-Type")}
+	if x.learn && x.g.tools.learns(x.rt) {
+		w.keep = &bytes.Buffer{}
+	}
+	x.idle.Reset(w.idle)
+	resp.Body = w
+}
+
+// watchedBody is a pass-through answer's body (watchStream).
+type watchedBody struct {
+	io.ReadCloser
+	x     *exchange
+	idle  time.Duration
+	ctype string        // the answer's Content-Type
+	keep  *bytes.Buffer // a tools/list answer, kept up to maxToolListBytes; nil: not kept
+	tail  []byte        // the last bytes read, for a list_changed split across reads
+	seen  bool          // list_changed seen
+}
+
+// maxToolListBytes bounds the tools/list answer a watchedBody keeps to learn from.
+const maxToolListBytes = 4 << 20
+
+var listChanged = []byte(methodListChanged)
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.x.idle.Reset(b.idle)
+	if n > 0 && !b.seen {
+		b.tail = append(b.tail, p[:n]...)
+		if bytes.Contains(b.tail, listChanged) {
+			b.seen = true
+			b.x.g.tools.invalidate(b.x.rt)
+		}
+		b.tail = b.tail[max(0, len(b.tail)-len(listChanged)+1):]
+	}
+	if b.keep != nil && n > 0 {
+		if b.keep.Len()+n > maxToolListBytes {
+			b.keep = nil
+		} else {
+			b.keep.Write(p[:n])
+		}
+	}
+	if err == io.EOF && b.keep != nil {
+		b.x.g.tools.learn(b.x.rt, b.keep.Bytes(), b.ctype)
+		b.keep = nil
+	}
+	return n, err
+}
+
+// mcpCalls are the guarded tools/calls in flight on this gateway, by session id ("" without
+// sessions) and raw JSON-RPC id: the calls whose notifications/cancelled it absorbs.
+type mcpCalls struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func callKey(session string, id []byte) string { return session + "\x00" + string(id) }
+
+// add counts the call of session and id in flight until the returned func is called.
+func (c *mcpCalls) add(session string, id []byte) (done func()) {
+	k := callKey(session, id)
+	c.mu.Lock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[k]++
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		if c.calls[k]--; c.calls[k] <= 0 {
+			delete(c.calls, k)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// has reports whether a call of session and id is in flight.
+func (c *mcpCalls) has(session string, id []byte) bool {
+	if id == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[callKey(session, id)] > 0
+}

@@ -1,0 +1,209 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// Capture of a guarded tools/call's answer (docs/contract.md §7 Capture). A JSON answer is read
+// whole; an SSE answer is passed on event by event, notifications as they come and without the
+// SSE id: and retry: fields (the gateway's stream is not the server's: a client must not resume
+// it there), and the final response, the message whose id is the call's, is held until the
+// record is settled. The record settles on what that message says (finalClass), never on the
+// HTTP status of a 2xx.
+
+// maxEventBytes bounds one SSE event of a guarded call's answer: a longer one breaks the stream,
+// and the outcome is unknown.
+const maxEventBytes = 16 << 20
+
+// errNoFinal says an answer ended without the call's final response.
+var errNoFinal = errors.New("the tool server's answer ended without the call's response")
+
+// capture settles x's record from resp, a 2xx answer to the call (capturer, proxy.go).
+func (m *mcpTool) capture(x *exchange, resp *http.Response) {
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch ct {
+	case "text/event-stream":
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+		resp.Body = &sseCapture{m: m, x: x, src: resp.Body, events: mcpwire.NewReader(resp.Body, maxEventBytes)}
+		return
+	case "application/json":
+		// Read whole: the answer is the final response, settled before a byte of it is sent.
+		// The upstream's timeout bounds the read.
+		msg, err := io.ReadAll(resp.Body)
+		if err == nil {
+			var f *mcpwire.Final
+			if f, err = m.final(msg); err == nil {
+				m.settleFinal(x, f)
+				replaceBody(resp, msg, "application/json")
+				return
+			}
+		}
+		m.answerInstead(x, resp, err)
+	default:
+		m.answerInstead(x, resp, fmt.Errorf("%w: a %d answer of type %q", errNoFinal, resp.StatusCode, ct))
+	}
+}
+
+// final reads msg as the call's final response: a JSON-RPC response with the call's id.
+func (m *mcpTool) final(msg []byte) (*mcpwire.Final, error) {
+	f, err := mcpwire.ReadFinal(msg)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", errNoFinal, err)
+	case !mcpwire.SameID(f.ID, m.msg.ID):
+		return nil, fmt.Errorf("%w: a response to another id", errNoFinal)
+	}
+	return f, nil
+}
+
+// answerInstead settles an answer that holds no final response (why) as an unknown outcome, and
+// replaces it by the gateway's answer, which says so.
+func (m *mcpTool) answerInstead(x *exchange, resp *http.Response, why error) {
+	msg := m.unsettled(x, why, m.settleWithout(x, why))
+	ct := "application/json"
+	if m.sse {
+		msg, ct = sseEvent(msg), "text/event-stream"
+	}
+	replaceBody(resp, msg, ct)
+}
+
+// replaceBody makes b, of type ct, resp's body; the upstream's body is closed.
+func replaceBody(resp *http.Response, b []byte, ct string) {
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	resp.ContentLength = int64(len(b))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+	resp.Header.Set("Content-Type", ct)
+}
+
+// sseEvent is msg as one SSE event.
+func sseEvent(msg []byte) []byte {
+	var b bytes.Buffer
+	_ = mcpwire.WriteEvent(&b, &mcpwire.Event{Data: msg}) // a bytes.Buffer does not fail
+	return b.Bytes()
+}
+
+// settleFinal settles x's record from f, the call's final response: a committed one's receipt
+// keeps f.Member (up to MaxReceiptBodyBytes) and the remote id it names.
+func (m *mcpTool) settleFinal(x *exchange, f *mcpwire.Final) {
+	c := finalClass(f, x.rt.Tool)
+	oc := settled(c, x.rt)
+	x.observeUpstream(c.String())
+	if oc.op != opCommit {
+		x.rec.Detail = finalDetail(f, x.rt.Tool)
+		x.settle(oc.op)
+		return
+	}
+	rec := x.rec
+	now := time.Now().UTC()
+	rec.ResponseStatus = http.StatusOK
+	rec.CommittedAt = &now
+	rec.ExpiresAt = now.Add(x.rt.TTL)
+	rec.Response = &storedResponse{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
+	if int64(len(f.Member)) <= x.g.opts.MaxReceiptBodyBytes {
+		rec.Response.Body, rec.ResponseBodyKept = f.Member, true
+	}
+	// receipt pointers address the final message (/result/structuredContent/id): the member
+	// holds the same path.
+	ids := canonical.LookupPrefixes(f.Member, x.rt.Receipt.RemoteID, x.rt.Receipt.RemoteURL)
+	rec.RemoteID, rec.RemoteURL = ids[0], ids[1]
+	x.settle(opCommit)
+	x.setRemoteID(rec.RemoteID)
+}
+
+// finalDetail says why a final response did not commit, for the record.
+func finalDetail(f *mcpwire.Final, t *routes.Tool) string {
+	switch {
+	case f.HasError:
+		return fmt.Sprintf("tool server answered JSON-RPC error %d", f.ErrCode)
+	case f.ResultType != "":
+		return "tool server asked for input (resultType " + f.ResultType + ")"
+	default:
+		return fmt.Sprintf("tool answered isError: true (tool_error: %s)", t.ToolError)
+	}
+}
+
+// settleWithout settles a call that got no final response (why) as an unknown outcome.
+func (m *mcpTool) settleWithout(x *exchange, why error) outcome {
+	oc := settled(unknown, x.rt)
+	x.observeUpstream(oc.class.String())
+	x.rec.Detail = why.Error()
+	x.settle(oc.op)
+	return oc
+}
+
+// sseCapture is the body the client gets of a guarded call's SSE answer.
+type sseCapture struct {
+	m      *mcpTool
+	x      *exchange
+	src    io.ReadCloser
+	events *mcpwire.Reader
+	out    bytes.Buffer // what the client gets next
+	done   bool         // the final response, or the gateway's answer in its place, is in out
+}
+
+func (c *sseCapture) Read(p []byte) (int, error) {
+	for c.out.Len() == 0 {
+		if c.done {
+			return 0, io.EOF
+		}
+		c.next()
+	}
+	return c.out.Read(p)
+}
+
+// next reads one event of the upstream's stream into out: a notification or another message
+// as it came, less id: and retry:; the final response once its record settled; an event that
+// carries no data (a priming event, whose id is the server's) not at all. A stream that ends
+// or breaks first settles unknown, and out gets the gateway's answer instead.
+func (c *sseCapture) next() {
+	ev, err := c.events.Next()
+	if err != nil {
+		why := errNoFinal
+		if !errors.Is(err, io.EOF) {
+			why = fmt.Errorf("%w: %v", errNoFinal, err)
+		}
+		c.out.Write(sseEvent(c.m.unsettled(c.x, why, c.m.settleWithout(c.x, why))))
+		c.done = true
+		return
+	}
+	if len(ev.Data) == 0 {
+		return
+	}
+	if ev.Event == "" || ev.Event == "message" {
+		// A server's request may carry the call's id too: only a response is final.
+		if f, err := c.m.final(ev.Data); err == nil {
+			c.m.settleFinal(c.x, f)
+			c.done = true
+		}
+	}
+	_ = mcpwire.WriteEvent(&c.out, &mcpwire.Event{Event: ev.Event, Data: ev.Data}) // a bytes.Buffer does not fail
+}
+
+// Close ends the answer. If the client went away before the final response, cancel: finish
+// reads the upstream's stream on to it, and the record settles on what the call did
+// (docs/contract.md §7 Client gone); cancel: forward stops reading, and the outcome is unknown.
+// The proxy calls Close before the call returns, so the lease is held until then.
+func (c *sseCapture) Close() error {
+	for !c.done && c.x.rt.MCP.Cancel != routes.CancelForward {
+		c.out.Reset()
+		c.next()
+	}
+	if !c.done {
+		c.m.settleWithout(c.x, fmt.Errorf("%w: the client went away (cancel: forward)", errNoFinal))
+		c.done = true
+	}
+	return c.src.Close()
+}

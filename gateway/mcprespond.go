@@ -1,0 +1,253 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// Span attributes of a guarded tools/call (docs/contract.md §7 Traces).
+var (
+	attrMCPMethod      = attribute.Key("mcp.method.name")
+	attrGenAITool      = attribute.Key("gen_ai.tool.name")
+	attrJSONRPCID      = attribute.Key("jsonrpc.request.id")
+	attrMCPProtocol    = attribute.Key("mcp.protocol.version")
+	attrMCPSession     = attribute.Key("mcp.session.id") // a hash: a session id is a credential
+	attrMCPKeySource   = attribute.Key("agent.idempotency.key.source")
+	attrMCPClassSource = attribute.Key("agent.mcp.tool.class.source")
+)
+
+// mcpKeySources are the values of agent.idempotency.key.source, by the key source of
+// agent.idempotency.key_source.
+var mcpKeySources = map[string]string{keyFromHeader: "header", keyFromMeta: "meta", keyFromFrom: "argument", keyFromDerive: "derived"}
+
+// metaIdempotency is the member of a refusal's result._meta (refusal: tool_error) that holds
+// metaInfo.
+const metaIdempotency = "io.github.idemgateway/idempotency"
+
+// mcpTool is the front end (responder) of a guarded tools/call. The upstream call is the reverse
+// proxy's, whose 2xx answer it reads itself (capture, mcpcapture.go); a replay is the stored
+// result re-enveloped with this request's id; a refusal is a tool error or a JSON-RPC error at
+// HTTP 200, by the route's refusal (docs/contract.md §7).
+type mcpTool struct {
+	msg     *mcpwire.Message
+	sse     bool   // the client accepts only text/event-stream: the gateway answers with one SSE event
+	session string // Mcp-Session-Id; "" without sessions
+	// classSource says where the tool's class came from: config, annotations or default.
+	classSource string
+}
+
+func newMCPTool(x *exchange, msg *mcpwire.Message, classSource string) *mcpTool {
+	return &mcpTool{msg: msg, sse: onlySSE(x.r.Header), session: x.r.Header.Get(headerSessionID), classSource: classSource}
+}
+
+// traceCall names x's span "tools/call <tool>" and sets the attributes of docs/contract.md §7
+// that the request holds (the key's come with identified).
+func (m *mcpTool) traceCall(x *exchange) {
+	if !x.traced {
+		return
+	}
+	x.span.SetName(methodToolsCall + " " + m.msg.Tool)
+	attrs := []attribute.KeyValue{
+		attrTool.String(x.rt.Name), attrSideEffect.Bool(true),
+		attrMCPMethod.String(methodToolsCall), attrGenAITool.String(m.msg.Tool),
+		attrJSONRPCID.String(string(m.msg.ID)), attrMCPClassSource.String(m.classSource),
+	}
+	if v := x.r.Header.Get(headerProtocolVersion); v != "" {
+		attrs = append(attrs, attrMCPProtocol.String(v))
+	}
+	if m.session != "" {
+		sum := sha256.Sum256([]byte(m.session))
+		attrs = append(attrs, attrMCPSession.String(hex.EncodeToString(sum[:8])))
+	}
+	x.span.SetAttributes(attrs...)
+}
+
+// call makes the upstream call through the reverse proxy (proxy.go), the call counted in flight
+// so that the client's notifications/cancelled of it is absorbed (mcp.go). It returns once the
+// upstream's answer has ended: the lease is held until then.
+func (m *mcpTool) call(x *exchange) {
+	done := x.g.mcpCalls.add(m.session, m.msg.ID)
+	defer done()
+	httpRoute{}.call(x)
+}
+
+// replay answers with prev's stored result or error under this request's id, byte for byte
+// otherwise; a record that kept none (over the receipt limit, or resolved by an operator) replays
+// a tool result that says the call took effect, with its remote id. Never Mcp-Session-Id: the
+// answer is the gateway's, valid in any session.
+func (m *mcpTool) replay(x *exchange, prev *storedRecord) {
+	x.w.Header().Set("Idempotent-Replayed", "true")
+	if resp := prev.Response; prev.ResponseBodyKept && resp != nil && isMember(resp.Body) {
+		m.write(x.w, mcpwire.Envelope(m.msg.ID, resp.Body))
+		return
+	}
+	text := fmt.Sprintf("The call already took effect (idempotency key %q) and was not run again. Its result was not kept.", x.key)
+	if prev.RemoteID != "" {
+		text = fmt.Sprintf("The call already took effect (idempotency key %q), remote id %s, and was not run again. Its full result was not kept.", x.key, prev.RemoteID)
+	}
+	info := &metaInfo{Decision: DecisionReplay, Key: x.key, Tool: x.rt.Name, ExistingRemoteID: prev.RemoteID}
+	m.write(x.w, mcpwire.Envelope(m.msg.ID, resultMember(text, false, info)))
+}
+
+// isMember reports whether a receipt's body is a final response's member (mcpwire.Final.Member).
+func isMember(b []byte) bool {
+	return strings.HasPrefix(string(b), `{"result":`) || strings.HasPrefix(string(b), `{"error":`)
+}
+
+// refuse answers ref at HTTP 200 as the route's refusal says. An authentication failure stays
+// an HTTP 401 or 403, which a client's authorization flow reads.
+func (m *mcpTool) refuse(x *exchange, ref *refusal) {
+	var unauthenticated *authError
+	if errors.As(ref.err, &unauthenticated) || errors.Is(ref.err, ErrTenantMismatch) || errors.Is(ref.err, ErrActorMismatch) {
+		httpRoute{}.refuse(x, ref)
+		return
+	}
+	info := &metaInfo{Decision: ref.decision, Retryable: problemOf(ref.err).retryable, Key: x.key, Tool: x.rt.Name,
+		RetryAfterMs: ref.retryAfter.Milliseconds()}
+	if c := ref.conflict; c != nil {
+		info.ExistingFingerprint, info.ReceivedFingerprint = c.existingFingerprint, c.receivedFingerprint
+		info.DifferingFields, info.ExistingRemoteID = c.differingFields, c.existingRemoteID
+	}
+	m.write(x.w, m.answer(x, refusalText(x, ref), info, ref.err))
+}
+
+// failed answers a call whose upstream exchange failed (proxyError) and whose record oc settled.
+func (m *mcpTool) failed(x *exchange, w http.ResponseWriter, fault error, oc outcome) {
+	m.write(w, m.unsettled(x, fault, oc))
+}
+
+// unsettled is the answer to a call that got no final response (its exchange failed, or its
+// answer ended before it) and whose record oc settled: not executed, or an unknown outcome.
+func (m *mcpTool) unsettled(x *exchange, fault error, oc outcome) []byte {
+	info := &metaInfo{Decision: x.decision, Retryable: oc.op == opRelease, Key: x.key, Tool: x.rt.Name}
+	if oc.class == notCommitted {
+		text := fmt.Sprintf("Not executed: the tool's server could not be reached (%v), so nothing was done. Retry this same call with the same key.", fault)
+		return m.answer(x, text, info, fault)
+	}
+	then := "Idempotency key %q is held until an operator resolves it."
+	if oc.op == opRelease {
+		then = "A retry with the same key %q runs the call again."
+	}
+	text := fmt.Sprintf("Unknown whether the call took effect: it reached the tool's server, but no complete answer came back (%v). "+
+		"Do not retry it with a new key: check first whether its effect exists. "+then, fault, x.key)
+	return m.answer(x, text, info, fmt.Errorf("%w: %w", ErrOutcomeUnknown, fault))
+}
+
+// answer is the gateway's own answer to the call: a tool error (refusal: tool_error) whose text
+// is written for a model and whose _meta holds info, or a JSON-RPC error coded by err (refusal:
+// jsonrpc_error) whose data is info.
+func (m *mcpTool) answer(x *exchange, text string, info *metaInfo, err error) []byte {
+	if x.rt.MCP.Refusal == routes.RefuseJSONRPCError {
+		code, typ := refusalCode(err)
+		info.Type = typ
+		return mcpwire.ErrorMessage(m.msg.ID, &mcpwire.Error{Code: code, Message: text, Data: info})
+	}
+	return mcpwire.Envelope(m.msg.ID, resultMember(text, true, info))
+}
+
+// write sends msg at HTTP 200 (docs/contract.md §7 Refusals: a 4xx ends some clients' sessions).
+func (m *mcpTool) write(w http.ResponseWriter, msg []byte) {
+	writeJSONRPC(w, http.StatusOK, m.sse, msg)
+}
+
+// metaInfo is what a refusal or a replay without a kept result tells of the key
+// (docs/contract.md §7 Refusals): result._meta["io.github.idemgateway/idempotency"], or
+// error.data.
+type metaInfo struct {
+	// Type is error.data.type (refusal: jsonrpc_error only): idempotency_key_conflict, ...
+	Type                string   `json:"type,omitempty"`
+	Decision            string   `json:"decision"`
+	Retryable           bool     `json:"retryable"`
+	Key                 string   `json:"key,omitempty"`
+	Tool                string   `json:"tool"` // the scope name, route/tool
+	ExistingFingerprint string   `json:"existingFingerprint,omitempty"`
+	ReceivedFingerprint string   `json:"receivedFingerprint,omitempty"`
+	DifferingFields     []string `json:"differingFields,omitempty"`
+	ExistingRemoteID    string   `json:"existingRemoteId,omitempty"`
+	RetryAfterMs        int64    `json:"retryAfterMs,omitempty"`
+}
+
+// resultMember is the member `{"result":…}` of a CallToolResult holding text, with isError, and
+// info in its _meta; no structuredContent (docs/contract.md §7 Refusals).
+func resultMember(text string, isError bool, info *metaInfo) []byte {
+	type content struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	result := struct {
+		Content []content            `json:"content"`
+		IsError bool                 `json:"isError,omitempty"`
+		Meta    map[string]*metaInfo `json:"_meta"`
+	}{[]content{{"text", text}}, isError, map[string]*metaInfo{metaIdempotency: info}}
+	b, _ := json.Marshal(result) // strings, bools and ints always encode
+	out := make([]byte, 0, len(b)+len(`{"result":}`))
+	return append(append(append(out, `{"result":`...), b...), '}')
+}
+
+// refusalCode is the JSON-RPC error code and error.data.type of a refusal: docs/contract.md §7
+// Refusals, -32010 to -32015; the input errors their JSON-RPC codes; anything else -32603.
+func refusalCode(err error) (int, string) {
+	codes := []struct {
+		err  error
+		code int
+		typ  string
+	}{
+		{ErrConflict, mcpwire.Conflict, "idempotency_key_conflict"},
+		{ErrInProgress, mcpwire.InProgress, "idempotency_key_in_progress"},
+		{ErrOutcomeUnknown, mcpwire.OutcomeUnknown, "idempotency_outcome_unknown"},
+		{ErrMissingKey, mcpwire.KeyMissing, "idempotency_key_required"},
+		{ErrInvalidKey, mcpwire.KeyInvalid, "idempotency_key_invalid"},
+		{ErrStoreUnavailable, mcpwire.StoreUnavailable, "idempotency_store_unavailable"},
+		{ErrInvalidBody, mcpwire.InvalidParams, "invalid_params"},
+		{ErrInvalidRequest, mcpwire.InvalidRequest, "invalid_request"},
+		{ErrUpstream, -32603, "upstream_failed"},
+	}
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code, c.typ
+		}
+	}
+	return -32603, "internal_error"
+}
+
+// refusalText is what a refusal tells a model: what happened, and what to do next.
+func refusalText(x *exchange, ref *refusal) string {
+	err := ref.err
+	switch {
+	case errors.Is(err, ErrConflict):
+		differs := ""
+		if c := ref.conflict; c != nil && len(c.differingFields) > 0 {
+			differs = " (differs at " + strings.Join(c.differingFields, ", ") + ")"
+		}
+		return fmt.Sprintf("Not executed: idempotency key %q was first used with different arguments%s. "+
+			"For a new action use a new key; to retry the first call, resend its original arguments.", x.key, differs)
+	case errors.Is(err, ErrInProgress):
+		return fmt.Sprintf("Not executed: a call with idempotency key %q is still running. Retry this same call with the same key in %s "+
+			"to get its result; do not use a new key, or the action may happen twice.", x.key, max(ref.retryAfter, time.Second))
+	case errors.Is(err, ErrOutcomeUnknown):
+		return fmt.Sprintf("Not executed: the earlier call with idempotency key %q may or may not have taken effect (%v). "+
+			"Do not retry it with a new key: check first whether its effect exists. Retries with this key are refused until an operator resolves it.", x.key, err)
+	case errors.Is(err, ErrMissingKey):
+		return fmt.Sprintf("Not executed: tool %s needs an idempotency key: send one in %s. "+
+			"Use one new key per intended action, and the same key when you retry that action.", x.rt.Name, keyPlaces(x.rt))
+	case errors.Is(err, ErrInvalidKey):
+		return fmt.Sprintf("Not executed: the idempotency key is invalid (%v). Send a key of printable ASCII characters, the same one for every retry.", err)
+	case errors.Is(err, ErrStoreUnavailable):
+		return "Not executed: the idempotency store is unavailable, so nothing was done. Retry this same call with the same key in a second."
+	case errors.Is(err, record.ErrCorrupt):
+		return fmt.Sprintf("Not executed: the record of idempotency key %q cannot be read; an operator must delete it. Do not retry with a new key without checking whether the action happened.", x.key)
+	}
+	return fmt.Sprintf("Not executed: %v.", err)
+}

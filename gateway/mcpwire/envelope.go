@@ -1,0 +1,63 @@
+package mcpwire
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+const envelopeHead = `{"jsonrpc":"2.0","id":`
+
+// Envelope builds a replay: `{"jsonrpc":"2.0","id":` + id + `,` + member[1:]: a splice of bytes,
+// never a re-encode (member is Final.Member, id the retry's id as sent; nil id: null).
+func Envelope(id, member []byte) []byte {
+	return AppendEnvelope(make([]byte, 0, len(envelopeHead)+max(len(id), 4)+len(member)), id, member)
+}
+
+// AppendEnvelope appends Envelope(id, member) to dst: no allocation when dst has room.
+func AppendEnvelope(dst, id, member []byte) []byte {
+	dst = append(appendID(append(dst, envelopeHead...), id), ',')
+	return append(dst, member[1:]...)
+}
+
+func appendID(dst, id []byte) []byte {
+	if len(id) == 0 {
+		return append(dst, "null"...)
+	}
+	return append(dst, id...)
+}
+
+// ErrorMessage builds {"jsonrpc":"2.0","id":id,"error":{"code":…,"message":…,"data":…}} (id nil:
+// "id":null; data omitted when nil or when it does not encode as JSON).
+func ErrorMessage(id []byte, e *Error) []byte {
+	b := appendID([]byte(envelopeHead), id)
+	b = strconv.AppendInt(append(b, `,"error":{"code":`...), int64(e.Code), 10)
+	msg, _ := json.Marshal(e.Message) // a string always encodes
+	b = append(append(b, `,"message":`...), msg...)
+	if e.Data != nil {
+		if data, err := json.Marshal(e.Data); err == nil {
+			b = append(append(b, `,"data":`...), data...)
+		}
+	}
+	return append(b, "}}"...)
+}
+
+// ReplaceID returns msg (a JSON-RPC response) with its top-level id replaced by id (a JSON string
+// or number), by splicing the bytes of the id member: everything else stays byte for byte (the
+// replay of a kind: http route with fingerprint format jsonrpc, docs/contract.md §7).
+func ReplaceID(msg, id []byte) ([]byte, error) {
+	if !validID(id) {
+		return nil, invalid("replace id: the id is not a JSON string or number")
+	}
+	m, err := Parse(msg)
+	switch {
+	case err != nil:
+		return nil, err
+	case m.Kind != Response:
+		return nil, invalid("replace id: not a JSON-RPC response")
+	}
+	// m.ID aliases msg: its offset is where the old id starts.
+	at := cap(msg) - cap(m.ID)
+	out := make([]byte, 0, len(msg)-len(m.ID)+len(id))
+	out = append(append(append(out, msg[:at]...), id...), msg[at+len(m.ID):]...)
+	return out, nil
+}

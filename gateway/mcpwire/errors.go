@@ -1,0 +1,34 @@
+package mcpwire
+
+import "strconv"
+
+// Error is a JSON-RPC 2.0 error object (https://www.jsonrpc.org/specification#error_object).
+type Error struct {
+	// Code is the error code: one of the constants below or the upstream's.
+	Code int
+	// Message is a short description, written for whoever reads the error (often a model).
+	Message string
+	// Data is the optional error.data member; nil omits it.
+	Data any
+}
+
+func (e *Error) Error() string {
+	return "jsonrpc error " + strconv.Itoa(e.Code) + ": " + e.Message
+}
+
+// The error codes of JSON-RPC 2.0 and of the gateway (docs/contract.md §7).
+const (
+	ParseError       = -32700 // the body is not JSON
+	InvalidRequest   = -32600 // JSON, but not a JSON-RPC message
+	MethodNotFound   = -32601
+	InvalidParams    = -32602
+	HeaderMismatch   = -32020 // Mcp-Method / Mcp-Name missing or not matching the body
+	Conflict         = -32010 // idempotency key reused with a different effect fingerprint
+	InProgress       = -32011 // the key's first call is still in flight
+	OutcomeUnknown   = -32012 // the key's first call has an unknown outcome
+	KeyMissing       = -32013
+	KeyInvalid       = -32014
+	StoreUnavailable = -32015
+)
+
+func invalid(msg string) *Error { return &Error{Code: InvalidRequest, Message: msg} }

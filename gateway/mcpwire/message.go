@@ -1,0 +1,185 @@
+// Package mcpwire reads and writes the wire of MCP's Streamable HTTP transport: JSON-RPC 2.0
+// messages (https://www.jsonrpc.org/specification), server-sent events (WHATWG HTML §9.2) and the
+// 2026-07-28 Mcp-Method / Mcp-Name headers. It works on raw bytes: ids and results are kept byte
+// for byte, never decoded and encoded again (docs/contract.md §7).
+package mcpwire
+
+import "encoding/json"
+
+// Kind is what a JSON-RPC body is.
+type Kind int
+
+// The kinds of Message. The zero Kind is no message.
+const (
+	Request      Kind = iota + 1 // method and id
+	Notification                 // method, no id
+	Response                     // id and result or error
+	Batch                        // a JSON array of messages
+)
+
+// Message is one JSON-RPC 2.0 message read from a POST body (Parse). Raw slices alias the body.
+type Message struct {
+	Kind   Kind   // Request, Notification, Response (result or error), or Batch
+	Method string // requests and notifications
+	// ID is the id exactly as sent (`"a"`, `17`, `12345678901234567890`), nil on notifications;
+	// `null` only on an error response.
+	ID     []byte
+	Params []byte // raw params, nil when absent
+	Tool   string // params.name of a tools/call request ("" otherwise)
+	// Batch: the messages of an array body, each parsed like a single message.
+	Batch []Message
+}
+
+const (
+	methodToolsCall = "tools/call"
+	methodCancelled = "notifications/cancelled"
+)
+
+// Parse reads body as one JSON-RPC message or a batch. Errors are *Error with Code ParseError (not
+// JSON), InvalidRequest (JSON but not a JSON-RPC message: jsonrpc != "2.0", a member sent twice,
+// bad id type, method not a string, params not structured, both or neither of result and error on
+// a response, an empty batch, ...) or InvalidParams (a tools/call whose params are not an object
+// with one string "name").
+func Parse(body []byte) (*Message, error) {
+	if !json.Valid(body) {
+		return nil, &Error{Code: ParseError, Message: "parse error: the body is not JSON"}
+	}
+	body = body[ws(body, 0):valueEnd(body, ws(body, 0))]
+	m := new(Message)
+	if body[0] != '[' {
+		if err := m.parse(body); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	it := newIter(body)
+	for v, ok := it.element(); ok; v, ok = it.element() {
+		m.Batch = append(m.Batch, Message{})
+		if err := m.Batch[len(m.Batch)-1].parse(v); err != nil {
+			return nil, err
+		}
+	}
+	if len(m.Batch) == 0 {
+		return nil, invalid("invalid request: an empty batch")
+	}
+	m.Kind = Batch
+	return m, nil
+}
+
+// parse reads one message object (valid JSON) into m.
+func (m *Message) parse(b []byte) error {
+	if b[0] != '{' {
+		return invalid("invalid request: a JSON-RPC message is an object")
+	}
+	var version, method, result, errv []byte
+	hasID := false
+	it := newIter(b)
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		var slot *[]byte
+		switch string(text(k)) {
+		case "jsonrpc":
+			slot = &version
+		case "id":
+			if hasID {
+				return invalid(`invalid request: "id" sent twice`)
+			}
+			hasID, m.ID = true, v
+			continue
+		case "method":
+			slot = &method
+		case "params":
+			slot = &m.Params
+		case "result":
+			slot = &result
+		case "error":
+			slot = &errv
+		default: // other members are ignored, as the go-sdk does
+			continue
+		}
+		if *slot != nil {
+			return invalid("invalid request: " + string(k) + " sent twice")
+		}
+		*slot = v
+	}
+	if !isString(version) || string(text(version)) != "2.0" {
+		return invalid(`invalid request: "jsonrpc" is not "2.0"`)
+	}
+	if hasID && !isString(m.ID) && !isNumber(m.ID) && string(m.ID) != "null" {
+		return invalid(`invalid request: "id" is not a string or a number`)
+	}
+	if m.Params != nil && m.Params[0] != '{' && m.Params[0] != '[' && string(m.Params) != "null" {
+		return invalid(`invalid request: "params" is not an object or an array`)
+	}
+	if method == nil {
+		return m.response(hasID, result, errv)
+	}
+	switch {
+	case !isString(method):
+		return invalid(`invalid request: "method" is not a string`)
+	case result != nil || errv != nil:
+		return invalid(`invalid request: a request has no "result" or "error"`)
+	case hasID && string(m.ID) == "null":
+		return invalid(`invalid request: a request's "id" is not null`)
+	}
+	m.Method, m.Kind = string(text(method)), Notification
+	if hasID {
+		m.Kind = Request
+	}
+	if m.Method == methodToolsCall {
+		return m.tool()
+	}
+	return nil
+}
+
+// response checks a message without "method".
+func (m *Message) response(hasID bool, result, errv []byte) error {
+	switch {
+	case !hasID:
+		return invalid(`invalid request: a message without "method" is a response and has an "id"`)
+	case (result == nil) == (errv == nil):
+		return invalid(`invalid request: a response has either "result" or "error"`)
+	case errv != nil && errv[0] != '{':
+		return invalid(`invalid request: "error" is not an object`)
+	case result != nil && string(m.ID) == "null":
+		return invalid(`invalid request: a result's "id" is not null`)
+	}
+	m.Kind = Response
+	return nil
+}
+
+// tool reads params.name of a tools/call: the tool is what the gateway guards, so a name that is
+// missing, not a string or sent twice (one tool for the gateway, another for the server) is refused.
+func (m *Message) tool() error {
+	bad := &Error{Code: InvalidParams, Message: `invalid params: tools/call needs params with one string "name"`}
+	if len(m.Params) == 0 || m.Params[0] != '{' {
+		return bad
+	}
+	var name []byte
+	it := newIter(m.Params)
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		if string(text(k)) == "name" {
+			if name != nil || !isString(v) {
+				return bad
+			}
+			name = v
+		}
+	}
+	if name == nil {
+		return bad
+	}
+	m.Tool = string(text(name))
+	return nil
+}
+
+// Meta returns the raw JSON value of params._meta[name] (nil when absent).
+func (m *Message) Meta(name string) []byte {
+	return lookup(lookup(m.Params, "_meta"), name)
+}
+
+// CancelledRequestID returns params.requestId of a notifications/cancelled (raw), nil otherwise.
+func (m *Message) CancelledRequestID() []byte {
+	if m.Kind != Notification || m.Method != methodCancelled {
+		return nil
+	}
+	return lookup(m.Params, "requestId")
+}

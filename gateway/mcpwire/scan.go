@@ -1,0 +1,138 @@
+package mcpwire
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// The scanner below walks bytes that json.Valid has already accepted, so it only finds the spans
+// of top-level members and values; it never decodes what it skips.
+
+// ws returns the index of the first byte at or after i that is not JSON white space (RFC 8259 §2).
+func ws(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the string that starts at b[i] (a '"').
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd returns the index just past the value that starts at b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(b)
+	default: // number or literal: runs to a delimiter
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+			i++
+		}
+		return len(b)
+	}
+}
+
+// iter walks the members of an object or the elements of an array: b is the raw container.
+type iter struct {
+	b []byte
+	i int
+}
+
+func newIter(container []byte) iter { return iter{b: container, i: 1} }
+
+// member returns the next member of an object: its name as sent (quotes included) and its value.
+func (it *iter) member() (name, val []byte, ok bool) {
+	it.i = ws(it.b, it.i)
+	if it.i >= len(it.b) || it.b[it.i] == '}' {
+		return nil, nil, false
+	}
+	if it.b[it.i] == ',' {
+		it.i = ws(it.b, it.i+1)
+	}
+	end := stringEnd(it.b, it.i)
+	name = it.b[it.i:end]
+	it.i = ws(it.b, ws(it.b, end)+1) // past the ':'
+	end = valueEnd(it.b, it.i)
+	val = it.b[it.i:end]
+	it.i = end
+	return name, val, true
+}
+
+// element returns the next element of an array.
+func (it *iter) element() (val []byte, ok bool) {
+	it.i = ws(it.b, it.i)
+	if it.i >= len(it.b) || it.b[it.i] == ']' {
+		return nil, false
+	}
+	if it.b[it.i] == ',' {
+		it.i = ws(it.b, it.i+1)
+	}
+	end := valueEnd(it.b, it.i)
+	val = it.b[it.i:end]
+	it.i = end
+	return val, true
+}
+
+// text returns the bytes a JSON string stands for (quotes included in q): q's own bytes when it
+// has no escape, else the decoded value (the rare path: escapes in names and ids).
+func text(q []byte) []byte {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return q[1 : len(q)-1]
+	}
+	var s string
+	if json.Unmarshal(q, &s) != nil {
+		return nil
+	}
+	return []byte(s)
+}
+
+// lookup returns the value of the first member called name of the object obj, nil when obj is not
+// an object or has no such member.
+func lookup(obj []byte, name string) []byte {
+	if len(obj) == 0 || obj[0] != '{' {
+		return nil
+	}
+	it := newIter(obj)
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		if string(text(k)) == name {
+			return v
+		}
+	}
+	return nil
+}
+
+// isString and isNumber tell a raw value's type by its first byte.
+func isString(v []byte) bool { return len(v) > 0 && v[0] == '"' }
+func isNumber(v []byte) bool { return len(v) > 0 && (v[0] == '-' || '0' <= v[0] && v[0] <= '9') }
