@@ -91,6 +91,7 @@ func TestExplainFormats(t *testing.T) {
 			{"/body/id", "excluded", "jsonrpc: the request id never counts"},
 			{"/body/jsonrpc", "excluded", "jsonrpc: the protocol version never counts"},
 			{"/body/params/_meta", "excluded", "jsonrpc: MCP tools/call: _meta (progress token and other metadata) never counts"},
+			{"/body/params/arguments", "defaulted", "jsonrpc: MCP tools/call: absent, counts as {}"},
 			{"/body", "included", "the whole body (no include pointers)"},
 		}},
 	}

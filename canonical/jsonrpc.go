@@ -44,11 +44,36 @@ func jsonrpcBody(body []byte, tr *trace) (node, error) {
 		return node{}, fmt.Errorf("%w: jsonrpc: the request has no \"method\"", ErrInvalidBody)
 	}
 	if out.kids[0].val.str == mcpToolsCall && len(out.kids) == 2 && out.kids[1].val.kind == kindObject {
-		params := &out.kids[1].val
-		if i := slices.IndexFunc(params.kids, func(m member) bool { return m.name == "_meta" }); i >= 0 {
-			params.kids = slices.Delete(params.kids, i, i+1)
-			tr.add("/body/params/_meta", actionExcluded, "jsonrpc: MCP tools/call: _meta (progress token and other metadata) never counts")
-		}
+		out.kids[1].val.kids = toolsCallParams(out.kids[1].val.kids, tr)
 	}
 	return out, nil
+}
+
+// toolsCallNeverCount are the members of MCP tools/call params that change between sends of one
+// call, so never count (docs/contract.md §7 Fingerprint): metadata, and what 2026-07-28 clients
+// add when they send a call again after an input_required result or ask for a task.
+var toolsCallNeverCount = map[string]string{
+	"_meta":          "jsonrpc: MCP tools/call: _meta (progress token and other metadata) never counts",
+	"inputResponses": "jsonrpc: MCP tools/call: inputResponses (answers to the server's input requests, added when the call is sent again) never count",
+	"requestState":   "jsonrpc: MCP tools/call: requestState (the server's state echoed when the call is sent again) never counts",
+	"task":           "jsonrpc: MCP tools/call: task (whether the client asks for a task handle) never counts",
+}
+
+// toolsCallParams returns the members of MCP tools/call params that count: without those of
+// toolsCallNeverCount, and with "arguments" {} when absent (a call without arguments and one with
+// {} are the same call to the server).
+func toolsCallParams(kids []member, tr *trace) []member {
+	kids = slices.DeleteFunc(kids, func(m member) bool {
+		why, ok := toolsCallNeverCount[m.name]
+		if ok {
+			tr.add("/body/params/"+m.name, actionExcluded, why)
+		}
+		return ok
+	})
+	i, found := slices.BinarySearchFunc(kids, "arguments", func(m member, name string) int { return compareUTF16(m.name, name) })
+	if !found {
+		kids = slices.Insert(kids, i, member{name: "arguments", val: node{kind: kindObject}})
+		tr.add("/body/params/arguments", actionDefaulted, "jsonrpc: MCP tools/call: absent, counts as {}")
+	}
+	return kids
 }

@@ -2,6 +2,7 @@ package canonical
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -22,6 +23,32 @@ func TestJSONRPC(t *testing.T) {
 		{"MCP tools/call drops _meta", rpc,
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"x"},"_meta":{"progressToken":"p-1"}}}`,
 			`{"method":"tools/call","params":{"arguments":{"title":"x"},"name":"create_ticket"}}`},
+		{"MCP tools/call drops inputResponses, requestState and task", rpc,
+			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"x"},"inputResponses":{"r1":{"action":"accept"}},"requestState":"opaque","task":{"ttl":60000}}}`,
+			`{"method":"tools/call","params":{"arguments":{"title":"x"},"name":"create_ticket"}}`},
+		{"MCP tools/call without arguments counts as {}", rpc,
+			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_all"}}`,
+			`{"method":"tools/call","params":{"arguments":{},"name":"list_all"}}`},
+		{"MCP tools/call arguments {} kept", rpc,
+			`{"method":"tools/call","params":{"name":"list_all","arguments":{}}}`,
+			`{"method":"tools/call","params":{"arguments":{},"name":"list_all"}}`},
+		{"MCP tools/call null arguments differ from absent ones", rpc,
+			`{"method":"tools/call","params":{"name":"list_all","arguments":null}}`,
+			`{"method":"tools/call","params":{"arguments":null,"name":"list_all"}}`},
+		{"MCP tools/call members that sort before arguments", rpc,
+			`{"method":"tools/call","params":{"name":"n","a":1,"B":2}}`,
+			`{"method":"tools/call","params":{"B":2,"a":1,"arguments":{},"name":"n"}}`},
+		{"MCP tools/call: the members inside arguments count", rpc,
+			`{"method":"tools/call","params":{"name":"n","arguments":{"task":1,"requestState":"s","inputResponses":{}}}}`,
+			`{"method":"tools/call","params":{"arguments":{"inputResponses":{},"requestState":"s","task":1},"name":"n"}}`},
+		{"task and requestState of other methods count", rpc,
+			`{"method":"tasks/get","params":{"task":{"ttl":1},"requestState":"s"}}`,
+			`{"method":"tasks/get","params":{"requestState":"s","task":{"ttl":1}}}`},
+		{"a pointer reads the arguments that absent ones count as", Fields{
+			Format:  FormatJSONRPC,
+			Include: []Pointer{mustPointer(t, "/params/arguments")},
+		}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"n","task":{}}}`,
+			`{"/params/arguments":{}}`},
 		{"_meta inside arguments counts", rpc,
 			`{"method":"tools/call","params":{"name":"n","arguments":{"_meta":1}}}`,
 			`{"method":"tools/call","params":{"arguments":{"_meta":1},"name":"n"}}`},
@@ -69,5 +96,30 @@ func TestJSONRPCErrors(t *testing.T) {
 				t.Errorf("Document() = %s, %v\nwant error %s", doc, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestJSONRPCToolsCallSteps(t *testing.T) {
+	t.Parallel()
+	c, err := Compile(Fields{Format: FormatJSONRPC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, steps, err := c.Explain(&Request{Tool: "t", Method: "POST",
+		Body: []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"task":{},"requestState":"s","name":"n","inputResponses":{}}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Step{
+		{"/body/id", "excluded", "jsonrpc: the request id never counts"},
+		{"/body/jsonrpc", "excluded", "jsonrpc: the protocol version never counts"},
+		{"/body/params/inputResponses", "excluded", "jsonrpc: MCP tools/call: inputResponses (answers to the server's input requests, added when the call is sent again) never count"},
+		{"/body/params/requestState", "excluded", "jsonrpc: MCP tools/call: requestState (the server's state echoed when the call is sent again) never counts"},
+		{"/body/params/task", "excluded", "jsonrpc: MCP tools/call: task (whether the client asks for a task handle) never counts"},
+		{"/body/params/arguments", "defaulted", "jsonrpc: MCP tools/call: absent, counts as {}"},
+		{"/body", "included", "the whole body (no include pointers)"},
+	}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps\n got %q\nwant %q", steps, want)
 	}
 }

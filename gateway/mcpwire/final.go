@@ -1,9 +1,6 @@
 package mcpwire
 
-import (
-	"encoding/json"
-	"strconv"
-)
+import "strconv"
 
 // Final is what the gateway reads of the final response of a guarded call (docs/contract.md §7
 // Outcome).
@@ -31,28 +28,48 @@ func ReadFinal(msg []byte) (*Final, error) {
 		return nil, invalid("invalid response: not a JSON-RPC response")
 	}
 	f := &Final{ID: m.ID}
-	name, val := `{"result":`, lookup(msg[ws(msg, 0):], "result")
+	name, val := `{"result":`, m.result
 	if val == nil {
-		name, val = `{"error":`, lookup(msg[ws(msg, 0):], "error")
+		name, val = `{"error":`, m.err
 		f.HasError = true
-		code := lookup(val, "code")
-		if f.ErrCode, err = strconv.Atoi(string(code)); err != nil {
+		if f.ErrCode, err = strconv.Atoi(string(lookup(val, "code"))); err != nil {
 			return nil, invalid(`invalid response: "error" has no integer "code"`)
 		}
 	} else {
-		f.IsError = string(lookup(val, "isError")) == "true"
-		if rt := lookup(val, "resultType"); isString(rt) {
-			f.ResultType = string(text(rt))
-		}
-		task := lookup(val, "task")
-		f.Task = len(task) > 0 && task[0] == '{'
+		f.result(val)
 	}
 	f.Member = make([]byte, 0, len(name)+len(val)+1)
 	f.Member = append(append(append(f.Member, name...), val...), '}')
 	return f, nil
 }
 
+// result reads the members of a result that decide its outcome, in one pass (the first of a name
+// sent twice counts).
+func (f *Final) result(val []byte) {
+	if val[0] != '{' {
+		return
+	}
+	var isError, resultType, task bool
+	it := newIter(val)
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		switch string(text(k)) {
+		case "isError":
+			if !isError {
+				isError, f.IsError = true, string(v) == "true"
+			}
+		case "resultType":
+			if !resultType && isString(v) {
+				resultType, f.ResultType = true, string(text(v))
+			}
+		case "task":
+			if !task {
+				task, f.Task = true, v[0] == '{'
+			}
+		}
+	}
+}
+
 // validID reports whether id is a JSON string or number, alone.
 func validID(id []byte) bool {
-	return (isString(id) || isNumber(id)) && json.Valid(id) && valueEnd(id, 0) == len(id)
+	return (isString(id) || isNumber(id)) && isJSON(id) && valueEnd(id, 0) == len(id)
 }

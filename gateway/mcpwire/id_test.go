@@ -22,6 +22,10 @@ func TestSameID(t *testing.T) {
 		{`"é"`, `"\u00e9"`, true},
 		{`"a/b"`, `"a\/b"`, true},
 		{`"a"`, `"A"`, false},
+		{`"\ud800"`, `"\udc00"`, false},
+		{`"\ud800"`, `"\uFFFD"`, false},
+		{`"\ud800"`, `"\ud800"`, false}, // not an id Parse reads
+		{`"\ud83d\ude00"`, `"😀"`, true},
 		{`"1"`, `1`, false},
 		{`1`, `"1"`, false},
 		{`null`, `null`, false},

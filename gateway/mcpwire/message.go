@@ -4,8 +4,6 @@
 // for byte, never decoded and encoded again (docs/contract.md §7).
 package mcpwire
 
-import "encoding/json"
-
 // Kind is what a JSON-RPC body is.
 type Kind int
 
@@ -28,6 +26,8 @@ type Message struct {
 	Tool   string // params.name of a tools/call request ("" otherwise)
 	// Batch: the messages of an array body, each parsed like a single message.
 	Batch []Message
+
+	result, err []byte // a response's raw result or error (ReadFinal)
 }
 
 const (
@@ -36,12 +36,12 @@ const (
 )
 
 // Parse reads body as one JSON-RPC message or a batch. Errors are *Error with Code ParseError (not
-// JSON), InvalidRequest (JSON but not a JSON-RPC message: jsonrpc != "2.0", a member sent twice,
+// JSON: see isJSON), InvalidRequest (JSON but not a JSON-RPC message: jsonrpc != "2.0", a member sent twice,
 // bad id type, method not a string, params not structured, both or neither of result and error on
 // a response, an empty batch, ...) or InvalidParams (a tools/call whose params are not an object
 // with one string "name").
 func Parse(body []byte) (*Message, error) {
-	if !json.Valid(body) {
+	if !isJSON(body) {
 		return nil, &Error{Code: ParseError, Message: "parse error: the body is not JSON"}
 	}
 	body = body[ws(body, 0):valueEnd(body, ws(body, 0))]
@@ -71,7 +71,7 @@ func (m *Message) parse(b []byte) error {
 	if b[0] != '{' {
 		return invalid("invalid request: a JSON-RPC message is an object")
 	}
-	var version, method, result, errv []byte
+	var version, method []byte
 	hasID := false
 	it := newIter(b)
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
@@ -90,9 +90,9 @@ func (m *Message) parse(b []byte) error {
 		case "params":
 			slot = &m.Params
 		case "result":
-			slot = &result
+			slot = &m.result
 		case "error":
-			slot = &errv
+			slot = &m.err
 		default: // other members are ignored, as the go-sdk does
 			continue
 		}
@@ -111,12 +111,12 @@ func (m *Message) parse(b []byte) error {
 		return invalid(`invalid request: "params" is not an object or an array`)
 	}
 	if method == nil {
-		return m.response(hasID, result, errv)
+		return m.response(hasID)
 	}
 	switch {
 	case !isString(method):
 		return invalid(`invalid request: "method" is not a string`)
-	case result != nil || errv != nil:
+	case m.result != nil || m.err != nil:
 		return invalid(`invalid request: a request has no "result" or "error"`)
 	case hasID && string(m.ID) == "null":
 		return invalid(`invalid request: a request's "id" is not null`)
@@ -132,15 +132,15 @@ func (m *Message) parse(b []byte) error {
 }
 
 // response checks a message without "method".
-func (m *Message) response(hasID bool, result, errv []byte) error {
+func (m *Message) response(hasID bool) error {
 	switch {
 	case !hasID:
 		return invalid(`invalid request: a message without "method" is a response and has an "id"`)
-	case (result == nil) == (errv == nil):
+	case (m.result == nil) == (m.err == nil):
 		return invalid(`invalid request: a response has either "result" or "error"`)
-	case errv != nil && errv[0] != '{':
+	case m.err != nil && m.err[0] != '{':
 		return invalid(`invalid request: "error" is not an object`)
-	case result != nil && string(m.ID) == "null":
+	case m.result != nil && string(m.ID) == "null":
 		return invalid(`invalid request: a result's "id" is not null`)
 	}
 	m.Kind = Response
@@ -150,25 +150,28 @@ func (m *Message) response(hasID bool, result, errv []byte) error {
 // tool reads params.name of a tools/call: the tool is what the gateway guards, so a name that is
 // missing, not a string or sent twice (one tool for the gateway, another for the server) is refused.
 func (m *Message) tool() error {
-	bad := &Error{Code: InvalidParams, Message: `invalid params: tools/call needs params with one string "name"`}
 	if len(m.Params) == 0 || m.Params[0] != '{' {
-		return bad
+		return errToolName()
 	}
 	var name []byte
 	it := newIter(m.Params)
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
 		if string(text(k)) == "name" {
 			if name != nil || !isString(v) {
-				return bad
+				return errToolName()
 			}
 			name = v
 		}
 	}
 	if name == nil {
-		return bad
+		return errToolName()
 	}
 	m.Tool = string(text(name))
 	return nil
+}
+
+func errToolName() error {
+	return &Error{Code: InvalidParams, Message: `invalid params: tools/call needs params with one string "name"`}
 }
 
 // Meta returns the raw JSON value of params._meta[name] (nil when absent).
