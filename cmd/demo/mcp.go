@@ -26,7 +26,7 @@ const mcpKeyMeta = "io.github.idemgateway/idempotencyKey"
 // another ticket, and a slow tool the agent gives up on and retries.
 func (a *agent) mcpScenario() error {
 	fmt.Printf("\nAn MCP agent (go-sdk client) calls the sandbox's MCP server through %s/mcp:\n\n", a.gateway)
-	fmt.Printf("%-58s %-23s %s\n", "agent does", "answer", "tickets created")
+	fmt.Printf("%-58s %-14s %-16s %s\n", "agent does", "answer", "decision", "tickets created")
 	ctx := context.Background()
 	first, err := a.mcpConnect(ctx)
 	if err != nil {
@@ -73,7 +73,7 @@ func (a *agent) mcpConnect(ctx context.Context) (*mcpSession, error) {
 
 // mcpResult is what the agent saw of one tool call.
 type mcpResult struct {
-	answer   string // the ticket's id, "refused: <decision>", or the error
+	answer   string // the ticket's id, "tool error" (a refusal), or what went wrong
 	decision string // Idempotency-Decision
 }
 
@@ -89,25 +89,20 @@ func (s *mcpSession) call(tool string, args map[string]any, key string, timeout 
 	var werr *jsonrpc.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return mcpResult{answer: "(agent gave up)"}
+		return mcpResult{answer: "gave up"}
 	case errors.As(err, &werr):
 		return mcpResult{answer: fmt.Sprintf("error %d", werr.Code), decision: s.wire.last()}
 	case err != nil:
 		return mcpResult{answer: "error: " + err.Error()}
 	case res.IsError:
-		m, _ := res.Meta["io.github.idemgateway/idempotency"].(map[string]any)
-		return mcpResult{answer: fmt.Sprintf("refused: %v", m["decision"]), decision: s.wire.last()}
+		return mcpResult{answer: "tool error", decision: s.wire.last()} // the refusal, written for the model
 	}
 	m, _ := res.StructuredContent.(map[string]any)
-	return mcpResult{answer: fmt.Sprintf("ticket %v", m["id"]), decision: s.wire.last()}
+	return mcpResult{answer: fmt.Sprint(m["id"]), decision: s.wire.last()}
 }
 
 func (a *agent) mcpStep(what string, r mcpResult) {
-	answer := r.answer
-	if r.decision != "" {
-		answer += " (" + r.decision + ")"
-	}
-	fmt.Printf("%-58s %-23s %d\n", what, answer, a.mcpEffects())
+	fmt.Printf("%-58s %-14s %-16s %d\n", what, r.answer, r.decision, a.mcpEffects())
 }
 
 // mcpEffects is the sandbox's count of tickets its MCP tools created so far.
