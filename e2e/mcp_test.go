@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,10 +83,18 @@ func TestMCPConflict(t *testing.T) {
 		key := "conflict-" + w.name
 		id := expectTicket(t, c.mustCall(t, "create_ticket", map[string]any{"title": "Disk full on db-1"}, key))
 
-		m := expectRefusal(t, c.mustCall(t, "create_ticket", map[string]any{"title": "Disk full on db-2"}, key), "conflict", false)
+		res := c.mustCall(t, "create_ticket", map[string]any{"title": "Disk full on db-2"}, key)
+		m := expectRefusal(t, res, "conflict", false)
 		c.expectDecisionHeaders(t, "conflict")
-		if m["key"] != key || m["tool"] != "create_ticket" && m["tool"] != w.route+"/create_ticket" {
-			t.Errorf("_meta key %v, tool %v; want %s and the tool", m["key"], m["tool"], key)
+		// The text tells the model which key and which argument (issue 14, item 8).
+		if text := strings.Join(texts(res), " "); !strings.Contains(text, key) || !strings.Contains(text, "/params/arguments/title") {
+			t.Errorf("conflict text %q: want the key and the differing argument in it", text)
+		}
+		if m["key"] != key || m["tool"] != w.route+"/create_ticket" {
+			t.Errorf("_meta key %v, tool %v; want %s, %s/create_ticket", m["key"], m["tool"], key, w.route)
+		}
+		if m["existingFingerprint"] == nil || m["existingFingerprint"] == m["receivedFingerprint"] {
+			t.Errorf("_meta existingFingerprint %v, receivedFingerprint %v: want two different fingerprints", m["existingFingerprint"], m["receivedFingerprint"])
 		}
 		if fields, _ := m["differingFields"].([]any); !slices.Contains(fields, any("/params/arguments/title")) {
 			t.Errorf("_meta differingFields %v, want /params/arguments/title among them", m["differingFields"])
@@ -392,10 +401,7 @@ func TestMCPKeyMissing(t *testing.T) {
 	forEachWay(t, e, mcpWays, func(t *testing.T, w mcpWay) {
 		before := e.sb.mcpCounts(t, "create_ticket")
 		c := e.gw.mcpConnect(t, w, nil)
-		res := c.mustCall(t, "create_ticket", map[string]any{"title": "No key"}, "")
-		if !res.IsError || res.Meta[metaIdempotency] == nil {
-			t.Errorf("isError %v, _meta %v: want the gateway's refusal", res.IsError, res.Meta)
-		}
+		expectRefusal(t, c.mustCall(t, "create_ticket", map[string]any{"title": "No key"}, ""), "rejected", false)
 		c.expectUsable(t)
 		e.sb.expectSince(t, "create_ticket", before, 0, 0)
 	})
