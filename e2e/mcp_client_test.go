@@ -256,14 +256,16 @@ func (c *mcpClient) expectDecisionHeaders(t *testing.T, decision string) wireAns
 	return a
 }
 
-// mcpCounts are the sandbox's counters of one MCP tool.
-type mcpCounts struct{ effects, calls int }
+// mcpCounts are the sandbox's counters of one MCP tool: side effects, calls that reached it, calls
+// it saw cancelled.
+type mcpCounts struct{ effects, calls, cancelled int }
 
 // mcpCounts reads the counters of tool ("create_ticket").
 func (sb *sandbox) mcpCounts(t *testing.T, tool string) mcpCounts {
 	t.Helper()
 	st := sb.stats(t)
-	return mcpCounts{effects: st.ByEndpoint["mcp."+tool], calls: st.Requests.ByEndpoint["mcp."+tool]}
+	return mcpCounts{effects: st.ByEndpoint["mcp."+tool], calls: st.Requests.ByEndpoint["mcp."+tool],
+		cancelled: st.Cancelled.ByEndpoint["mcp."+tool]}
 }
 
 // expectSince checks how many effects and calls of tool the sandbox counted since before.
@@ -275,6 +277,10 @@ func (sb *sandbox) expectSince(t *testing.T, tool string, before mcpCounts, effe
 	}
 	if got := now.calls - before.calls; got != calls {
 		t.Errorf("%s: %d calls reached the server, want %d", tool, got, calls)
+	}
+	// cancel: finish (the default): a client's cancel never reaches the server (docs/contract.md §7).
+	if got := now.cancelled - before.cancelled; got != 0 {
+		t.Errorf("%s: the server saw %d calls cancelled, want none", tool, got)
 	}
 }
 

@@ -190,8 +190,9 @@ func TestMCPConcurrentSessions(t *testing.T) {
 }
 
 // TestMCPSlowToolClientDeadline: the client gives up on a slow tool (its deadline; go-sdk sends
-// notifications/cancelled in the sessions era, or closes the request); the gateway lets the tool
-// finish and stores the receipt: a retry meanwhile is in progress, a retry after it replays.
+// notifications/cancelled in the sessions era, or closes the request); the gateway absorbs the
+// cancel (the server never sees it: expectSince), lets the tool finish and stores the receipt: a
+// retry meanwhile is in progress, a retry after it replays.
 func TestMCPSlowToolClientDeadline(t *testing.T) {
 	t.Parallel()
 	e := newMCPEnv(t, embeddedStore)

@@ -46,7 +46,8 @@ MCP server (Streamable HTTP, the official go-sdk; counted per tool, the counter 
   A ticket created is the structuredContent of the answer: {"id":"T-…","title":…,"tool":…}.
 
   GET  /_sandbox/stats          {"total":N,"by_endpoint":{"jira.create_issue":N,...},
-                                 "requests":{"total":N,"by_endpoint":{...}},"in_flight":N}
+                                 "requests":{"total":N,"by_endpoint":{...}},
+                                 "cancelled":{...MCP tool calls the client cancelled},"in_flight":N}
   POST /_sandbox/reset          zero the counters, forget created objects, clear the script
   GET  /_sandbox/script         the faults still queued
   POST /_sandbox/script         queue faults for the next requests, whatever their headers:

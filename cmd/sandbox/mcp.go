@@ -28,6 +28,9 @@ const (
 	mcpBrokenCreate   = "mcp.broken_create"
 )
 
+// mcpTools are the counter names of every MCP tool.
+var mcpTools = []string{mcpCreateTicket, mcpSearchTickets, mcpSlowCreate, mcpProgressCreate, mcpFailingCreate, mcpBrokenCreate}
+
 // Bounds of the arguments that make a tool wait, so that a call cannot hold the sandbox for long.
 const (
 	maxSlowMS    = 60_000
@@ -151,7 +154,8 @@ func (s *sandbox) addMCPTools(srv *mcp.Server) {
 }
 
 // addTool adds a typed tool whose calls count as requests of counter, are in flight while they run,
-// and are logged.
+// count as cancelled when their context ended before they finished (go-sdk ends it when
+// notifications/cancelled for the call arrives), and are logged.
 func addTool[In, Out any](s *sandbox, srv *mcp.Server, t *mcp.Tool, counter string, h mcp.ToolHandlerFor[In, Out]) {
 	mcp.AddTool(srv, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		start := time.Now()
@@ -165,6 +169,11 @@ func addTool[In, Out any](s *sandbox, srv *mcp.Server, t *mcp.Tool, counter stri
 			s.mu.Unlock()
 		}()
 		res, out, err := h(ctx, req, in)
+		if ctx.Err() != nil {
+			s.mu.Lock()
+			s.cancelled.add(counter)
+			s.mu.Unlock()
+		}
 		outcome := "result"
 		if err != nil {
 			outcome = "error"
@@ -172,7 +181,7 @@ func addTool[In, Out any](s *sandbox, srv *mcp.Server, t *mcp.Tool, counter stri
 				outcome = "tool_error"
 			}
 		}
-		s.log.Info("tool call", "endpoint", counter, "outcome", outcome, "client_gone", ctx.Err() != nil, "duration", time.Since(start))
+		s.log.Info("tool call", "endpoint", counter, "outcome", outcome, "cancelled", ctx.Err() != nil, "duration", time.Since(start))
 		return res, out, err
 	})
 }

@@ -156,8 +156,14 @@ func TestMCPSlowCreateCompletes(t *testing.T) {
 				t.Errorf("after the client gave up: in flight %d, effects %d; want 1 and 0", st.InFlight, st.ByEndpoint[mcpSlowCreate])
 			}
 			waitIdle(t, s)
-			if got := s.snapshot().ByEndpoint[mcpSlowCreate]; got != 1 {
+			st := s.snapshot()
+			if got := st.ByEndpoint[mcpSlowCreate]; got != 1 {
 				t.Errorf("slow_create effects %d after it finished, want 1: the call must complete", got)
+			}
+			// In the sessions era go-sdk sends notifications/cancelled, which ends the call's
+			// context; a stateless client only stops reading. Either way the ticket is created.
+			if got, want := st.Cancelled.ByEndpoint[mcpSlowCreate], map[bool]int64{true: 1}[p.sessions]; got != want {
+				t.Errorf("slow_create cancelled %d times, want %d", got, want)
 			}
 
 			// The session is still usable, and a call that waits long enough gets the ticket.

@@ -52,14 +52,16 @@ type sandbox struct {
 	mu       sync.Mutex
 	effects  counter
 	requests counter
-	script   []fault          // queued by POST /_sandbox/script, oldest first
-	inFlight int64            // requests to tool endpoints being served
-	holds    map[string]*hold // by name (holds.go)
-	keyed    map[string]reply // the answer of the first effect by endpoint and forwarded key (dedup.go)
-	jira     jiraState
-	zendesk  zendeskState
-	linear   linearState
-	tickets  ticketsState
+	// cancelled counts the MCP tool calls whose client cancelled them before they finished (mcp.go).
+	cancelled counter
+	script    []fault          // queued by POST /_sandbox/script, oldest first
+	inFlight  int64            // requests to tool endpoints being served
+	holds     map[string]*hold // by name (holds.go)
+	keyed     map[string]reply // the answer of the first effect by endpoint and forwarded key (dedup.go)
+	jira      jiraState
+	zendesk   zendeskState
+	linear    linearState
+	tickets   ticketsState
 	// mcpTickets are the tickets the MCP tools created, oldest first (mcp.go).
 	mcpTickets []ticket
 }
@@ -102,6 +104,7 @@ func newSandbox(log *slog.Logger) *sandbox {
 func (s *sandbox) resetLocked() {
 	s.effects = newCounter(effectEndpoints)
 	s.requests = newCounter(apiEndpoints)
+	s.cancelled = newCounter(mcpTools)
 	s.script = nil
 	s.abortHoldsLocked()
 	s.keyed = make(map[string]reply)
