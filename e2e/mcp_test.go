@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"mime"
 	"slices"
 	"strings"
 	"sync"
@@ -35,8 +36,13 @@ func TestMCPRetryReplays(t *testing.T) {
 			if again := expectTicket(t, c.mustCall(t, "create_ticket", args, key)); again != id {
 				t.Errorf("retry created or answered ticket %s, want the replay of %s", again, id)
 			}
-			if replay := c.expectDecisionHeaders(t, "replay"); replay.fingerprint != first.fingerprint || replay.fingerprint == "" {
+			replay := c.expectDecisionHeaders(t, "replay")
+			if replay.fingerprint != first.fingerprint || replay.fingerprint == "" {
 				t.Errorf("Idempotency-Fingerprint %q on the replay, %q on the execution: want the same", replay.fingerprint, first.fingerprint)
+			}
+			// go-sdk accepts JSON and SSE: a replay is JSON (docs/contract.md §7, Replay).
+			if mt, _, _ := mime.ParseMediaType(replay.contentType); mt != "application/json" {
+				t.Errorf("replay Content-Type %q, want application/json", replay.contentType)
 			}
 			e.sb.expectSince(t, "create_ticket", before, 1, 1)
 			rec := e.gw.mustRecord(t, w.route+"/create_ticket", key)
