@@ -198,6 +198,10 @@ func compilePointers(list string, ps []Pointer) ([]compiledPointer, error) {
 	return out, nil
 }
 
+// Format is the format the body is read in (Fields.Format): "" (by Content-Type) or a Format
+// constant.
+func (c *Canonicalizer) Format() string { return c.format }
+
 // hasBodyRules reports whether any rule names members of the body.
 func (c *Canonicalizer) hasBodyRules() bool {
 	return len(c.include) > 0 || len(c.exclude) > 0 || len(c.sets) > 0 || len(c.defaults) > 0 || len(c.normalize) > 0

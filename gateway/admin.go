@@ -230,7 +230,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*rec
 		return nil, err
 	}
 	ttl, lease := routes.DefaultTTL, routes.DefaultLockLease
-	if rt := g.table.Load().routes[rec.Tool]; rt != nil {
+	if rt := g.table.Load().route(rec.Tool); rt != nil {
 		ttl, lease = rt.TTL, rt.LockLease
 	}
 	from := rec.Owner

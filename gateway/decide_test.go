@@ -3,6 +3,7 @@ package gateway
 import (
 	"testing"
 
+	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -101,6 +102,56 @@ func TestOutcomeOf(t *testing.T) {
 		}
 		if got := outcomeOf(tt.result, rt); got != tt.want {
 			t.Errorf("upstream answered %s: outcomeOf = {%v %v}, want {%v %v}", tt.answered, got.class, got.op, tt.want.class, tt.want.op)
+		}
+	}
+}
+
+// TestFinalClass is the outcome table of MCP tool calls (docs/contract.md §7 Outcome), one row a
+// line: what a tools/call's final response says the call did, by the tool's tool_error and
+// error_codes.
+func TestFinalClass(t *testing.T) {
+	t.Parallel()
+	result := func(r string) string { return `{"jsonrpc":"2.0","id":1,"result":` + r + `}` }
+	failed := func(code string) string {
+		return `{"jsonrpc":"2.0","id":1,"error":{"code":` + code + `,"message":"m"}}`
+	}
+	moved := routes.Outcome{Committed: []int{-32001}, NotCommitted: []int{-32603}, Unknown: []int{-32602}}
+	tests := []struct {
+		name      string
+		msg       string
+		toolError routes.OutcomeName
+		codes     routes.Outcome
+		want      outcomeClass
+	}{
+		{"complete result", result(`{"content":[]}`), "", routes.Outcome{}, committed},
+		{"resultType complete", result(`{"content":[],"resultType":"complete"}`), "", routes.Outcome{}, committed},
+		{"task handle", result(`{"task":{"taskId":"t1"}}`), "", routes.Outcome{}, committed},
+		{"input required", result(`{"resultType":"input_required","inputRequests":{}}`), "", routes.Outcome{}, notCommitted},
+		{"isError, default tool_error", result(`{"content":[],"isError":true}`), routes.OutcomeNotCommitted, routes.Outcome{}, notCommitted},
+		{"isError, tool_error committed", result(`{"content":[],"isError":true}`), routes.OutcomeCommitted, routes.Outcome{}, committed},
+		{"isError, tool_error unknown", result(`{"content":[],"isError":true}`), routes.OutcomeUnknown, routes.Outcome{}, unknown},
+		{"isError false", result(`{"content":[],"isError":false}`), routes.OutcomeNotCommitted, routes.Outcome{}, committed},
+		{"parse error", failed("-32700"), "", routes.Outcome{}, notCommitted},
+		{"invalid request", failed("-32600"), "", routes.Outcome{}, notCommitted},
+		{"method not found", failed("-32601"), "", routes.Outcome{}, notCommitted},
+		{"invalid params", failed("-32602"), "", routes.Outcome{}, notCommitted},
+		{"header mismatch", failed("-32020"), "", routes.Outcome{}, notCommitted},
+		{"missing capability", failed("-32021"), "", routes.Outcome{}, notCommitted},
+		{"unsupported version", failed("-32022"), "", routes.Outcome{}, notCommitted},
+		{"URL elicitation required", failed("-32042"), "", routes.Outcome{}, notCommitted},
+		{"internal error", failed("-32603"), "", routes.Outcome{}, unknown},
+		{"server error", failed("-32001"), "", routes.Outcome{}, unknown},
+		{"error_codes committed", failed("-32001"), "", moved, committed},
+		{"error_codes not_committed", failed("-32603"), "", moved, notCommitted},
+		{"error_codes unknown", failed("-32602"), "", moved, unknown},
+	}
+	for _, tt := range tests {
+		f, err := mcpwire.ReadFinal([]byte(tt.msg))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := finalClass(f, &routes.Tool{ToolError: tt.toolError, ErrorCodes: tt.codes}); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

@@ -81,7 +81,11 @@ func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes
 	if !x.traced {
 		return x
 	}
-	x.span.SetName(rt.Method + " " + rt.Path)
+	method := rt.Method
+	if method == "" { // a kind: mcp route serves several
+		method = r.Method
+	}
+	x.span.SetName(method + " " + rt.Path)
 	x.span.SetAttributes(
 		attribute.String("http.route", rt.Path),
 		attrTool.String(rt.Name),

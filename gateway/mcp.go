@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -160,6 +161,10 @@ func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.M
 	m := newMCPTool(x, msg, source)
 	x.rt, x.front = rt.MCP.Tool(msg.Tool, class), m
 	m.traceCall(x)
+	if int64(len(body)) > x.rt.MaxBodyBytes { // the tool's bound may be tighter than the route's
+		x.reject(fmt.Errorf("%w: %d bytes, tool %s accepts at most %d", ErrBodyTooLarge, len(body), x.rt.Name, x.rt.MaxBodyBytes))
+		return
+	}
 	id, err := identifyCall(x.rt, auth, x.w, r, &toolCall{body: body, msg: msg}, false)
 	x.identified(id)
 	if x.traced && x.keySource != "" {
@@ -255,11 +260,7 @@ func checkMCPHeaders(h http.Header, msg *mcpwire.Message) error {
 	if msg.Kind != mcpwire.Request && msg.Kind != mcpwire.Notification {
 		return nil
 	}
-	version := h.Get(headerProtocolVersion)
-	if v := msg.Meta(metaProtocolVersion); version == "" && v != nil {
-		version = strings.Trim(string(v), `"`)
-	}
-	if version < protocolStateless {
+	if !stateless(protocolVersion(h, msg)) {
 		return nil
 	}
 	mismatch := func(format string, args ...any) error {
@@ -287,6 +288,23 @@ func checkMCPHeaders(h http.Header, msg *mcpwire.Message) error {
 	}
 	return nil
 }
+
+// protocolVersion is the MCP revision a request names: its Mcp-Protocol-Version header, else
+// its params._meta protocol version (2026-07-28); "" when it names none.
+func protocolVersion(h http.Header, msg *mcpwire.Message) string {
+	if v := h.Get(headerProtocolVersion); v != "" {
+		return v
+	}
+	var v string
+	if raw := msg.Meta(metaProtocolVersion); raw != nil && json.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	return v
+}
+
+// stateless reports whether revision is 2026-07-28 or later (revisions are dates: they sort as
+// strings).
+func stateless(revision string) bool { return revision >= protocolStateless }
 
 // decodedHeader is header name of h decoded (mcpwire.DecodeHeader); "" when absent. A header sent
 // twice is an error.

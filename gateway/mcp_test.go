@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,8 +16,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // metaKey is the params._meta member the tests' routes read keys from.
@@ -34,6 +38,7 @@ type mcpUpstream struct {
 	calls    map[string]int // tool calls by tool
 	finished map[string]int // slow_create calls that slept to the end, and were not cancelled
 	progress chan struct{}  // closed by the test once the client got progress_create's notification
+	server   *mcp.Server
 }
 
 // newMCPUpstream serves a go-sdk MCP server with opts (nil: sessions, SSE answers).
@@ -91,6 +96,7 @@ func newMCPUpstream(t *testing.T, opts *mcp.StreamableHTTPOptions) *mcpUpstream 
 		u.mu.Unlock()
 		return created(n), nil
 	})
+	u.server = server
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.requests.Add(1)
@@ -471,5 +477,440 @@ func TestMCPCancelAbsorbed(t *testing.T) {
 	}
 	if n := up.count("slow_create"); n != 1 {
 		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}
+
+// postRaw posts body to url with the headers of a Streamable HTTP client and extra (name, value,
+// ...), and reads the whole answer.
+func postRaw(t *testing.T, url, body string, extra ...string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Set(extra[i], extra[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// TestMCPBadInput: a body that is not one JSON-RPC message, a batch holding a guarded tools/call,
+// and a 2026-07-28 request whose Mcp-Method or Mcp-Name is missing or names another method or tool
+// than the body are answered 400 with a JSON-RPC error and no id; the server never hears of them.
+func TestMCPBadInput(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_ticket","arguments":{},"_meta":{"` + metaKey + `":"k1"}}}`
+	v2026 := []string{"Mcp-Protocol-Version", "2026-07-28"}
+	for _, c := range []struct {
+		name, body string
+		header     []string
+		code       int
+	}{
+		{"not JSON", `{"jsonrpc":`, nil, -32700},
+		{"not JSON-RPC", `{"jsonrpc":"1.0","id":1,"method":"ping"}`, nil, -32600},
+		{"batch with a guarded call", `[` + call + `]`, nil, -32600},
+		{"2026 without Mcp-Method", call, v2026, -32020},
+		{"2026 with another method", call, append(v2026, "Mcp-Method", "tools/list", "Mcp-Name", "create_ticket"), -32020},
+		{"2026 with another tool", call, append(v2026, "Mcp-Method", "tools/call", "Mcp-Name", "search_tickets"), -32020},
+		{"2026 without Mcp-Name", call, append(v2026, "Mcp-Method", "tools/call"), -32020},
+		{"2026 by _meta with another tool", strings.Replace(call, `"_meta":{`, `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",`, 1),
+			[]string{"Mcp-Method", "tools/call", "Mcp-Name", "=?base64?c2VhcmNoX3RpY2tldHM=?="}, -32020},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, h, body := postRaw(t, srv.URL+"/mcp", c.body, c.header...)
+			var msg struct {
+				ID    json.RawMessage `json:"id"`
+				Error struct{ Code int }
+			}
+			if err := json.Unmarshal([]byte(body), &msg); err != nil {
+				t.Fatalf("%d %s: %v", status, body, err)
+			}
+			if status != http.StatusBadRequest || msg.Error.Code != c.code || string(msg.ID) != "null" || h.Get("Content-Type") != "application/json" {
+				t.Errorf("%d %s, want 400 with JSON-RPC error %d and id null", status, body, c.code)
+			}
+		})
+	}
+	if n := up.requests.Load(); n != 0 {
+		t.Errorf("the server got %d requests, want none", n)
+	}
+	// The same call with headers that match reaches the server: Mcp-Name base64-encoded too (which
+	// go-sdk's server does not decode, and refuses itself).
+	call = strings.Replace(call, `"_meta":{`, `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},`, 1)
+	status, _, body := postRaw(t, srv.URL+"/mcp", call, append(v2026, "Mcp-Method", "tools/call", "Mcp-Name", "=?base64?Y3JlYXRlX3RpY2tldA==?=")...)
+	if n := up.requests.Load(); n != 1 || !strings.Contains(body, "Mcp-Name header value '=?base64?") {
+		t.Errorf("base64 Mcp-Name: the server got %d requests; %d %s", n, status, body)
+	}
+	status, _, body = postRaw(t, srv.URL+"/mcp", call, append(v2026, "Mcp-Method", "tools/call", "Mcp-Name", "create_ticket")...)
+	if status != http.StatusOK || !strings.Contains(body, `"id":7`) || up.count("create_ticket") != 1 {
+		t.Errorf("matching headers: %d %s, tool calls %d", status, body, up.count("create_ticket"))
+	}
+}
+
+// TestMCPReplayAsOneSSEEvent: a retry whose Accept allows only text/event-stream gets the replay
+// as one SSE event, its id the retry's byte for byte (a string id, then a big integer).
+func TestMCPReplayAsOneSSEEvent(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	call := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"t"},"_meta":{"` + metaKey + `":"k1"}}}`
+	}
+	if status, _, body := postRaw(t, srv.URL+"/mcp", call(`"first"`)); status != http.StatusOK || !strings.Contains(body, `"id":"first"`) {
+		t.Fatalf("first call: %d %s", status, body)
+	}
+	for _, id := range []string{`"r\u00e9try"`, `12345678901234567890123`} {
+		status, h, body := postRaw(t, srv.URL+"/mcp", call(id), "Accept", "text/event-stream")
+		want := `data: {"jsonrpc":"2.0","id":` + id + `,"result":{`
+		if status != http.StatusOK || h.Get("Content-Type") != "text/event-stream" || !strings.HasPrefix(body, "event: message\n"+want) && !strings.HasPrefix(body, want) ||
+			strings.Count(body, "data:") != 1 || h.Get("Idempotent-Replayed") != "true" || h.Get("Mcp-Session-Id") != "" {
+			t.Errorf("id %s: %d %v\n%s", id, status, h, body)
+		}
+	}
+	if n := up.count("create_ticket"); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}
+
+// TestJSONRPCRouteReplaysRetryID (issue 14 item 10): a kind: http route whose fingerprint reads
+// the body as JSON-RPC replays the stored response under the retry's id, the rest byte for byte.
+func TestJSONRPCRouteReplaysRetryID(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ ID json.RawMessage }
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		n := calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0", "result":{"id":"T-%d"},"id":%s}`, n, req.ID)
+	}))
+	t.Cleanup(upstream.Close)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(`
+upstreams:
+  rpc: {url: %q}
+routes:
+  - name: rpc
+    upstream: rpc
+    method: POST
+    path: /rpc
+    class: non_idempotent
+    fingerprint: {body: {format: jsonrpc}}
+`, upstream.URL), gateway.Options{})
+	body := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"create","params":{"title":"t"}}`
+	}
+	if _, _, got := postRaw(t, srv.URL+"/rpc", body("1"), "Idempotency-Key", "k1"); got != `{"jsonrpc":"2.0", "result":{"id":"T-1"},"id":1}` {
+		t.Fatalf("first call: %s", got)
+	}
+	for _, id := range []string{`2`, `"two"`, `98765432109876543210`} {
+		_, h, got := postRaw(t, srv.URL+"/rpc", body(id), "Idempotency-Key", "k1")
+		if want := `{"jsonrpc":"2.0", "result":{"id":"T-1"},"id":` + id + `}`; got != want || h.Get("Idempotency-Decision") != "replay" {
+			t.Errorf("retry %s: %s %s, want a replay of %s", id, h.Get("Idempotency-Decision"), got, want)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the upstream got %d calls, want 1", n)
+	}
+}
+
+// TestMCPToolClassFromTrustedAnnotations: with discover_tools and trust_annotations, a tool the
+// file does not configure gets the class its annotations give: the server's read-only tool is
+// passed through unguarded; without trust, it is guarded with the route's class.
+func TestMCPToolClassFromTrustedAnnotations(t *testing.T) {
+	t.Parallel()
+	for _, trust := range []bool{true, false} {
+		t.Run(fmt.Sprint("trust=", trust), func(t *testing.T) {
+			t.Parallel()
+			up := newMCPUpstream(t, nil)
+			yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", fmt.Sprintf("timeout: 10s, mcp: {discover_tools: true, trust_annotations: %v}}", trust), 1)
+			yaml = strings.Replace(yaml, "      search_tickets: {class: read_only}\n", "", 1)
+			reg := gateway.NewRegistry()
+			srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg})
+			deadline := time.Now().Add(hangTimeout)
+			for metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "ok") < 1 {
+				if time.Now().After(deadline) {
+					t.Fatal("the gateway never listed the tools")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+			callTool(t, cs, "search_tickets", "k1", nil)
+			callTool(t, cs, "search_tickets", "k1", nil)
+			want, calls := []string{"execute", "replay replayed"}, 1 // guarded as non_idempotent
+			if trust {
+				want, calls = nil, 2
+			}
+			if fmt.Sprint(d.seen) != fmt.Sprint(want) || up.count("search_tickets") != calls {
+				t.Errorf("decisions %v, tool calls %d; want %v and %d", d.seen, up.count("search_tickets"), want, calls)
+			}
+		})
+	}
+}
+
+// TestMCPSpan: a guarded call's span is named "tools/call <tool>" and carries the attributes of
+// docs/contract.md §7, the session id hashed.
+func TestMCPSpan(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{TracerProvider: tp})
+	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
+	callTool(t, cs, "create_ticket", "k1", map[string]any{"title": "t"})
+	var span *tracetest.SpanStub
+	for deadline := time.Now().Add(hangTimeout); span == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, sp := range spans.GetSpans() { // the server span ends once the handler returned
+			if sp.Name == "tools/call create_ticket" {
+				span = &sp
+			}
+		}
+	}
+	if span == nil {
+		t.Fatal("no span named tools/call create_ticket")
+	}
+	attrs := map[string]string{}
+	for _, a := range span.Attributes {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	for k, want := range map[string]string{
+		"agent.tool.name": "tickets/create_ticket", "agent.tool.side_effect": "true", "gen_ai.tool.name": "create_ticket",
+		"mcp.method.name": "tools/call", "mcp.protocol.version": "2025-11-25", "agent.idempotency.key": "k1",
+		"agent.idempotency.key.source": "meta", "agent.idempotency.decision": "execute",
+		"agent.mcp.tool.class.source": "default", "agent.idempotency.receipt.remote_id": "T-1",
+	} {
+		if attrs[k] != want {
+			t.Errorf("%s = %q, want %q", k, attrs[k], want)
+		}
+	}
+	if id := attrs["jsonrpc.request.id"]; id == "" {
+		t.Error("no jsonrpc.request.id")
+	}
+	if s := attrs["mcp.session.id"]; len(s) != 16 || s == cs.ID() {
+		t.Errorf("mcp.session.id %q, want a 16-digit hash of the session id", s)
+	}
+}
+
+// TestMCPReplayWithoutKeptResult: a result over the receipt limit is not kept; a retry replays a
+// valid tool result that says the call took effect, with its remote id.
+func TestMCPReplayWithoutKeptResult(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{MaxReceiptBodyBytes: 16})
+	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	callTool(t, cs, "create_ticket", "k1", nil)
+	res := callTool(t, cs, "create_ticket", "k1", nil)
+	info, _ := res.Meta["io.github.idemgateway/idempotency"].(map[string]any)
+	if d.last() != "replay replayed" || res.IsError || !strings.Contains(resultText(res), "already took effect") ||
+		!strings.Contains(resultText(res), "T-1") || info["existingRemoteId"] != "T-1" {
+		t.Errorf("decision %q, isError %v, %q, _meta %v", d.last(), res.IsError, resultText(res), res.Meta)
+	}
+	if n := up.count("create_ticket"); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}
+
+// TestMCPRefusalCodes: refusal: jsonrpc_error answers a call without a key -32013 and a duplicate
+// of a call in flight -32011 (retryable, with retryAfterMs), with the id of the refused request.
+func TestMCPRefusalCodes(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    refusal: jsonrpc_error\n"), gateway.Options{})
+	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	var werr *jsonrpc.Error
+	if _, err := cs.CallTool(ctx, toolParams("create_ticket", "", nil)); !errors.As(err, &werr) || werr.Code != -32013 ||
+		!strings.Contains(werr.Message, `params._meta["`+metaKey+`"]`) {
+		t.Errorf("no key: %v, want -32013 naming params._meta", err)
+	}
+	slow := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 500}))
+		slow <- err
+	}()
+	for { // the first call holds the key once the server runs it
+		up.mu.Lock()
+		n := up.calls["slow_create"]
+		up.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 500}))
+	if !errors.As(err, &werr) || werr.Code != -32011 || !strings.Contains(string(werr.Data), `"retryable":true`) ||
+		!strings.Contains(string(werr.Data), `"retryAfterMs":1000`) || !strings.Contains(string(werr.Data), `"type":"idempotency_key_in_progress"`) {
+		t.Errorf("duplicate in flight: %v, want -32011 in progress", err)
+	}
+	if err := <-slow; err != nil {
+		t.Errorf("the first call: %v", err)
+	}
+}
+
+// TestMCPStreamCutIsUnknown: an SSE answer that ends before the call's response leaves the outcome
+// unknown; the client gets the gateway's answer for its id (not a hang), and the progress that came
+// before it.
+func TestMCPStreamCutIsUnknown(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "id: s1\nretry: 1000\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1}}\n\n")
+	}))
+	t.Cleanup(upstream.Close)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(upstream.URL, ""), gateway.Options{})
+	call := `{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"create_ticket","_meta":{"` + metaKey + `":"k1"}}}`
+	status, h, body := postRaw(t, srv.URL+"/mcp", call)
+	events := strings.Split(strings.TrimSpace(body), "\n\n")
+	if status != http.StatusOK || h.Get("Content-Type") != "text/event-stream" || len(events) != 2 ||
+		strings.Contains(body, "id: s1") || strings.Contains(body, "retry:") || !strings.Contains(events[0], "notifications/progress") ||
+		!strings.Contains(events[1], `"id":"c1","result":{`) || !strings.Contains(events[1], "Unknown whether the call took effect") {
+		t.Fatalf("%d %v\n%s", status, h, body)
+	}
+	_, _, body = postRaw(t, srv.URL+"/mcp", strings.Replace(call, `"c1"`, `"c2"`, 1))
+	if !strings.Contains(body, `"id":"c2"`) || !strings.Contains(body, `"decision":"outcome_unknown"`) || calls.Load() != 1 {
+		t.Errorf("retry: %s, %d upstream calls", body, calls.Load())
+	}
+}
+
+// TestMCPToolClassLearnedAndInvalidated: with trust_annotations (no discovery), the gateway learns
+// the classes of tools/list answers passing through, and forgets them on
+// notifications/tools/list_changed: an unconfigured tool is guarded, then passed through as the
+// read_only tool its server lists, then guarded again once the list changed.
+func TestMCPToolClassLearnedAndInvalidated(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", "timeout: 10s, mcp: {trust_annotations: true}}", 1)
+	yaml = strings.Replace(yaml, "      search_tickets: {class: read_only}\n", "", 1)
+	reg := gateway.NewRegistry()
+	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg})
+	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	guarded := func(key string) bool {
+		before := len(d.seen)
+		callTool(t, cs, "search_tickets", key, nil)
+		return len(d.seen) > before
+	}
+	if !guarded("k1") {
+		t.Fatal("search_tickets passed through before any tool list")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "learned"); n != 1 || guarded("k2") {
+		t.Fatalf("after tools/list (%v learned): search_tickets still guarded", n)
+	}
+	up.server.AddTool(&mcp.Tool{Name: "new_tool", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	for i := 0; !guarded(fmt.Sprint("k-", i)); i++ { // list_changed reaches the gateway on the session's GET stream
+		if ctx.Err() != nil {
+			t.Fatal("search_tickets was never guarded again after the tool list changed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestMCPReplayAcrossEras: the receipt of a 2025-11-25 call replays to a 2026-07-28 retry with
+// the resultType that revision requires, and a refusal to such a retry has one too; a 2025
+// retry gets the result as stored.
+func TestMCPReplayAcrossEras(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	old := func(id, title string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"` + title + `"},"_meta":{"` + metaKey + `":"k1"}}}`
+	}
+	modern := func(id, title string) string {
+		return strings.Replace(old(id, title), `"_meta":{`, `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},`, 1)
+	}
+	v2025 := []string{"Mcp-Protocol-Version", "2025-11-25"}
+	v2026 := []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "create_ticket"}
+	_, _, first := postRaw(t, srv.URL+"/mcp", old("1", "a"), v2025...)
+	if strings.Contains(first, "resultType") || !strings.Contains(first, `"id":1`) {
+		t.Fatalf("first call (2025-11-25): %s", first)
+	}
+	_, h, replay := postRaw(t, srv.URL+"/mcp", modern("2", "a"), v2026...)
+	if h.Get("Idempotency-Decision") != "replay" || !strings.HasPrefix(replay, `{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","content":`) {
+		t.Errorf("2026-07-28 retry: %s %s", h.Get("Idempotency-Decision"), replay)
+	}
+	_, _, conflict := postRaw(t, srv.URL+"/mcp", modern("3", "b"), v2026...)
+	if !strings.Contains(conflict, `"result":{"resultType":"complete","content":`) || !strings.Contains(conflict, `"isError":true`) {
+		t.Errorf("2026-07-28 conflict: %s", conflict)
+	}
+	_, _, again := postRaw(t, srv.URL+"/mcp", old("4", "a"), v2025...)
+	_, data, _ := strings.Cut(strings.TrimSpace(first), "data: ") // the server answered with one SSE event
+	if want := strings.Replace(data, `"id":1`, `"id":4`, 1); again != want {
+		t.Errorf("2025-11-25 retry:\n%s\nwant\n%s", again, want)
+	}
+}
+
+// TestMCPUnknownToolsRefused: unknown_tools: refuse answers a call of a tool neither configured
+// nor listed by the server with -32602 at HTTP 200, and the server never hears of it.
+func TestMCPUnknownToolsRefused(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    unknown_tools: refuse\n"), gateway.Options{})
+	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	var werr *jsonrpc.Error
+	if _, err := cs.CallTool(ctx, toolParams("failing_create", "k1", nil)); !errors.As(err, &werr) || werr.Code != -32602 {
+		t.Errorf("unknown tool: %v, want -32602", err)
+	}
+	if n := up.count("failing_create"); n != 0 {
+		t.Errorf("the tool ran %d times, want 0", n)
+	}
+	if id := structuredID(t, callTool(t, cs, "create_ticket", "k1", nil)); id != "T-1" { // a configured tool
+		t.Errorf("configured tool: %s, want T-1", id)
+	}
+}
+
+// TestMCPCancelForwarded: with cancel: forward, the client's notifications/cancelled reaches the
+// server, which stops the tool; the outcome is unknown, since no final response was seen.
+func TestMCPCancelForwarded(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	reg := gateway.NewRegistry()
+	srv, store, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    cancel: forward\n"), gateway.Options{Metrics: reg})
+	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 2000})); err == nil {
+		t.Fatal("the call answered before the client's deadline")
+	}
+	deadline := time.Now().Add(hangTimeout)
+	for {
+		state, _, err := store.Get(context.Background(), record.ScopeKey{Tenant: "default", Tool: "tickets/slow_create", Key: "k1"}.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state == record.StateUnknown {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("record state %q, want %q", state, record.StateUnknown)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	up.mu.Lock()
+	finished := up.finished["slow_create"]
+	up.mu.Unlock()
+	if absorbed := metricValue(t, reg, "idemgateway_mcp_cancels_absorbed_total", "route", "tickets"); finished != 0 || absorbed != 0 {
+		t.Errorf("the tool finished %d times, %v cancels absorbed; want the cancel forwarded and the tool stopped", finished, absorbed)
 	}
 }

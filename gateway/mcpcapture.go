@@ -109,6 +109,7 @@ func (m *mcpTool) settleFinal(x *exchange, f *mcpwire.Final) {
 	rec := x.rec
 	now := time.Now().UTC()
 	rec.ResponseStatus = http.StatusOK
+	rec.MCPProtocolVersion = m.version
 	rec.CommittedAt = &now
 	rec.ExpiresAt = now.Add(x.rt.TTL)
 	rec.Response = &storedResponse{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}

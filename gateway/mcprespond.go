@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -44,12 +45,14 @@ type mcpTool struct {
 	msg     *mcpwire.Message
 	sse     bool   // the client accepts only text/event-stream: the gateway answers with one SSE event
 	session string // Mcp-Session-Id; "" without sessions
+	version string // the MCP revision the request names (protocolVersion); "" when none
 	// classSource says where the tool's class came from: config, annotations or default.
 	classSource string
 }
 
 func newMCPTool(x *exchange, msg *mcpwire.Message, classSource string) *mcpTool {
-	return &mcpTool{msg: msg, sse: onlySSE(x.r.Header), session: x.r.Header.Get(headerSessionID), classSource: classSource}
+	return &mcpTool{msg: msg, sse: onlySSE(x.r.Header), session: x.r.Header.Get(headerSessionID),
+		version: protocolVersion(x.r.Header, msg), classSource: classSource}
 }
 
 // traceCall names x's span "tools/call <tool>" and sets the attributes of docs/contract.md §7
@@ -64,8 +67,8 @@ func (m *mcpTool) traceCall(x *exchange) {
 		attrMCPMethod.String(methodToolsCall), attrGenAITool.String(m.msg.Tool),
 		attrJSONRPCID.String(string(m.msg.ID)), attrMCPClassSource.String(m.classSource),
 	}
-	if v := x.r.Header.Get(headerProtocolVersion); v != "" {
-		attrs = append(attrs, attrMCPProtocol.String(v))
+	if m.version != "" {
+		attrs = append(attrs, attrMCPProtocol.String(m.version))
 	}
 	if m.session != "" {
 		sum := sha256.Sum256([]byte(m.session))
@@ -90,7 +93,11 @@ func (m *mcpTool) call(x *exchange) {
 func (m *mcpTool) replay(x *exchange, prev *storedRecord) {
 	x.w.Header().Set("Idempotent-Replayed", "true")
 	if resp := prev.Response; prev.ResponseBodyKept && resp != nil && isMember(resp.Body) {
-		m.write(x.w, mcpwire.Envelope(m.msg.ID, resp.Body))
+		member := resp.Body
+		if stateless(m.version) && !stateless(prev.MCPProtocolVersion) {
+			member = withResultType(member, m.msg.ID)
+		}
+		m.write(x.w, mcpwire.Envelope(m.msg.ID, member))
 		return
 	}
 	text := fmt.Sprintf("The call already took effect (idempotency key %q) and was not run again. Its result was not kept.", x.key)
@@ -98,7 +105,25 @@ func (m *mcpTool) replay(x *exchange, prev *storedRecord) {
 		text = fmt.Sprintf("The call already took effect (idempotency key %q), remote id %s, and was not run again. Its full result was not kept.", x.key, prev.RemoteID)
 	}
 	info := &metaInfo{Decision: DecisionReplay, Key: x.key, Tool: x.rt.Name, ExistingRemoteID: prev.RemoteID}
-	m.write(x.w, mcpwire.Envelope(m.msg.ID, resultMember(text, false, info)))
+	m.write(x.w, mcpwire.Envelope(m.msg.ID, m.resultMember(text, false, info)))
+}
+
+// withResultType is member, a stored result, with "resultType":"complete" added when it has
+// none: a 2026-07-28 client requires it, and a result stored from an earlier revision's call
+// lacks it (docs/contract.md §7 Replay). An error, or a result that has one, is member unchanged.
+func withResultType(member, id []byte) []byte {
+	f, err := mcpwire.ReadFinal(mcpwire.Envelope(id, member))
+	if err != nil || f.HasError || f.ResultType != "" {
+		return member
+	}
+	at := len(`{"result":`)
+	at += bytes.IndexByte(member[at:], '{') + 1 // a result is an object
+	add := `"resultType":"complete"`
+	if rest := bytes.TrimLeft(member[at:], " \t\r\n"); len(rest) == 0 || rest[0] != '}' {
+		add += ","
+	}
+	out := make([]byte, 0, len(member)+len(add))
+	return append(append(append(out, member[:at]...), add...), member[at:]...)
 }
 
 // isMember reports whether a receipt's body is a final response's member (mcpwire.Final.Member).
@@ -154,7 +179,7 @@ func (m *mcpTool) answer(x *exchange, text string, info *metaInfo, err error) []
 		info.Type = typ
 		return mcpwire.ErrorMessage(m.msg.ID, &mcpwire.Error{Code: code, Message: text, Data: info})
 	}
-	return mcpwire.Envelope(m.msg.ID, resultMember(text, true, info))
+	return mcpwire.Envelope(m.msg.ID, m.resultMember(text, true, info))
 }
 
 // write sends msg at HTTP 200 (docs/contract.md §7 Refusals: a 4xx ends some clients' sessions).
@@ -180,17 +205,22 @@ type metaInfo struct {
 }
 
 // resultMember is the member `{"result":…}` of a CallToolResult holding text, with isError, and
-// info in its _meta; no structuredContent (docs/contract.md §7 Refusals).
-func resultMember(text string, isError bool, info *metaInfo) []byte {
+// info in its _meta; no structuredContent (docs/contract.md §7 Refusals). A 2026-07-28 request
+// gets resultType, which that revision requires.
+func (m *mcpTool) resultMember(text string, isError bool, info *metaInfo) []byte {
 	type content struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}
 	result := struct {
-		Content []content            `json:"content"`
-		IsError bool                 `json:"isError,omitempty"`
-		Meta    map[string]*metaInfo `json:"_meta"`
-	}{[]content{{"text", text}}, isError, map[string]*metaInfo{metaIdempotency: info}}
+		ResultType string               `json:"resultType,omitempty"`
+		Content    []content            `json:"content"`
+		IsError    bool                 `json:"isError,omitempty"`
+		Meta       map[string]*metaInfo `json:"_meta"`
+	}{Content: []content{{"text", text}}, IsError: isError, Meta: map[string]*metaInfo{metaIdempotency: info}}
+	if stateless(m.version) {
+		result.ResultType = "complete"
+	}
 	b, _ := json.Marshal(result) // strings, bools and ints always encode
 	out := make([]byte, 0, len(b)+len(`{"result":}`))
 	return append(append(append(out, `{"result":`...), b...), '}')
@@ -211,6 +241,7 @@ func refusalCode(err error) (int, string) {
 		{ErrInvalidKey, mcpwire.KeyInvalid, "idempotency_key_invalid"},
 		{ErrStoreUnavailable, mcpwire.StoreUnavailable, "idempotency_store_unavailable"},
 		{ErrInvalidBody, mcpwire.InvalidParams, "invalid_params"},
+		{ErrBodyTooLarge, mcpwire.InvalidRequest, "body_too_large"},
 		{ErrInvalidRequest, mcpwire.InvalidRequest, "invalid_request"},
 		{ErrUpstream, -32603, "upstream_failed"},
 	}

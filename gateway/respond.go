@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -115,6 +117,9 @@ func (httpRoute) replay(x *exchange, prev *storedRecord) {
 		}
 		status, body = resp.Status, resp.Body
 	}
+	if x.rt.Fingerprint.Format() == canonical.FormatJSONRPC && prev.ResponseBodyKept {
+		body = withRetryID(body, x.body)
+	}
 	h.Set("Idempotent-Replayed", "true")
 	if !prev.ResponseBodyKept {
 		h.Del("Content-Type")
@@ -123,6 +128,21 @@ func (httpRoute) replay(x *exchange, prev *storedRecord) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	x.w.WriteHeader(status)
 	_, _ = x.w.Write(body)
+}
+
+// withRetryID is body, a stored JSON-RPC response, under the id of req, the retry's JSON-RPC
+// request: a client matches responses to its requests by id, and a retry is a new request with a
+// new id (docs/contract.md §7, plain JSON-RPC routes). A body or request that is not one JSON-RPC
+// message is replayed as stored.
+func withRetryID(body, req []byte) []byte {
+	msg, err := mcpwire.Parse(req)
+	if err != nil || msg.Kind != mcpwire.Request {
+		return body
+	}
+	if out, err := mcpwire.ReplaceID(body, msg.ID); err == nil {
+		return out
+	}
+	return body
 }
 
 // refuse writes ref as an application/problem+json answer, with Retry-After in whole seconds,

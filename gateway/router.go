@@ -86,6 +86,19 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 	return nil
 }
 
+// route returns the route whose scope name is tool: a route of the file, or the tool's route of
+// a kind: mcp route ("route/tool"); nil when there is none.
+func (t *routeTable) route(tool string) *routes.Route {
+	if rt := t.routes[tool]; rt != nil {
+		return rt
+	}
+	name, toolName, ok := strings.Cut(tool, "/")
+	if rt := t.routes[name]; ok && rt != nil && rt.Kind == routes.KindMCP && routes.CheckToolName(toolName) == nil {
+		return rt.MCP.Tool(toolName, "")
+	}
+	return nil
+}
+
 // routeMethods are the methods rt serves: its own, or routes.MCPMethods on a kind: mcp route.
 func routeMethods(rt *routes.Route) []string {
 	if rt.Kind == routes.KindMCP {

@@ -26,4 +26,7 @@ type Receipt struct {
 	ResponseBodyKept bool `json:"response_body_kept"`
 	// Detail says why an outcome is unknown.
 	Detail string `json:"detail,omitempty"`
+	// MCPProtocolVersion is the MCP revision of the tools/call a receipt of a kind: mcp route
+	// stores the result of (docs/mcp.md#what-the-agent-gets); "" on other routes.
+	MCPProtocolVersion string `json:"mcp_protocol_version,omitempty"`
 }

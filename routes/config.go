@@ -181,9 +181,11 @@ type Inject struct {
 // GoString, Format and MarshalJSON redact the values; Header returns them for the proxy.
 type Secrets http.Header
 
-// Route is one allow-listed tool. On a ReadOnly route the fields that only matter to the store
-// (Key, Fingerprint, Receipt, OnUnknownOutcome, Outcome, TTL, LockLease, Concurrency, WaitTimeout)
-// may not be set on the route in the file; they hold the defaults and the gateway ignores them.
+// Route is one allow-listed tool, or (Kind KindMCP) an MCP endpoint whose tools each get a route of
+// their own (MCP.Tool; docs/contract.md §7). On a ReadOnly kind: http route the fields that only
+// matter to the store (Key, Fingerprint, Receipt, OnUnknownOutcome, Outcome, TTL, LockLease,
+// Concurrency, WaitTimeout) may not be set on the route in the file; they hold the defaults and
+// the gateway ignores them. A kind: mcp route holds the settings its tools inherit.
 type Route struct {
 	// Name is the tool name; unique in the file. On a per-tool route of a kind: mcp route it is
 	// "<route>/<tool>", the scope name in records, metrics, spans and the admin API.
@@ -209,13 +211,15 @@ type Route struct {
 	// parameter not named here that does is refused (docs/security.md#input-bounds). Either way
 	// the path is forwarded re-encoded, one segment per segment. Default nil: none.
 	OpaquePathParams []string
-	// Class says whether the route has side effects.
+	// Class says whether the route has side effects. On a kind: mcp route, the class of the tools
+	// that neither the file nor trusted annotations classify; default NonIdempotent there.
 	Class Class
 	// Key says where the idempotency key comes from.
 	Key Key
 	// Fingerprint names the parts of the request that belong to its effect, compiled. Never nil:
 	// without a fingerprint block it is the zero canonical.Fields (the whole body, no query
-	// parameter, no header), which is also what ReadOnly routes get (and the gateway ignores).
+	// parameter, no header), which is also what ReadOnly routes get (and the gateway ignores); on
+	// kind: mcp routes and their tools the format is always jsonrpc (the only one they accept).
 	Fingerprint *canonical.Canonicalizer
 	// Receipt says what the receipt records of the upstream's response.
 	Receipt Receipt

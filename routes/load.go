@@ -39,6 +39,8 @@ func Load(path string) (*Config, error) {
 // Default constants. On read_only routes the fields that only matter to the store (key,
 // fingerprint, receipt, on_unknown_outcome, outcome, ttl, lock_lease, concurrency, wait_timeout)
 // are errors when set on the route; the defaults block may still set them for the other routes.
+// A kind: mcp route's tools take each of these settings from the tool, else from the route
+// (docs/configuration.md#kind-mcp).
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 	raw, err := decode(name, data)
 	if err != nil {

@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
@@ -440,5 +441,29 @@ func TestCheckToolName(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("CheckToolName(%q) = %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestMCPToolCacheBound checks that tool names from requests cannot grow the cache without
+// bound, and that Tool still answers past it.
+func TestMCPToolCacheBound(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse("t.yaml", []byte(inheritFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Routes[0].MCP
+	for i := range maxCachedTools + 10 {
+		m.Tool(fmt.Sprintf("tool%d", i), "")
+	}
+	if n := len(m.cache); n != len(m.specs)+maxCachedTools {
+		t.Errorf("cache holds %d routes, want %d", n, len(m.specs)+maxCachedTools)
+	}
+	a, b := m.Tool("late", ""), m.Tool("late", "")
+	if a == b || !reflect.DeepEqual(a, b) || a.Name != "t/late" {
+		t.Errorf("past the bound: %p %p, want two equal routes", a, b)
+	}
+	if m.Tool("plain", "") != m.Tools["plain"] {
+		t.Error("a configured tool left the cache")
 	}
 }
