@@ -152,6 +152,9 @@ func (g *gateway) mcpConnect(t *testing.T, w mcpWay, opts *mcp.ClientOptions) *m
 		t.Fatalf("connect %s (%s): %v", w.path, w.version, err)
 	}
 	t.Cleanup(func() { cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != w.version {
+		t.Fatalf("connect %s: the session speaks %s, want %s", w.path, v, w.version)
+	}
 	return &mcpClient{ClientSession: cs, way: w, wire: wr}
 }
 

@@ -411,3 +411,44 @@ func TestMCPKeyMissing(t *testing.T) {
 		e.sb.expectSince(t, "create_ticket", before, 0, 0)
 	})
 }
+
+// TestMCPReplayAcrossEras: a receipt made under one protocol revision replays to a client of the
+// other (issue 14, item 7): the sandbox's stateless endpoint also serves 2025-11-25 clients, so one
+// route, one scope, sees both eras; the TypeScript client (2025-11-25) gets a 2026-07-28 receipt.
+func TestMCPReplayAcrossEras(t *testing.T) {
+	t.Parallel()
+	e := newMCPEnv(t, embeddedStore)
+	stateless := mcpWays[2]
+	earlier := stateless
+	earlier.name, earlier.version = "stateless-2025-11-25", "2025-11-25"
+	for _, tc := range []struct {
+		name          string
+		first, second mcpWay
+	}{
+		{"2025-11-25 then 2026-07-28", earlier, stateless},
+		{"2026-07-28 then 2025-11-25", stateless, earlier},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.sb.mcpCounts(t, "create_ticket")
+			key := "eras-" + tc.first.version
+			args := map[string]any{"title": "Disk full on db-1"}
+			id := expectTicket(t, e.gw.mcpConnect(t, tc.first, nil).mustCall(t, "create_ticket", args, key))
+			c := e.gw.mcpConnect(t, tc.second, nil)
+			if again := expectTicket(t, c.mustCall(t, "create_ticket", args, key)); again != id {
+				t.Errorf("the %s retry answered %s, want the replay of %s", tc.second.version, again, id)
+			}
+			c.expectDecisionHeaders(t, "replay")
+			e.sb.expectSince(t, "create_ticket", before, 1, 1)
+		})
+	}
+	t.Run("2026-07-28 then TypeScript", func(t *testing.T) {
+		before := e.sb.mcpCounts(t, "create_ticket")
+		args := map[string]any{"title": "Disk full on db-2"}
+		id := expectTicket(t, e.gw.mcpConnect(t, stateless, nil).mustCall(t, "create_ticket", args, "eras-ts"))
+		out := e.gw.runTS(t, stateless, tsConfig{Tool: "create_ticket", Arguments: args, Key: "eras-ts", Times: 1})
+		if got := out.Calls[0].ticket(); got != id {
+			t.Errorf("the TypeScript retry got %+v, want the replay of %s", out.Calls[0], id)
+		}
+		e.sb.expectSince(t, "create_ticket", before, 1, 1)
+	})
+}
