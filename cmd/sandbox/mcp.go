@@ -59,7 +59,7 @@ func (s *sandbox) mountMCP() {
 }
 
 // ticketArgs are the arguments of the tools that create a ticket. incident_id and client_note
-// are there for the gateway's key.derive and fingerprint exclusions; the sandbox only echoes them.
+// are there for a route's key.derive and fingerprint exclusions to point at; the ticket ignores them.
 type ticketArgs struct {
 	Title      string `json:"title" jsonschema:"the ticket's title"`
 	Priority   string `json:"priority,omitempty" jsonschema:"low, normal or high"`
