@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -57,9 +58,11 @@ const (
 
 // metaKey reads the key of a tools/call from v, the raw value of params._meta[name]: a JSON
 // string holding a valid key (record.CheckKey). Errors wrap ErrInvalidKey and never quote v.
-func metaKey(v []byte, name string) (string, error) {
-	var key string
-	if err := json.Unmarshal(v, &key); err != nil {
+func metaKey(v []byte, name string) (key string, err error) {
+	switch inner := v[min(1, len(v)):max(len(v)-1, 0)]; {
+	case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(inner, '\\') < 0: // no escapes: the bytes are the key
+		key = string(inner)
+	case json.Unmarshal(v, &key) != nil:
 		return "", fmt.Errorf("%w: params._meta[%q] is not a JSON string", ErrInvalidKey, name)
 	}
 	if err := record.CheckKey(key); err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -235,15 +234,12 @@ func writeJSONRPC(w http.ResponseWriter, status int, sse bool, msg []byte) {
 func onlySSE(h http.Header) bool {
 	jsonOK, sseOK := false, false
 	for _, v := range h.Values("Accept") {
-		for _, part := range strings.Split(v, ",") {
-			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil {
-				continue
-			}
-			switch mt {
-			case "application/json", "application/*", "*/*":
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, _ := strings.Cut(part, ";") // media type parameters (q=) do not matter here
+			switch mt = strings.TrimSpace(mt); {
+			case strings.EqualFold(mt, "application/json"), strings.EqualFold(mt, "application/*"), mt == "*/*":
 				jsonOK = true
-			case "text/event-stream":
+			case strings.EqualFold(mt, "text/event-stream"):
 				sseOK = true
 			}
 		}
@@ -295,8 +291,12 @@ func protocolVersion(h http.Header, msg *mcpwire.Message) string {
 	if v := h.Get(headerProtocolVersion); v != "" {
 		return v
 	}
+	raw := msg.Meta(metaProtocolVersion)
+	if raw == nil {
+		return ""
+	}
 	var v string
-	if raw := msg.Meta(metaProtocolVersion); raw != nil && json.Unmarshal(raw, &v) != nil {
+	if json.Unmarshal(raw, &v) != nil {
 		return ""
 	}
 	return v
@@ -327,6 +327,11 @@ func (x *exchange) watchStream(resp *http.Response) {
 	if x.learn && x.g.tools.learns(x.rt) {
 		w.keep = &bytes.Buffer{}
 	}
+	// Notifications come in SSE streams only; the book has something to drop only when it learns
+	// or lists.
+	mt, _, _ := strings.Cut(w.ctype, ";")
+	w.seen = !strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") ||
+		!(x.g.tools.learns(x.rt) || x.rt.Upstream.MCP.DiscoverTools)
 	x.idle.Reset(w.idle)
 	resp.Body = w
 }
@@ -339,7 +344,7 @@ type watchedBody struct {
 	ctype string        // the answer's Content-Type
 	keep  *bytes.Buffer // a tools/list answer, kept up to maxToolListBytes; nil: not kept
 	tail  []byte        // the last bytes read, for a list_changed split across reads
-	seen  bool          // list_changed seen
+	seen  bool          // list_changed seen, or not looked for
 }
 
 // maxToolListBytes bounds the tools/list answer a watchedBody keeps to learn from.
@@ -350,13 +355,9 @@ var listChanged = []byte(methodListChanged)
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.x.idle.Reset(b.idle)
-	if n > 0 && !b.seen {
-		b.tail = append(b.tail, p[:n]...)
-		if bytes.Contains(b.tail, listChanged) {
-			b.seen = true
-			b.x.g.tools.invalidate(b.x.rt)
-		}
-		b.tail = b.tail[max(0, len(b.tail)-len(listChanged)+1):]
+	if n > 0 && !b.seen && b.sees(p[:n]) {
+		b.seen = true
+		b.x.g.tools.invalidate(b.x.rt)
 	}
 	if b.keep != nil && n > 0 {
 		if b.keep.Len()+n > maxToolListBytes {
@@ -370,6 +371,20 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		b.keep = nil
 	}
 	return n, err
+}
+
+// sees reports whether listChanged is in p, or across the seam of the bytes read before it, and
+// keeps the last bytes of p for the next read's seam.
+func (b *watchedBody) sees(p []byte) bool {
+	k := len(listChanged) - 1
+	seam := append(b.tail, p[:min(len(p), k)]...) // at most 2k bytes
+	found := bytes.Contains(seam, listChanged) || bytes.Contains(p, listChanged)
+	if len(p) >= k {
+		b.tail = append(b.tail[:0], p[len(p)-k:]...)
+	} else {
+		b.tail = append(b.tail[:0], seam[max(0, len(seam)-k):]...)
+	}
+	return found
 }
 
 // mcpCalls are the guarded tools/calls in flight on this gateway, by session id ("" without

@@ -914,3 +914,29 @@ func TestMCPCancelForwarded(t *testing.T) {
 		t.Errorf("the tool finished %d times, %v cancels absorbed; want the cancel forwarded and the tool stopped", finished, absorbed)
 	}
 }
+
+// TestMCPMetaKey: the key in params._meta is a JSON string, escapes decoded (`"k\u0031"` is the
+// key k1); any other value is refused -32014 (refusal: jsonrpc_error) without calling the server.
+func TestMCPMetaKey(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    refusal: jsonrpc_error\n"), gateway.Options{})
+	call := func(key string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","_meta":{"` + metaKey + `":` + key + `}}}`
+	}
+	for _, c := range []struct{ key, want string }{
+		{`"k1"`, "execute "},
+		{`"k\u0031"`, "replay "},
+		{`17`, `"code":-32014`},
+		{`""`, `"code":-32014`},
+		{`"k\u00e9"`, `"code":-32014`},
+	} {
+		_, h, body := postRaw(t, srv.URL+"/mcp", call(c.key))
+		if got := h.Get("Idempotency-Decision") + " " + body; !strings.Contains(got, c.want) {
+			t.Errorf("key %s: %s, want %s", c.key, got, c.want)
+		}
+	}
+	if n := up.count("create_ticket"); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}

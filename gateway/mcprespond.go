@@ -128,7 +128,7 @@ func withResultType(member, id []byte) []byte {
 
 // isMember reports whether a receipt's body is a final response's member (mcpwire.Final.Member).
 func isMember(b []byte) bool {
-	return strings.HasPrefix(string(b), `{"result":`) || strings.HasPrefix(string(b), `{"error":`)
+	return bytes.HasPrefix(b, []byte(`{"result":`)) || bytes.HasPrefix(b, []byte(`{"error":`))
 }
 
 // refuse answers ref at HTTP 200 as the route's refusal says. An authentication failure stays
