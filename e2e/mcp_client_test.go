@@ -83,10 +83,12 @@ type mcpClient struct {
 	wire *wire
 }
 
-// wire is an http.RoundTripper that records the HTTP answers to tools/call requests.
+// wire is an http.RoundTripper that records the HTTP answers to tools/call requests, and the
+// statuses of the answers to DELETE (the end of a session).
 type wire struct {
 	mu      sync.Mutex
 	answers []wireAnswer
+	deletes []int
 }
 
 // wireAnswer is the HTTP side of the gateway's answer to one tools/call POST.
@@ -112,6 +114,11 @@ func (w *wire) RoundTrip(req *http.Request) (*http.Response, error) {
 		isCall = bytes.Contains(b, []byte(`"tools/call"`))
 	}
 	resp, err := client.Transport.RoundTrip(req)
+	if err == nil && req.Method == http.MethodDelete {
+		w.mu.Lock()
+		w.deletes = append(w.deletes, resp.StatusCode)
+		w.mu.Unlock()
+	}
 	if err == nil && isCall {
 		w.mu.Lock()
 		w.answers = append(w.answers, wireAnswer{

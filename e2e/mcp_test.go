@@ -64,7 +64,16 @@ func TestMCPRetryNewSession(t *testing.T) {
 		args := map[string]any{"title": "Checkout is down"}
 		first := e.gw.mcpConnect(t, w, nil)
 		id := expectTicket(t, first.mustCall(t, "create_ticket", args, key))
-		first.Close()
+		if err := first.Close(); err != nil {
+			t.Errorf("closing the first session: %v", err)
+		}
+		// In the sessions era, Close sends DELETE, which passes through to the server.
+		first.wire.mu.Lock()
+		deletes := slices.Clone(first.wire.deletes)
+		first.wire.mu.Unlock()
+		if want := w.version != "2026-07-28"; want != (len(deletes) == 1 && deletes[0] < 300) {
+			t.Errorf("DELETE statuses %v: want one 2xx in the sessions era, none when stateless", deletes)
+		}
 
 		second := e.gw.mcpConnect(t, w, nil)
 		if w.version != "2026-07-28" && second.ID() == first.ID() {
