@@ -41,8 +41,9 @@ var mcpWays = []mcpWay{
 
 // Routes of testdata/mcp.yaml.tmpl besides mcpWays.
 var (
-	rpcWay     = mcpWay{"jsonrpc-refusals", "/rpc/mcp-json", "tickets_rpc", "2025-11-25"}
-	timeoutWay = mcpWay{"timeout", "/timeout/mcp-json", "tickets_timeout", "2025-11-25"}
+	rpcWay         = mcpWay{"jsonrpc-refusals", "/rpc/mcp-json", "tickets_rpc", "2025-11-25"}
+	timeoutWay     = mcpWay{"timeout", "/timeout/mcp-json", "tickets_timeout", "2025-11-25"}
+	annotationsWay = mcpWay{"annotations", "/annotations/mcp", "tickets_annotations", "2025-11-25"}
 )
 
 // newMCPEnv starts a store of kind, a sandbox and a gateway on the MCP routes.

@@ -461,3 +461,35 @@ func TestMCPReplayAcrossEras(t *testing.T) {
 		e.sb.expectSince(t, "create_ticket", before, 1, 1)
 	})
 }
+
+// TestMCPTrustedAnnotations: on a route that trusts the server's annotations and configures no
+// tool, a readOnlyHint tool passes through (no key needed, nothing stored) and the others are
+// guarded with the route's class. The tools/list answer passing through teaches the gateway the
+// classes (it also lists the tools itself; either way the classes are known after it).
+func TestMCPTrustedAnnotations(t *testing.T) {
+	t.Parallel()
+	e := newMCPEnv(t, embeddedStore)
+	search, create := e.sb.mcpCounts(t, "search_tickets"), e.sb.mcpCounts(t, "create_ticket")
+	c := e.gw.mcpConnect(t, annotationsWay, nil)
+	c.expectUsable(t) // a tools/list through the gateway
+
+	for _, key := range []string{"", "ann-search", "ann-search"} {
+		if res := c.mustCall(t, "search_tickets", map[string]any{"query": "Disk"}, key); res.IsError {
+			t.Errorf("search_tickets (key %q): a tool error %q; want it passed through as read_only", key, texts(res))
+		}
+		if d := c.wire.last(t).decision; d != "" {
+			t.Errorf("Idempotency-Decision %q on a readOnlyHint tool, want none", d)
+		}
+	}
+	if _, found := e.gw.record(t, "default", annotationsWay.route+"/search_tickets", "ann-search"); found {
+		t.Error("a record of a readOnlyHint tool")
+	}
+	e.sb.expectSince(t, "search_tickets", search, 0, 3)
+
+	expectRefusal(t, c.mustCall(t, "create_ticket", map[string]any{"title": "Disk full"}, ""), "rejected", false)
+	id := expectTicket(t, c.mustCall(t, "create_ticket", map[string]any{"title": "Disk full"}, "ann-create"))
+	if again := expectTicket(t, c.mustCall(t, "create_ticket", map[string]any{"title": "Disk full"}, "ann-create")); again != id {
+		t.Errorf("retry answered %s, want the replay of %s", again, id)
+	}
+	e.sb.expectSince(t, "create_ticket", create, 1, 1)
+}
