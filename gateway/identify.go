@@ -76,6 +76,9 @@ func identifyCall(rt *routes.Route, auth *authenticator, w http.ResponseWriter, 
 	if err := admit(auth, rt, r, id); err != nil {
 		return id, err
 	}
+	if call != nil { // read: it goes upstream as read, with a key or without
+		id.body = call.body
+	}
 	key, present, err := readKey(r, rt.Key.Header)
 	source := keyFromHeader
 	if !present && call != nil && rt.Key.Meta != "" {
@@ -99,10 +102,10 @@ func identifyCall(rt *routes.Route, auth *authenticator, w http.ResponseWriter, 
 	if id.keyErr != nil && !fingerprintKeyless {
 		return id, nil
 	}
-	if call != nil {
-		id.body = call.body
-	} else if id.body, err = readBody(w, r, rt.MaxBodyBytes); err != nil {
-		return id, err
+	if call == nil {
+		if id.body, err = readBody(w, r, rt.MaxBodyBytes); err != nil {
+			return id, err
+		}
 	}
 	if !present && id.keyErr == nil {
 		key, source, id.keyErr = deriveKey(rt, r, id.tenant, id.body)

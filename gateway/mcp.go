@@ -320,34 +320,63 @@ func decodedHeader(h http.Header, name string) (string, error) {
 }
 
 // watchStream bounds a pass-through answer by the upstream's stream_idle_timeout between reads,
-// and lets the tool book learn from it (mcptools.go): annotations from a tools/list answer
-// (x.learn), and notifications/tools/list_changed from any stream.
+// and lets the tool book learn from it (mcptools.go): a tools/list answer (x.learn) is read whole
+// first (up to maxToolListBytes), so that the client's next call meets what it says; any SSE
+// stream is watched for notifications/tools/list_changed.
 func (x *exchange) watchStream(resp *http.Response) {
-	w := &watchedBody{ReadCloser: resp.Body, x: x, idle: x.rt.Upstream.MCP.StreamIdleTimeout, ctype: resp.Header.Get("Content-Type")}
+	x.idle.Reset(x.rt.Upstream.MCP.StreamIdleTimeout)
+	mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	sse := strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 	if x.learn && x.g.tools.learns(x.rt) {
-		w.keep = &bytes.Buffer{}
+		var read bytes.Buffer
+		if msg := toolListAnswer(io.TeeReader(io.LimitReader(resp.Body, maxToolListBytes), &read), sse); msg != nil {
+			x.g.tools.learn(x.rt, msg)
+		}
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(&read, resp.Body), resp.Body}
 	}
 	// Notifications come in SSE streams only; the book has something to drop only when it learns
 	// or lists.
-	mt, _, _ := strings.Cut(w.ctype, ";")
-	w.seen = !strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") ||
-		!(x.g.tools.learns(x.rt) || x.rt.Upstream.MCP.DiscoverTools)
-	x.idle.Reset(w.idle)
-	resp.Body = w
+	resp.Body = &watchedBody{ReadCloser: resp.Body, x: x, idle: x.rt.Upstream.MCP.StreamIdleTimeout,
+		seen: !sse || !(x.g.tools.learns(x.rt) || x.rt.Upstream.MCP.DiscoverTools)}
+}
+
+// toolListAnswer reads a tools/list answer from r up to its response: the whole of a JSON
+// answer, the events of an SSE answer up to the first response (the stream may stay open after
+// it). nil when there is none.
+func toolListAnswer(r io.Reader, sse bool) []byte {
+	if !sse {
+		msg, err := io.ReadAll(r)
+		if err != nil {
+			return nil
+		}
+		return msg
+	}
+	events := mcpwire.NewReader(r, maxToolListBytes)
+	for {
+		ev, err := events.Next()
+		if err != nil {
+			return nil
+		}
+		if m, err := mcpwire.Parse(ev.Data); err == nil && m.Kind == mcpwire.Response {
+			return ev.Data
+		}
+	}
 }
 
 // watchedBody is a pass-through answer's body (watchStream).
 type watchedBody struct {
 	io.ReadCloser
-	x     *exchange
-	idle  time.Duration
-	ctype string        // the answer's Content-Type
-	keep  *bytes.Buffer // a tools/list answer, kept up to maxToolListBytes; nil: not kept
-	tail  []byte        // the last bytes read, for a list_changed split across reads
-	seen  bool          // list_changed seen, or not looked for
+	x    *exchange
+	idle time.Duration
+	tail []byte // the last bytes read, for a list_changed split across reads
+	seen bool   // list_changed seen, or not looked for
 }
 
-// maxToolListBytes bounds the tools/list answer a watchedBody keeps to learn from.
+// maxToolListBytes bounds the tools/list answer the gateway reads whole to learn from; a longer
+// one passes through unread.
 const maxToolListBytes = 4 << 20
 
 var listChanged = []byte(methodListChanged)
@@ -358,17 +387,6 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	if n > 0 && !b.seen && b.sees(p[:n]) {
 		b.seen = true
 		b.x.g.tools.invalidate(b.x.rt)
-	}
-	if b.keep != nil && n > 0 {
-		if b.keep.Len()+n > maxToolListBytes {
-			b.keep = nil
-		} else {
-			b.keep.Write(p[:n])
-		}
-	}
-	if err == io.EOF && b.keep != nil {
-		b.x.g.tools.learn(b.x.rt, b.keep.Bytes(), b.ctype)
-		b.keep = nil
 	}
 	return n, err
 }

@@ -478,6 +478,11 @@ func TestMCPCancelAbsorbed(t *testing.T) {
 	if n := up.count("slow_create"); n != 1 {
 		t.Errorf("the tool ran %d times, want 1", n)
 	}
+	for method, atLeast := range map[string]float64{"initialize": 1, "tools/call": 2, "notifications/cancelled": 1} {
+		if n := metricValue(t, reg, "idemgateway_mcp_messages_total", "route", "tickets", "method", method); n < atLeast {
+			t.Errorf("idemgateway_mcp_messages_total{method=%q} = %v, want at least %v", method, n, atLeast)
+		}
+	}
 }
 
 // postRaw posts body to url with the headers of a Streamable HTTP client and extra (name, value,
@@ -938,5 +943,46 @@ func TestMCPMetaKey(t *testing.T) {
 	}
 	if n := up.count("create_ticket"); n != 1 {
 		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}
+
+// TestMCPKeylessCallPassesThrough: a tool whose key is optional passes a call without one
+// through: it runs each time, and nothing is stored.
+func TestMCPKeylessCallPassesThrough(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	yaml := strings.Replace(mcpRoutes(up.url, ""), "create_ticket: {receipt:", "create_ticket: {key: {required: false}, receipt:", 1)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{})
+	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	for i := 1; i <= 2; i++ {
+		if id, want := structuredID(t, callTool(t, cs, "create_ticket", "", nil)), fmt.Sprintf("T-%d", i); id != want {
+			t.Errorf("call %d created %s, want %s", i, id, want)
+		}
+		if got := d.last(); got != "execute" {
+			t.Errorf("call %d: decision %q, want execute", i, got)
+		}
+	}
+}
+
+// TestMCPDiscoveryFailureKeepsRouteClass: a server the gateway cannot list (not an MCP server)
+// leaves every tool the file does not configure the route's class: the call is guarded, and the
+// failure counted.
+func TestMCPDiscoveryFailureKeepsRouteClass(t *testing.T) {
+	t.Parallel()
+	upstream := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(upstream.Close)
+	yaml := strings.Replace(mcpRoutes(upstream.URL, ""), "timeout: 10s}", "timeout: 10s, mcp: {discover_tools: true, trust_annotations: true}}", 1)
+	reg := gateway.NewRegistry()
+	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg})
+	deadline := time.Now().Add(hangTimeout)
+	for metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "error") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed listing was never counted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"archive_ticket","_meta":{"` + metaKey + `":"k1"}}}`
+	if status, h, body := postRaw(t, srv.URL+"/mcp", call); h.Get("Idempotency-Decision") != "execute" || status != http.StatusNotFound {
+		t.Errorf("%d %q %s: want the call guarded (execute), and the server's 404", status, h.Get("Idempotency-Decision"), body)
 	}
 }

@@ -1,11 +1,9 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -116,20 +113,14 @@ func (b *toolBook) learns(rt *routes.Route) bool {
 	return rt.Upstream.MCP.TrustAnnotations || rt.MCP.UnknownTools == routes.RefuseUnknownTools
 }
 
-// learn reads a tools/list answer that passed through rt (its body, of Content-Type ctype: JSON
-// or SSE) and adds its tools to the book. Pages add to what is known; an answer that cannot be
-// read is counted as an error and changes nothing.
-func (b *toolBook) learn(rt *routes.Route, body []byte, ctype string) {
-	var res *mcp.ListToolsResult
-	for _, msg := range answerMessages(body, ctype) {
-		var m struct {
-			Result *mcp.ListToolsResult `json:"result"`
-		}
-		if json.Unmarshal(msg, &m) == nil && m.Result != nil {
-			res = m.Result
-		}
+// learn reads msg, the response of a tools/list that passed through rt, and adds its tools to
+// the book. Pages add to what is known; a response that holds no tool list (an error) is counted
+// as an error and changes nothing.
+func (b *toolBook) learn(rt *routes.Route, msg []byte) {
+	var m struct {
+		Result *mcp.ListToolsResult `json:"result"`
 	}
-	if res == nil {
+	if json.Unmarshal(msg, &m) != nil || m.Result == nil {
 		b.g.metrics.mcpToolLists.WithLabelValues(rt.Name, "error").Inc()
 		return
 	}
@@ -140,25 +131,8 @@ func (b *toolBook) learn(rt *routes.Route, body []byte, ctype string) {
 	if l.classes == nil {
 		l.classes = map[string]routes.Class{}
 	}
-	for _, t := range res.Tools {
+	for _, t := range m.Result.Tools {
 		l.classes[t.Name] = annotationClass(t.Annotations)
-	}
-}
-
-// answerMessages are the JSON-RPC messages of an answer: the body of a JSON one, the data of each
-// event of an SSE one.
-func answerMessages(body []byte, ctype string) [][]byte {
-	if mt, _, _ := mime.ParseMediaType(ctype); mt != "text/event-stream" {
-		return [][]byte{body}
-	}
-	var msgs [][]byte
-	events := mcpwire.NewReader(bytes.NewReader(body), maxToolListBytes)
-	for {
-		ev, err := events.Next()
-		if err != nil {
-			return msgs
-		}
-		msgs = append(msgs, bytes.Clone(ev.Data))
 	}
 }
 
