@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build demo test redis-server mcpts fuzz vet clean chart-test image-binary helm-lint mutate
+.PHONY: build demo test redis-server mcpts fuzz vet clean chart-test image-binary helm-lint mutate stress
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
@@ -19,6 +19,12 @@ demo: build
 # their own (Helm and Kubernetes stay out of the gateway's module); chart-test runs them.
 test: redis-server mcpts chart-test
 	$(GO) test -race -count=1 ./...
+
+# The bounds of a request's work on a real gateway process (docs/performance.md#bounded-work): peak
+# RSS with 16 concurrent 1 MiB JSON and 8 concurrent 1 MiB GraphQL bodies, and an unrelated read's
+# latency meanwhile against its idle latency. About a minute.
+stress: build
+	$(GO) run ./cmd/idemstress -gateway bin/idemgateway
 
 # The mutation check (docs/contributing.md): each mutant of internal/mutate/mutants.go is applied to
 # a throwaway copy of the tree, the tests that should catch it run there, and a Markdown table says

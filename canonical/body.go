@@ -22,20 +22,23 @@ func (c *Canonicalizer) body(r *Request, tr *trace) (node, error) {
 		v   node
 		err error
 	)
+	budget := cmp.Or(r.MaxValues, DefaultMaxValues)
 	switch c.format {
 	case FormatJSON:
-		v, err = parse(r.Body)
+		v, _, err = parseBounded(r.Body, budget, c.selection())
 	case FormatForm:
 		v, err = parseForm(r.Body)
 	case FormatGraphQL:
-		v, err = graphqlBody(r.Body, tr)
+		v, err = graphqlBody(r.Body, budget, tr)
 	case FormatJSONRPC:
-		v, err = jsonrpcBody(r.Body, tr)
+		if err = countValues(r.Body, budget); err == nil {
+			v, err = jsonrpcBody(r.Body, tr)
+		}
 	default:
 		ct := r.Header.Get("Content-Type")
 		switch mt := mediaType(ct); {
 		case mt == "application/json" || strings.HasSuffix(mt, "+json"):
-			v, err = parse(r.Body)
+			v, _, err = parseBounded(r.Body, budget, c.selection())
 		case mt == "application/x-www-form-urlencoded":
 			v, err = parseForm(r.Body)
 		case c.hasBodyRules():
@@ -50,6 +53,16 @@ func (c *Canonicalizer) body(r *Request, tr *trace) (node, error) {
 		return node{}, err
 	}
 	return c.apply(v, tr), nil
+}
+
+// selection is the part of a JSON body the rules need: with include pointers and no other body
+// rule, only the members on the way to them and their values (the others are validated and
+// counted, never built); otherwise, nil, all of it.
+func (c *Canonicalizer) selection() *selection {
+	if len(c.include) == 0 || len(c.exclude) > 0 || len(c.sets) > 0 || len(c.defaults) > 0 || len(c.normalize) > 0 {
+		return nil
+	}
+	return &selection{ptrs: c.include}
 }
 
 // mediaType returns the lower-case media type of a Content-Type value, or "" when it has none.

@@ -222,6 +222,11 @@ type Request struct {
 	Header http.Header
 	// Body is the whole request body; nil and empty are the same.
 	Body []byte
+	// MaxValues bounds the values of a JSON body (every string, number, literal, object and
+	// array) and, for the graphql format, its JSON values plus the tokens of its document: a body
+	// with more is refused with an error wrapping ErrBodyTooComplex before any tree is built
+	// (docs/fingerprint.md#bounds). 0 means DefaultMaxValues (100000).
+	MaxValues int
 }
 
 // Document returns the canonical document of r (docs/contract.md §3): the canonical JSON text of

@@ -12,14 +12,15 @@ import (
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/lexer"
 	gqlparser "github.com/vektah/gqlparser/v2/parser"
 )
 
 // graphqlBody reads a GraphQL-over-HTTP request (a JSON object with "query", "operationName",
 // "variables" and "extensions") as its body part {"document":D,"operationName":N,"variables":V}
-// (see Document).
-func graphqlBody(body []byte, tr *trace) (node, error) {
-	v, err := parse(body)
+// (see Document). Its JSON values and the tokens of its document count against budget together.
+func graphqlBody(body []byte, budget int, tr *trace) (node, error) {
+	v, values, err := parseBounded(body, budget, nil)
 	switch {
 	case err != nil:
 		return node{}, err
@@ -49,7 +50,11 @@ func graphqlBody(body []byte, tr *trace) (node, error) {
 	if query == nil || query.kind != kindString {
 		return node{}, fmt.Errorf("%w: graphql: \"query\" is not a string (requests that send only a persisted-query hash are not supported)", ErrInvalidBody)
 	}
-	doc, err := gqlparser.ParseQuery(&ast.Source{Name: "query", Input: query.str})
+	src := &ast.Source{Name: "query", Input: query.str}
+	if err := countTokens(src, values, budget); err != nil {
+		return node{}, err
+	}
+	doc, err := gqlparser.ParseQuery(src)
 	if err != nil {
 		var ge *gqlerror.Error
 		if errors.As(err, &ge) && len(ge.Locations) > 0 {
@@ -86,28 +91,62 @@ func graphqlBody(body []byte, tr *trace) (node, error) {
 	}
 
 	return node{kind: kindObject, kids: []member{
-		{name: "document", val: node{kind: kindString, str: printGraphQL(doc)}},
+		{name: "document", val: node{kind: kindString, str: printGraphQL(doc, len(query.str))}},
 		{name: "operationName", val: name},
 		{name: "variables", val: variables},
 	}}, nil
 }
 
+// countTokens refuses a document whose tokens, added to the values already counted, are more than
+// budget, before it is parsed: its syntax tree costs about boundGraphQLPerToken bytes a token
+// (MemoryBound). A document that does not lex is left to the parser, which says where.
+func countTokens(src *ast.Source, values, budget int) error {
+	lex := lexer.New(src)
+	for n := values; ; n++ {
+		tok, err := lex.ReadToken()
+		if err != nil || tok.Kind == lexer.EOF {
+			return nil
+		}
+		if n >= budget {
+			return fmt.Errorf("%w: more than %d values and document tokens", ErrBodyTooComplex, budget)
+		}
+	}
+}
+
 // printGraphQL prints a parsed GraphQL executable document canonically: its definitions sorted
-// by their text and separated by one space, each printed by gqlPrinter.
-func printGraphQL(doc *ast.QueryDocument) string {
-	defs := make([][]byte, 0, len(doc.Operations)+len(doc.Fragments))
+// by their text and separated by one space, each printed by gqlPrinter. The canonical text is
+// about as long as the source of n bytes, so each printer starts with its share of n, and the
+// result is written once at its exact size (docs/fingerprint.md#bounds).
+func printGraphQL(doc *ast.QueryDocument, n int) string {
+	count := len(doc.Operations) + len(doc.Fragments)
+	defs := make([][]byte, 0, count)
 	for _, op := range doc.Operations {
-		var p gqlPrinter
+		p := gqlPrinter{b: make([]byte, 0, n/count)}
 		p.operation(op)
 		defs = append(defs, p.b)
 	}
 	for _, f := range doc.Fragments {
-		var p gqlPrinter
+		p := gqlPrinter{b: make([]byte, 0, n/count)}
 		p.fragment(f)
 		defs = append(defs, p.b)
 	}
 	slices.SortFunc(defs, bytes.Compare)
-	return string(bytes.Join(defs, []byte{' '}))
+	var out strings.Builder
+	out.Grow(count - 1 + sumLen(defs))
+	for i, d := range defs {
+		if i > 0 {
+			out.WriteByte(' ')
+		}
+		out.Write(d)
+	}
+	return out.String()
+}
+
+func sumLen(defs [][]byte) (n int) {
+	for _, d := range defs {
+		n += len(d)
+	}
+	return n
 }
 
 // gqlPrinter writes the canonical text of GraphQL definitions: no comments or descriptions, no
@@ -258,9 +297,11 @@ type gqlSelection struct {
 // however deep the selection sets nest.
 func canonSelections(set ast.SelectionSet) []*gqlSelection {
 	out := make([]*gqlSelection, 0, len(set))
-	for _, s := range set {
+	slab := make([]gqlSelection, len(set)) // one allocation for the set, not one per selection
+	var hashed []byte                      // what each sum is of, reused
+	for i, s := range set {
 		var (
-			g   gqlSelection
+			g   = &slab[i]
 			p   gqlPrinter
 			sub ast.SelectionSet
 		)
@@ -294,15 +335,14 @@ func canonSelections(set ast.SelectionSet) []*gqlSelection {
 		if len(sub) > 0 {
 			g.kids = canonSelections(sub)
 		}
-		h := sha256.New()
-		h.Write(binary.AppendUvarint(nil, uint64(len(g.head))))
-		h.Write(g.head)
-		h.Write(binary.AppendUvarint(nil, uint64(len(g.kids))))
+		hashed = binary.AppendUvarint(hashed[:0], uint64(len(g.head)))
+		hashed = append(hashed, g.head...)
+		hashed = binary.AppendUvarint(hashed, uint64(len(g.kids)))
 		for _, k := range g.kids {
-			h.Write(k.sum[:])
+			hashed = append(hashed, k.sum[:]...)
 		}
-		h.Sum(g.sum[:0])
-		out = append(out, &g)
+		g.sum = sha256.Sum256(hashed)
+		out = append(out, g)
 	}
 	slices.SortFunc(out, func(a, b *gqlSelection) int {
 		return cmp.Or(strings.Compare(a.key, b.key), bytes.Compare(a.head, b.head), bytes.Compare(a.sum[:], b.sum[:]))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -158,130 +159,261 @@ func appendValue(dst []byte, v *node) []byte {
 	panic("canonical: appendValue of a deleted or invalid value") // unreachable: exclude drops them
 }
 
-// parser reads one JSON text into a tree of nodes with the strict jsontext tokenizer, which
-// rejects duplicated member names (compared after unescaping), invalid UTF-8 and lone surrogates.
+// parser reads one JSON text into a tree of nodes in two passes (docs/fingerprint.md#bounds). The
+// first reads it with the strict jsontext tokenizer, which rejects duplicated member names
+// (compared after unescaping), invalid UTF-8 and lone surrogates, and only counts: the values,
+// against the budget, and the members or elements of each object and array. The second builds
+// the tree from the valid text with a plain scanner, every object's and array's members carved
+// from one slab allocated at its exact size, so the tree costs MemoryBound and nothing grows.
 type parser struct {
 	dec    *jsontext.Decoder
 	src    []byte
-	srcStr string   // a copy of src, so strings and numbers that need no rewriting cost no allocation
-	stack  []member // the members and elements of the open objects and arrays
-	buf    []byte   // scratch for number text
+	srcStr string  // a copy of src, so strings and numbers that need no rewriting cost no allocation
+	open   []frame // the first pass's open objects and arrays
+	counts []int32 // members or elements of each object and array, in the order they open
+	next   int     // the second pass's position in counts
+	pos    int     // the second pass's offset in src
+	slab   []member
+	buf    []byte // scratch for number text and escaped strings
 }
 
-// parsers holds parsers between calls, so their tokenizer, stack and scratch are reused.
+// frame is an object or array the first pass is inside.
+type frame struct {
+	count int32 // its index in counts
+	obj   bool  // an object, not an array
+	name  bool  // an object whose next token is a member name
+}
+
+// parsers holds parsers between calls, so their tokenizer, stacks and scratch are reused.
 var parsers = sync.Pool{New: func() any { return &parser{dec: jsontext.NewDecoder(noInput)} }}
+
+// maxPooledScratch bounds the scratch a pooled parser keeps; a long string's is dropped.
+const maxPooledScratch = 64 << 10
 
 // noInput is the reader of an idle parser's tokenizer; it is never read.
 var noInput = bytes.NewReader(nil)
 
-// parse parses data as exactly one JSON text. Errors wrap ErrInvalidBody.
+// parse parses data as exactly one JSON text, with no value budget. Errors wrap ErrInvalidBody.
 func parse(data []byte) (node, error) {
+	v, _, err := parseBounded(data, math.MaxInt, nil)
+	return v, err
+}
+
+// parseBounded parses data as exactly one JSON text of at most budget values, building only the
+// values that sel selects (all of them when sel is nil), and returns how many values it holds.
+// Errors wrap ErrInvalidBody, or ErrBodyTooComplex once the text holds more than budget values.
+func parseBounded(data []byte, budget int, sel *selection) (node, int, error) {
 	p := parsers.Get().(*parser)
-	defer func() {
-		p.dec.Reset(noInput) // drop the references to data
-		p.src, p.srcStr = nil, ""
-		clear(p.stack)
-		p.stack = p.stack[:0]
-		parsers.Put(p)
-	}()
-	p.dec.Reset(bytes.NewBuffer(data))
-	p.src, p.srcStr = data, string(data)
-	v, err := p.node()
+	defer p.release()
+	p.src = data
+	values, err := p.count(budget)
 	if err != nil {
-		return node{}, p.error(err)
+		return node{}, values, err
+	}
+	p.srcStr = string(data)
+	p.next, p.pos = 0, 0
+	if sel == nil {
+		p.slab = make([]member, values-1) // every value but the root is a member or element
+	}
+	return p.node(sel), values, nil
+}
+
+// countValues is parseBounded's first pass alone: it refuses data over budget values, builds
+// nothing, and leaves the errors of invalid JSON to the parse that follows.
+func countValues(data []byte, budget int) error {
+	p := parsers.Get().(*parser)
+	defer p.release()
+	p.src = data
+	if _, err := p.count(budget); errors.Is(err, ErrBodyTooComplex) {
+		return err
+	}
+	return nil
+}
+
+// release drops p's references to the data and returns it to parsers.
+func (p *parser) release() {
+	p.dec.Reset(noInput)
+	p.src, p.srcStr = nil, ""
+	p.open, p.counts = p.open[:0], p.counts[:0]
+	p.slab = nil
+	if cap(p.buf) > maxPooledScratch {
+		p.buf = nil
+	}
+	parsers.Put(p)
+}
+
+// count is the first pass: it validates data, counts its values (ErrBodyTooComplex past budget)
+// and records in p.counts the members or elements of each object and array.
+func (p *parser) count(budget int) (int, error) {
+	p.dec.Reset(bytes.NewBuffer(p.src))
+	values := 0
+	for {
+		tok, err := p.dec.ReadToken()
+		if err != nil {
+			return values, p.error(err)
+		}
+		k := tok.Kind()
+		if k == '}' || k == ']' {
+			p.open = p.open[:len(p.open)-1]
+			if len(p.open) == 0 {
+				break
+			}
+			continue
+		}
+		if n := len(p.open); n > 0 {
+			top := &p.open[n-1]
+			if top.name { // a member name, not a value
+				top.name = false
+				continue
+			}
+			p.counts[top.count]++
+			top.name = top.obj
+		}
+		if values++; values > budget {
+			return values, fmt.Errorf("%w: more than %d values", ErrBodyTooComplex, budget)
+		}
+		if k == '{' || k == '[' {
+			p.open = append(p.open, frame{count: int32(len(p.counts)), obj: k == '{', name: k == '{'})
+			p.counts = append(p.counts, 0)
+		} else if len(p.open) == 0 {
+			break // a scalar at the top level
+		}
 	}
 	end := p.dec.InputOffset()
 	if _, err := p.dec.ReadToken(); err == io.EOF {
-		return v, nil
+		return values, nil
 	}
-	for end < int64(len(data)) && isSpace(data[end]) {
+	for end < int64(len(p.src)) && isSpace(p.src[end]) {
 		end++
 	}
-	return node{}, fmt.Errorf("%w: data after the top-level value at offset %d", ErrInvalidBody, end)
+	return values, fmt.Errorf("%w: data after the top-level value at offset %d", ErrInvalidBody, end)
 }
 
-func (p *parser) node() (node, error) {
-	prev := p.dec.InputOffset()
-	tok, err := p.dec.ReadToken()
-	if err != nil {
-		return node{}, err
-	}
-	switch k := tok.Kind(); k {
-	case '{':
-		base := len(p.stack)
-		for {
-			prev := p.dec.InputOffset()
-			name, err := p.dec.ReadToken()
-			if err != nil {
-				return node{}, err
-			}
-			if name.Kind() == '}' {
-				break
-			}
-			m := member{name: p.string(name, prev)}
-			if m.val, err = p.node(); err != nil {
-				return node{}, err
-			}
-			p.stack = append(p.stack, m)
+// node is the second pass: it builds the value at p.pos, which the first pass found valid, and
+// the values below it that sel selects (all of them when sel is nil).
+func (p *parser) node(sel *selection) node {
+	p.skipSpace()
+	switch c := p.src[p.pos]; c {
+	case '{', '[':
+		n := int(p.counts[p.next])
+		p.next++
+		p.pos++
+		var kids []member
+		switch {
+		case n == 0:
+		case len(p.slab) >= n:
+			kids, p.slab = p.slab[:n:n], p.slab[n:]
+		default:
+			kids = make([]member, n) // under a selection, which builds few values: no slab
 		}
-		kids := p.pop(base)
-		slices.SortFunc(kids, func(a, b member) int { return compareUTF16(a.name, b.name) })
-		return node{kind: kindObject, kids: kids}, nil
-	case '[':
-		base := len(p.stack)
-		for p.dec.PeekKind() != ']' {
-			e, err := p.node()
-			if err != nil {
-				return node{}, err
+		for i := range kids {
+			p.skipSpace()
+			if i > 0 {
+				p.pos++ // ','
+				p.skipSpace()
 			}
-			p.stack = append(p.stack, member{val: e})
+			sub, want := sel, true
+			if c == '{' {
+				kids[i].name = p.string()
+				p.skipSpace()
+				p.pos++ // ':'
+				sub, want = sel.member(kids[i].name)
+			} else {
+				sub, want = sel.element(i, n)
+			}
+			if !want {
+				p.skip() // never read: left the zero node
+				continue
+			}
+			kids[i].val = p.node(sub)
 		}
-		if _, err := p.dec.ReadToken(); err != nil {
-			return node{}, err
+		p.skipSpace()
+		p.pos++ // '}' or ']'
+		if c == '{' {
+			slices.SortFunc(kids, func(a, b member) int { return compareUTF16(a.name, b.name) })
 		}
-		return node{kind: kindArray, kids: p.pop(base)}, nil
+		return node{kind: c, kids: kids}
 	case '"':
-		return node{kind: kindString, str: p.string(tok, prev)}, nil
-	case '0':
-		start, end := p.span(prev)
-		p.buf = appendNumber(p.buf[:0], p.src[start:end])
-		if string(p.buf) == p.srcStr[start:end] {
-			return node{kind: kindNumber, str: p.srcStr[start:end]}, nil
+		return node{kind: kindString, str: p.string()}
+	case 't':
+		p.pos += len("true")
+		return node{kind: kindTrue}
+	case 'f':
+		p.pos += len("false")
+		return node{kind: kindFalse}
+	case 'n':
+		p.pos += len("null")
+		return node{kind: kindNull}
+	default:
+		start := p.pos
+		p.skipScalar()
+		p.buf = appendNumber(p.buf[:0], p.src[start:p.pos])
+		if string(p.buf) == p.srcStr[start:p.pos] {
+			return node{kind: kindNumber, str: p.srcStr[start:p.pos]}
 		}
-		return node{kind: kindNumber, str: string(p.buf)}, nil
-	default: // 'n', 't', 'f'
-		return node{kind: byte(k)}, nil
+		return node{kind: kindNumber, str: string(p.buf)}
 	}
 }
 
-// span returns where the token just read starts and ends in src, given the end of the one before:
-// only white space and one ',' or ':' can stand between them (RFC 8259 §2).
-func (p *parser) span(prev int64) (start, end int) {
-	start, end = int(prev), int(p.dec.InputOffset())
-	for start < end && (isSpace(p.src[start]) || p.src[start] == ',' || p.src[start] == ':') {
-		start++
+// string reads the string at p.pos and returns its value.
+func (p *parser) string() string {
+	start := p.pos
+	if !p.skipString() {
+		return p.srcStr[start+1 : p.pos-1] // no escapes: the text is the value
 	}
-	return start, end
+	p.buf = slices.Grow(p.buf[:0], p.pos-start)                  // the value is never longer than its text
+	p.buf, _ = jsontext.AppendUnquote(p.buf, p.src[start:p.pos]) // valid: the first pass read it
+	return string(p.buf)
 }
 
-// string returns the value of the string token tok, read after offset prev.
-func (p *parser) string(tok jsontext.Token, prev int64) string {
-	start, end := p.span(prev)
-	if bytes.IndexByte(p.src[start:end], '\\') < 0 {
-		return p.srcStr[start+1 : end-1] // no escapes: the text is the value
+// skipString moves p.pos past the string at p.pos and reports whether it has escapes.
+func (p *parser) skipString() (escaped bool) {
+	for p.pos++; p.src[p.pos] != '"'; p.pos++ {
+		if p.src[p.pos] == '\\' {
+			escaped = true
+			p.pos++
+		}
 	}
-	return tok.String()
+	p.pos++
+	return escaped
 }
 
-// pop removes the members above base from the stack and returns a copy of them.
-func (p *parser) pop(base int) []member {
-	if len(p.stack) == base {
-		return nil
+// skipScalar moves p.pos past the number or literal at p.pos.
+func (p *parser) skipScalar() {
+	for p.pos < len(p.src) && !isSpace(p.src[p.pos]) && p.src[p.pos] != ',' && p.src[p.pos] != '}' && p.src[p.pos] != ']' {
+		p.pos++
 	}
-	kids := slices.Clone(p.stack[base:])
-	clear(p.stack[base:])
-	p.stack = p.stack[:base]
-	return kids
+}
+
+// skip moves p.pos past the value at p.pos, and p.next past the objects and arrays in it.
+func (p *parser) skip() {
+	for depth := 0; ; {
+		p.skipSpace()
+		switch p.src[p.pos] {
+		case '"':
+			p.skipString()
+		case '{', '[':
+			depth++
+			p.next++
+			p.pos++
+		case '}', ']':
+			depth--
+			p.pos++
+		case ',', ':':
+			p.pos++
+		default:
+			p.skipScalar()
+		}
+		if depth == 0 {
+			return
+		}
+	}
+}
+
+func (p *parser) skipSpace() {
+	for p.pos < len(p.src) && isSpace(p.src[p.pos]) {
+		p.pos++
+	}
 }
 
 // error turns an error of the tokenizer into one that wraps ErrInvalidBody.

@@ -48,3 +48,31 @@ func TestReadBodyDeclaredLengthHoldsNoMemory(t *testing.T) {
 		t.Errorf("a declared length of %d bytes with a 1-byte body allocated %d bytes", limit, n)
 	}
 }
+
+// TestReadBodyDeclaredLengthBoundsGrowth: a 1 MiB body that declares its length allocates about
+// its length twice over as the buffer doubles, not four times (doubling past it), and one without
+// a declared length still reads whole.
+func TestReadBodyDeclaredLengthBoundsGrowth(t *testing.T) {
+	const size, limit = 1 << 20, 4 << 20
+	payload := strings.Repeat("x", size)
+	for _, declared := range []bool{true, false} {
+		var (
+			body []byte
+			err  error
+		)
+		n := allocatedBytes(5, func() {
+			r := httptest.NewRequest(http.MethodPost, "/v1/tickets", strings.NewReader(payload))
+			if !declared {
+				r.ContentLength = -1
+			}
+			body, err = readBody(httptest.NewRecorder(), r, limit)
+		})
+		if err != nil || len(body) != size {
+			t.Fatalf("declared %v: readBody = %d bytes, %v", declared, len(body), err)
+		}
+		t.Logf("declared %v: %d bytes allocated for a %d-byte body", declared, n, size)
+		if declared && n > 2*size+preallocMax {
+			t.Errorf("a declared %d-byte body allocated %d bytes, want at most about twice", size, n)
+		}
+	}
+}

@@ -11,6 +11,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,6 +62,17 @@ type Options struct {
 	// remote id, and replays carry no body (record.Receipt.ResponseBodyKept is false).
 	// Default DefaultMaxReceiptBodyBytes.
 	MaxReceiptBodyBytes int64
+	// MaxBodyValues bounds the JSON values of a body (and the document tokens of a GraphQL one)
+	// that the gateway fingerprints; a body with more is answered 413 body-too-complex
+	// (canonical.Request.MaxValues, docs/fingerprint.md#bounds). Default DefaultMaxBodyValues.
+	MaxBodyValues int
+	// MaxInflightBytes bounds the memory of the body parses under way, each weighed by
+	// canonical.Canonicalizer.MemoryBound; a parse that would go over waits up to ParseWait, then
+	// is answered 503 overloaded (docs/security.md#resource-limits). Default DefaultMaxInflightBytes.
+	MaxInflightBytes int64
+	// ParseWait bounds how long a body parse waits for room under MaxInflightBytes, within the
+	// request's own context. Default DefaultParseWait.
+	ParseWait time.Duration
 }
 
 // Gateway is the proxy handler. Build it with New; it is safe for concurrent use.
@@ -84,7 +96,8 @@ type Gateway struct {
 	// settleRetryMax; tests set them (export_test.go).
 	retryMin, retryMax time.Duration
 
-	readiness readiness // the store probe of /readyz, shared (readyz.go)
+	readiness readiness  // the store probe of /readyz, shared (readyz.go)
+	parses    *parseGate // bounds the body parses under way (parsegate.go)
 
 	// now is the clock records' started_at is stamped with, reconcile.after is measured on, and
 	// the /readyz probe's result is kept by: time.Now; tests set it (export_test.go).
@@ -112,10 +125,20 @@ func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error)
 	if opts.MaxReceiptBodyBytes <= 0 {
 		opts.MaxReceiptBodyBytes = DefaultMaxReceiptBodyBytes
 	}
+	if opts.MaxBodyValues <= 0 {
+		opts.MaxBodyValues = DefaultMaxBodyValues
+	}
+	if opts.MaxInflightBytes <= 0 {
+		opts.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if opts.ParseWait <= 0 {
+		opts.ParseWait = DefaultParseWait
+	}
 	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000), now: time.Now,
 		retryMin: settleRetryMin, retryMax: settleRetryMax}
 	g.tools.g = g
 	opts.Metrics.MustRegister(newStoreSafeGauge(g))
+	g.parses = newParseGate(&opts, opts.Metrics)
 	transport := opts.Transport
 	if tp := opts.TracerProvider; tp != nil {
 		g.tracer = tp.Tracer("github.com/idemgateway/idemgateway/gateway")
@@ -164,7 +187,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	g.table.Load().handler.ServeHTTP(w, r)
+	g.table.Load().handler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), parseGateKey{}, g.parses)))
 }
 
 // routeHandler serves rt's requests, authenticated by auth (nil: no clients).

@@ -242,6 +242,7 @@ func refusalCode(err error) (int, string) {
 		{ErrStoreUnavailable, mcpwire.StoreUnavailable, "idempotency_store_unavailable"},
 		{ErrInvalidBody, mcpwire.InvalidParams, "invalid_params"},
 		{ErrBodyTooLarge, mcpwire.InvalidRequest, "body_too_large"},
+		{ErrBodyTooComplex, mcpwire.InvalidRequest, "body_too_complex"},
 		{ErrInvalidRequest, mcpwire.InvalidRequest, "invalid_request"},
 		{ErrUpstream, -32603, "upstream_failed"},
 	}
@@ -277,6 +278,8 @@ func refusalText(x *exchange, ref *refusal) string {
 		return fmt.Sprintf("Not executed: the idempotency key is invalid (%v). Send a key of printable ASCII characters, the same one for every retry.", err)
 	case errors.Is(err, ErrStoreUnavailable):
 		return "Not executed: the idempotency store is unavailable, so nothing was done. Retry this same call with the same key in a second."
+	case errors.Is(err, ErrOverloaded):
+		return "Not executed: the gateway is too busy to read this call, so nothing was done. Retry this same call with the same key in a second."
 	case errors.Is(err, record.ErrCorrupt):
 		return fmt.Sprintf("Not executed: the record of idempotency key %q cannot be read; an operator must delete it. Do not retry with a new key without checking whether the action happened.", x.key)
 	}

@@ -17,6 +17,7 @@ var (
 	ErrMissingTenant    = errors.New("missing tenant")
 	ErrInvalidKey       = errors.New("invalid idempotency key")
 	ErrBodyTooLarge     = errors.New("request body too large")
+	ErrBodyTooComplex   = canonical.ErrBodyTooComplex
 	ErrInvalidBody      = canonical.ErrInvalidBody
 	ErrInvalidRequest   = errors.New("invalid request")
 	ErrUnauthenticated  = errors.New("unauthenticated")
@@ -26,6 +27,7 @@ var (
 	ErrInProgress       = errors.New("a request with this idempotency key is in progress")
 	ErrOutcomeUnknown   = errors.New("the outcome of the request with this idempotency key is unknown")
 	ErrStoreUnavailable = errors.New("idempotency store unavailable")
+	ErrOverloaded       = errors.New("gateway overloaded") // a body parse found no room in time (parsegate.go)
 	ErrNoRoute          = errors.New("no route")
 	ErrNoRecord         = errors.New("no record")
 	ErrMethodNotAllowed = errors.New("method not allowed")
@@ -55,6 +57,7 @@ func problemOf(err error) problemKind {
 		{ErrMissingTenant, problemKind{http.StatusBadRequest, "missing-tenant", "Missing tenant", false}},
 		{ErrInvalidKey, problemKind{http.StatusBadRequest, "invalid-idempotency-key", "Invalid idempotency key", false}},
 		{ErrBodyTooLarge, problemKind{http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large", false}},
+		{ErrBodyTooComplex, problemKind{http.StatusRequestEntityTooLarge, "body-too-complex", "Request body too complex", false}},
 		{ErrInvalidBody, problemKind{http.StatusBadRequest, "invalid-body", "Invalid request body", false}},
 		{ErrInvalidRequest, problemKind{http.StatusBadRequest, "invalid-request", "Invalid request", false}},
 		{ErrUnauthenticated, problemKind{http.StatusUnauthorized, "unauthenticated", "Unauthenticated", false}},
@@ -64,6 +67,7 @@ func problemOf(err error) problemKind {
 		{ErrInProgress, problemKind{http.StatusConflict, "request-in-progress", "Request in progress", true}},
 		{ErrOutcomeUnknown, problemKind{http.StatusConflict, "outcome-unknown", "Outcome unknown", false}},
 		{ErrStoreUnavailable, problemKind{http.StatusServiceUnavailable, "store-unavailable", "Idempotency store unavailable", true}},
+		{ErrOverloaded, problemKind{http.StatusServiceUnavailable, "overloaded", "Gateway overloaded", true}},
 		{record.ErrCorrupt, problemKind{http.StatusInternalServerError, "corrupt-record", "Idempotency record unreadable", false}},
 		{ErrNoRoute, problemKind{http.StatusNotFound, "no-route", "No route", false}},
 		{ErrNoRecord, problemKind{http.StatusNotFound, "no-record", "No record", false}},

@@ -92,7 +92,7 @@ func (x *exchange) reject(err error) {
 	x.w.Header().Del("Idempotency-Decision")
 	var retryAfter time.Duration
 	switch {
-	case errors.Is(err, ErrStoreUnavailable):
+	case errors.Is(err, ErrStoreUnavailable), errors.Is(err, ErrOverloaded):
 		retryAfter = time.Second
 	case errors.Is(err, record.ErrCorrupt):
 		x.logger().Error("the key's record is unreadable: its retries are refused until it expires or an operator deletes it", "err", err)

@@ -249,6 +249,15 @@ func (b *bench) measure(ctx context.Context) (out *results, err error) {
 	}
 	logf("redis round trips per request: execute %.2f, replay %.2f", r.tripsExecute, r.tripsReplay)
 
+	if b.cfg.redisOnly {
+		for rep := 1; rep <= b.cfg.reps; rep++ {
+			if err := b.redisRepetition(ctx, r, rep); err != nil {
+				return nil, err
+			}
+		}
+		return r, b.admin.FlushAll(ctx).Err()
+	}
+
 	logf("allocations: testing.Benchmark of ServeHTTP (about 1 s each)")
 	if r.allocBare, err = benchHandler(b.bareHandler, b.bareKeys, mediumBody, ""); err != nil {
 		return nil, fmt.Errorf("allocations, bare proxy: %w", err)
@@ -301,6 +310,23 @@ func (b *bench) repetition(ctx context.Context, r *results, rep int) error {
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// redisRepetition runs, once into r, the closed loops of -redis-only: the bare proxy, execute and
+// replay, at 1 KiB.
+func (b *bench) redisRepetition(ctx context.Context, r *results, rep int) error {
+	if err := b.reset(ctx, true); err != nil {
+		return err
+	}
+	for _, run := range []struct {
+		who string
+		t   *target
+	}{{"bare", b.bareTarget(mediumBody)}, {"execute", b.execute(mediumBody)}, {"replay", b.replayTarget()}} {
+		if err := b.closedRun(ctx, r, rep, run.who, run.t); err != nil {
 			return err
 		}
 	}

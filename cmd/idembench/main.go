@@ -37,6 +37,9 @@
 //     ServeHTTP (httptest.NewRecorder, real upstream and Redis), gateway minus bare proxy;
 //   - R1 for 256 B and 64 KiB request and response bodies, and 64 KiB R1 ÷ 256 B R1;
 //   - R1 and R2 of the gateway on the embedded store (budget of issue 15: R1 ≥ 0.4);
+//   - the budget of issue 15 item 6: Redis commands inside the scripts per first execution (≤ 6),
+//     Redis CPU per first execution ÷ per replay (≤ 1.6), and the gateway process's CPU per first
+//     execution ÷ the bare proxy's per request (≤ 1.35);
 //
 // with the machine it ran on, each budget marked met or not met, and the CPU time per request in
 // each throughput run of the proxies' process (getrusage in the child) and of Redis (INFO cpu),
@@ -69,6 +72,10 @@
 //	-profile-only        skip the table: only the profiled run (needs -cpuprofile or -memprofile)
 //	-data-dir dir        where the embedded store's directory is made (default: the system's
 //	                     temporary directory); the embedded store's figures are its disk's fsync
+//	-redis-only          only the rows of the Redis store's work (issue 15): commands per request,
+//	                     and the closed loops of the bare proxy, execute and replay at 1 KiB, with
+//	                     their CPU per request (no allocations, latency, floor, embedded store or
+//	                     other sizes); about a fifth of the time
 //
 // The profiles are the child's: the proxies only, without the load generator and the upstream.
 // Read one with, for example, go tool pprof -top -nodecount=40 idembench cpu.prof, and the
@@ -103,6 +110,7 @@ type config struct {
 	profileSize     int
 	profileOnly     bool
 	dataDir         string
+	redisOnly       bool
 }
 
 func parseFlags(args []string) (config, error) {
@@ -121,6 +129,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.profile, "profile", "execute", "the run -cpuprofile and -memprofile profile: execute, replay, bare, embedded or embedded-replay")
 	fs.IntVar(&c.profileSize, "profile-size", mediumBody, "body size in bytes of the profiled run of execute or bare: 256, 1024 or 65536 (replay: 1024)")
 	fs.BoolVar(&c.profileOnly, "profile-only", false, "skip the table: only the profiled run")
+	fs.BoolVar(&c.redisOnly, "redis-only", false, "measure only the Redis store's work (issue 15): commands per request, and closed loops of the bare proxy, execute and replay at 1 KiB")
 	fs.StringVar(&c.dataDir, "data-dir", "", "directory in which the embedded store's directory is made (default: the system's temporary directory); its disk's fsync is measured")
 	if err := fs.Parse(args); err != nil {
 		return c, err

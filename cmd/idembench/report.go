@@ -85,10 +85,14 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	}
 	fmt.Fprintf(w, ", Redis %s. Everything (load generator, upstream, proxies, Redis) on this machine, over loopback; "+
 		"the proxies under test in a process of their own, the embedded store's file in %s (%s).\n\n", m.redisV, r.dataDir, cmp.Or(fsType(r.dataDir), "filesystem unknown"))
-	fmt.Fprintf(w, "Settings: closed loop %d workers, %s measured after %s warm-up; open loop %.0f req/s for %s; "+
+	openLoop := fmt.Sprintf("open loop %.0f req/s for %s", cfg.rate, cfg.latencyDuration)
+	if cfg.redisOnly {
+		openLoop = "-redis-only: the bare proxy, execute and replay closed loops alone"
+	}
+	fmt.Fprintf(w, "Settings: closed loop %d workers, %s measured after %s warm-up; %s; "+
 		"%d repetitions, medians (ratios per repetition, then the median); 1 KiB request and response bodies unless noted; "+
 		"run took %s.\n\n",
-		cfg.concurrency, cfg.duration, cfg.warmup, cfg.rate, cfg.latencyDuration, cfg.reps, r.elapsed.Round(time.Second))
+		cfg.concurrency, cfg.duration, cfg.warmup, openLoop, cfg.reps, r.elapsed.Round(time.Second))
 
 	if r.wall > 0 {
 		share := 100 * r.othersCPU.Seconds() / (r.wall.Seconds() * float64(m.cores))
@@ -100,6 +104,22 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	}
 
 	th := func(who string, size int) []float64 { return r.throughput[runName(who, size)] }
+	if cfg.redisOnly {
+		var t table
+		t.add("Bare proxy throughput (req/s)", "%.0f", th("bare", mediumBody), nil)
+		t.add("Gateway execute throughput (req/s)", "%.0f", th("execute", mediumBody), nil)
+		t.add("Gateway replay throughput (req/s)", "%.0f", th("replay", mediumBody), nil)
+		t.add("**R1** = execute ÷ bare", "%.2f", ratios(th("execute", mediumBody), th("bare", mediumBody)), ptr(atLeast(0.80)))
+		t.add("**R2** = replay ÷ bare", "%.2f", ratios(th("replay", mediumBody), th("bare", mediumBody)), ptr(atLeast(1.3)))
+		t.add("Redis round trips per execute (request path)", "%.2f", []float64{r.tripsExecute}, ptr(atMost(2)))
+		t.add("Redis round trips per replay", "%.2f", []float64{r.tripsReplay}, ptr(exactly(1)))
+		redisWork(&t, r)
+		t.write(w)
+		writeCPU(w, m, r)
+		writeCommands(w, cfg, r)
+		writeWarnings(w, r)
+		return
+	}
 	r1 := ratios(th("execute", mediumBody), th("bare", mediumBody))
 	r2 := ratios(th("replay", mediumBody), th("bare", mediumBody))
 	r1Small := ratios(th("execute", smallBody), th("bare", smallBody))
@@ -162,6 +182,39 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	t.write(w)
 
 	writeCPU(w, m, r)
+	writeCommands(w, cfg, r)
+	fmt.Fprintf(w, "\nOpen-loop latencies run from each request's send; the sends were at most %.0f µs (p99, worst run) behind schedule.\n",
+		micros(r.maxLag))
+	fmt.Fprintf(w, "\nAllocation benchmarks (testing.Benchmark of ServeHTTP into httptest.NewRecorder, real upstream and Redis; "+
+		"ns/op is one request at a time): bare %d ns/op, execute %d ns/op, replay %d ns/op.\n",
+		r.allocBare.nsPerOp, r.allocExecute.nsPerOp, r.allocReplay.nsPerOp)
+	writeWarnings(w, r)
+}
+
+// redisWork adds the rows of issue 15 item 6's budget: the Redis commands inside the scripts per
+// first execution, Redis's CPU per first execution against a replay's, and the gateway process's
+// CPU per first execution against the bare proxy's per request, each within one repetition.
+func redisWork(t *table, r *results) {
+	var inside, all float64
+	for name, n := range r.cmdsExecute {
+		all += n
+		if name != "evalsha" && name != "eval" {
+			inside += n
+		}
+	}
+	t.add("Redis commands per execute, EVALSHA included", "%.2f", []float64{all}, nil)
+	t.add("**Redis commands inside the scripts** per execute (issue 15)", "%.2f", []float64{inside}, ptr(atMost(6)))
+	cpu := func(m map[string][]float64, who string) []float64 { return m[runName(who, mediumBody)] }
+	t.add("Redis CPU per execute (µs)", "%.1f", cpu(r.cpuRedis, "execute"), nil)
+	t.add("Redis CPU per replay (µs)", "%.1f", cpu(r.cpuRedis, "replay"), nil)
+	t.add("**Redis CPU per execute ÷ per replay** (issue 15)", "%.2f", ratios(cpu(r.cpuRedis, "execute"), cpu(r.cpuRedis, "replay")), ptr(atMost(1.6)))
+	t.add("Gateway process CPU per execute (µs)", "%.0f", cpu(r.cpuProxy, "execute"), nil)
+	t.add("Bare proxy process CPU per request (µs)", "%.0f", cpu(r.cpuProxy, "bare"), nil)
+	t.add("**Gateway CPU per execute ÷ bare proxy's** (issue 15)", "%.2f", ratios(cpu(r.cpuProxy, "execute"), cpu(r.cpuProxy, "bare")), ptr(atMost(1.35)))
+}
+
+// writeCommands prints the Redis commands per request, execute and replay.
+func writeCommands(w io.Writer, cfg config, r *results) {
 	fmt.Fprintf(w, "\nRedis commands per request (INFO commandstats deltas over %d requests; the commands a script runs are counted too, "+
 		"so only EVALSHA and EVAL are round trips):\n\n", cfg.count)
 	fmt.Fprintln(w, "| Command | per execute | per replay |")
@@ -169,11 +222,10 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	for _, name := range sortedNames(r.cmdsExecute, r.cmdsReplay) {
 		fmt.Fprintf(w, "| %s | %.2f | %.2f |\n", strings.ToUpper(name), r.cmdsExecute[name], r.cmdsReplay[name])
 	}
-	fmt.Fprintf(w, "\nOpen-loop latencies run from each request's send; the sends were at most %.0f µs (p99, worst run) behind schedule.\n",
-		micros(r.maxLag))
-	fmt.Fprintf(w, "\nAllocation benchmarks (testing.Benchmark of ServeHTTP into httptest.NewRecorder, real upstream and Redis; "+
-		"ns/op is one request at a time): bare %d ns/op, execute %d ns/op, replay %d ns/op.\n",
-		r.allocBare.nsPerOp, r.allocExecute.nsPerOp, r.allocReplay.nsPerOp)
+}
+
+// writeWarnings lists the runs that had failed requests.
+func writeWarnings(w io.Writer, r *results) {
 	if len(r.warnings) > 0 {
 		fmt.Fprintln(w, "\n**Failed requests** (the runs below are suspect):")
 		for _, s := range r.warnings {
@@ -211,6 +263,9 @@ func writeCPU(w io.Writer, m machine, r *results) {
 	} {
 		name, bare := runName(run.who, run.size), runName("bare", run.size)
 		proxy, server := r.cpuProxy[name], r.cpuRedis[name]
+		if len(proxy) == 0 {
+			continue // not run (-redis-only)
+		}
 		both := make([]float64, min(len(proxy), len(server)))
 		for i := range both {
 			both[i] = proxy[i] + server[i]

@@ -10,8 +10,9 @@ import (
 	"github.com/idemgateway/idemgateway/gateway"
 )
 
-// checkLimits reports every connection limit that is not positive, and an IDEMGATEWAY_ADMIN_HOSTS
-// entry that is not a host name.
+// checkLimits reports every connection or body limit that is not positive, an
+// IDEMGATEWAY_MAX_INFLIGHT_BYTES under minInflightBytes, and an IDEMGATEWAY_ADMIN_HOSTS entry that
+// is not a host name.
 func (s *settings) checkLimits() error {
 	var problems []string
 	for _, d := range []struct {
@@ -31,6 +32,12 @@ func (s *settings) checkLimits() error {
 	if s.MaxHeaderBytes <= 0 {
 		problems = append(problems, fmt.Sprintf("IDEMGATEWAY_MAX_HEADER_BYTES %d is not positive", s.MaxHeaderBytes))
 	}
+	if s.MaxBodyValues <= 0 {
+		problems = append(problems, fmt.Sprintf("IDEMGATEWAY_MAX_BODY_VALUES %d is not positive", s.MaxBodyValues))
+	}
+	if s.MaxInflightBytes < minInflightBytes {
+		problems = append(problems, fmt.Sprintf("IDEMGATEWAY_MAX_INFLIGHT_BYTES %d is under %d (1 MiB)", s.MaxInflightBytes, minInflightBytes))
+	}
 	if _, err := gateway.CheckHost(http.NotFoundHandler(), s.AdminListen, s.AdminHosts); err != nil {
 		problems = append(problems, "IDEMGATEWAY_ADMIN_HOSTS: "+err.Error())
 	}
@@ -39,6 +46,10 @@ func (s *settings) checkLimits() error {
 	}
 	return nil
 }
+
+// minInflightBytes is the least IDEMGATEWAY_MAX_INFLIGHT_BYTES: less would refuse bodies of a few
+// kilobytes (gateway.Options.MaxInflightBytes).
+const minInflightBytes = 1 << 20
 
 // limits are the connection limits of both listeners.
 func (s *settings) limits() gateway.Limits {

@@ -89,7 +89,8 @@ func serve(s *settings) error {
 		return err
 	}
 	defer closeStore()
-	gw, err := gateway.New(cfg, store, gateway.Options{Logger: log, TracerProvider: tracerProvider})
+	gw, err := gateway.New(cfg, store, gateway.Options{Logger: log, TracerProvider: tracerProvider,
+		MaxBodyValues: s.MaxBodyValues, MaxInflightBytes: s.MaxInflightBytes})
 	if err != nil {
 		return err
 	}

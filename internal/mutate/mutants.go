@@ -632,4 +632,14 @@ var mutants = []Mutant{
 	{Name: "credential-twice-scoped", Behaviour: "a scope credential sent twice is scoped by the first while the upstream gets both",
 		File: "gateway/identify.go", From: "\t\tcase len(creds) > 1:", To: "\t\tcase len(creds) > 2:",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestTenantAndCredentialScope$"}, {Pkg: "./cmd/idemgateway", Run: "^TestFingerprintMatchesServing$"}}},
+	// Bounded work per request (issue 13 item 2).
+	{Name: "value-budget-unchecked", Behaviour: "a body's values are counted but never held to the budget: a 1 MiB array of small numbers builds a tree of half a million values",
+		File: "canonical/json.go", From: "if values++; values > budget {", To: "if values++; values < 0 {",
+		Tests: []Target{{Pkg: "./canonical", Run: "^(TestValueBudget|TestMemoryBound)$"}, {Pkg: "./gateway", Run: "^TestBodyTooComplex$"}}},
+	{Name: "graphql-tokens-uncounted", Behaviour: "a GraphQL document is parsed whatever its number of tokens: its syntax tree is unbounded",
+		File: "canonical/graphql.go", From: "if err := countTokens(src, values, budget); err != nil {", To: "if err := countTokens(src, values, budget); false && err != nil {",
+		Tests: []Target{{Pkg: "./canonical", Run: "^(TestValueBudget|TestMemoryBound)$"}}},
+	{Name: "parse-gate-open", Behaviour: "every body parses outside the gate: concurrent large bodies take all the memory and every core",
+		File: "gateway/parsegate.go", From: "if len(req.Body) <= smallParse {", To: "if len(req.Body) > 0 {",
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestParseGate$"}}},
 }
