@@ -1,22 +1,23 @@
-# idemgateway — make demo runs the main job (needs Go); make test runs the tests (Go and redis-server).
+# idemgateway — make demo runs the main job (needs Go); make test runs the tests (Go, redis-server, Node.js).
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build demo test redis-server fuzz vet clean chart-test image-binary helm-lint mutate stress
+.PHONY: build demo test redis-server mcpts fuzz vet clean chart-test image-binary helm-lint mutate stress
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
 # The gateway in front of the bundled sandbox upstream, on the embedded store, driven by a scripted
-# agent: execute, client timeout then retry, conflict, concurrent duplicates.
+# agent: execute, client timeout then retry, conflict, concurrent duplicates; then an MCP agent
+# (go-sdk) through a kind: mcp route: retry, new session, conflict, slow tool.
 demo: build
 	./bin/demo -bin bin
 
 # The tests start their own redis-server processes on free ports; this only makes sure the program
 # is installed (from Debian's packages when running as root). The chart's tests are a Go module of
 # their own (Helm and Kubernetes stay out of the gateway's module); chart-test runs them.
-test: redis-server chart-test
+test: redis-server mcpts chart-test
 	$(GO) test -race -count=1 ./...
 
 # The bounds of a request's work on a real gateway process (docs/performance.md#bounded-work): peak
@@ -65,6 +66,11 @@ image-binary:
 	 else ldd $(IMAGE_BINARY) 2>&1 | grep -q 'not a dynamic executable'; fi
 	test "$$(./$(IMAGE_BINARY) version)" = "idemgateway $(VERSION)"
 	@echo "image-binary: $(IMAGE_BINARY) is static, trimmed, stamped $(VERSION), and runs"
+
+# The TypeScript MCP client of the e2e tests (e2e/mcpts), installed from its lock file when it is
+# not yet (needs Node.js 20+ and npm).
+mcpts:
+	@test -d e2e/mcpts/node_modules || npm ci --prefix e2e/mcpts --no-audit --no-fund
 
 redis-server:
 	@command -v redis-server >/dev/null 2>&1 || { \

@@ -252,6 +252,9 @@ type sandboxStats struct {
 		Total      int            `json:"total"`
 		ByEndpoint map[string]int `json:"by_endpoint"`
 	} `json:"requests"`
+	Cancelled struct {
+		ByEndpoint map[string]int `json:"by_endpoint"`
+	} `json:"cancelled"` // MCP tool calls the server saw cancelled (notifications/cancelled)
 	InFlight *int `json:"in_flight"` // requests being served now; nil from a sandbox without it
 }
 

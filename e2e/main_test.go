@@ -1,7 +1,8 @@
 // Package e2e runs the built idemgateway binary in front of the built sandbox upstream, on the
 // embedded store and on a real redis-server, and checks the decision table of docs/contract.md §4 and the
 // field cases C01–C13 (docs/cases.md) from the outside: status, Idempotency-Decision,
-// problem members, and the number of side effects the sandbox counted.
+// problem members, and the number of side effects the sandbox counted; and MCP tool calls through
+// kind: mcp routes (§7) with the official go-sdk and TypeScript clients (mcp_test.go, mcp_ts_test.go).
 package e2e
 
 import (

@@ -1,7 +1,9 @@
 // Command demo runs the main job of idemgateway end to end: it starts the bundled sandbox upstream
 // and the gateway (on the embedded store, in a temporary directory), then plays an agent that
 // creates a Jira issue, times out and retries, reuses its key for another issue, and fires ten
-// concurrent duplicates. It prints each decision and the sandbox's side-effect count.
+// concurrent duplicates. Then an MCP agent (go-sdk client) calls the sandbox's MCP tools through the
+// gateway's kind: mcp route (mcp.go): a retry, a retry from a new session, a key reused, a slow
+// tool it gives up on. It prints each decision and the sandbox's side-effect count.
 //
 //	demo -bin bin [-routes examples/routes.yaml]
 package main
@@ -70,7 +72,10 @@ func run(bin, routesFile string) error {
 	a := &agent{gateway: "http://" + proxyAddr, sandbox: sandboxURL}
 	fmt.Printf("sandbox upstream at %s; gateway at %s (embedded store in %s)\n\n", sandboxURL, a.gateway, dir)
 	fmt.Printf("%-58s %-6s %-16s %s\n", "agent does", "status", "decision", "side effects upstream")
-	return a.scenario()
+	if err := a.scenario(); err != nil {
+		return err
+	}
+	return a.mcpScenario()
 }
 
 // start runs cmd and waits until a line of its output matches ready; it returns the first group.

@@ -5,6 +5,12 @@
 // assert how many times an effect really happened, and it injects faults on request (see faults.go
 // and the -h text): a slow upstream, an error before acting, a connection broken after acting.
 //
+// It is also an MCP server (the official go-sdk, mcp.go) at /mcp (sessions, SSE answers),
+// /mcp-json (sessions, JSON answers) and /mcp-stateless (2026-07-28, no sessions), whose tools
+// create tickets and count each effect per tool: one that completes when its client leaves, one
+// that streams progress notifications, one that answers a tool error (isError) without effect, and
+// one that answers a JSON-RPC error after its effect.
+//
 // By default a delayed request whose client goes away is dropped without effect. With
 // X-Sandbox-Detach: 1 it is finished instead, as most real APIs finish what they accepted: the
 // side effect is performed and counted after the delay (or the hold, holds.go) even when the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"regexp"
@@ -10,12 +11,14 @@ import (
 
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/routes"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestExampleRoutes keeps examples/routes.yaml and the sandbox in step: the file loads under the
 // gateway's strict loader, every upstream is the sandbox's default address (cmd/demo rewrites that
 // exact string), every route is served by the sandbox, its fingerprint rule reads the sandbox's
-// request, and its receipt pointers find the id and URL in the sandbox's response.
+// request, and its receipt pointers find the id and URL in the sandbox's response (for a kind: mcp
+// route: in the final JSON-RPC message of the tool's call).
 func TestExampleRoutes(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile("../../examples/routes.yaml")
@@ -45,6 +48,10 @@ func TestExampleRoutes(t *testing.T) {
 	param := regexp.MustCompile(`\{[^}]*\}`)
 	for _, rt := range cfg.Routes {
 		t.Run(rt.Name, func(t *testing.T) {
+			if rt.Kind == routes.KindMCP {
+				checkExampleMCPRoute(t, rt, srv.URL)
+				return
+			}
 			if rt.Class == routes.ReadOnly {
 				send(t, srv.Client(), srv.URL, creates[0].req)
 				path := param.ReplaceAllString(rt.Path, "OPS-1")
@@ -85,5 +92,34 @@ func TestExampleRoutes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkExampleMCPRoute checks a kind: mcp route of the examples against the sandbox's MCP server:
+// it serves the route's path, lists every tool the route configures, and each tool's
+// receipt.remote_id finds the ticket's id in the final message of a call of the tool.
+func checkExampleMCPRoute(t *testing.T, rt *routes.Route, base string) {
+	t.Helper()
+	cs := connectMCP(t, base+rt.Path, "2025-11-25", nil)
+	list, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tool := range rt.MCP.Tools {
+		if !slices.ContainsFunc(list.Tools, func(tl *mcp.Tool) bool { return tl.Name == name }) {
+			t.Errorf("tool %s: the sandbox does not list it", name)
+			continue
+		}
+		if tool.Receipt.RemoteID.IsZero() {
+			continue
+		}
+		res := callTool(t, t.Context(), cs, name, map[string]any{"title": "Disk full on db-1"})
+		final, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "result": res})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, ok := canonical.Lookup(final, tool.Receipt.RemoteID); !ok || !strings.HasPrefix(id, "T-") {
+			t.Errorf("tool %s: receipt.remote_id %s finds %q in %s, want the ticket's id", name, tool.Receipt.RemoteID, id, final)
+		}
 	}
 }

@@ -31,8 +31,23 @@ Endpoints (side-effect counter name in brackets):
   POST /v1/tickets              generic: create a ticket from any JSON object [tickets.create_ticket]
   GET  /v1/tickets?external_id=X  generic: {"data":[tickets created with that external_id]}
                                 (the lookup of a reconcile block; no side effect)
+
+MCP server (Streamable HTTP, the official go-sdk; counted per tool, the counter name in brackets):
+  /mcp                          sessions (initialize, Mcp-Session-Id, GET stream), SSE answers
+  /mcp-json                     sessions, JSON answers
+  /mcp-stateless                2026-07-28: no sessions, SSE answers
+  tool create_ticket {title}                            create a ticket      [mcp.create_ticket]
+  tool search_tickets {query}   readOnlyHint; the tickets the tools created (no side effect)
+  tool slow_create {title,ms}   create after ms, also when the client cancels or leaves [mcp.slow_create]
+  tool progress_create {title,steps,step_ms}  a progress notification per step, then create
+                                                                             [mcp.progress_create]
+  tool failing_create {title}   an isError result, no side effect
+  tool broken_create {title}    create, then answer JSON-RPC error -32603   [mcp.broken_create]
+  A ticket created is the structuredContent of the answer: {"id":"T-…","title":…,"tool":…}.
+
   GET  /_sandbox/stats          {"total":N,"by_endpoint":{"jira.create_issue":N,...},
-                                 "requests":{"total":N,"by_endpoint":{...}},"in_flight":N}
+                                 "requests":{"total":N,"by_endpoint":{...}},
+                                 "cancelled":{...MCP tool calls the client cancelled},"in_flight":N}
   POST /_sandbox/reset          zero the counters, forget created objects, clear the script
   GET  /_sandbox/script         the faults still queued
   POST /_sandbox/script         queue faults for the next requests, whatever their headers:

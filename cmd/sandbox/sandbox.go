@@ -25,11 +25,12 @@ const (
 	ticketsFindTickets  = "tickets.find_tickets"
 )
 
-// effectEndpoints are the endpoints that perform a side effect; the stats list each of them, zero
-// or not. apiEndpoints are all the endpoints that play a tool's API.
+// effectEndpoints are the endpoints (and MCP tools, mcp.go) that perform a side effect; the stats
+// list each of them, zero or not. apiEndpoints are all the endpoints and tools that play a tool's API.
 var (
-	effectEndpoints = []string{jiraCreateIssue, zendeskCreateTicket, linearIssueCreate, stripeCreateRefund, ticketsCreateTicket}
-	apiEndpoints    = append([]string{jiraGetIssue, ticketsFindTickets}, effectEndpoints...)
+	effectEndpoints = []string{jiraCreateIssue, zendeskCreateTicket, linearIssueCreate, stripeCreateRefund, ticketsCreateTicket,
+		mcpCreateTicket, mcpSlowCreate, mcpProgressCreate, mcpBrokenCreate}
+	apiEndpoints = append([]string{jiraGetIssue, ticketsFindTickets, mcpSearchTickets, mcpFailingCreate}, effectEndpoints...)
 )
 
 // maxRequestBytes bounds a request body; larger ones get 413.
@@ -51,14 +52,18 @@ type sandbox struct {
 	mu       sync.Mutex
 	effects  counter
 	requests counter
-	script   []fault          // queued by POST /_sandbox/script, oldest first
-	inFlight int64            // requests to tool endpoints being served
-	holds    map[string]*hold // by name (holds.go)
-	keyed    map[string]reply // the answer of the first effect by endpoint and forwarded key (dedup.go)
-	jira     jiraState
-	zendesk  zendeskState
-	linear   linearState
-	tickets  ticketsState
+	// cancelled counts the MCP tool calls whose client cancelled them before they finished (mcp.go).
+	cancelled counter
+	script    []fault          // queued by POST /_sandbox/script, oldest first
+	inFlight  int64            // requests to tool endpoints being served
+	holds     map[string]*hold // by name (holds.go)
+	keyed     map[string]reply // the answer of the first effect by endpoint and forwarded key (dedup.go)
+	jira      jiraState
+	zendesk   zendeskState
+	linear    linearState
+	tickets   ticketsState
+	// mcpTickets are the tickets the MCP tools created, oldest first (mcp.go).
+	mcpTickets []ticket
 }
 
 // newSandbox returns a sandbox with zero counters that logs one line per request to log.
@@ -82,6 +87,7 @@ func newSandbox(log *slog.Logger) *sandbox {
 	s.mux.Handle("POST /v1/refunds", s.api(stripeCreateRefund, s.stripeCreateRefund))
 	s.mux.Handle("POST /v1/tickets", s.api(ticketsCreateTicket, s.ticketsCreateTicket))
 	s.mux.Handle("GET /v1/tickets", s.api(ticketsFindTickets, s.ticketsFindTickets))
+	s.mountMCP()
 
 	s.mux.Handle("GET /_sandbox/stats", s.admin("sandbox.stats", s.serveStats))
 	s.mux.Handle("POST /_sandbox/reset", s.admin("sandbox.reset", s.serveReset))
@@ -98,12 +104,14 @@ func newSandbox(log *slog.Logger) *sandbox {
 func (s *sandbox) resetLocked() {
 	s.effects = newCounter(effectEndpoints)
 	s.requests = newCounter(apiEndpoints)
+	s.cancelled = newCounter(mcpTools)
 	s.script = nil
 	s.abortHoldsLocked()
 	s.keyed = make(map[string]reply)
 	s.jira.forget()
 	s.zendesk.forget()
 	s.tickets.forget()
+	s.mcpTickets = nil
 }
 
 // commit performs a side effect: it runs apply and counts one effect of endpoint, under s.mu.

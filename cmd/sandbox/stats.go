@@ -36,18 +36,22 @@ type counts struct {
 
 // stats is the body of GET /_sandbox/stats:
 //
-//	{"total":N,"by_endpoint":{"jira.create_issue":N,...},"requests":{"total":N,"by_endpoint":{...}},"in_flight":N}
+//	{"total":N,"by_endpoint":{"jira.create_issue":N,...},"requests":{"total":N,"by_endpoint":{...}},
+//	 "cancelled":{"total":N,"by_endpoint":{"mcp.slow_create":N,...}},"in_flight":N}
 //
 // total and by_endpoint count side effects performed (a create that succeeded, including one whose
 // response was then dropped or replaced by a 5xx). requests counts every request that reached a
-// tool endpoint, including reads, rejected requests and injected faults: "attempts". in_flight
+// tool endpoint, including reads, rejected requests and injected faults: "attempts". cancelled
+// counts the MCP tool calls that the client cancelled before they finished (notifications/cancelled
+// reached the server): a gateway in front with cancel: finish keeps it at zero. in_flight
 // is the number of requests to tool endpoints being served now (in a delay, a hold, or acting): a
 // test waits for 0 before it reads the counters for good, since a detached request may still act
 // after its caller has gone.
 type stats struct {
 	counts
-	Requests counts `json:"requests"`
-	InFlight int64  `json:"in_flight"`
+	Requests  counts `json:"requests"`
+	Cancelled counts `json:"cancelled"`
+	InFlight  int64  `json:"in_flight"`
 }
 
 // snapshot returns the counters. s.mu must not be held.
@@ -55,9 +59,10 @@ func (s *sandbox) snapshot() stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return stats{
-		counts:   counts{Total: s.effects.total, ByEndpoint: maps.Clone(s.effects.byEndpoint)},
-		Requests: counts{Total: s.requests.total, ByEndpoint: maps.Clone(s.requests.byEndpoint)},
-		InFlight: s.inFlight,
+		counts:    counts{Total: s.effects.total, ByEndpoint: maps.Clone(s.effects.byEndpoint)},
+		Requests:  counts{Total: s.requests.total, ByEndpoint: maps.Clone(s.requests.byEndpoint)},
+		Cancelled: counts{Total: s.cancelled.total, ByEndpoint: maps.Clone(s.cancelled.byEndpoint)},
+		InFlight:  s.inFlight,
 	}
 }
 

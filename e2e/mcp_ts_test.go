@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The official TypeScript MCP client (e2e/mcpts) through the gateway: it numbers its ids 0, 1, 2…
+// and matches answers by number, and it adopts any Mcp-Session-Id it sees, two ways a gateway can
+// break a client that go-sdk does not show (issue 14).
+
+// tsConfig is what e2e/mcpts/call.mjs does: call tool Times times with the key in _meta.
+type tsConfig struct {
+	URL       string         `json:"url"`
+	Tool      string         `json:"tool"`
+	Arguments map[string]any `json:"arguments"`
+	MetaKey   string         `json:"metaKey"`
+	Key       string         `json:"key"`
+	Times     int            `json:"times"`
+	Parallel  bool           `json:"parallel"`
+}
+
+// tsOutput is what call.mjs prints.
+type tsOutput struct {
+	SessionID *string           `json:"sessionId"`
+	IDs       []json.RawMessage `json:"ids"`
+	Calls     []tsCall          `json:"calls"`
+}
+
+// tsCall is one call's outcome as the TypeScript client saw it.
+type tsCall struct {
+	IsError           bool           `json:"isError"`
+	Texts             []string       `json:"texts"`
+	StructuredContent map[string]any `json:"structuredContent"`
+	Meta              map[string]any `json:"meta"`
+	Error             *struct {
+		Code    *int   `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	SessionID *string `json:"sessionId"`
+}
+
+// ticket is the ticket id of a successful call, "" otherwise.
+func (c tsCall) ticket() string {
+	id, _ := c.StructuredContent["id"].(string)
+	if c.IsError || c.Error != nil || !strings.HasPrefix(id, "T-") {
+		return ""
+	}
+	return id
+}
+
+// decision is the decision of a refusal's _meta, "" when there is none.
+func (c tsCall) decision() string {
+	m, _ := c.Meta[metaIdempotency].(map[string]any)
+	d, _ := m["decision"].(string)
+	return d
+}
+
+// runTS runs the TypeScript client with cfg against the gateway's route of way w. Without Node.js
+// or the installed client the test fails, saying what to install: it is never skipped.
+func (g *gateway) runTS(t *testing.T, w mcpWay, cfg tsConfig) tsOutput {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not on PATH: the TypeScript MCP client needs Node.js 20+ and npm " +
+			"(Debian: apt-get install nodejs npm), then make mcpts (npm ci --prefix e2e/mcpts)")
+	}
+	if _, err := os.Stat(filepath.Join("mcpts", "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatal("the TypeScript MCP client is not installed: run make mcpts (npm ci --prefix e2e/mcpts)")
+	}
+	cfg.URL, cfg.MetaKey = g.proxy+w.path, metaKey
+	arg, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("mcpts", "call.mjs"), string(arg))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node call.mjs %s: %v\n%s", arg, err, stderr.String())
+	}
+	var out tsOutput
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || len(out.Calls) != cfg.Times {
+		t.Fatalf("call.mjs printed %q (%v), want %d calls\n%s", stdout.String(), err, cfg.Times, stderr.String())
+	}
+	return out
+}
+
+// expectSameSession checks that no answer moved the client to another session (it adopts any
+// Mcp-Session-Id it sees; a replay or a refusal must carry none).
+func (out tsOutput) expectSameSession(t *testing.T) {
+	t.Helper()
+	for i, c := range out.Calls {
+		if (c.SessionID == nil) != (out.SessionID == nil) || c.SessionID != nil && *c.SessionID != *out.SessionID {
+			t.Errorf("call %d: the client's session is %v after it, %v before: an answer carried Mcp-Session-Id", i, deref(c.SessionID), deref(out.SessionID))
+		}
+	}
+}
+
+func isJSONNumber(raw json.RawMessage) bool {
+	var n json.Number
+	return json.Unmarshal(raw, &n) == nil && len(raw) > 0 && raw[0] != '"'
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "(none)"
+	}
+	return *s
+}
+
+// TestMCPTypeScriptRetry: the TypeScript client's retry (a new numeric id) is answered with its own
+// id, and replays the first call's ticket.
+func TestMCPTypeScriptRetry(t *testing.T) {
+	t.Parallel()
+	e := newMCPEnv(t, embeddedStore)
+	forEachWay(t, e, mcpWays, func(t *testing.T, w mcpWay) {
+		before := e.sb.mcpCounts(t, "create_ticket")
+		out := e.gw.runTS(t, w, tsConfig{Tool: "create_ticket", Arguments: map[string]any{"title": "Disk full on db-1"},
+			Key: "ts-retry-" + w.name, Times: 2})
+		first, second := out.Calls[0].ticket(), out.Calls[1].ticket()
+		if first == "" || second != first {
+			t.Errorf("tickets %q then %q (calls %+v): want one ticket, replayed", first, second, out.Calls)
+		}
+		// Numeric ids, which the client matches by number: the replay carries the retry's.
+		if len(out.IDs) != 2 || bytes.Equal(out.IDs[0], out.IDs[1]) || !isJSONNumber(out.IDs[0]) || !isJSONNumber(out.IDs[1]) {
+			t.Errorf("request ids %s: want two different numbers", out.IDs)
+		}
+		out.expectSameSession(t)
+		e.sb.expectSince(t, "create_ticket", before, 1, 1)
+	})
+}
+
+// TestMCPTypeScriptConflict: the key reused with other arguments is a tool error the TypeScript
+// client reads, twice in a row on one session.
+func TestMCPTypeScriptConflict(t *testing.T) {
+	t.Parallel()
+	e := newMCPEnv(t, embeddedStore)
+	w := mcpWays[0]
+	before := e.sb.mcpCounts(t, "create_ticket")
+	key := "ts-conflict"
+	first := e.gw.runTS(t, w, tsConfig{Tool: "create_ticket", Arguments: map[string]any{"title": "Disk full on db-1"}, Key: key, Times: 1})
+	id := first.Calls[0].ticket()
+	if id == "" {
+		t.Fatalf("first call: %+v, want a ticket", first.Calls[0])
+	}
+	out := e.gw.runTS(t, w, tsConfig{Tool: "create_ticket", Arguments: map[string]any{"title": "Disk full on db-2"}, Key: key, Times: 2})
+	for i, c := range out.Calls {
+		if !c.IsError || c.decision() != "conflict" || len(c.Texts) == 0 {
+			t.Errorf("call %d: %+v, want a conflict tool error with a text", i, c)
+		}
+	}
+	out.expectSameSession(t)
+	e.sb.expectSince(t, "create_ticket", before, 1, 1)
+}
+
+// TestMCPTypeScriptInProgress: two calls at once on one session with one key: one runs, the other
+// is refused as in progress, and each answer reaches the call it belongs to.
+func TestMCPTypeScriptInProgress(t *testing.T) {
+	t.Parallel()
+	e := newMCPEnv(t, embeddedStore)
+	w := mcpWays[0]
+	before := e.sb.mcpCounts(t, "slow_create")
+	out := e.gw.runTS(t, w, tsConfig{Tool: "slow_create", Arguments: map[string]any{"title": "Rotate the keys", "ms": 1000},
+		Key: "ts-in-progress", Times: 2, Parallel: true})
+	var tickets, refusals int
+	for i, c := range out.Calls {
+		switch {
+		case c.ticket() != "":
+			tickets++
+		case c.IsError && c.decision() == "in_progress":
+			refusals++
+		default:
+			t.Errorf("call %d: %+v, want a ticket or an in_progress refusal", i, c)
+		}
+	}
+	if tickets != 1 || refusals != 1 {
+		t.Errorf("%d tickets and %d in_progress refusals, want 1 and 1 (calls %+v)", tickets, refusals, out.Calls)
+	}
+	out.expectSameSession(t)
+	e.sb.waitIdle(t)
+	e.sb.expectSince(t, "slow_create", before, 1, 1)
+}
