@@ -253,17 +253,24 @@ func (x *exchange) callError(msg *mcpwire.Message, e *mcpwire.Error) {
 func writeJSONRPC(w http.ResponseWriter, status int, sse bool, msg []byte) {
 	h := w.Header()
 	h.Del(headerSessionID)
-	h.Set("Cache-Control", "no-store")
+	h["Cache-Control"] = noStore // shared, never appended to in place: len == cap
 	if sse {
 		msg = sseEvent(msg)
-		h.Set("Content-Type", "text/event-stream")
+		h["Content-Type"] = eventStream
 	} else {
-		h.Set("Content-Type", "application/json")
+		h["Content-Type"] = applicationJSON
 	}
 	h.Set("Content-Length", strconv.Itoa(len(msg)))
 	w.WriteHeader(status)
 	_, _ = w.Write(msg)
 }
+
+// The header values writeJSONRPC sets, allocated once.
+var (
+	noStore         = []string{"no-store"}
+	eventStream     = []string{"text/event-stream"}
+	applicationJSON = []string{"application/json"}
+)
 
 // onlySSE reports whether the request's Accept allows text/event-stream and not JSON: its answers
 // from the gateway are then one SSE event (docs/contract.md §7 Replay).

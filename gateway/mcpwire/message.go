@@ -121,7 +121,7 @@ func (m *Message) parse(b []byte) error {
 	case hasID && string(m.ID) == "null":
 		return invalid(`invalid request: a request's "id" is not null`)
 	}
-	m.Method, m.Kind = string(text(method)), Notification
+	m.Method, m.Kind = methodName(text(method)), Notification
 	if hasID {
 		m.Kind = Request
 	}
@@ -185,4 +185,20 @@ func (m *Message) CancelledRequestID() []byte {
 		return nil
 	}
 	return lookup(m.Params, "requestId")
+}
+
+// methodName is b as a string, without allocating for the methods a tools/call exchange carries
+// most often (a replay of a guarded call parses one per request).
+func methodName(b []byte) string {
+	switch string(b) { // compiled without a conversion
+	case methodToolsCall:
+		return methodToolsCall
+	case methodCancelled:
+		return methodCancelled
+	case "notifications/progress":
+		return "notifications/progress"
+	case "tools/list":
+		return "tools/list"
+	}
+	return string(b)
 }
