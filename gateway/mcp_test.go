@@ -689,7 +689,7 @@ func TestMCPSpan(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range span.Attributes {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	for k, want := range map[string]string{
 		"agent.tool.name": "tickets/create_ticket", "agent.tool.side_effect": "true", "gen_ai.tool.name": "create_ticket",
@@ -838,7 +838,7 @@ func TestMCPToolClassLearnedAndInvalidated(t *testing.T) {
 func TestMCPReplayAcrossEras(t *testing.T) {
 	t.Parallel()
 	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
-	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	srv, _, gw := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
 	old := func(id, title string) string {
 		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"` + title + `"},"_meta":{"` + metaKey + `":"k1"}}}`
 	}
@@ -863,6 +863,11 @@ func TestMCPReplayAcrossEras(t *testing.T) {
 	_, data, _ := strings.Cut(strings.TrimSpace(first), "data: ") // the server answered with one SSE event
 	if want := strings.Replace(data, `"id":1`, `"id":4`, 1); again != want {
 		t.Errorf("2025-11-25 retry:\n%s\nwant\n%s", again, want)
+	}
+	// The receipt keeps the revision its call was made under (docs/operations.md).
+	code, rec := adminDo(t, gw.AdminHandler(""), "GET", "/v1/records/default/tickets%2Fcreate_ticket/k1", "", "")
+	if code != http.StatusOK || rec["mcp_protocol_version"] != "2025-11-25" {
+		t.Errorf("the receipt: %d %v; want mcp_protocol_version 2025-11-25", code, rec)
 	}
 }
 

@@ -155,8 +155,13 @@ func (rec *storedRecord) fields(e *recordEncoder, bodyLen int) {
 	}
 	e.int(int64(len(rec.Document)))
 	e.int(int64(bodyLen))
-	if rec.Caller != "" {
+	// The optional fields, in order; each one written makes those before it written too (a caller
+	// of "" when there is none), so that a record without them keeps its earlier form.
+	if rec.Caller != "" || r.MCPProtocolVersion != "" {
 		e.string(rec.Caller)
+	}
+	if r.MCPProtocolVersion != "" {
+		e.string(r.MCPProtocolVersion)
 	}
 }
 
@@ -263,8 +268,11 @@ func decodeRecord(state string, payload []byte) (*storedRecord, error) {
 	large := payload[recordHead+int(n):]
 	docLen := d.intIn("document length", 0, len(large))
 	bodyLen := d.intIn("response body length", 0, len(large)-docLen)
-	if d.err == nil && d.off < len(small) { // the optional small fields (encode)
+	if d.err == nil && d.off < len(small) { // the optional small fields (fields)
 		rec.Caller = d.string("caller")
+	}
+	if d.err == nil && d.off < len(small) {
+		r.MCPProtocolVersion = d.string("mcp_protocol_version")
 	}
 	if d.err == nil && d.off != len(small) {
 		d.err = fmt.Errorf("%d bytes after the last field", len(small)-d.off)

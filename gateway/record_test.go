@@ -165,6 +165,14 @@ func TestRecordCallerIsOptional(t *testing.T) {
 	if err != nil || got.Caller != rec.Caller || !bytes.Equal(got.Response.Body, rec.Response.Body) {
 		t.Fatalf("with a caller: %+v, %v", got, err)
 	}
+	// The MCP revision of a tools/call's receipt comes after the caller, with or without one.
+	for _, caller := range []string{"", rec.Caller} {
+		rec.Caller, rec.MCPProtocolVersion = caller, "2026-07-28"
+		got, err := decodeRecord(record.StateCommitted, rec.encode())
+		if err != nil || got.Caller != caller || got.MCPProtocolVersion != "2026-07-28" || !bytes.Equal(got.Response.Body, rec.Response.Body) {
+			t.Fatalf("with caller %q and an MCP revision: %+v, %v", caller, got, err)
+		}
+	}
 }
 
 // recordWith encodes fullRecord changed by change.

@@ -67,11 +67,11 @@ type scenario struct {
 
 // outcome is what a scenario measured.
 type outcome struct {
-	hwmKB      int64            // VmHWM of the gateway process
-	statuses   map[int]int      // answers to the senders, by status
-	read       [2]time.Duration // p50 and p90 of the reads under load
-	idle       [2]time.Duration // p50 and p90 of the same reads on the idle gateway
-	sent, took int              // requests answered; seconds
+	hwmKB    int64            // VmHWM of the gateway process
+	statuses map[int]int      // answers to the senders, by status
+	read     [2]time.Duration // p50 and p90 of the reads under load
+	idle     [2]time.Duration // p50 and p90 of the same reads on the idle gateway
+	sent     int              // requests answered
 }
 
 func run(bin string, duration time.Duration, reads int) error {
