@@ -28,7 +28,8 @@ const (
 	DefaultTenantHeader    = "X-Tenant-ID"
 	DefaultActorHeader     = "X-Actor-ID"
 	DefaultKeyHeader       = "Idempotency-Key"
-	DefaultMaxBodyBytes    = 1 << 20 // 1 MiB
+	DefaultKeyMeta         = "io.github.idemgateway/idempotencyKey" // kind: mcp routes: params._meta's member
+	DefaultMaxBodyBytes    = 1 << 20                                // 1 MiB
 	DefaultTenant          = "default"
 	// DefaultToolsTTL and DefaultStreamIdleTimeout are UpstreamMCP's defaults.
 	DefaultToolsTTL          = 5 * time.Minute

@@ -52,6 +52,10 @@ func TestParseMCPContract(t *testing.T) {
 	if !reflect.DeepEqual(rt.Key, wantKey) {
 		t.Errorf("route key %+v, want %+v", rt.Key, wantKey)
 	}
+	off, err := Parse("t.yaml", []byte("upstreams: {m: {url: 'http://m'}}\nroutes: [{name: t, kind: mcp, upstream: m, path: /mcp, key: {meta: ''}}]\n"), nil)
+	if err != nil || off.Routes[0].Key.Meta != "" {
+		t.Errorf("key.meta: '' = %+v, %v; want no _meta key", off, err)
+	}
 	m := rt.MCP
 	if m.Refusal != RefuseToolError || m.Cancel != CancelFinish || m.UnknownTools != AllowUnknownTools || len(m.Tools) != 2 {
 		t.Errorf("MCP: %+v", m)
@@ -128,6 +132,9 @@ func TestParseMCPErrors(t *testing.T) {
 			`routes[0] "t": key.meta: "io.modelcontextprotocol/key": the prefix is reserved for MCP itself`}},
 		{"key.derive on a tool", "    tools: {x: {key: {derive: '{body:params}'}}}", []string{
 			`routes[0] "t": tools.x.key.derive: "{body:params}": field {body:params}: "params": JSON Pointer must start with "/"`}},
+		{"pointers outside the JSON-RPC request", "    tools: {x: {fingerprint: {body: {include: [/arguments/title], exclude: [/params/arguments/note]}}, receipt: {remote_id: /structuredContent/id}}}", []string{
+			`routes[0] "t": tools.x.fingerprint.body.include: "/arguments/title": a JSON-RPC request's pointers start with /params (e.g. /params/arguments/title) or /method`,
+			`routes[0] "t": tools.x.receipt.remote_id: "/structuredContent/id": it addresses the final JSON-RPC message; start it with /result (e.g. /result/structuredContent/id) or /error`}},
 		{"fingerprint format", "    fingerprint: {body: {format: json}}\n    tools: {x: {fingerprint: {body: {format: graphql}}}}", []string{
 			`routes[0] "t": fingerprint.body.format: "json": a kind: mcp route fingerprints JSON-RPC requests; want jsonrpc, or leave it out`,
 			`routes[0] "t": tools.x.fingerprint.body.format: "graphql": a kind: mcp route fingerprints JSON-RPC requests; want jsonrpc, or leave it out`}},
@@ -235,7 +242,7 @@ func TestParseMCPDefaults(t *testing.T) {
 		t.Errorf("upstream MCP %+v, want %+v", rt.Upstream.MCP, wantUp)
 	}
 	if rt.Kind != KindMCP || rt.Method != "" || rt.Class != NonIdempotent || rt.OnUnknownOutcome != Block ||
-		!reflect.DeepEqual(rt.Key, Key{Header: DefaultKeyHeader, Required: true}) || rt.TTL != DefaultTTL {
+		!reflect.DeepEqual(rt.Key, Key{Header: DefaultKeyHeader, Meta: DefaultKeyMeta, Required: true}) || rt.TTL != DefaultTTL {
 		t.Errorf("route %+v", rt)
 	}
 	m := rt.MCP

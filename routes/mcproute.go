@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/idemgateway/idemgateway/canonical"
 )
 
 // mcp resolves what only the kind: mcp route rt has (raw is its file entry, p the prefix of its
@@ -138,4 +140,45 @@ func checkMetaKey(name string) error {
 		}
 	}
 	return nil
+}
+
+// jsonrpcPointers refuses a fingerprint pointer of a kind: mcp route or tool that cannot match: the
+// jsonrpc format reads a request as {"method":…,"params":…}, so a pointer like /arguments/title
+// (not /params/arguments/title) would silently leave the member out of every fingerprint, and a
+// key reused with other arguments would replay instead of conflicting.
+func (r *resolver) jsonrpcPointers(at string, f canonical.Fields) {
+	check := func(field string, p canonical.Pointer) {
+		if first := firstToken(p); first != "params" && first != "method" {
+			r.addf(at+"."+field, "%q: a JSON-RPC request's pointers start with /params (e.g. /params/arguments/title) or /method", p)
+		}
+	}
+	for _, p := range f.Include {
+		check("include", p)
+	}
+	for _, p := range f.Exclude {
+		check("exclude", p)
+	}
+	for _, p := range f.Sets {
+		check("sets", p)
+	}
+	for _, d := range f.Defaults {
+		check("defaults", d.Pointer)
+	}
+	for _, n := range f.Normalize {
+		check("normalize", n.Pointer)
+	}
+}
+
+// finalPointer refuses a receipt pointer of a kind: mcp route or tool that cannot match: it
+// addresses the final JSON-RPC message, {"jsonrpc":…,"id":…,"result":…} (or "error").
+func (r *resolver) finalPointer(at string, p canonical.Pointer) {
+	if first := firstToken(p); !p.IsZero() && first != "result" && first != "error" {
+		r.addf(at, "%q: it addresses the final JSON-RPC message; start it with /result (e.g. /result/structuredContent/id) or /error", p)
+	}
+}
+
+// firstToken is p's first reference token, unescaped ("" for the root).
+func firstToken(p canonical.Pointer) string {
+	tok, _, _ := strings.Cut(strings.TrimPrefix(p.String(), "/"), "/")
+	return strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
 }

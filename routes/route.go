@@ -84,6 +84,9 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 		level = onMCPRoute
 	}
 	rt.Key.Header = DefaultKeyHeader
+	if mcp {
+		rt.Key.Meta = DefaultKeyMeta
+	}
 	set := r.effect(p, level, &raw.rawEffect, rt, defaults)
 	if rc := raw.Reconcile; rc != nil && !mcp {
 		rt.Reconcile = r.reconcile(field("reconcile"), rc, rt.Upstream)
@@ -172,6 +175,7 @@ func (r *resolver) effect(p string, level effectLevel, raw *rawEffect, rt *Route
 				default:
 					r.addf(field("fingerprint.body.format"), "%q: a kind: mcp route fingerprints JSON-RPC requests; want jsonrpc, or leave it out", fields.Format)
 				}
+				r.jsonrpcPointers(field("fingerprint.body"), fields)
 			}
 			fp, err := canonical.Compile(fields)
 			if err != nil {
@@ -185,6 +189,10 @@ func (r *resolver) effect(p string, level effectLevel, raw *rawEffect, rt *Route
 		rt.Receipt = Receipt{
 			RemoteID:  r.receiptPointer(field("receipt.remote_id"), rc.RemoteID),
 			RemoteURL: r.receiptPointer(field("receipt.remote_url"), rc.RemoteURL),
+		}
+		if level != onHTTPRoute {
+			r.finalPointer(field("receipt.remote_id"), rt.Receipt.RemoteID)
+			r.finalPointer(field("receipt.remote_url"), rt.Receipt.RemoteURL)
 		}
 		for j, h := range rc.ReplayHeaders {
 			at := fmt.Sprintf("%s[%d]", field("receipt.replay_headers"), j)
@@ -256,6 +264,9 @@ func (r *resolver) key(p string, level effectLevel, raw *rawKey, k *Key) {
 			r.addf(field("key.meta"), "set it on the route: one _meta member carries the key of every tool")
 		default:
 			k.Meta = *raw.Meta
+			if k.Meta == "" { // meta: "" reads no key from _meta
+				break
+			}
 			if err := checkMetaKey(*raw.Meta); err != nil {
 				r.addf(field("key.meta"), "%q: %w", *raw.Meta, err)
 			}
