@@ -272,8 +272,8 @@ func refusalText(x *exchange, ref *refusal) string {
 		return fmt.Sprintf("Not executed: the earlier call with idempotency key %q may or may not have taken effect (%v). "+
 			"Do not retry it with a new key: check first whether its effect exists. Retries with this key are refused until an operator resolves it.", x.key, err)
 	case errors.Is(err, ErrMissingKey):
-		return fmt.Sprintf("Not executed: tool %s needs an idempotency key: send one in %s. "+
-			"Use one new key per intended action, and the same key when you retry that action.", x.rt.Name, keyPlaces(x.rt))
+		return fmt.Sprintf("Not executed: tool %s needs an idempotency key and this call carried none; the host or tool "+
+			"wrapper sends it in %s. Use one new key per intended action, and the same key when you retry that action.", x.rt.Name, keyPlaces(x.rt))
 	case errors.Is(err, ErrInvalidKey):
 		return fmt.Sprintf("Not executed: the idempotency key is invalid (%v). Send a key of printable ASCII characters, the same one for every retry.", err)
 	case errors.Is(err, ErrStoreUnavailable):
