@@ -336,16 +336,8 @@ func testFinishAfterLapse(t *testing.T, s record.Store) {
 // This supersedes the Commit case of LapsedLeaseBecomesUnknownNeverFreed, which expects that commit
 // refused; that case is the stores' owners' to change with this one.
 func testCommitAfterObservedLapse(t *testing.T, s record.Store) {
-	observeLapse := func(key string) {
-		t.Helper()
-		mustClaim(t, s, key, "owner-a", []byte("claim"), short, long)
-		eventually(t, key+": the lease lapses and a Claim observes it", func() bool {
-			_, state, _ := claim(t, s, key, "owner-b", []byte("retry"), long, long)
-			return state == record.StateUnknown
-		})
-	}
 
-	observeLapse("k")
+	observeLapse(t, s, "k")
 	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit by the owner after a lapse a Claim observed", ok, err, true)
 	wantRecord(t, s, "k", record.StateCommitted, settled("claim", "receipt"))
@@ -363,7 +355,7 @@ func testCommitAfterObservedLapse(t *testing.T, s record.Store) {
 		}
 	}
 
-	observeLapse("taken")
+	observeLapse(t, s, "taken")
 	ok, err = s.Reclaim(ctx, "taken", "owner-a", "owner-b", []byte("successor"), long, long)
 	wantOK(t, "Reclaim by another owner", ok, err, true)
 	ok, err = s.Commit(ctx, "taken", "owner-a", []byte("stale receipt"), long)
@@ -377,30 +369,22 @@ func testCommitAfterObservedLapse(t *testing.T, s record.Store) {
 // orphaned claim whose reply came after its lease; a 503 after a stalled renewal), a mark adds why
 // the outcome is unknown. Once another owner has reclaimed the record, both are refused.
 func testSettleAfterObservedLapse(t *testing.T, s record.Store) {
-	observeLapse := func(key string) {
-		t.Helper()
-		mustClaim(t, s, key, "owner-a", []byte("claim"), short, long)
-		eventually(t, key+": the lease lapses and a Claim observes it", func() bool {
-			_, state, _ := claim(t, s, key, "owner-b", []byte("retry"), long, long)
-			return state == record.StateUnknown
-		})
-	}
 
-	observeLapse("released")
+	observeLapse(t, s, "released")
 	ok, err := s.Release(ctx, "released", "owner-a")
 	wantOK(t, "Release by the owner after a lapse a Claim observed", ok, err, true)
 	if claimed, state, _ := claim(t, s, "released", "owner-c", []byte("retry"), long, long); !claimed {
 		t.Errorf("Claim after that release = %v, %q; want claimed", claimed, state)
 	}
 
-	observeLapse("marked")
+	observeLapse(t, s, "marked")
 	ok, err = s.MarkUnknown(ctx, "marked", "owner-a", []byte("why"), long)
 	wantOK(t, "MarkUnknown by the owner after a lapse a Claim observed", ok, err, true)
 	wantRecord(t, s, "marked", record.StateUnknown, settled("claim", "why"))
 	ok, err = s.Release(ctx, "marked", "owner-a")
 	wantOK(t, "Release of a record its owner marked unknown itself", ok, err, false)
 
-	observeLapse("taken")
+	observeLapse(t, s, "taken")
 	ok, err = s.Reclaim(ctx, "taken", "owner-a", "owner-b", []byte("successor"), long, long)
 	wantOK(t, "Reclaim by another owner", ok, err, true)
 	for _, w := range writes {
@@ -408,6 +392,17 @@ func testSettleAfterObservedLapse(t *testing.T, s record.Store) {
 		wantOK(t, w.name+" by the owner after a takeover", ok, err, false)
 	}
 	wantRecord(t, s, "taken", record.StateInProgress, claimed1([]byte("successor")))
+}
+
+// observeLapse claims key for owner-a with a short lease and claims it as owner-b until that claim
+// observes the lapse (the record turns outcome_unknown, still owner-a's).
+func observeLapse(t *testing.T, s record.Store, key string) {
+	t.Helper()
+	mustClaim(t, s, key, "owner-a", []byte("claim"), short, long)
+	eventually(t, key+": the lease lapses and a Claim observes it", func() bool {
+		_, state, _ := claim(t, s, key, "owner-b", []byte("retry"), long, long)
+		return state == record.StateUnknown
+	})
 }
 
 func testReclaim(t *testing.T, s record.Store) {
