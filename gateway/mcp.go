@@ -565,13 +565,22 @@ func (s *mcpStreams) get(x *exchange) (stop func()) {
 	}
 }
 
-// end ends the GET streams, and those that start from now on, once no POST is in flight (each is
-// bounded by its upstream's timeout). It polls: it runs once, at shutdown, and keeps the POSTs'
-// path free of locks.
+// end ends the GET streams, and those that start from now on, once no POST has been in flight for
+// endQuiet (each is bounded by its upstream's timeout): a POST's handler returns before its answer
+// has reached the client, and a go-sdk client whose GET stream ends first fails the calls it still
+// waits for. It polls: it runs once, at shutdown, and keeps the POSTs' path free of locks.
 func (s *mcpStreams) end() {
-	for s.posts.Load() > 0 {
-		time.Sleep(10 * time.Millisecond)
+	const tick = 10 * time.Millisecond
+	for quiet := time.Duration(0); quiet < endQuiet; time.Sleep(tick) {
+		if s.posts.Load() > 0 {
+			quiet = 0
+		} else {
+			quiet += tick
+		}
 	}
 	s.context()
 	s.cancel()
 }
+
+// endQuiet is how long no MCP POST must be in flight before shutdown ends the GET streams.
+const endQuiet = 200 * time.Millisecond
