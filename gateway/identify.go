@@ -25,6 +25,9 @@ type identity struct {
 	// client is the client the request authenticated as, and caller who called (principal);
 	// both "" without clients.
 	client, caller string
+	// principal is who the request authenticated as, kept so that a second admit of the same
+	// request (a tool call's, under its tool's route) does not verify its credential again.
+	principal *principal
 	// key is the idempotency key, set once one is read (also when its scope is then refused, so
 	// that the problem names it); keySource is where it came from (header, from or derive) once
 	// it is usable, and keyErr says why there is none: it wraps ErrMissingKey, ErrInvalidKey or
@@ -68,6 +71,8 @@ func identify(rt *routes.Route, auth *authenticator, w http.ResponseWriter, r *h
 type toolCall struct {
 	body []byte
 	msg  *mcpwire.Message
+	// principal is who the request authenticated as when its route admitted it; nil without clients.
+	principal *principal
 }
 
 // identifyCall is identify for a request whose body call holds (nil: read it here). A key that
@@ -75,6 +80,9 @@ type toolCall struct {
 // key.from and key.derive.
 func identifyCall(rt *routes.Route, auth *authenticator, w http.ResponseWriter, r *http.Request, call *toolCall, fingerprintKeyless bool) (id *identity, err error) {
 	id = &identity{}
+	if call != nil {
+		id.principal = call.principal
+	}
 	if err := admit(auth, rt, r, id); err != nil {
 		return id, err
 	}
@@ -140,12 +148,15 @@ func identifyCall(rt *routes.Route, auth *authenticator, w http.ResponseWriter, 
 // tenant or actor header is sent at most once, and a tenant or actor is 1 to
 // routes.MaxTenantBytes token characters (400 invalid-request), checked before any store call.
 func admit(auth *authenticator, rt *routes.Route, r *http.Request, id *identity) error {
-	var p *principal
-	if auth != nil {
+	p := id.principal // already authenticated (identifyCall)
+	if auth != nil && p == nil {
 		var err error
 		if p, err = auth.authenticate(r); err != nil {
 			return err
 		}
+		id.principal = p
+	}
+	if p != nil {
 		id.client, id.caller = p.client, p.caller
 	}
 	tenant, err := boundHeader(r, rt.TenantHeader)

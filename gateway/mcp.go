@@ -200,7 +200,7 @@ func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.M
 		x.reject(fmt.Errorf("%w: %d bytes, tool %s accepts at most %d", ErrBodyTooLarge, len(body), x.rt.Name, x.rt.MaxBodyBytes))
 		return
 	}
-	id, err := identifyCall(x.rt, auth, x.w, r, &toolCall{body: body, msg: msg}, false)
+	id, err := identifyCall(x.rt, auth, x.w, r, &toolCall{body: body, msg: msg, principal: x.principal}, false)
 	x.identified(id)
 	if x.traced && x.keySource != "" {
 		x.span.SetAttributes(attrMCPKeySource.String(mcpKeySources[x.keySource]))

@@ -1006,7 +1006,7 @@ func TestMCPAuthenticatesBeforeReadingTheBody(t *testing.T) {
     - {name: agent, key: "`+keyHash("s3cret")+`", tenant: acme}
 routes:
 `, 1)
-	srv, _, _ := newGatewayYAML(t, openEmbedded, routesFile, gateway.Options{})
+	srv, _, gw := newGatewayYAML(t, openEmbedded, routesFile, gateway.Options{})
 	call := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"a"},"_meta":{"%s":"k"}}}`, metaKey)
 
 	// A raw request, since Go's client will not send a body shorter than its declared length.
@@ -1033,5 +1033,9 @@ routes:
 	}
 	if n := up.count("create_ticket"); n != 1 {
 		t.Errorf("create_ticket ran %d times, want 1 (the authenticated call)", n)
+	}
+	// The tool's route admits the call as the client the route authenticated: its tenant.
+	if code, rec := adminDo(t, gw.AdminHandler(""), "GET", "/v1/records/acme/tickets%2Fcreate_ticket/k", "", ""); code != http.StatusOK {
+		t.Errorf("the receipt under the client's tenant: %d %v", code, rec)
 	}
 }
