@@ -13,10 +13,9 @@ if rec.state == 'committed' and rec.settle == ARGV[2] and ARGV[2] ~= '' then
   -- This very commit, sent again after its answer was lost (docs/guarantees.md#lost-replies).
   return 1
 end
--- An outcome_unknown record without a settle part is one a claim found lapsed: the owner, which
--- nobody took it over from, may still store its receipt (docs/guarantees.md).
-local lapsed = rec.state == 'outcome_unknown' and rec.settle == ''
-if rec.state ~= 'in_progress' and not lapsed then
+-- The owner of a record a claim found lapsed, which nobody took over, may still store its receipt
+-- (docs/guarantees.md).
+if rec.state ~= 'in_progress' and not lapsed_under(rec, ARGV[1]) then
   return 0
 end
 redis.call('HSET', KEYS[1], 'state', 'committed', 'settle', ARGV[2])

@@ -14,8 +14,7 @@ if rec.state == 'outcome_unknown' and rec.settle == ARGV[2] and ARGV[2] ~= '' th
   -- This very mark, sent again after its answer was lost (docs/guarantees.md#lost-replies).
   return 1
 end
-local lapsed = rec.state == 'outcome_unknown' and rec.settle == ''
-if rec.state ~= 'in_progress' and not lapsed then
+if rec.state ~= 'in_progress' and not lapsed_under(rec, ARGV[1]) then
   return 0
 end
 redis.call('HSET', KEYS[1], 'state', 'outcome_unknown', 'settle', ARGV[2])

@@ -37,3 +37,10 @@ local function load(key)
   end
   return {state = state, owner = owner, lease_until = lease_until, payload = payload, settle = f[5] or ''}
 end
+
+-- lapsed_under reports whether rec is outcome_unknown because a claim found the lease of owner
+-- lapsed (it has no settle part), owner still holding it: nobody took it over, and that owner may
+-- still commit, mark or release it (record.Store; boltstore's lapsedUnder).
+local function lapsed_under(rec, owner)
+  return rec.state == 'outcome_unknown' and rec.owner == owner and rec.settle == ''
+end

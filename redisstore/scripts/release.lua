@@ -11,8 +11,7 @@ end
 if not rec then
   return 1
 end
-local lapsed = rec.state == 'outcome_unknown' and rec.settle == ''
-if rec.owner ~= ARGV[1] or (rec.state ~= 'in_progress' and not lapsed) then
+if rec.owner ~= ARGV[1] or (rec.state ~= 'in_progress' and not lapsed_under(rec, ARGV[1])) then
   return 0
 end
 redis.call('DEL', KEYS[1])
