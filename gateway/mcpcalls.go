@@ -1,0 +1,148 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+)
+
+// The MCP exchanges the gateway keeps track of: guarded tool calls in flight (their cancels
+// and session ends, docs/contract.md §7 Client gone) and GET streams to end at shutdown.
+
+// mcpCalls are the guarded tools/calls in flight on this gateway, by session id ("" without
+// sessions) and JSON-RPC id: the calls whose notifications/cancelled it absorbs, and whose
+// session's DELETE waits for them.
+type mcpCalls struct {
+	mu       sync.Mutex
+	calls    map[string]int // by callKey
+	sessions map[string]int // by session id
+	ended    chan struct{}  // closed, and replaced, when a call ends
+}
+
+// callKey is the key of a call of session and id: the id by its value (mcpwire.IDKey), so that a
+// cancel that spells it otherwise (5.0 for 5), which the server reads as the same id, is absorbed.
+func callKey(session string, id []byte) (string, bool) {
+	k, ok := mcpwire.IDKey(id)
+	return session + "\x00" + k, ok
+}
+
+// add counts the call of session and id (a request's, so a valid id) in flight until the returned
+// func is called.
+func (c *mcpCalls) add(session string, id []byte) (done func()) {
+	k, _ := callKey(session, id)
+	c.mu.Lock()
+	if c.calls == nil {
+		c.calls, c.sessions = map[string]int{}, map[string]int{}
+	}
+	c.calls[k]++
+	c.sessions[session]++
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		if c.calls[k]--; c.calls[k] <= 0 {
+			delete(c.calls, k)
+		}
+		if c.sessions[session]--; c.sessions[session] <= 0 {
+			delete(c.sessions, session)
+		}
+		if c.ended != nil {
+			close(c.ended)
+			c.ended = nil
+		}
+		c.mu.Unlock()
+	}
+}
+
+// has reports whether a call of session and id is in flight.
+func (c *mcpCalls) has(session string, id []byte) bool {
+	k, ok := callKey(session, id)
+	if !ok {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[k] > 0
+}
+
+// wait returns once no call of session is in flight, or ctx ends. Each call is bounded by its
+// upstream's timeout.
+func (c *mcpCalls) wait(ctx context.Context, session string) {
+	for {
+		c.mu.Lock()
+		if c.sessions[session] == 0 {
+			c.mu.Unlock()
+			return
+		}
+		if c.ended == nil {
+			c.ended = make(chan struct{})
+		}
+		ended := c.ended
+		c.mu.Unlock()
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// mcpStreams ends the GET streams of kind: mcp routes when the server shuts down (NewServer), once
+// the POSTs in flight on them have ended. A GET stream carries only the server's own messages and
+// lasts as long as the client keeps it, so http.Server.Shutdown would wait for it until its
+// deadline; ended before the calls in flight, it would end a go-sdk client's session with them.
+type mcpStreams struct {
+	posts  atomic.Int64 // POSTs in flight
+	mu     sync.Mutex
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// context is what ends the GET streams.
+func (s *mcpStreams) context() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+	}
+	return s.ctx
+}
+
+// post counts a POST in flight until the returned func is called.
+func (s *mcpStreams) post() (done func()) {
+	s.posts.Add(1)
+	return func() { s.posts.Add(-1) }
+}
+
+// get makes x's request, a GET, end with the GET streams, until the returned func is called.
+func (s *mcpStreams) get(x *exchange) (stop func()) {
+	ctx, cancel := context.WithCancel(x.r.Context())
+	x.r = x.r.WithContext(ctx)
+	unhook := context.AfterFunc(s.context(), cancel)
+	return func() {
+		unhook()
+		cancel()
+	}
+}
+
+// end ends the GET streams, and those that start from now on, once no POST has been in flight for
+// endQuiet (each is bounded by its upstream's timeout): a POST's handler returns before its answer
+// has reached the client, and a go-sdk client whose GET stream ends first fails the calls it still
+// waits for. It polls: it runs once, at shutdown, and keeps the POSTs' path free of locks.
+func (s *mcpStreams) end() {
+	const tick = 10 * time.Millisecond
+	for quiet := time.Duration(0); quiet < endQuiet; time.Sleep(tick) {
+		if s.posts.Load() > 0 {
+			quiet = 0
+		} else {
+			quiet += tick
+		}
+	}
+	s.context()
+	s.cancel()
+}
+
+// endQuiet is how long no MCP POST must be in flight before shutdown ends the GET streams.
+const endQuiet = 200 * time.Millisecond
