@@ -140,8 +140,10 @@ type SettleNotifier interface {
 	// stop is called; settled may still be called once after stop returns, when a notice was
 	// being delivered. settled must not block.
 	//
-	// WatchSettled blocks until the store listens, so that a caller which reads the record after
-	// it returns cannot miss a settle that follows the read. It returns an error when ctx is done
+	// WatchSettled blocks until the store listens, so that a caller which claims the key after it
+	// returns cannot miss a settle that follows that claim. A store may announce only the settles
+	// of records that a Claim of another owner found in progress (the Redis store does: a settle
+	// that no duplicate can be waiting for sends nothing). It returns an error when ctx is done
 	// first, or the store cannot listen (it is closed, or has no notices); the watch may then
 	// still start later, or never: the caller must poll. stop is never nil, must be called once
 	// the caller stops waiting, whatever the error, does not block, and does nothing when called

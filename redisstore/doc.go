@@ -38,7 +38,10 @@
 // # Settle notices
 //
 // The commit, mark-unknown and release scripts PUBLISH a notice on <Prefix>settled:{<key>} (the key
-// escaped as above). WatchSettled (record.SettleNotifier) subscribes the Store's one Pub/Sub
+// escaped as above) when the record is marked watched: a claim of another owner (a duplicate, which
+// may wait for the settle) found it in progress and set its field watched. A duplicate claims
+// again after it subscribes, so a settle after that claim is announced to it; a first execution
+// that no duplicate saw publishes nothing (docs/stores.md#redis). WatchSettled (record.SettleNotifier) subscribes the Store's one Pub/Sub
 // connection, opened on the first watch, to the channels of the keys that duplicates of this
 // process wait for (concurrency: wait), only while they wait: SUBSCRIBE and UNSUBSCRIBE, never a
 // pattern, so that a process hears of those keys' settles and of no other. A PUBLISH that nobody

@@ -32,9 +32,10 @@ var errClosed = errors.New("redisstore: store closed")
 //
 // The store subscribes one Pub/Sub connection, opened on the first watch and shared by all, to the
 // key's channel while at least one watch of the key is running (SUBSCRIBE and UNSUBSCRIBE,
-// reference-counted; the scripts PUBLISH on every settle, and on Redis Cluster a PUBLISH reaches
-// the subscribers of every node). WatchSettled returns once Redis has confirmed that subscription,
-// so that a settle after it returns is announced. When ctx is done first, or the store is closed,
+// reference-counted; the scripts PUBLISH on the settle of a record that a duplicate's claim found
+// in progress, and on Redis Cluster a PUBLISH reaches the subscribers of every node).
+// WatchSettled returns once Redis has confirmed that subscription, so that a settle after the
+// caller's next claim of the key is announced. When ctx is done first, or the store is closed,
 // it returns an error; the watch is kept until stop all the same, and starts to deliver once
 // Redis confirms. Redis never confirms for a user without +subscribe (it answers NOPERM): every
 // WatchSettled then ends with ctx's error, and the waiters must poll. stop does not block on the

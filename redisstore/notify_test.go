@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,14 +119,24 @@ func settleChannels(t *testing.T, raw *redis.Client, prefix string) []string {
 	return channels
 }
 
-// settle claims key in s and commits it.
+// settle claims key in s as owner "o", has a duplicate find it in progress (as a waiting duplicate
+// does before and after it watches the key: only then does a settle PUBLISH), and commits it.
 func settle(t *testing.T, s *redisstore.Store, key string) {
 	t.Helper()
 	if claimed, _, _, err := s.Claim(ctx, key, "o", []byte("p"), time.Minute, time.Hour); !claimed || err != nil {
 		t.Fatalf("Claim(%q) = %v, %v", key, claimed, err)
 	}
+	duplicate(t, s, key)
 	if ok, err := s.Commit(ctx, key, "o", []byte("r"), time.Hour); !ok || err != nil {
 		t.Fatalf("Commit(%q) = %v, %v", key, ok, err)
+	}
+}
+
+// duplicate claims key in s as another owner than "o", and expects to find it in progress.
+func duplicate(t *testing.T, s *redisstore.Store, key string) {
+	t.Helper()
+	if claimed, state, _, err := s.Claim(ctx, key, "dup", []byte("p"), time.Minute, time.Hour); claimed || state != record.StateInProgress || err != nil {
+		t.Fatalf("duplicate Claim(%q) = %v, %q, %v; want in progress", key, claimed, state, err)
 	}
 }
 
@@ -159,6 +170,7 @@ func TestWatchSettled(t *testing.T) {
 		if ok, err := writer.Renew(ctx, key, "o", time.Minute); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
+		duplicate(t, writer, key)
 		if ok, err := write(); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
@@ -177,6 +189,57 @@ func TestWatchSettled(t *testing.T) {
 	expectNotice(t, unwatched, "unwatched")
 	for key, n := range watched {
 		expectNoNotice(t, listener, raw, key+" without a settle of it", n)
+	}
+}
+
+// TestSettleNoticeOnlyWhenWatched: a commit, mark-unknown or release PUBLISHes its notice only when a
+// claim of another owner found the record in progress first (a duplicate that may wait for it); a
+// settle that no duplicate saw sends nothing, saving a command per first execution. A subscriber
+// of the key's channel hears the three watched settles first, in their order.
+func TestSettleNoticeOnlyWhenWatched(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	raw := newClient(t, srv)
+	s := newStore(t, srv, redisstore.Options{})
+	sub := raw.Subscribe(ctx, redisstore.SettledChannel(s, "k"))
+	t.Cleanup(func() { _ = sub.Close() })
+	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	settles := []func() (bool, error){
+		func() (bool, error) { return s.Commit(ctx, "k", "o", []byte("r"), time.Hour) },
+		func() (bool, error) { return s.MarkUnknown(ctx, "k", "o", []byte("u"), time.Hour) },
+		func() (bool, error) { return s.Release(ctx, "k", "o") },
+	}
+	for _, watched := range []bool{false, true} {
+		if watched { // the other order: the notices of unwatched settles would read as these
+			slices.Reverse(settles)
+		}
+		for _, write := range settles {
+			if _, err := s.Delete(ctx, "k"); err != nil {
+				t.Fatal(err)
+			}
+			if claimed, _, _, err := s.Claim(ctx, "k", "o", []byte("p"), time.Minute, time.Hour); !claimed || err != nil {
+				t.Fatal(claimed, err)
+			}
+			if watched {
+				duplicate(t, s, "k")
+			}
+			if ok, err := write(); !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+		}
+	}
+	var heard []string
+	for range 3 {
+		msg, err := sub.ReceiveTimeout(ctx, 5*time.Second)
+		if err != nil {
+			t.Fatalf("after %q: %v", heard, err)
+		}
+		heard = append(heard, msg.(*redis.Message).Payload)
+	}
+	if want := []string{"released", "outcome_unknown", "committed"}; !slices.Equal(heard, want) {
+		t.Errorf("notices = %q, want %q (the watched settles only)", heard, want)
 	}
 }
 

@@ -670,4 +670,11 @@ var mutants = []Mutant{
 	{Name: "mcp-metrics-per-made-up-tool", Behaviour: "every tool name a client makes up grows its own metric series",
 		File: "gateway/mcp.go", From: "		x.label = rt.Name + \"/\" + unlistedTool", To: "		x.label = x.rt.Name",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPToolNamesBoundMetricSeries$"}}},
+	// Settle notices only for records a duplicate saw (issue 15 item 6: a command less per execution).
+	{Name: "settle-notice-unconditional-redis", Behaviour: "every commit, mark-unknown and release PUBLISHes, watched or not: a command more per first execution",
+		File: "redisstore/scripts/record.lua", From: "  if rec.watched then\n    redis.call('PUBLISH', channel, what)\n  end", To: "  redis.call('PUBLISH', channel, what)",
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSettleNoticeOnlyWhenWatched$"}}},
+	{Name: "duplicate-not-marked-watched-redis", Behaviour: "a duplicate's claim does not mark the record watched: its settle sends no notice, and waiting duplicates of other processes poll",
+		File: "redisstore/scripts/claim.lua", From: "    redis.call('HSET', KEYS[1], 'watched', '1')", To: "    -- mutant: not marked",
+		Tests: []Target{{Pkg: "./redisstore", Run: "^(TestSettleNoticeOnlyWhenWatched|TestWaitAcrossGateways)$"}, {Pkg: "./gateway", Run: "^TestWaitIsWokenAcrossProcesses$"}}},
 }

@@ -1,7 +1,8 @@
 -- claim: ARGV owner, payload, lease_ms, ttl_ms. Returns {claimed, state[, payload, settle[, lapsed]]}.
 -- No record: create it in_progress for owner, lease from now, PEXPIRE ttl; return {1, 'in_progress'}
 -- (the caller already has the payload). A record: return it as {0, state, payload, settle}, first
--- turning an in_progress record whose lease has lapsed into outcome_unknown (never freeing it).
+-- turning an in_progress record whose lease has lapsed into outcome_unknown (never freeing it), and
+-- marking one whose lease holds watched.
 local rec, err = load(KEYS[1])
 if err then
   return redis.error_reply(err)
@@ -23,6 +24,11 @@ if rec.state == 'in_progress' then
   if now >= rec.lease_until then
     redis.call('HSET', KEYS[1], 'state', 'outcome_unknown')
     return {0, 'outcome_unknown', rec.payload, rec.settle, 1} -- 1: the caller indexes it (another slot on Cluster)
+  end
+  if not rec.watched then
+    -- A duplicate: it may wait for the settle (concurrency: wait), so the settle must PUBLISH
+    -- (record.lua's notify).
+    redis.call('HSET', KEYS[1], 'watched', '1')
   end
 end
 return {0, rec.state, rec.payload, rec.settle}

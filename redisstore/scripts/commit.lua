@@ -20,6 +20,6 @@ if rec.state ~= 'in_progress' and not lapsed_under(rec, ARGV[1]) then
 end
 redis.call('HSET', KEYS[1], 'state', 'committed', 'settle', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
--- Wake the duplicates that wait for this record (concurrency: wait); a hint, not a guarantee.
-redis.call('PUBLISH', ARGV[4], 'committed')
+-- Wake the duplicates that wait for this record (concurrency: wait), if any may.
+notify(rec, ARGV[4], 'committed')
 return 1

@@ -1,7 +1,9 @@
 -- record.lua is prepended to every script (see scripts.go). KEYS[1] is the record's hash, with the
 -- fields state, owner, lease_until (Redis server time, milliseconds since the Unix epoch), payload
--- (the claim's part of the record's payload) and settle (the part that commit or mark_unknown
--- wrote; absent, or empty, until then). docs/stores.md shows the layout.
+-- (the claim's part of the record's payload), settle (the part that commit or mark_unknown
+-- wrote; absent, or empty, until then) and watched ('1' once a claim of another owner found the
+-- record in progress: a duplicate may be waiting for its settle notice; absent until then).
+-- docs/stores.md shows the layout.
 
 -- now_ms returns the server's clock (TIME) in milliseconds since the Unix epoch. Redis replicates a
 -- script's effects, not the script, so reading TIME before writing is allowed and replicas agree.
@@ -21,7 +23,7 @@ end
 -- makes HMGET fail with WRONGTYPE, which also aborts the script. A record without settle (one
 -- written before the payload was split, or not settled yet) has settle ''.
 local function load(key)
-  local f = redis.call('HMGET', key, 'state', 'owner', 'lease_until', 'payload', 'settle')
+  local f = redis.call('HMGET', key, 'state', 'owner', 'lease_until', 'payload', 'settle', 'watched')
   local state, owner, lease_until, payload = f[1], f[2], tonumber(f[3] or ''), f[4]
   if not state then
     if redis.call('EXISTS', key) == 0 then
@@ -35,7 +37,8 @@ local function load(key)
   if not owner or not lease_until or not payload then
     return nil, 'CORRUPT missing or invalid owner, lease_until or payload field'
   end
-  return {state = state, owner = owner, lease_until = lease_until, payload = payload, settle = f[5] or ''}
+  return {state = state, owner = owner, lease_until = lease_until, payload = payload, settle = f[5] or '',
+    watched = f[6] ~= false}
 end
 
 -- lapsed_under reports whether rec is outcome_unknown because a claim found the lease of owner
@@ -43,4 +46,15 @@ end
 -- still commit, mark or release it (record.Store; boltstore's lapsedUnder).
 local function lapsed_under(rec, owner)
   return rec.state == 'outcome_unknown' and rec.owner == owner and rec.settle == ''
+end
+
+-- notify publishes a settle notice (commit, mark_unknown, release) on channel when a duplicate may
+-- be waiting for it: only a claim that found rec in progress under another owner marks it watched
+-- (claim.lua), and a duplicate claims again after it subscribes, so a settle after that claim is
+-- announced to it. A settle nobody watched sends nothing: one command less per first execution.
+-- Notices are hints; the waiters' poll is the safety net (docs/stores.md#settle-notices).
+local function notify(rec, channel, what)
+  if rec.watched then
+    redis.call('PUBLISH', channel, what)
+  end
 end

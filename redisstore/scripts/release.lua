@@ -15,6 +15,6 @@ if rec.owner ~= ARGV[1] or (rec.state ~= 'in_progress' and not lapsed_under(rec,
   return 0
 end
 redis.call('DEL', KEYS[1])
--- Wake the duplicates that wait for this record (concurrency: wait); a hint, not a guarantee.
-redis.call('PUBLISH', ARGV[2], 'released')
+-- Wake the duplicates that wait for this record (concurrency: wait), if any may.
+notify(rec, ARGV[2], 'released')
 return 1
