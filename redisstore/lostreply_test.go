@@ -163,13 +163,16 @@ func wantStored(t *testing.T, s *redisstore.Store, state, claim, settle string) 
 // reply, by closing the connection (go-redis reads EOF) or by holding the reply past the client's
 // read timeout; go-redis sends the script again, as the gateway runs it (MaxRetries 3,
 // cmd/idemgateway/redis.go). The copy answers as the first run did for the same owner (claimed,
-// ok: nothing refused as another owner's), and the record is as one run leaves it.
+// ok: nothing refused as another owner's), and the record is as one run leaves it. The same with
+// Options.AutoPipeline, where the lost reply is a batch's.
 func TestLostReplies(t *testing.T) {
 	t.Parallel()
 	topologies := []struct {
 		name  string
 		start func(t *testing.T) proxied
-	}{{"redis", proxiedRedis}, {"cluster", proxiedCluster}}
+		auto  bool
+	}{{"redis", proxiedRedis, false}, {"cluster", proxiedCluster, false},
+		{"redis-auto-pipelined", proxiedRedis, true}, {"cluster-auto-pipelined", proxiedCluster, true}}
 	for _, topo := range topologies {
 		t.Run(topo.name, func(t *testing.T) {
 			t.Parallel()
@@ -178,7 +181,7 @@ func TestLostReplies(t *testing.T) {
 				for _, fault := range []faultproxy.Fault{faultproxy.Close, faultproxy.Stall} {
 					t.Run(tc.op+"/"+fault.String(), func(t *testing.T) {
 						t.Parallel()
-						s, err := redisstore.New(pt.client(), redisstore.Options{Prefix: subtestPrefix(t)})
+						s, err := redisstore.New(pt.client(), redisstore.Options{Prefix: subtestPrefix(t), AutoPipeline: topo.auto})
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,10 +60,84 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformanceAutoPipelined: the same suite with Options.AutoPipeline, whose Claim, Commit and Get
+// go out in batches shared with the concurrent calls (the suite's ConcurrentClaimsOneWins has
+// many).
+func TestConformanceAutoPipelined(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	recordtest.Run(t, func(t *testing.T) record.Store {
+		prefix := "test:" + strings.NewReplacer("{", "_", "}", "_").Replace(t.Name()) + ":"
+		return newStore(t, srv, redisstore.Options{Prefix: prefix, AutoPipeline: true})
+	})
+}
+
+// TestAutoPipelineBatches: with Options.AutoPipeline, the claims of concurrent requests share
+// pipelines (a batch of more than one script); without it, each is a round trip of its own.
+func TestAutoPipelineBatches(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	for _, auto := range []bool{false, true} {
+		opts, err := redis.ParseURL(srv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := redis.NewClient(opts)
+		batches := &batchSizes{}
+		client.AddHook(batches)
+		s, err := redisstore.New(client, redisstore.Options{Prefix: fmt.Sprintf("batches-%v:", auto), AutoPipeline: auto, CheckInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		mustClaim(t, s, "warm-up", time.Minute, nil) // loads the script: the claims below are EVALSHAs
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range 64 {
+			wg.Go(func() {
+				<-start
+				if claimed, _, _, err := s.Claim(ctx, fmt.Sprint(i), "owner", []byte("p"), time.Minute, time.Minute); !claimed || err != nil {
+					t.Errorf("Claim(%d) = %v, %v", i, claimed, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if got := batches.max.Load(); auto && got < 2 || !auto && got > 1 {
+			t.Errorf("AutoPipeline %v: the largest pipeline of 64 concurrent claims held %d of them", auto, got)
+		}
+	}
+}
+
+// batchSizes is a go-redis hook that keeps the most scripts (EVALSHA) that one pipeline of the client
+// sent. (A new connection's setup, HELLO and CLIENT SETINFO, is a pipeline too.)
+type batchSizes struct{ max atomic.Int64 }
+
+func (h *batchSizes) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *batchSizes) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *batchSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var n int64
+		for _, cmd := range cmds {
+			if cmd.Name() == "evalsha" {
+				n++
+			}
+		}
+		for {
+			m := h.max.Load()
+			if n <= m || h.max.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
 func TestNew(t *testing.T) {
 	t.Parallel()
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = client.Close() })
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	t.Cleanup(func() { _ = ring.Close() })
 	cases := []struct {
 		name    string
 		client  redis.UniversalClient
@@ -73,6 +149,8 @@ func TestNew(t *testing.T) {
 		{"nil client", nil, redisstore.Options{}, "nil client"},
 		{"prefix with {", client, redisstore.Options{Prefix: "a{"}, "hash tag"},
 		{"prefix with }", client, redisstore.Options{Prefix: "a}"}, "hash tag"},
+		{"auto pipelining", client, redisstore.Options{AutoPipeline: true}, ""},
+		{"auto pipelining on a ring", ring, redisstore.Options{AutoPipeline: true}, "needs a *redis.Client or *redis.ClusterClient"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

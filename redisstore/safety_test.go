@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -171,42 +172,17 @@ func TestSafeFollowsThePolicy(t *testing.T) {
 
 // TestSafeCheckedAtOnceAfterAScriptError: a claim that fails with OOM or NOPERM wakes the check at
 // once (the interval is an hour here), and under OOM a claim of a committed record still reads
-// it: the replay of a committed key works while new keys are refused.
+// it: the replay of a committed key works while new keys are refused. The same with
+// Options.AutoPipeline, whose batches' errors the check hears as well; its own probe's OOM does not
+// wake it again (the probe keeps to the client's pool, where the hook sees the check's context).
 func TestSafeCheckedAtOnceAfterAScriptError(t *testing.T) {
 	t.Parallel()
-	t.Run("out of memory", func(t *testing.T) {
-		t.Parallel()
-		srv := redistest.Start(t, redistest.Options{})
-		s := newStore(t, srv, redisstore.Options{CheckInterval: time.Hour})
-		mustClaim(t, s, "done", time.Hour, []byte("claim"))
-		if ok, err := s.Commit(ctx, "done", "owner", []byte("receipt"), time.Hour); !ok || err != nil {
-			t.Fatalf("Commit = %v, %v", ok, err)
-		}
-		if err := s.Safe(); err != nil {
-			t.Fatalf("Safe() = %v", err)
-		}
-		raw := newClient(t, srv)
-		if err := raw.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, _, err := s.Claim(ctx, "new", "owner", []byte("p"), time.Minute, time.Hour); !redis.HasErrorPrefix(err, "OOM") {
-			t.Fatalf("Claim of a new key out of memory = %v, want OOM", err)
-		}
-		waitSafe(t, s, "ErrWritesRefused", func(err error) bool { return errors.Is(err, record.ErrWritesRefused) })
-		claimed, state, stored, err := s.Claim(ctx, "done", "other", []byte("p"), time.Minute, time.Hour)
-		if err != nil || claimed || state != record.StateCommitted || string(stored.Settle) != "receipt" {
-			t.Fatalf("Claim of a committed key out of memory = %v, %q, %q, %v; want its receipt", claimed, state, stored, err)
-		}
-		if err := raw.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Check(ctx); err != nil {
-			t.Fatalf("Check() with memory again = %v", err)
-		}
-		if err := s.Safe(); err != nil {
-			t.Fatalf("Safe() after a passing check = %v", err)
-		}
-	})
+	for _, auto := range []bool{false, true} {
+		t.Run(fmt.Sprintf("out of memory, auto pipelining %v", auto), func(t *testing.T) {
+			t.Parallel()
+			outOfMemory(t, auto)
+		})
+	}
 	t.Run("NOPERM", func(t *testing.T) {
 		t.Parallel()
 		srv := redistest.Start(t, redistest.Options{})
@@ -220,6 +196,47 @@ func TestSafeCheckedAtOnceAfterAScriptError(t *testing.T) {
 		}
 		waitSafe(t, s, "ErrScriptsRefused", func(err error) bool { return errors.Is(err, redisstore.ErrScriptsRefused) })
 	})
+}
+
+// outOfMemory is TestSafeCheckedAtOnceAfterAScriptError's OOM case, with or without auto pipelining.
+func outOfMemory(t *testing.T, auto bool) {
+	srv := redistest.Start(t, redistest.Options{})
+	s := newStore(t, srv, redisstore.Options{CheckInterval: time.Hour, AutoPipeline: auto})
+	mustClaim(t, s, "done", time.Hour, []byte("claim"))
+	if ok, err := s.Commit(ctx, "done", "owner", []byte("receipt"), time.Hour); !ok || err != nil {
+		t.Fatalf("Commit = %v, %v", ok, err)
+	}
+	if err := s.Safe(); err != nil {
+		t.Fatalf("Safe() = %v", err)
+	}
+	raw := newClient(t, srv)
+	if err := raw.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := s.Claim(ctx, "new", "owner", []byte("p"), time.Minute, time.Hour); !redis.HasErrorPrefix(err, "OOM") {
+		t.Fatalf("Claim of a new key out of memory = %v, want OOM", err)
+	}
+	waitSafe(t, s, "ErrWritesRefused", func(err error) bool { return errors.Is(err, record.ErrWritesRefused) })
+	// The check that found OOM failed its own probe: that must not wake another (at most one a
+	// second, minGap), nor any later one. PING starts each check.
+	pings := commandCalls(t, raw)["ping"]
+	time.Sleep(2500 * time.Millisecond)
+	if n := commandCalls(t, raw)["ping"] - pings; n != 0 {
+		t.Errorf("%d more safety checks ran in 2.5 s after the one that found OOM, want 0 (its own probe woke it)", n)
+	}
+	claimed, state, stored, err := s.Claim(ctx, "done", "other", []byte("p"), time.Minute, time.Hour)
+	if err != nil || claimed || state != record.StateCommitted || string(stored.Settle) != "receipt" {
+		t.Fatalf("Claim of a committed key out of memory = %v, %q, %q, %v; want its receipt", claimed, state, stored, err)
+	}
+	if err := raw.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Fatalf("Check() with memory again = %v", err)
+	}
+	if err := s.Safe(); err != nil {
+		t.Fatalf("Safe() after a passing check = %v", err)
+	}
 }
 
 // TestSafeAfterClose: Safe does not wait on a closed store.

@@ -80,7 +80,7 @@ func (b *bench) start(ctx context.Context) error {
 		return err
 	}
 	b.bareHandler = newBareProxy(upURL)
-	gw, closeStore, err := newRedisGateway(upURL, b.redis.addr, nil)
+	gw, closeStore, err := newRedisGateway(upURL, b.redis.addr, nil, false)
 	if err != nil {
 		return err
 	}
@@ -121,6 +121,16 @@ func (b *bench) execute(size int) *target {
 
 func (b *bench) replayTarget() *target {
 	return &target{name: "gateway replay", url: b.child.addrs.Gateway + routePath, decision: "replay", keys: b.replay, size: mediumBody}
+}
+
+// pipelinedExecute and pipelinedReplay are execute and replay through the gateway whose Redis store
+// auto-pipelines (redisstore.Options.AutoPipeline); it replays the same receipts, on the same Redis.
+func (b *bench) pipelinedExecute() *target {
+	return &target{name: "auto-pipelined gateway execute", url: b.child.addrs.Pipelined + routePath, decision: "execute", keys: b.execKeys, size: mediumBody}
+}
+
+func (b *bench) pipelinedReplay() *target {
+	return &target{name: "auto-pipelined gateway replay", url: b.child.addrs.Pipelined + routePath, decision: "replay", keys: b.replay, size: mediumBody}
 }
 
 func (b *bench) embeddedExecute() *target {
@@ -235,7 +245,7 @@ type results struct {
 }
 
 // runName names a run: who ("bare", "execute", "replay", "floor", "floor-replay", "embedded",
-// "embedded-replay", or an MCP run's mcpName) and the body size.
+// "embedded-replay", "pipelined", "pipelined-replay", or an MCP run's mcpName) and the body size.
 func runName(who string, size int) string { return fmt.Sprintf("%s/%d", who, size) }
 
 // measure runs every measurement: the Redis RTT, commands per request, allocations, then -reps
@@ -299,6 +309,9 @@ func (b *bench) measure(ctx context.Context) (out *results, err error) {
 				return nil, err
 			}
 			runs := []closedRunSpec{{"bare", b.bareTarget(mediumBody)}, {"execute", b.execute(mediumBody)}, {"replay", b.replayTarget()}}
+			if b.cfg.redisOnly {
+				runs = append(runs, closedRunSpec{"pipelined", b.pipelinedExecute()}, closedRunSpec{"pipelined-replay", b.pipelinedReplay()})
+			}
 			if b.cfg.mcpOnly {
 				runs = append(runs, b.mcpRuns()...)
 			}

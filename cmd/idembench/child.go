@@ -41,8 +41,10 @@ type childAddrs struct {
 	Bare     string `json:"bare"`
 	Gateway  string `json:"gateway"`  // on Redis
 	Embedded string `json:"embedded"` // on the embedded store (boltstore)
-	Floor    string `json:"floor"`
-	Control  string `json:"control"` // GET /stats, and /debug/pprof/profile and /debug/pprof/allocs
+	// Pipelined is a gateway on the same Redis whose store auto-pipelines (-redis-only runs).
+	Pipelined string `json:"pipelined"`
+	Floor     string `json:"floor"`
+	Control   string `json:"control"` // GET /stats, and /debug/pprof/profile and /debug/pprof/allocs
 }
 
 // childStats is what the control listener's /stats answers.
@@ -74,11 +76,16 @@ func runChild(env string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	trips := &roundTrips{}
-	gw, closeRedis, err := newRedisGateway(up, cfg.Redis, trips)
+	gw, closeRedis, err := newRedisGateway(up, cfg.Redis, trips, false)
 	if err != nil {
 		return err
 	}
 	defer closeRedis()
+	pipelined, closePipelined, err := newRedisGateway(up, cfg.Redis, nil, true)
+	if err != nil {
+		return err
+	}
+	defer closePipelined()
 	emb, closeBolt, err := newEmbeddedGateway(up, cfg.DataDir)
 	if err != nil {
 		return err
@@ -102,7 +109,7 @@ func runChild(env string, stdin io.Reader, stdout io.Writer) error {
 		gw  bool // served as cmd/idemgateway serves the gateway (serveGateway)
 	}{
 		{newBareProxy(up), &addrs.Bare, false}, {gw, &addrs.Gateway, true}, {emb, &addrs.Embedded, true},
-		{newFloor(up, floorRedis), &addrs.Floor, false}, {control, &addrs.Control, false},
+		{pipelined, &addrs.Pipelined, true}, {newFloor(up, floorRedis), &addrs.Floor, false}, {control, &addrs.Control, false},
 	} {
 		serveIt := serve
 		if s.gw {

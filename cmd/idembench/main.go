@@ -139,7 +139,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.profile, "profile", "execute", "the run -cpuprofile and -memprofile profile: execute, replay, bare, embedded or embedded-replay")
 	fs.IntVar(&c.profileSize, "profile-size", mediumBody, "body size in bytes of the profiled run of execute or bare: 256, 1024 or 65536 (replay: 1024)")
 	fs.BoolVar(&c.profileOnly, "profile-only", false, "skip the table: only the profiled run")
-	fs.BoolVar(&c.redisOnly, "redis-only", false, "measure only the Redis store's work (issue 15): commands per request, and closed loops of the bare proxy, execute and replay at 1 KiB")
+	fs.BoolVar(&c.redisOnly, "redis-only", false, "measure only the Redis store's work (issue 15): commands per request, and closed loops of the bare proxy, execute and replay at 1 KiB, on the plain and on the auto-pipelined Redis store")
 	fs.BoolVar(&c.mcpOnly, "mcp", false, "measure only MCP tool calls (issue 14): closed loops of the bare proxy, execute and replay at 1 KiB, over HTTP and as tools/calls with JSON and SSE answers")
 	fs.StringVar(&c.dataDir, "data-dir", "", "directory in which the embedded store's directory is made (default: the system's temporary directory); its disk's fsync is measured")
 	if err := fs.Parse(args); err != nil {

@@ -223,6 +223,14 @@ func redisWork(t *table, r *results) {
 	t.add("Gateway process CPU per execute (µs)", "%.0f", cpu(r.cpuProxy, "execute"), nil)
 	t.add("Bare proxy process CPU per request (µs)", "%.0f", cpu(r.cpuProxy, "bare"), nil)
 	t.add("**Gateway CPU per execute ÷ bare proxy's** (issue 15)", "%.2f", ratios(cpu(r.cpuProxy, "execute"), cpu(r.cpuProxy, "bare")), ptr(atMost(1.35)))
+	// The same gateway with IDEMGATEWAY_REDIS_AUTO_PIPELINE, in the same repetitions.
+	t.add("Auto-pipelined: execute ÷ bare throughput", "%.2f", ratios(cpu(r.throughput, "pipelined"), cpu(r.throughput, "bare")), nil)
+	t.add("Auto-pipelined: Redis CPU per execute (µs)", "%.1f", cpu(r.cpuRedis, "pipelined"), nil)
+	t.add("Auto-pipelined: Redis CPU per replay (µs)", "%.1f", cpu(r.cpuRedis, "pipelined-replay"), nil)
+	t.add("Auto-pipelined: **Redis CPU per execute ÷ per replay**", "%.2f", ratios(cpu(r.cpuRedis, "pipelined"), cpu(r.cpuRedis, "pipelined-replay")), ptr(atMost(1.6)))
+	t.add("Auto-pipelined: Redis CPU per execute ÷ the plain store's", "%.2f", ratios(cpu(r.cpuRedis, "pipelined"), cpu(r.cpuRedis, "execute")), nil)
+	t.add("Auto-pipelined: gateway process CPU per execute (µs)", "%.0f", cpu(r.cpuProxy, "pipelined"), nil)
+	t.add("Auto-pipelined: **gateway CPU per execute ÷ bare proxy's**", "%.2f", ratios(cpu(r.cpuProxy, "pipelined"), cpu(r.cpuProxy, "bare")), ptr(atMost(1.35)))
 }
 
 // mcpRows adds the rows of MCP tool calls (issue 14): for each form of answer, the throughputs of
@@ -304,6 +312,7 @@ func writeCPU(w io.Writer, m machine, r *results) {
 	runs := []cpuRun{
 		{"bare proxy, 1 KiB", "bare", mediumBody, ""}, {"gateway execute, 1 KiB", "execute", mediumBody, ""},
 		{"gateway replay, 1 KiB", "replay", mediumBody, ""},
+		{"auto-pipelined gateway: execute, 1 KiB", "pipelined", mediumBody, ""}, {"auto-pipelined gateway: replay, 1 KiB", "pipelined-replay", mediumBody, ""},
 		{"embedded store: execute, 1 KiB", "embedded", mediumBody, ""}, {"embedded store: replay, 1 KiB", "embedded-replay", mediumBody, ""},
 		{"floor execute, 1 KiB", "floor", mediumBody, ""}, {"floor replay, 1 KiB", "floor-replay", mediumBody, ""},
 		{"bare proxy, 256 B", "bare", smallBody, ""}, {"gateway execute, 256 B", "execute", smallBody, ""},

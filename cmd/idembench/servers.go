@@ -133,14 +133,14 @@ func newRedisClient(addr string) *redis.Client {
 }
 
 // newRedisGateway returns the gateway in front of target on a Redis store at redisAddr whose
-// client counts its round trips in trips (nil: not counted). The returned close function closes
-// the store.
-func newRedisGateway(target *url.URL, redisAddr string, trips *roundTrips) (*gateway.Gateway, func(), error) {
+// client counts its round trips in trips (nil: not counted), auto-pipelined with autoPipeline
+// (redisstore.Options.AutoPipeline). The returned close function closes the store.
+func newRedisGateway(target *url.URL, redisAddr string, trips *roundTrips, autoPipeline bool) (*gateway.Gateway, func(), error) {
 	client := newRedisClient(redisAddr)
 	if trips != nil {
 		client.AddHook(trips)
 	}
-	store, err := redisstore.New(client, redisstore.Options{})
+	store, err := redisstore.New(client, redisstore.Options{AutoPipeline: autoPipeline})
 	if err != nil {
 		_ = client.Close()
 		return nil, nil, err

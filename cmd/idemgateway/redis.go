@@ -80,6 +80,7 @@ func (s *settings) openRedisStore(log *slog.Logger) (record.Store, func(), error
 	}
 	st, err := redisstore.New(client, redisstore.Options{
 		AllowEviction:  s.RedisAllowEviction,
+		AutoPipeline:   s.RedisAutoPipeline,
 		CheckInterval:  s.RedisCheckInterval,
 		OnSafetyChange: func(err error) { logSafety(log, err) },
 		WaitReplicas:   s.RedisWaitReplicas,

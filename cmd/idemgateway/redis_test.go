@@ -220,6 +220,10 @@ func exercise(t *testing.T, s *settings, log *slog.Logger, notices bool) {
 	if claimed, _, _, err := st.Claim(ctx, watched, "owner", []byte("claim"), time.Minute, time.Minute); !claimed || err != nil {
 		t.Fatalf("Claim(%q) = %v, %v", watched, claimed, err)
 	}
+	// A duplicate finds it in progress, as a waiting one does: only then does the settle PUBLISH.
+	if claimed, state, _, err := st.Claim(ctx, watched, "duplicate", []byte("claim"), time.Minute, time.Minute); claimed || state != record.StateInProgress || err != nil {
+		t.Fatalf("duplicate Claim(%q) = %v, %q, %v; want in progress", watched, claimed, state, err)
+	}
 	if ok, err := st.Commit(ctx, watched, "owner", []byte("receipt"), time.Minute); !ok || err != nil {
 		t.Fatalf("Commit(%q) = %v, %v", watched, ok, err)
 	}
@@ -265,6 +269,11 @@ func TestRedisTopologies(t *testing.T) {
 		exercise(t, redisSettings(t, func(s *settings) {
 			s.RedisURL, s.RedisUsername, s.RedisPassword = srv.URL(), "gw", "redis-s3cret"
 		}), nil, true)
+	})
+	t.Run("single node, auto pipelining", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t, redistest.Options{})
+		exercise(t, redisSettings(t, func(s *settings) { s.RedisURL, s.RedisAutoPipeline = srv.URL(), true }), nil, true)
 	})
 	t.Run("single node, least-privilege ACL user", func(t *testing.T) {
 		t.Parallel()

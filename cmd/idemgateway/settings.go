@@ -76,6 +76,8 @@ type settings struct {
 	RedisWaitTimeout      time.Duration `default:"100ms" split_words:"true"`
 	// RedisCheckInterval is how often the Redis store's safety check runs (redisstore.Options.CheckInterval).
 	RedisCheckInterval time.Duration `default:"5s" split_words:"true"`
+	// RedisAutoPipeline batches the scripts of concurrent requests (redisstore.Options.AutoPipeline).
+	RedisAutoPipeline bool `split_words:"true"`
 }
 
 // loadSettings reads IDEMGATEWAY_* variables, then the flags of the same names in args.

@@ -677,4 +677,10 @@ var mutants = []Mutant{
 	{Name: "duplicate-not-marked-watched-redis", Behaviour: "a duplicate's claim does not mark the record watched: its settle sends no notice, and waiting duplicates of other processes poll",
 		File: "redisstore/scripts/claim.lua", From: "    redis.call('HSET', KEYS[1], 'watched', '1')", To: "    -- mutant: not marked",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^(TestSettleNoticeOnlyWhenWatched|TestWaitAcrossGateways)$"}, {Pkg: "./gateway", Run: "^TestWaitIsWokenAcrossProcesses$"}}},
+	{Name: "auto-pipeline-ignored", Behaviour: "Options.AutoPipeline is accepted but the scripts still take a round trip each",
+		File: "redisstore/redisstore.go", From: "\t\ts.pipelined = ap", To: "\t\t_ = ap",
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestAutoPipelineBatches$"}}},
+	{Name: "auto-pipeline-takes-safety-probe", Behaviour: "the safety check's probe goes through the auto-pipeliner, whose hooks lose its context: the probe's own OOM wakes the next check, one a second",
+		File: "redisstore/redisstore.go", From: "if s.pipelined != nil && ctx.Value(checking{}) == nil {", To: "if s.pipelined != nil {",
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSafeCheckedAtOnceAfterAScriptError$"}}},
 }
