@@ -73,7 +73,13 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 		r.Post("/v1/records/{tenant}/{tool}/{key}/resolve", g.resolveRecord)
 	})
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
-		newProblem(fmt.Errorf("%w at %s", ErrNoRoute, req.URL.Path), "", "").write(w, 0)
+		err := fmt.Errorf("%w at %s", ErrNoRoute, req.URL.EscapedPath())
+		if strings.HasPrefix(req.URL.Path, "/v1/records/") {
+			// The likeliest cause: a key (or tenant) holding "/", sent unescaped, which makes
+			// more segments than the routes have.
+			err = fmt.Errorf("%w: tenant, tool and key are one path segment each; escape a \"/\" in them as %%2F", err)
+		}
+		newProblem(err, "", "").write(w, 0)
 	})
 	return r
 }

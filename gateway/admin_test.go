@@ -138,6 +138,13 @@ func TestAdminRecords(t *testing.T) {
 		if code, _ := adminDo(t, admin, "GET", base+"ok%20key", "s3cret", ""); code != http.StatusNotFound {
 			t.Fatalf("get after delete: %d", code)
 		}
+		// A key holding "/" sent unescaped: the answer says how to send it.
+		if code, p := adminDo(t, admin, "GET", base+"order/42", "s3cret", ""); code != http.StatusNotFound || !strings.Contains(fmt.Sprint(p["detail"]), "%2F") {
+			t.Errorf("GET of an unescaped key with a /: %d %v; want 404 saying to escape it as %%2F", code, p)
+		}
+		if code, p := adminDo(t, admin, "GET", base+"order%2F42", "s3cret", ""); code != http.StatusNotFound || p["type"] == nil || strings.Contains(fmt.Sprint(p["detail"]), "%2F") {
+			t.Errorf("GET of an escaped key with a / that has no record: %d %v; want the record's 404", code, p)
+		}
 		if code, _ := adminDo(t, admin, "GET", "/readyz", "", ""); code != 200 {
 			t.Fatalf("readyz: %d", code)
 		}
