@@ -16,9 +16,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/idemgateway/idemgateway/gateway"
@@ -35,6 +37,14 @@ func main() {
 	}
 }
 
+// usage lists the subcommands (docs/operations.md#subcommands).
+const usage = `usage: idemgateway [serve] [flags]     run the gateway (the default)
+       idemgateway validate [FILE] [flags]  check a routes file (FILE, or -routes), print every problem
+       idemgateway fingerprint [flags]     what the gateway makes of one request
+       idemgateway records [flags] ...     the admin API's records from the command line
+       idemgateway version
+flags: idemgateway -h; settings: docs/configuration.md`
+
 func run(args []string) error {
 	cmd := "serve"
 	switch {
@@ -42,6 +52,12 @@ func run(args []string) error {
 		return fingerprint(args[1:], os.Stdin, os.Stdout)
 	case len(args) > 0 && args[0] == "records":
 		return records(args[1:], os.Stdout)
+	case len(args) > 0 && args[0] == "help":
+		fmt.Println(usage)
+		return nil
+	case len(args) > 1 && args[0] == "validate" && !strings.HasPrefix(args[1], "-"):
+		// validate FILE: the file as -routes, which flags after it may still set.
+		cmd, args = "validate", append([]string{"-routes", args[1]}, args[2:]...)
 	case len(args) > 0 && (args[0] == "serve" || args[0] == "validate" || args[0] == "version"):
 		cmd, args = args[0], args[1:]
 	}
@@ -54,14 +70,19 @@ func run(args []string) error {
 		fmt.Println("idemgateway", version)
 		return nil
 	case "validate":
-		if _, err := routes.Load(s.Routes); err != nil {
-			fmt.Fprintln(os.Stdout, err)
-			return errors.New("routes file is not valid")
-		}
-		fmt.Printf("%s: ok\n", s.Routes)
-		return nil
+		return validate(s.Routes, os.Stdout)
 	}
 	return serve(s)
+}
+
+// validate prints every problem of the routes file at path to w, or that it is ok.
+func validate(path string, w io.Writer) error {
+	if _, err := routes.Load(path); err != nil {
+		fmt.Fprintln(w, err)
+		return errors.New("routes file is not valid")
+	}
+	fmt.Fprintf(w, "%s: ok\n", path)
+	return nil
 }
 
 func serve(s *settings) error {
