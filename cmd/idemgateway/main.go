@@ -38,10 +38,10 @@ func main() {
 }
 
 // usage lists the subcommands (docs/operations.md#subcommands).
-const usage = `usage: idemgateway [serve] [flags]     run the gateway (the default)
+const usage = `usage: idemgateway [serve] [flags]           run the gateway (the default)
        idemgateway validate [FILE] [flags]  check a routes file (FILE, or -routes), print every problem
-       idemgateway fingerprint [flags]     what the gateway makes of one request
-       idemgateway records [flags] ...     the admin API's records from the command line
+       idemgateway fingerprint [flags]      what the gateway makes of one request
+       idemgateway records [flags] ...      the admin API's records from the command line
        idemgateway version
 flags: idemgateway -h; settings: docs/configuration.md`
 
