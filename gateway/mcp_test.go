@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -991,6 +993,48 @@ func TestMCPDiscoveryFailureKeepsRouteClass(t *testing.T) {
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"archive_ticket","_meta":{"` + metaKey + `":"k1"}}}`
 	if status, h, body := postRaw(t, srv.URL+"/mcp", call); h.Get("Idempotency-Decision") != "execute" || status != http.StatusNotFound {
 		t.Errorf("%d %q %s: want the call guarded (execute), and the server's 404", status, h.Get("Idempotency-Decision"), body)
+	}
+}
+
+// TestMCPWarnsOfConfiguredToolsNotListed: a tool the file configures that the server does not list
+// (a typo) is named in a warning once the listing is in; a file whose tools the server all lists
+// gets none.
+func TestMCPWarnsOfConfiguredToolsNotListed(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, nil)
+	for _, tc := range []struct {
+		name, typo string
+	}{{"all listed", ""}, {"a typo", "create_tikcet"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", "timeout: 10s, mcp: {discover_tools: true}}", 1)
+			if tc.typo != "" {
+				yaml = strings.Replace(yaml, "      search_tickets:", "      "+tc.typo+": {class: idempotent}\n      search_tickets:", 1)
+			}
+			logs := &testlog.Buffer{}
+			reg := gateway.NewRegistry()
+			newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+			deadline := time.Now().Add(hangTimeout)
+			for metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "ok") < 1 {
+				if time.Now().After(deadline) {
+					t.Fatal("the listing was never counted")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			var warned []any
+			for _, l := range logLines(t, logs) {
+				if l["level"] == "WARN" && strings.Contains(fmt.Sprint(l["msg"]), "not in the server's tools/list") {
+					warned = append(warned, l["tools"])
+				}
+			}
+			want := []any{}
+			if tc.typo != "" {
+				want = []any{[]any{tc.typo}}
+			}
+			if fmt.Sprint(warned) != fmt.Sprint(want) {
+				t.Errorf("warnings of unlisted tools: %v, want %v", warned, want)
+			}
+		})
 	}
 }
 

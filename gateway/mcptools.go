@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -180,6 +181,24 @@ func (b *toolBook) discover(rt *routes.Route) {
 		ttl = minToolsTTL
 	}
 	l.classes, l.expires = classes, time.Now().Add(ttl)
+	b.warnUnlisted(rt, classes)
+}
+
+// warnUnlisted logs the tools rt's file configures that the server's tools/list, classes, does
+// not hold: a typo in the file, or a tool the server renamed or dropped, whose settings then guard
+// nothing (a call of the server's real name gets the route's class). Once per listing.
+func (b *toolBook) warnUnlisted(rt *routes.Route, classes map[string]routes.Class) {
+	var unlisted []string
+	for name := range rt.MCP.Tools {
+		if _, ok := classes[name]; !ok {
+			unlisted = append(unlisted, name)
+		}
+	}
+	if len(unlisted) > 0 {
+		slices.Sort(unlisted)
+		b.g.log.Warn("tools configured for the route are not in the server's tools/list: a typo, or a tool the server renamed or dropped; their settings guard nothing",
+			"route", rt.Name, "tools", unlisted, "listed", len(classes))
+	}
 }
 
 // minToolsTTL bounds from below how long a server's ttlMs lets the gateway use its tool list.
