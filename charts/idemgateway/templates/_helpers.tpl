@@ -203,6 +203,8 @@ spec:
           value: {{ $r.waitTimeout | quote }}
         - name: IDEMGATEWAY_REDIS_ALLOW_EVICTION
           value: {{ $r.allowEviction | quote }}
+        - name: IDEMGATEWAY_REDIS_AUTO_PIPELINE
+          value: {{ $r.autoPipeline | quote }}
         {{- end }}
         {{- with .Values.extraEnv }}
         {{- toYaml . | nindent 8 }}

@@ -207,6 +207,7 @@ store:
     poolSize: 20
     waitReplicas: 1
     waitTimeout: 50ms
+    autoPipeline: true
 admin:
   token: {existingSecret: admin-token, key: bearer}
 autoscaling: {enabled: true, minReplicas: 3, maxReplicas: 12}
@@ -402,6 +403,7 @@ func TestRenderRedisSentinelEverything(t *testing.T) {
 		"IDEMGATEWAY_REDIS_POOL_SIZE":     "20",
 		"IDEMGATEWAY_REDIS_WAIT_REPLICAS": "1",
 		"IDEMGATEWAY_REDIS_WAIT_TIMEOUT":  "50ms",
+		"IDEMGATEWAY_REDIS_AUTO_PIPELINE": "true",
 		"OTEL_TRACES_EXPORTER":            "otlp",
 	}
 	for name, value := range want {
