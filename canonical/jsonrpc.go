@@ -8,10 +8,11 @@ import (
 // mcpToolsCall is the Model Context Protocol's method for calling a tool.
 const mcpToolsCall = "tools/call"
 
-// jsonrpcBody reads a JSON-RPC 2.0 request as its body part {"method":M,"params":P} (see
-// Document).
-func jsonrpcBody(body []byte, tr *trace) (node, error) {
-	v, err := parse(body)
+// jsonrpcBody reads a JSON-RPC 2.0 request of at most budget values as its body part
+// {"method":M,"params":P} (see Document). Like the json format, it reads the body once in
+// parseBounded's two passes: the budget is checked before any tree is built.
+func jsonrpcBody(body []byte, budget int, tr *trace) (node, error) {
+	v, _, err := parseBounded(body, budget, nil)
 	switch {
 	case err != nil:
 		return node{}, err
