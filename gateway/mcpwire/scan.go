@@ -26,6 +26,15 @@ func ws(b []byte, i int) int {
 	return i
 }
 
+// trimSpace returns b without the JSON white space at either end.
+func trimSpace(b []byte) []byte {
+	end := len(b)
+	for end > 0 && (b[end-1] == ' ' || b[end-1] == '\t' || b[end-1] == '\n' || b[end-1] == '\r') {
+		end--
+	}
+	return b[ws(b[:end], 0):end]
+}
+
 // stringEnd returns the index just past the string that starts at b[i] (a '"').
 func stringEnd(b []byte, i int) int {
 	for i++; i < len(b); i++ {
