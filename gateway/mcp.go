@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -242,21 +243,31 @@ func (x *exchange) callError(msg *mcpwire.Message, e *mcpwire.Error) {
 	writeJSONRPC(x.w, http.StatusOK, onlySSE(x.r.Header), mcpwire.ErrorMessage(msg.ID, e))
 }
 
-// writeJSONRPC writes one JSON-RPC message: application/json, or one SSE event (text/event-stream)
-// for a client that accepts only that.
-func writeJSONRPC(w http.ResponseWriter, status int, sse bool, msg []byte) {
+// writeJSONRPC writes one JSON-RPC message, the concatenation of parts: application/json, or one
+// SSE event (text/event-stream) for a client that accepts only that. As JSON, the parts are
+// written as they are, so that a replay sends its stored result without copying it into one
+// message (mcpwire.EnvelopeParts).
+func writeJSONRPC(w http.ResponseWriter, status int, sse bool, parts ...[]byte) {
 	h := w.Header()
 	h.Del(headerSessionID)
 	h["Cache-Control"] = noStore // shared, never appended to in place: len == cap
 	if sse {
-		msg = sseEvent(msg)
+		parts = [][]byte{sseEvent(bytes.Join(parts, nil))} // an event's data may span lines: WriteEvent reads it whole
 		h["Content-Type"] = eventStream
 	} else {
 		h["Content-Type"] = applicationJSON
 	}
-	h.Set("Content-Length", strconv.Itoa(len(msg)))
+	n := 0
+	for _, part := range parts {
+		n += len(part)
+	}
+	h.Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(status)
-	_, _ = w.Write(msg)
+	for _, part := range parts {
+		if _, err := w.Write(part); err != nil {
+			return
+		}
+	}
 }
 
 // The header values writeJSONRPC sets, allocated once.

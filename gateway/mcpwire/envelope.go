@@ -15,13 +15,33 @@ func Envelope(id, member []byte) []byte {
 
 // AppendEnvelope appends Envelope(id, member) to dst: no allocation when dst has room.
 func AppendEnvelope(dst, id, member []byte) []byte {
-	dst = append(appendID(append(dst, envelopeHead...), id), ',')
-	return append(dst, member[1:]...)
+	for _, part := range EnvelopeParts(id, member) {
+		dst = append(dst, part...)
+	}
+	return dst
 }
+
+// EnvelopeParts returns the pieces whose concatenation is Envelope(id, member), none of them a
+// copy: the head, the id (null when nil), a comma and member[1:] itself. Written one after the
+// other, they replay a stored result with no copy of it made (issue 14: a replay of a tools/call
+// costs no more than one of an HTTP response). The caller must not modify them.
+func EnvelopeParts(id, member []byte) [4][]byte {
+	if len(id) == 0 {
+		id = nullID
+	}
+	return [4][]byte{envelopeHeadBytes, id, comma, member[1:]}
+}
+
+// The constant parts of EnvelopeParts, allocated once.
+var (
+	envelopeHeadBytes = []byte(envelopeHead)
+	nullID            = []byte("null")
+	comma             = []byte(",")
+)
 
 func appendID(dst, id []byte) []byte {
 	if len(id) == 0 {
-		return append(dst, "null"...)
+		return append(dst, nullID...)
 	}
 	return append(dst, id...)
 }

@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -28,6 +29,13 @@ func TestEnvelope(t *testing.T) {
 			dst := []byte("prefix:")
 			if got := AppendEnvelope(dst, id, member); string(got) != "prefix:"+tt.want {
 				t.Errorf("AppendEnvelope = %s", got)
+			}
+			parts := EnvelopeParts(id, member)
+			if got := bytes.Join(parts[:], nil); string(got) != tt.want {
+				t.Errorf("EnvelopeParts joined = %s", got)
+			}
+			if &parts[3][0] != &member[1] {
+				t.Error("EnvelopeParts copied the member")
 			}
 		})
 	}
