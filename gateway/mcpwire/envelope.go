@@ -63,21 +63,22 @@ func ErrorMessage(id []byte, e *Error) []byte {
 
 // ReplaceID returns msg (a JSON-RPC response) with its top-level id replaced by id (a JSON string
 // or number), by splicing the bytes of the id member: everything else stays byte for byte (the
-// replay of a kind: http route with fingerprint format jsonrpc, docs/contract.md §7).
-func ReplaceID(msg, id []byte) ([]byte, error) {
+// replay of a kind: http route with fingerprint format jsonrpc, docs/contract.md §7). It returns
+// the message as the three pieces whose concatenation it is, none a copy: the bytes of msg before
+// its id, id, and the bytes after it, so that a replay writes the stored response as it is, as
+// EnvelopeParts lets an MCP replay do.
+func ReplaceID(msg, id []byte) ([3][]byte, error) {
 	if !validID(id) {
-		return nil, invalid("replace id: the id is not a JSON string or number")
+		return [3][]byte{}, invalid("replace id: the id is not a JSON string or number")
 	}
 	m, err := Parse(msg)
 	switch {
 	case err != nil:
-		return nil, err
+		return [3][]byte{}, err
 	case m.Kind != Response:
-		return nil, invalid("replace id: not a JSON-RPC response")
+		return [3][]byte{}, invalid("replace id: not a JSON-RPC response")
 	}
 	// m.ID aliases msg: its offset is where the old id starts.
 	at := cap(msg) - cap(m.ID)
-	out := make([]byte, 0, len(msg)-len(m.ID)+len(id))
-	out = append(append(append(out, msg[:at]...), id...), msg[at+len(m.ID):]...)
-	return out, nil
+	return [3][]byte{msg[:at:at], id, msg[at+len(m.ID):]}, nil
 }

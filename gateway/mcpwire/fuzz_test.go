@@ -133,7 +133,7 @@ func FuzzReplaceID(f *testing.F) {
 		f.Add([]byte(s), []byte(`98765432109876543210`))
 	}
 	f.Fuzz(func(t *testing.T, msg, id []byte) {
-		out, err := ReplaceID(msg, id)
+		out, err := replaceID(msg, id)
 		if err != nil {
 			return
 		}
@@ -145,7 +145,7 @@ func FuzzReplaceID(f *testing.F) {
 		if !validID(old.ID) {
 			return // a null id cannot be put back
 		}
-		if back, err := ReplaceID(out, old.ID); err != nil || !bytes.Equal(back, msg) {
+		if back, err := replaceID(out, old.ID); err != nil || !bytes.Equal(back, msg) {
 			t.Fatalf("ReplaceID back = %q, %v; want %q", back, err, msg)
 		}
 	})
