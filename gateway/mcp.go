@@ -95,7 +95,8 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 		x.badMessage(err)
 		return
 	}
-	if err := checkMCPHeaders(r.Header, msg); err != nil {
+	version := protocolVersion(r.Header, msg) // read once: the header check and a guarded call's answers use it
+	if err := checkMCPHeaders(r.Header, msg, version); err != nil {
 		x.badMessage(err)
 		return
 	}
@@ -119,7 +120,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 			return
 		}
 	case msg.Kind == mcpwire.Request && msg.Method == methodToolsCall:
-		g.serveToolCall(x, auth, msg, body)
+		g.serveToolCall(x, auth, msg, body, version)
 		return
 	case g.absorbs(rt, r, msg):
 		// A guarded call runs to its final response (cancel: finish): the server must not stop it
@@ -164,9 +165,9 @@ func (g *Gateway) guarded(rt *routes.Route, tool string) bool {
 	return c != routes.ReadOnly
 }
 
-// serveToolCall serves a tools/call (msg, read from body): a call of a read_only tool passes
-// through; any other runs the decision table under the tool's route.
-func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.Message, body []byte) {
+// serveToolCall serves a tools/call (msg, read from body, of the MCP revision version): a call of
+// a read_only tool passes through; any other runs the decision table under the tool's route.
+func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.Message, body []byte, version string) {
 	rt, r := x.rt, x.r
 	if err := routes.CheckToolName(msg.Tool); err != nil {
 		x.callError(msg, &mcpwire.Error{Code: mcpwire.InvalidParams, Message: "invalid params: " + err.Error()})
@@ -183,7 +184,7 @@ func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.M
 		x.passThrough()
 		return
 	}
-	m := newMCPTool(x, msg, source)
+	m := newMCPTool(x, msg, version, source)
 	x.rt, x.front = rt.MCP.Tool(msg.Tool, class), m
 	if known {
 		x.label = x.rt.Name
@@ -295,16 +296,16 @@ func onlySSE(h http.Header) bool {
 	return sseOK && !jsonOK
 }
 
-// checkMCPHeaders checks a 2026-07-28 request (Mcp-Protocol-Version, or its params._meta
-// protocol version, at 2026-07-28 or later): Mcp-Method must be sent and name msg's method, and a
-// tools/call's Mcp-Name its tool, after DecodeHeader (docs/contract.md §7 Bad input). An
-// intermediary that routed by the headers must not see another call than the server runs.
-// Errors are *mcpwire.Error with code HeaderMismatch.
-func checkMCPHeaders(h http.Header, msg *mcpwire.Message) error {
+// checkMCPHeaders checks a 2026-07-28 request (version, the revision it names by protocolVersion,
+// at 2026-07-28 or later): Mcp-Method must be sent and name msg's method, and a tools/call's
+// Mcp-Name its tool, after DecodeHeader (docs/contract.md §7 Bad input). An intermediary that
+// routed by the headers must not see another call than the server runs. Errors are
+// *mcpwire.Error with code HeaderMismatch.
+func checkMCPHeaders(h http.Header, msg *mcpwire.Message, version string) error {
 	if msg.Kind != mcpwire.Request && msg.Kind != mcpwire.Notification {
 		return nil
 	}
-	if !stateless(protocolVersion(h, msg)) {
+	if !stateless(version) {
 		return nil
 	}
 	mismatch := func(format string, args ...any) error {

@@ -50,9 +50,9 @@ type mcpTool struct {
 	classSource string
 }
 
-func newMCPTool(x *exchange, msg *mcpwire.Message, classSource string) *mcpTool {
+func newMCPTool(x *exchange, msg *mcpwire.Message, version, classSource string) *mcpTool {
 	return &mcpTool{msg: msg, sse: onlySSE(x.r.Header), session: x.r.Header.Get(headerSessionID),
-		version: protocolVersion(x.r.Header, msg), classSource: classSource}
+		version: version, classSource: classSource}
 }
 
 // traceCall names x's span "tools/call <tool>" and sets the attributes of docs/contract.md §7
