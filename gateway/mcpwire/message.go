@@ -184,7 +184,7 @@ func errToolName() error {
 
 // Meta returns the raw JSON value of params._meta[name] (nil when absent).
 func (m *Message) Meta(name string) []byte {
-	meta := m.meta // a tools/call's, read with its params (Parse returns none whose tool failed)
+	meta := m.meta // a tools/call's, which tool read with its params (Parse returns no tools/call whose tool failed)
 	if m.Method != methodToolsCall {
 		meta = lookup(m.Params, "_meta")
 	}
