@@ -55,7 +55,8 @@ func benchGraphQLBody(size int) []byte {
 // BenchmarkDocument measures Document and Fingerprint (canonicalize+hash) on 1 KiB and 64 KiB JSON bodies (with one Exclude pointer
 // and one listed header) beside encoding/json's Unmarshal of the same body into any, so one run
 // gives the ratio of the two; then the same for GraphQL requests under the graphql format (the
-// query parsed and printed), and for the JSON body under rules of every kind.
+// query parsed and printed), for the JSON body under rules of every kind, and for an MCP
+// tools/call whose arguments are the JSON body, under the jsonrpc format (a guarded call's).
 func BenchmarkDocument(b *testing.B) {
 	c, err := Compile(Fields{Exclude: []Pointer{mustPointer(b, "/trace_id")}, Headers: []string{"X-Account"}})
 	if err != nil {
@@ -101,6 +102,16 @@ func BenchmarkDocument(b *testing.B) {
 		})
 		b.Run(name+"/graphql/encoding-json-Unmarshal", func(b *testing.B) {
 			benchUnmarshal(b, gql)
+		})
+
+		call := []byte(`{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"create_ticket","arguments":` + string(body) +
+			`,"_meta":{"progressToken":"p-42","io.github.idemgateway/idempotencyKey":"k-1"}}}`)
+		rc, err := Compile(Fields{Format: FormatJSONRPC})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name+"/jsonrpc/Document", func(b *testing.B) {
+			benchDocument(b, rc, &Request{Tool: "tickets/create_ticket", Method: http.MethodPost, Body: call})
 		})
 	}
 }

@@ -31,9 +31,7 @@ func (c *Canonicalizer) body(r *Request, tr *trace) (node, error) {
 	case FormatGraphQL:
 		v, err = graphqlBody(r.Body, budget, tr)
 	case FormatJSONRPC:
-		if err = countValues(r.Body, budget); err == nil {
-			v, err = jsonrpcBody(r.Body, tr)
-		}
+		v, err = jsonrpcBody(r.Body, budget, tr)
 	default:
 		ct := r.Header.Get("Content-Type")
 		switch mt := mediaType(ct); {

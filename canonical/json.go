@@ -218,18 +218,6 @@ func parseBounded(data []byte, budget int, sel *selection) (node, int, error) {
 	return p.node(sel), values, nil
 }
 
-// countValues is parseBounded's first pass alone: it refuses data over budget values, builds
-// nothing, and leaves the errors of invalid JSON to the parse that follows.
-func countValues(data []byte, budget int) error {
-	p := parsers.Get().(*parser)
-	defer p.release()
-	p.src = data
-	if _, err := p.count(budget); errors.Is(err, ErrBodyTooComplex) {
-		return err
-	}
-	return nil
-}
-
 // release drops p's references to the data and returns it to parsers.
 func (p *parser) release() {
 	p.dec.Reset(noInput)

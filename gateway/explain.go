@@ -132,7 +132,7 @@ func explainToolCall(rt *routes.Route, tool string, auth *authenticator, r *http
 	}
 	msg, err := mcpwire.Parse(body)
 	if err == nil {
-		err = checkMCPHeaders(r.Header, msg)
+		err = checkMCPHeaders(r.Header, msg, protocolVersion(r.Header, msg))
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidBody, err)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -94,7 +95,8 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 		x.badMessage(err)
 		return
 	}
-	if err := checkMCPHeaders(r.Header, msg); err != nil {
+	version := protocolVersion(r.Header, msg) // read once: the header check and a guarded call's answers use it
+	if err := checkMCPHeaders(r.Header, msg, version); err != nil {
 		x.badMessage(err)
 		return
 	}
@@ -118,7 +120,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 			return
 		}
 	case msg.Kind == mcpwire.Request && msg.Method == methodToolsCall:
-		g.serveToolCall(x, auth, msg, body)
+		g.serveToolCall(x, auth, msg, body, version)
 		return
 	case g.absorbs(rt, r, msg):
 		// A guarded call runs to its final response (cancel: finish): the server must not stop it
@@ -163,9 +165,9 @@ func (g *Gateway) guarded(rt *routes.Route, tool string) bool {
 	return c != routes.ReadOnly
 }
 
-// serveToolCall serves a tools/call (msg, read from body): a call of a read_only tool passes
-// through; any other runs the decision table under the tool's route.
-func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.Message, body []byte) {
+// serveToolCall serves a tools/call (msg, read from body, of the MCP revision version): a call of
+// a read_only tool passes through; any other runs the decision table under the tool's route.
+func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.Message, body []byte, version string) {
 	rt, r := x.rt, x.r
 	if err := routes.CheckToolName(msg.Tool); err != nil {
 		x.callError(msg, &mcpwire.Error{Code: mcpwire.InvalidParams, Message: "invalid params: " + err.Error()})
@@ -182,7 +184,7 @@ func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.M
 		x.passThrough()
 		return
 	}
-	m := newMCPTool(x, msg, source)
+	m := newMCPTool(x, msg, version, source)
 	x.rt, x.front = rt.MCP.Tool(msg.Tool, class), m
 	if known {
 		x.label = x.rt.Name
@@ -242,21 +244,31 @@ func (x *exchange) callError(msg *mcpwire.Message, e *mcpwire.Error) {
 	writeJSONRPC(x.w, http.StatusOK, onlySSE(x.r.Header), mcpwire.ErrorMessage(msg.ID, e))
 }
 
-// writeJSONRPC writes one JSON-RPC message: application/json, or one SSE event (text/event-stream)
-// for a client that accepts only that.
-func writeJSONRPC(w http.ResponseWriter, status int, sse bool, msg []byte) {
+// writeJSONRPC writes one JSON-RPC message, the concatenation of parts: application/json, or one
+// SSE event (text/event-stream) for a client that accepts only that. As JSON, the parts are
+// written as they are, so that a replay sends its stored result without copying it into one
+// message (mcpwire.EnvelopeParts).
+func writeJSONRPC(w http.ResponseWriter, status int, sse bool, parts ...[]byte) {
 	h := w.Header()
 	h.Del(headerSessionID)
 	h["Cache-Control"] = noStore // shared, never appended to in place: len == cap
 	if sse {
-		msg = sseEvent(msg)
+		parts = [][]byte{sseEvent(bytes.Join(parts, nil))} // an event's data may span lines: WriteEvent reads it whole
 		h["Content-Type"] = eventStream
 	} else {
 		h["Content-Type"] = applicationJSON
 	}
-	h.Set("Content-Length", strconv.Itoa(len(msg)))
+	n := 0
+	for _, part := range parts {
+		n += len(part)
+	}
+	h.Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(status)
-	_, _ = w.Write(msg)
+	for _, part := range parts {
+		if _, err := w.Write(part); err != nil {
+			return
+		}
+	}
 }
 
 // The header values writeJSONRPC sets, allocated once.
@@ -284,16 +296,16 @@ func onlySSE(h http.Header) bool {
 	return sseOK && !jsonOK
 }
 
-// checkMCPHeaders checks a 2026-07-28 request (Mcp-Protocol-Version, or its params._meta
-// protocol version, at 2026-07-28 or later): Mcp-Method must be sent and name msg's method, and a
-// tools/call's Mcp-Name its tool, after DecodeHeader (docs/contract.md §7 Bad input). An
-// intermediary that routed by the headers must not see another call than the server runs.
-// Errors are *mcpwire.Error with code HeaderMismatch.
-func checkMCPHeaders(h http.Header, msg *mcpwire.Message) error {
+// checkMCPHeaders checks a 2026-07-28 request (version, the revision it names by protocolVersion,
+// at 2026-07-28 or later): Mcp-Method must be sent and name msg's method, and a tools/call's
+// Mcp-Name its tool, after DecodeHeader (docs/contract.md §7 Bad input). An intermediary that
+// routed by the headers must not see another call than the server runs. Errors are
+// *mcpwire.Error with code HeaderMismatch.
+func checkMCPHeaders(h http.Header, msg *mcpwire.Message, version string) error {
 	if msg.Kind != mcpwire.Request && msg.Kind != mcpwire.Notification {
 		return nil
 	}
-	if !stateless(protocolVersion(h, msg)) {
+	if !stateless(version) {
 		return nil
 	}
 	mismatch := func(format string, args ...any) error {

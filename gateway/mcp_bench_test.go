@@ -16,8 +16,10 @@ import (
 // BenchmarkReplay measures a replay through the gateway's handler, without the network, on the
 // embedded store, each of a result of about 1 KiB: an HTTP route's with a small JSON body; the
 // same tools/call body on a plain JSON-RPC route (kind: http, format: jsonrpc, its id replaced);
-// and on a kind: mcp route (re-enveloped under the retry's id, docs/contract.md §7). Issue 14: an
-// MCP replay costs no more than an HTTP one.
+// on a kind: mcp route (re-enveloped under the retry's id, docs/contract.md §7); and on the HTTP
+// route as a JSON body (http-mcp-body: the fingerprint and the record grow with the body, so this
+// is the HTTP replay to hold the MCP one against). Issue 14: an MCP replay costs no more than an
+// HTTP one.
 func BenchmarkReplay(b *testing.B) {
 	text := strings.Repeat("x", 1000)
 	httpUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -60,6 +62,7 @@ routes:
 		{"http", "/v1/tickets", `{"title":"printer on fire"}`, http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k1"}}},
 		{"jsonrpc", "/rpc", call, http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k1"}}},
 		{"mcp", "/mcp", call, http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}},
+		{"http-mcp-body", "/v1/tickets", call, http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k2"}}},
 	} {
 		serve := func() *httptest.ResponseRecorder {
 			r := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(c.body))

@@ -50,9 +50,9 @@ type mcpTool struct {
 	classSource string
 }
 
-func newMCPTool(x *exchange, msg *mcpwire.Message, classSource string) *mcpTool {
+func newMCPTool(x *exchange, msg *mcpwire.Message, version, classSource string) *mcpTool {
 	return &mcpTool{msg: msg, sse: onlySSE(x.r.Header), session: x.r.Header.Get(headerSessionID),
-		version: protocolVersion(x.r.Header, msg), classSource: classSource}
+		version: version, classSource: classSource}
 }
 
 // traceCall names x's span "tools/call <tool>" and sets the attributes of docs/contract.md §7
@@ -97,7 +97,9 @@ func (m *mcpTool) replay(x *exchange, prev *storedRecord) {
 		if stateless(m.version) && !stateless(prev.MCPProtocolVersion) {
 			member = withResultType(member, m.msg.ID)
 		}
-		m.write(x.w, mcpwire.Envelope(m.msg.ID, member))
+		// Re-enveloped under this request's id by splicing: the stored member goes out as it is.
+		parts := mcpwire.EnvelopeParts(m.msg.ID, member)
+		writeJSONRPC(x.w, http.StatusOK, m.sse, parts[:]...)
 		return
 	}
 	text := fmt.Sprintf("The call already took effect (idempotency key %q) and was not run again. Its result was not kept.", x.key)

@@ -52,9 +52,14 @@ func (b *toolBook) class(rt *routes.Route, tool string) (c routes.Class, source 
 	if configured && t.Tool.ClassSource == routes.ToolClassConfig {
 		return t.Class, classFromConfig, true
 	}
-	c, listed := b.lookup(rt, tool)
-	if listed && rt.Upstream.MCP.TrustAnnotations {
-		return c, classFromAnnotations, true
+	listed := false
+	// A route that neither discovers nor learns its server's tools never has a list: its guarded
+	// calls, every one of which asks, take no lock of the book.
+	if rt.Upstream.MCP.DiscoverTools || b.learns(rt) {
+		c, listed = b.lookup(rt, tool)
+		if listed && rt.Upstream.MCP.TrustAnnotations {
+			return c, classFromAnnotations, true
+		}
 	}
 	return rt.Class, classFromDefault, configured || listed
 }

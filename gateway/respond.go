@@ -110,39 +110,45 @@ type httpRoute struct{}
 func (httpRoute) replay(x *exchange, prev *storedRecord) {
 	h := x.w.Header()
 	status := prev.ResponseStatus
-	var body []byte
+	var body [3][]byte // the body, in pieces written as they are (withRetryID)
 	if resp := prev.Response; resp != nil {
 		for name, values := range resp.Header {
 			h[name] = values
 		}
-		status, body = resp.Status, resp.Body
+		status, body[0] = resp.Status, resp.Body
 	}
 	if x.rt.Fingerprint.Format() == canonical.FormatJSONRPC && prev.ResponseBodyKept {
-		body = withRetryID(body, x.body)
+		body = withRetryID(body[0], x.body)
 	}
 	h.Set("Idempotent-Replayed", "true")
 	if !prev.ResponseBodyKept {
 		h.Del("Content-Type")
 		h.Set("Idempotency-Replay-Body", "omitted")
 	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Content-Length", strconv.Itoa(len(body[0])+len(body[1])+len(body[2])))
 	x.w.WriteHeader(status)
-	_, _ = x.w.Write(body)
+	for _, piece := range body {
+		if len(piece) > 0 {
+			if _, err := x.w.Write(piece); err != nil {
+				return
+			}
+		}
+	}
 }
 
 // withRetryID is body, a stored JSON-RPC response, under the id of req, the retry's JSON-RPC
-// request: a client matches responses to its requests by id, and a retry is a new request with a
-// new id (docs/contract.md §7, plain JSON-RPC routes). A body or request that is not one JSON-RPC
-// message is replayed as stored.
-func withRetryID(body, req []byte) []byte {
+// request (mcpwire.ReplaceID's pieces): a client matches responses to its requests by id, and a
+// retry is a new request with a new id (docs/contract.md §7, plain JSON-RPC routes). A body or
+// request that is not one JSON-RPC message is replayed as stored.
+func withRetryID(body, req []byte) [3][]byte {
 	msg, err := mcpwire.Parse(req)
 	if err != nil || msg.Kind != mcpwire.Request {
-		return body
+		return [3][]byte{body}
 	}
-	if out, err := mcpwire.ReplaceID(body, msg.ID); err == nil {
-		return out
+	if pieces, err := mcpwire.ReplaceID(body, msg.ID); err == nil {
+		return pieces
 	}
-	return body
+	return [3][]byte{body}
 }
 
 // refuse writes ref as an application/problem+json answer, with Retry-After in whole seconds,

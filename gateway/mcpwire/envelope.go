@@ -15,13 +15,33 @@ func Envelope(id, member []byte) []byte {
 
 // AppendEnvelope appends Envelope(id, member) to dst: no allocation when dst has room.
 func AppendEnvelope(dst, id, member []byte) []byte {
-	dst = append(appendID(append(dst, envelopeHead...), id), ',')
-	return append(dst, member[1:]...)
+	for _, part := range EnvelopeParts(id, member) {
+		dst = append(dst, part...)
+	}
+	return dst
 }
+
+// EnvelopeParts returns the pieces whose concatenation is Envelope(id, member), none of them a
+// copy: the head, the id (null when nil), a comma and member[1:] itself. Written one after the
+// other, they replay a stored result with no copy of it made (issue 14: a replay of a tools/call
+// costs no more than one of an HTTP response). The caller must not modify them.
+func EnvelopeParts(id, member []byte) [4][]byte {
+	if len(id) == 0 {
+		id = nullID
+	}
+	return [4][]byte{envelopeHeadBytes, id, comma, member[1:]}
+}
+
+// The constant parts of EnvelopeParts, allocated once.
+var (
+	envelopeHeadBytes = []byte(envelopeHead)
+	nullID            = []byte("null")
+	comma             = []byte(",")
+)
 
 func appendID(dst, id []byte) []byte {
 	if len(id) == 0 {
-		return append(dst, "null"...)
+		return append(dst, nullID...)
 	}
 	return append(dst, id...)
 }
@@ -43,21 +63,22 @@ func ErrorMessage(id []byte, e *Error) []byte {
 
 // ReplaceID returns msg (a JSON-RPC response) with its top-level id replaced by id (a JSON string
 // or number), by splicing the bytes of the id member: everything else stays byte for byte (the
-// replay of a kind: http route with fingerprint format jsonrpc, docs/contract.md §7).
-func ReplaceID(msg, id []byte) ([]byte, error) {
+// replay of a kind: http route with fingerprint format jsonrpc, docs/contract.md §7). It returns
+// the message as the three pieces whose concatenation it is, none a copy: the bytes of msg before
+// its id, id, and the bytes after it, so that a replay writes the stored response as it is, as
+// EnvelopeParts lets an MCP replay do.
+func ReplaceID(msg, id []byte) ([3][]byte, error) {
 	if !validID(id) {
-		return nil, invalid("replace id: the id is not a JSON string or number")
+		return [3][]byte{}, invalid("replace id: the id is not a JSON string or number")
 	}
 	m, err := Parse(msg)
 	switch {
 	case err != nil:
-		return nil, err
+		return [3][]byte{}, err
 	case m.Kind != Response:
-		return nil, invalid("replace id: not a JSON-RPC response")
+		return [3][]byte{}, invalid("replace id: not a JSON-RPC response")
 	}
 	// m.ID aliases msg: its offset is where the old id starts.
 	at := cap(msg) - cap(m.ID)
-	out := make([]byte, 0, len(msg)-len(m.ID)+len(id))
-	out = append(append(append(out, msg[:at]...), id...), msg[at+len(m.ID):]...)
-	return out, nil
+	return [3][]byte{msg[:at:at], id, msg[at+len(m.ID):]}, nil
 }

@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -28,6 +29,13 @@ func TestEnvelope(t *testing.T) {
 			dst := []byte("prefix:")
 			if got := AppendEnvelope(dst, id, member); string(got) != "prefix:"+tt.want {
 				t.Errorf("AppendEnvelope = %s", got)
+			}
+			parts := EnvelopeParts(id, member)
+			if got := bytes.Join(parts[:], nil); string(got) != tt.want {
+				t.Errorf("EnvelopeParts joined = %s", got)
+			}
+			if &parts[3][0] != &member[1] {
+				t.Error("EnvelopeParts copied the member")
 			}
 		})
 	}
@@ -107,12 +115,21 @@ func TestReplaceID(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := ReplaceID([]byte(tt.msg), []byte(tt.id))
+			got, err := replaceID([]byte(tt.msg), []byte(tt.id))
 			if err != nil || string(got) != tt.want {
 				t.Errorf("ReplaceID = %s, %v\nwant %s", got, err, tt.want)
 			}
 		})
 	}
+}
+
+// replaceID is ReplaceID's message in one piece; nil when it fails.
+func replaceID(msg, id []byte) ([]byte, error) {
+	parts, err := ReplaceID(msg, id)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Join(parts[:], nil), nil
 }
 
 func TestReplaceIDErrors(t *testing.T) {
@@ -135,7 +152,7 @@ func TestReplaceIDErrors(t *testing.T) {
 			t.Parallel()
 			got, err := ReplaceID([]byte(tt.msg), []byte(tt.id))
 			var e *Error
-			if !errors.As(err, &e) || got != nil {
+			if !errors.As(err, &e) || got[0] != nil || got[1] != nil || got[2] != nil {
 				t.Errorf("ReplaceID(%s, %s) = %s, %v; want an *Error", tt.msg, tt.id, got, err)
 			}
 		})

@@ -19,6 +19,7 @@ var messageSeeds = []string{
 	`[{"jsonrpc":"2.0","id":1,"method":"m"},{"jsonrpc":"2.0","method":"n"}]`,
 	`{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}`, `[]`, `{"jsonrpc":"2.0","\u0069d":1,"result":{}}`,
 	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","n\u0061me":"b"}}`, ` { } `, `"\ud800"`,
+	`{"jsonrpc":"2.0","id":"a long id, past the bytes stringEnd reads one by one \\\" \"","method":"tools/call","params":{"name":"t","arguments":{"text":"0123456789abcdef\\\\\"x\\"}}}`,
 }
 
 // FuzzParse checks Parse against encoding/json: what it accepts is JSON, its id, method and
@@ -132,7 +133,7 @@ func FuzzReplaceID(f *testing.F) {
 		f.Add([]byte(s), []byte(`98765432109876543210`))
 	}
 	f.Fuzz(func(t *testing.T, msg, id []byte) {
-		out, err := ReplaceID(msg, id)
+		out, err := replaceID(msg, id)
 		if err != nil {
 			return
 		}
@@ -144,7 +145,7 @@ func FuzzReplaceID(f *testing.F) {
 		if !validID(old.ID) {
 			return // a null id cannot be put back
 		}
-		if back, err := ReplaceID(out, old.ID); err != nil || !bytes.Equal(back, msg) {
+		if back, err := replaceID(out, old.ID); err != nil || !bytes.Equal(back, msg) {
 			t.Fatalf("ReplaceID back = %q, %v; want %q", back, err, msg)
 		}
 	})

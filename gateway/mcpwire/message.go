@@ -28,6 +28,9 @@ type Message struct {
 	Batch []Message
 
 	result, err []byte // a response's raw result or error (ReadFinal)
+	// meta is a tools/call's params._meta, raw (nil when absent), found as tool reads its params:
+	// a guarded call reads its key and its protocol version there, without walking params again.
+	meta []byte
 }
 
 const (
@@ -44,7 +47,7 @@ func Parse(body []byte) (*Message, error) {
 	if !isJSON(body) {
 		return nil, &Error{Code: ParseError, Message: "parse error: the body is not JSON"}
 	}
-	body = body[ws(body, 0):valueEnd(body, ws(body, 0))]
+	body = trimSpace(body) // valid: the value ends at its last byte that is not white space
 	m := new(Message)
 	if body[0] != '[' {
 		if err := m.parse(body); err != nil {
@@ -156,11 +159,16 @@ func (m *Message) tool() error {
 	var name []byte
 	it := newIter(m.Params)
 	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
-		if string(text(k)) == "name" {
+		switch string(text(k)) {
+		case "name":
 			if name != nil || !isString(v) {
 				return errToolName()
 			}
 			name = v
+		case "_meta":
+			if m.meta == nil { // the first, as lookup reads it
+				m.meta = v
+			}
 		}
 	}
 	if name == nil {
@@ -176,7 +184,11 @@ func errToolName() error {
 
 // Meta returns the raw JSON value of params._meta[name] (nil when absent).
 func (m *Message) Meta(name string) []byte {
-	return lookup(lookup(m.Params, "_meta"), name)
+	meta := m.meta // a tools/call's, which tool read with its params (Parse returns no tools/call whose tool failed)
+	if m.Method != methodToolsCall {
+		meta = lookup(m.Params, "_meta")
+	}
+	return lookup(meta, name)
 }
 
 // CancelledRequestID returns params.requestId of a notifications/cancelled (raw), nil otherwise.

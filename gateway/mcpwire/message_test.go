@@ -143,6 +143,8 @@ func TestMeta(t *testing.T) {
 		{"no _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`, ``},
 		{"_meta not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":"k"}}`, ``},
 		{"in arguments, not _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"_meta":{"io.github.idemgateway/idempotencyKey":"k"}}}}`, ``},
+		{"_meta sent twice: the first", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.github.idemgateway/idempotencyKey":"k-1"},"name":"t","_meta":{"io.github.idemgateway/idempotencyKey":"k-2"}}}`, `"k-1"`},
+		{"another method's", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"u","_meta":{"io.github.idemgateway/idempotencyKey":"k"}}}`, `"k"`},
 		{"no params", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, ``},
 		{"params an array", `{"jsonrpc":"2.0","id":1,"method":"m","params":[{"_meta":{}}]}`, ``},
 	}

@@ -26,9 +26,21 @@ func ws(b []byte, i int) int {
 	return i
 }
 
-// stringEnd returns the index just past the string that starts at b[i] (a '"').
+// trimSpace returns b without the JSON white space at either end.
+func trimSpace(b []byte) []byte {
+	end := len(b)
+	for end > 0 && (b[end-1] == ' ' || b[end-1] == '\t' || b[end-1] == '\n' || b[end-1] == '\r') {
+		end--
+	}
+	return b[ws(b[:end], 0):end]
+}
+
+// stringEnd returns the index just past the string that starts at b[i] (a '"'). It jumps from
+// quote to quote (bytes.IndexByte, which reads many bytes at a time: argument strings are often
+// long) and counts the backslashes before each: an odd count escapes it.
 func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
+	start := i + 1
+	for i = start; i < len(b) && i < start+16; i++ { // short strings (names, ids): byte by byte
 		switch b[i] {
 		case '\\':
 			i++
@@ -36,7 +48,20 @@ func stringEnd(b []byte, i int) int {
 			return i + 1
 		}
 	}
-	return len(b)
+	for ; ; i++ {
+		j := bytes.IndexByte(b[min(i, len(b)):], '"')
+		if j < 0 {
+			return len(b)
+		}
+		i += j
+		k := i
+		for k > start && b[k-1] == '\\' {
+			k--
+		}
+		if (i-k)%2 == 0 {
+			return i + 1
+		}
+	}
 }
 
 // valueEnd returns the index just past the value that starts at b[i].
