@@ -172,7 +172,8 @@ func TestSafeFollowsThePolicy(t *testing.T) {
 
 // TestSafeCheckedAtOnceAfterAScriptError: a claim that fails with OOM or NOPERM wakes the check at
 // once (the interval is an hour here), and under OOM a claim of a committed record still reads
-// it: the replay of a committed key works while new keys are refused. The same with
+// it: the replay of a committed key works while new keys are refused, and a duplicate of a call in
+// progress learns it is in progress. The same with
 // Options.AutoPipeline, whose batches' errors the check hears as well; its own probe's OOM does not
 // wake it again (the probe keeps to the client's pool, where the hook sees the check's context).
 func TestSafeCheckedAtOnceAfterAScriptError(t *testing.T) {
@@ -206,6 +207,7 @@ func outOfMemory(t *testing.T, auto bool) {
 	if ok, err := s.Commit(ctx, "done", "owner", []byte("receipt"), time.Hour); !ok || err != nil {
 		t.Fatalf("Commit = %v, %v", ok, err)
 	}
+	mustClaim(t, s, "running", time.Hour, []byte("claim"))
 	if err := s.Safe(); err != nil {
 		t.Fatalf("Safe() = %v", err)
 	}
@@ -227,6 +229,11 @@ func outOfMemory(t *testing.T, auto bool) {
 	claimed, state, stored, err := s.Claim(ctx, "done", "other", []byte("p"), time.Minute, time.Hour)
 	if err != nil || claimed || state != record.StateCommitted || string(stored.Settle) != "receipt" {
 		t.Fatalf("Claim of a committed key out of memory = %v, %q, %q, %v; want its receipt", claimed, state, stored, err)
+	}
+	// A duplicate of a call in progress learns it is in progress, though Redis refuses to mark the
+	// record watched.
+	if claimed, state, _, err := s.Claim(ctx, "running", "other", []byte("p"), time.Minute, time.Hour); err != nil || claimed || state != record.StateInProgress {
+		t.Fatalf("Claim of a key in progress out of memory = %v, %q, %v; want in progress", claimed, state, err)
 	}
 	if err := raw.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
 		t.Fatal(err)

@@ -675,7 +675,7 @@ var mutants = []Mutant{
 		File: "redisstore/scripts/record.lua", From: "  if rec.watched then\n    redis.call('PUBLISH', channel, what)\n  end", To: "  redis.call('PUBLISH', channel, what)",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSettleNoticeOnlyWhenWatched$"}}},
 	{Name: "duplicate-not-marked-watched-redis", Behaviour: "a duplicate's claim does not mark the record watched: its settle sends no notice, and waiting duplicates of other processes poll",
-		File: "redisstore/scripts/claim.lua", From: "    redis.call('HSET', KEYS[1], 'watched', '1')", To: "    -- mutant: not marked",
+		File: "redisstore/scripts/claim.lua", From: "    redis.pcall('HSET', KEYS[1], 'watched', '1')", To: "    -- mutant: not marked",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^(TestSettleNoticeOnlyWhenWatched|TestWaitAcrossGateways)$"}, {Pkg: "./gateway", Run: "^TestWaitIsWokenAcrossProcesses$"}}},
 	{Name: "auto-pipeline-ignored", Behaviour: "Options.AutoPipeline is accepted but the scripts still take a round trip each",
 		File: "redisstore/redisstore.go", From: "\t\ts.pipelined = ap", To: "\t\t_ = ap",
@@ -683,4 +683,7 @@ var mutants = []Mutant{
 	{Name: "auto-pipeline-takes-safety-probe", Behaviour: "the safety check's probe goes through the auto-pipeliner, whose hooks lose its context: the probe's own OOM wakes the next check, one a second",
 		File: "redisstore/redisstore.go", From: "if s.pipelined != nil && ctx.Value(checking{}) == nil {", To: "if s.pipelined != nil {",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSafeCheckedAtOnceAfterAScriptError$"}}},
+	{Name: "duplicate-mark-refused-out-of-memory-redis", Behaviour: "a duplicate's claim marks the record watched with redis.call: out of memory, the duplicate of a call in progress gets 503 instead of 409 in_progress",
+		File: "redisstore/scripts/claim.lua", From: "    redis.pcall('HSET', KEYS[1], 'watched', '1')", To: "    redis.call('HSET', KEYS[1], 'watched', '1')",
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSafeCheckedAtOnceAfterAScriptError$"}, {Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$"}}},
 }

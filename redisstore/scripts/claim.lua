@@ -27,8 +27,10 @@ if rec.state == 'in_progress' then
   end
   if not rec.watched then
     -- A duplicate: it may wait for the settle (concurrency: wait), so the settle must PUBLISH
-    -- (record.lua's notify).
-    redis.call('HSET', KEYS[1], 'watched', '1')
+    -- (record.lua's notify). pcall: a Redis out of memory refuses the write, and the duplicate
+    -- must still learn that the record is in progress; its waiters then find the settle at their
+    -- next poll (notices are hints).
+    redis.pcall('HSET', KEYS[1], 'watched', '1')
   end
 end
 return {0, rec.state, rec.payload, rec.settle}
