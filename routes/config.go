@@ -25,8 +25,8 @@ const (
 	DefaultReconcileAfter  = time.Minute
 	DefaultWaitTimeout     = 10 * time.Second
 	DefaultUpstreamTimeout = 30 * time.Second
-	DefaultTenantHeader    = "X-Tenant-ID"
-	DefaultActorHeader     = "X-Actor-ID"
+	DefaultTenantHeader    = "X-Tenant-Id" // X-Tenant-ID in canonical form, as a route's headers are: a lookup allocates nothing
+	DefaultActorHeader     = "X-Actor-Id"
 	DefaultKeyHeader       = "Idempotency-Key"
 	DefaultKeyMeta         = "io.github.idemgateway/idempotencyKey" // kind: mcp routes: params._meta's member
 	DefaultMaxBodyBytes    = 1 << 20                                // 1 MiB
