@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -209,6 +210,37 @@ func TestLostReplies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAutoPipelinedCallEndsWithItsContext: a stalled batch of the auto-pipeliner holds its calls
+// until the read timeout and go-redis's copies after it; a Claim through it still ends when its
+// context does, with the context's error, not seconds later with a claim that may have outlived
+// its lease (the chaos suite's double effect, before eval bounded the call). The claim landed:
+// its owner's release frees it, as the gateway releases an orphaned claim.
+func TestAutoPipelinedCallEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	pt := proxiedRedis(t)
+	s, err := redisstore.New(pt.client(), redisstore.Options{AutoPipeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := redisstore.LoadScripts(ctx, pt.raw); err != nil {
+		t.Fatal(err)
+	}
+	// The reply stalls: go-redis waits out its read timeout (300 ms) before it sends a copy.
+	pt.proxies[0].LoseReply(faultproxy.Stall, scriptOf("claim", redisstore.RedisKey(s, "k")))
+	callCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _, _, err = s.Claim(callCtx, "k", "owner", []byte("p"), time.Minute, time.Minute)
+	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > lostReplyReadTimeout {
+		t.Fatalf("Claim with a 100 ms context through a stalled batch = %v after %s; want the deadline's error within the read timeout (%s)", err, took, lostReplyReadTimeout)
+	}
+	waitFor(t, 5*time.Second, "the claim landed", func() bool { state, _, _ := s.Get(ctx, "k"); return state == record.StateInProgress })
+	if ok, err := s.Release(ctx, "k", "owner"); !ok || err != nil {
+		t.Fatalf("Release by the owner of the claim that landed = %v, %v", ok, err)
 	}
 }
 

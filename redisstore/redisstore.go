@@ -55,7 +55,8 @@ type Options struct {
 	// the scripts of concurrent requests go out in one write and their replies come back in one
 	// read, which costs the gateway and Redis less CPU per request than a write and a read each
 	// (docs/performance.md#automatic-pipelining). A batch whose connection breaks is sent again;
-	// every transition answers its copy as the first run (docs/guarantees.md#lost-replies). Renew,
+	// every transition answers its copy as the first run (docs/guarantees.md#lost-replies). Each
+	// call still ends when its context does (eval), which the auto-pipeliner alone does not. Renew,
 	// Reclaim, Release, MarkUnknown, Commit with WaitReplicas and the safety check keep a pooled
 	// connection each, so that a stalled batch cannot hold up a lease renewal. The client must
 	// be a *redis.Client (a Sentinel failover client is one) or a *redis.ClusterClient. Default
@@ -153,14 +154,33 @@ func autoPipeliner(client redis.UniversalClient) (*redis.AutoPipeliner, error) {
 	return ap, nil
 }
 
-// requests returns what runs the scripts of a request's round trips (Claim, Commit, Get): the
-// auto-pipeliner with Options.AutoPipeline, else the client. The safety check's own probe
-// (marked by its context) takes the client, whose hooks see that context.
-func (s *Store) requests(ctx context.Context) redis.Scripter {
-	if s.pipelined != nil && ctx.Value(checking{}) == nil {
-		return s.pipelined
+// eval runs script on the record at key. With pipelined (the scripts of a request's round trips:
+// Claim, Commit, Get) and Options.AutoPipeline, it goes through the auto-pipeliner, else through
+// the client; the safety check's own probe (marked by its context) takes the client, whose hooks
+// see that context.
+//
+// go-redis's auto-pipeliner does not end a call at its context's end: a stalled batch holds every
+// call in it until the connection's read timeout, and its retries after that (seconds; the chaos
+// suite saw a claim answered 7 s late). A claim answered after its lease could have lapsed must not
+// be acted on, and the gateway relies on every store call ending at its store timeout
+// (docs/guarantees.md#lease-timing), so eval ends the call when ctx ends: an answer that comes
+// later is dropped, as a lost reply is (docs/guarantees.md#lost-replies; a claim's is released by
+// the gateway, its owner).
+func (s *Store) eval(ctx context.Context, pipelined bool, script *redis.Script, key string, args ...any) *redis.Cmd {
+	keys := []string{s.redisKey(key)}
+	if !pipelined || s.pipelined == nil || ctx.Value(checking{}) != nil {
+		return script.Run(ctx, s.client, keys, args...)
 	}
-	return s.client
+	answer := make(chan *redis.Cmd, 1)
+	go func() { answer <- script.Run(ctx, s.pipelined, keys, args...) }()
+	select {
+	case cmd := <-answer:
+		return cmd
+	case <-ctx.Done():
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(context.Cause(ctx))
+		return cmd
+	}
 }
 
 // Close closes the Pub/Sub connection of WatchSettled, if it was opened, stops the safety checks,
@@ -181,7 +201,7 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
 		return false, "", record.Payload{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	res, err := claimScript.Run(ctx, s.requests(ctx), []string{s.redisKey(key)}, owner, payload, record.Millis(lease), record.Millis(ttl)).Slice()
+	res, err := s.eval(ctx, true, claimScript, key, owner, payload, record.Millis(lease), record.Millis(ttl)).Slice()
 	if err != nil {
 		return false, "", record.Payload{}, wrap("claim", key, err)
 	}
@@ -221,7 +241,7 @@ func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: reclaim: %w", err)
 	}
-	return s.run(ctx, s.client, "reclaim", reclaimScript, key, from, owner, payload, record.Millis(lease), record.Millis(ttl))
+	return s.run(ctx, false, "reclaim", reclaimScript, key, from, owner, payload, record.Millis(lease), record.Millis(ttl))
 }
 
 // Renew implements record.Store.Renew with one script. The owner of a record that is still
@@ -232,7 +252,7 @@ func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duratio
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease)); err != nil {
 		return false, fmt.Errorf("redisstore: renew: %w", err)
 	}
-	return s.run(ctx, s.client, "renew", renewScript, key, owner, record.Millis(lease))
+	return s.run(ctx, false, "renew", renewScript, key, owner, record.Millis(lease))
 }
 
 // Commit implements record.Store.Commit with one script (one round trip). ttl is rounded up to
@@ -242,7 +262,7 @@ func (s *Store) Commit(ctx context.Context, key, owner string, settle []byte, tt
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: commit: %w", err)
 	}
-	return s.runReplicated(ctx, s.requests(ctx), OpCommit, commitScript, key, owner, settle, record.Millis(ttl), s.settledChannel(key))
+	return s.runReplicated(ctx, true, OpCommit, commitScript, key, owner, settle, record.Millis(ttl), s.settledChannel(key))
 }
 
 // MarkUnknown implements record.Store.MarkUnknown with one script. ttl is rounded up to whole
@@ -252,7 +272,7 @@ func (s *Store) MarkUnknown(ctx context.Context, key, owner string, settle []byt
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: mark unknown: %w", err)
 	}
-	ok, err = s.runReplicated(ctx, s.client, OpMarkUnknown, markUnknownScript, key, owner, settle, record.Millis(ttl), s.settledChannel(key))
+	ok, err = s.runReplicated(ctx, false, OpMarkUnknown, markUnknownScript, key, owner, settle, record.Millis(ttl), s.settledChannel(key))
 	if ok {
 		s.index(ctx, key)
 	}
@@ -264,7 +284,7 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 	if err := record.CheckArgs(ctx, key, owner); err != nil {
 		return false, fmt.Errorf("redisstore: release: %w", err)
 	}
-	return s.run(ctx, s.client, "release", releaseScript, key, owner, s.settledChannel(key))
+	return s.run(ctx, false, "release", releaseScript, key, owner, s.settledChannel(key))
 }
 
 // Get implements record.Store.Get with one read-only script. It returns the stored state: an
@@ -273,7 +293,7 @@ func (s *Store) Get(ctx context.Context, key string) (state string, stored recor
 	if err := record.CheckKeyArg(ctx, key); err != nil {
 		return "", record.Payload{}, fmt.Errorf("redisstore: get: %w", err)
 	}
-	res, err := getScript.Run(ctx, s.requests(ctx), []string{s.redisKey(key)}).Slice()
+	res, err := s.eval(ctx, true, getScript, key).Slice()
 	if err != nil {
 		return "", record.Payload{}, wrap("get", key, err)
 	}
@@ -301,10 +321,10 @@ func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error
 	return n > 0, nil
 }
 
-// run runs a fencing script on the record at key through c (the client, or Store.requests) and
-// reads its 0 or 1 reply.
-func (s *Store) run(ctx context.Context, c redis.Scripter, op string, script *redis.Script, key string, args ...any) (bool, error) {
-	n, err := script.Run(ctx, c, []string{s.redisKey(key)}, args...).Int64()
+// run runs a fencing script on the record at key (eval; pipelined: one of a request's round trips)
+// and reads its 0 or 1 reply.
+func (s *Store) run(ctx context.Context, pipelined bool, op string, script *redis.Script, key string, args ...any) (bool, error) {
+	n, err := s.eval(ctx, pipelined, script, key, args...).Int64()
 	if err != nil {
 		return false, wrap(op, key, err)
 	}

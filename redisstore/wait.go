@@ -48,18 +48,18 @@ func readTimeout(client redis.UniversalClient) time.Duration {
 	return 0
 }
 
-// runReplicated runs a fencing script like run (through c) and, with Options.WaitReplicas, sends
-// WAIT after it on the same connection of the client's pool in the same round trip, reporting a
-// write that too few replicas acknowledged to OnUnreplicated.
+// runReplicated runs a fencing script like run (pipelined as run says) and, with
+// Options.WaitReplicas, sends WAIT after it on the same connection of the client's pool in the
+// same round trip, reporting a write that too few replicas acknowledged to OnUnreplicated.
 //
 // WAIT counts the replicas that acknowledged every write made so far on the connection it is sent
 // on, so it must follow the script on that very connection: a pipeline. On Redis Cluster the
 // pipeline goes to the node that serves the key's slot (a keyless WAIT would otherwise go to any
 // node); if that node redirects (the slot is moving), the script is run again through the cluster
 // client, which follows the redirection, and the write's replication is reported unknown.
-func (s *Store) runReplicated(ctx context.Context, c redis.Scripter, op string, script *redis.Script, key string, args ...any) (bool, error) {
+func (s *Store) runReplicated(ctx context.Context, pipelined bool, op string, script *redis.Script, key string, args ...any) (bool, error) {
 	if s.waitReplicas == 0 {
-		return s.run(ctx, c, op, script, key, args...)
+		return s.run(ctx, pipelined, op, script, key, args...)
 	}
 	rkey := s.redisKey(key)
 	var conn redis.Cmdable = s.client

@@ -681,9 +681,12 @@ var mutants = []Mutant{
 		File: "redisstore/redisstore.go", From: "\t\ts.pipelined = ap", To: "\t\t_ = ap",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestAutoPipelineBatches$"}}},
 	{Name: "auto-pipeline-takes-safety-probe", Behaviour: "the safety check's probe goes through the auto-pipeliner, whose hooks lose its context: the probe's own OOM wakes the next check, one a second",
-		File: "redisstore/redisstore.go", From: "if s.pipelined != nil && ctx.Value(checking{}) == nil {", To: "if s.pipelined != nil {",
+		File: "redisstore/redisstore.go", From: "if !pipelined || s.pipelined == nil || ctx.Value(checking{}) != nil {", To: "if !pipelined || s.pipelined == nil {",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSafeCheckedAtOnceAfterAScriptError$"}}},
 	{Name: "duplicate-mark-refused-out-of-memory-redis", Behaviour: "a duplicate's claim marks the record watched with redis.call: out of memory, the duplicate of a call in progress gets 503 instead of 409 in_progress",
 		File: "redisstore/scripts/claim.lua", From: "    redis.pcall('HSET', KEYS[1], 'watched', '1')", To: "    redis.call('HSET', KEYS[1], 'watched', '1')",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSafeCheckedAtOnceAfterAScriptError$"}, {Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$"}}},
+	{Name: "auto-pipelined-call-outlives-its-context", Behaviour: "an auto-pipelined call waits for its stalled batch past its context's end: a claim answered seconds late is acted on after its lease lapsed",
+		File: "redisstore/redisstore.go", From: "\tanswer := make(chan *redis.Cmd, 1)\n", To: "\tif true {\n\t\treturn script.Run(ctx, s.pipelined, keys, args...)\n\t}\n\tanswer := make(chan *redis.Cmd, 1)\n",
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestAutoPipelinedCallEndsWithItsContext$"}}},
 }
