@@ -216,22 +216,27 @@ func redisWork(t *table, r *results) {
 	}
 	t.add("Redis commands per execute, EVALSHA included", "%.2f", []float64{all}, nil)
 	t.add("**Redis commands inside the scripts** per execute (issue 15)", "%.2f", []float64{inside}, ptr(atMost(6)))
-	cpu := func(m map[string][]float64, who string) []float64 { return m[runName(who, mediumBody)] }
-	t.add("Redis CPU per execute (µs)", "%.1f", cpu(r.cpuRedis, "execute"), nil)
-	t.add("Redis CPU per replay (µs)", "%.1f", cpu(r.cpuRedis, "replay"), nil)
-	t.add("**Redis CPU per execute ÷ per replay** (issue 15)", "%.2f", ratios(cpu(r.cpuRedis, "execute"), cpu(r.cpuRedis, "replay")), ptr(atMost(1.6)))
-	t.add("Gateway process CPU per execute (µs)", "%.0f", cpu(r.cpuProxy, "execute"), nil)
-	t.add("Bare proxy process CPU per request (µs)", "%.0f", cpu(r.cpuProxy, "bare"), nil)
-	t.add("**Gateway CPU per execute ÷ bare proxy's** (issue 15)", "%.2f", ratios(cpu(r.cpuProxy, "execute"), cpu(r.cpuProxy, "bare")), ptr(atMost(1.35)))
+	t.add("Bare proxy process CPU per request (µs)", "%.0f", at1KiB(r.cpuProxy, "bare"), nil)
+	cpuRows(t, r, "", " (issue 15)", "execute", "replay")
 	// The same gateway with IDEMGATEWAY_REDIS_AUTO_PIPELINE, in the same repetitions.
-	t.add("Auto-pipelined: execute ÷ bare throughput", "%.2f", ratios(cpu(r.throughput, "pipelined"), cpu(r.throughput, "bare")), nil)
-	t.add("Auto-pipelined: Redis CPU per execute (µs)", "%.1f", cpu(r.cpuRedis, "pipelined"), nil)
-	t.add("Auto-pipelined: Redis CPU per replay (µs)", "%.1f", cpu(r.cpuRedis, "pipelined-replay"), nil)
-	t.add("Auto-pipelined: **Redis CPU per execute ÷ per replay**", "%.2f", ratios(cpu(r.cpuRedis, "pipelined"), cpu(r.cpuRedis, "pipelined-replay")), ptr(atMost(1.6)))
-	t.add("Auto-pipelined: Redis CPU per execute ÷ the plain store's", "%.2f", ratios(cpu(r.cpuRedis, "pipelined"), cpu(r.cpuRedis, "execute")), nil)
-	t.add("Auto-pipelined: gateway process CPU per execute (µs)", "%.0f", cpu(r.cpuProxy, "pipelined"), nil)
-	t.add("Auto-pipelined: **gateway CPU per execute ÷ bare proxy's**", "%.2f", ratios(cpu(r.cpuProxy, "pipelined"), cpu(r.cpuProxy, "bare")), ptr(atMost(1.35)))
+	t.add("Auto-pipelined: execute ÷ bare throughput", "%.2f", ratios(at1KiB(r.throughput, "pipelined"), at1KiB(r.throughput, "bare")), nil)
+	cpuRows(t, r, "Auto-pipelined: ", "", "pipelined", "pipelined-replay")
+	t.add("Auto-pipelined: Redis CPU per execute ÷ the plain store's", "%.2f", ratios(at1KiB(r.cpuRedis, "pipelined"), at1KiB(r.cpuRedis, "execute")), nil)
 }
+
+// cpuRows adds, for the gateway whose runs are execute and replay, its Redis CPU per execute and
+// per replay and their ratio, and its process CPU per execute and its ratio to the bare proxy's,
+// with issue 15's budgets; labels start with prefix, and the budgeted ones end with suffix.
+func cpuRows(t *table, r *results, prefix, suffix, execute, replay string) {
+	t.add(prefix+"Redis CPU per execute (µs)", "%.1f", at1KiB(r.cpuRedis, execute), nil)
+	t.add(prefix+"Redis CPU per replay (µs)", "%.1f", at1KiB(r.cpuRedis, replay), nil)
+	t.add(prefix+"**Redis CPU per execute ÷ per replay**"+suffix, "%.2f", ratios(at1KiB(r.cpuRedis, execute), at1KiB(r.cpuRedis, replay)), ptr(atMost(1.6)))
+	t.add(prefix+"Gateway process CPU per execute (µs)", "%.0f", at1KiB(r.cpuProxy, execute), nil)
+	t.add(prefix+"**Gateway CPU per execute ÷ bare proxy's**"+suffix, "%.2f", ratios(at1KiB(r.cpuProxy, execute), at1KiB(r.cpuProxy, "bare")), ptr(atMost(1.35)))
+}
+
+// at1KiB returns m's values of who's run at 1 KiB (runName).
+func at1KiB(m map[string][]float64, who string) []float64 { return m[runName(who, mediumBody)] }
 
 // mcpRows adds the rows of MCP tool calls (issue 14): for each form of answer, the throughputs of
 // the bare proxy, execute and replay of a tools/call, their ratios to the bare proxy's, and the
@@ -239,19 +244,18 @@ func redisWork(t *table, r *results) {
 // gateway process's CPU per request, each ratio within one repetition; then the Redis round trips
 // per tools/call.
 func mcpRows(t *table, r *results) {
-	run := func(m map[string][]float64, who string) []float64 { return m[runName(who, mediumBody)] }
 	for _, a := range mcpAnswers {
 		label := map[string]string{"json": "JSON answers", "sse": "SSE answers"}[a.name]
 		bare, execute, replay := mcpName("bare", a.name), mcpName("execute", a.name), mcpName("replay", a.name)
-		t.add("MCP tools/call, "+label+": bare proxy throughput (req/s)", "%.0f", run(r.throughput, bare), nil)
-		t.add("MCP tools/call, "+label+": gateway execute throughput (req/s)", "%.0f", run(r.throughput, execute), nil)
-		t.add("MCP tools/call, "+label+": gateway replay throughput (req/s)", "%.0f", run(r.throughput, replay), nil)
-		t.add("MCP R1, "+label+" = execute ÷ bare proxy's tools/call", "%.2f", ratios(run(r.throughput, execute), run(r.throughput, bare)), nil)
-		t.add("MCP R2, "+label+" = replay ÷ bare proxy's tools/call", "%.2f", ratios(run(r.throughput, replay), run(r.throughput, bare)), nil)
+		t.add("MCP tools/call, "+label+": bare proxy throughput (req/s)", "%.0f", at1KiB(r.throughput, bare), nil)
+		t.add("MCP tools/call, "+label+": gateway execute throughput (req/s)", "%.0f", at1KiB(r.throughput, execute), nil)
+		t.add("MCP tools/call, "+label+": gateway replay throughput (req/s)", "%.0f", at1KiB(r.throughput, replay), nil)
+		t.add("MCP R1, "+label+" = execute ÷ bare proxy's tools/call", "%.2f", ratios(at1KiB(r.throughput, execute), at1KiB(r.throughput, bare)), nil)
+		t.add("MCP R2, "+label+" = replay ÷ bare proxy's tools/call", "%.2f", ratios(at1KiB(r.throughput, replay), at1KiB(r.throughput, bare)), nil)
 		t.add("**MCP replay ÷ HTTP replay**, "+label+": throughput (issue 14)", "%.2f",
-			ratios(run(r.throughput, replay), run(r.throughput, "replay")), ptr(atLeast(1)))
+			ratios(at1KiB(r.throughput, replay), at1KiB(r.throughput, "replay")), ptr(atLeast(1)))
 		t.add("**MCP replay ÷ HTTP replay**, "+label+": gateway process CPU per request (issue 14)", "%.2f",
-			ratios(run(r.cpuProxy, replay), run(r.cpuProxy, "replay")), ptr(atMost(1)))
+			ratios(at1KiB(r.cpuProxy, replay), at1KiB(r.cpuProxy, "replay")), ptr(atMost(1)))
 	}
 	t.add("Redis round trips per MCP execute (JSON answers)", "%.2f", []float64{r.tripsMCPExecute}, ptr(atMost(2)))
 	t.add("Redis round trips per MCP replay (JSON answers)", "%.2f", []float64{r.tripsMCPReplay}, ptr(exactly(1)))
