@@ -1,14 +1,17 @@
 // Package boltstore is the embedded implementation of record.Store, on go.etcd.io/bbolt, for a
 // gateway that runs as a single process with no Redis.
 //
-// The records live in one file, FileName, under a data directory. Every write is made in a bbolt
-// read-write transaction, fsync'd (fdatasync on Linux) before the call returns, so a record written
-// survives kill -9 and power loss on a disk that honours fsync (TestTransitionsSurvivePowerLoss
-// drops every unsynced write after each kind of transition, and after many concurrent ones;
-// docs/guarantees.md says what that proves). Concurrent writes share one transaction and its
-// fsync (group commit, commit.go); reads, and a Claim that finds a live record, use read-only
-// transactions and make no fsync. bbolt lets one process open the file at a time: a second Open
-// fails after Options.LockTimeout with an error wrapping ErrLocked.
+// The records live in one bbolt file, FileName, under a data directory, and the writes not yet
+// checkpointed into it in a write-ahead log, WALName, beside it. Every write is appended to the log
+// and fsync'd (fdatasync on Linux) before the call returns, so a record written survives kill -9
+// and power loss on a disk that honours fsync (TestTransitionsSurvivePowerLoss drops every unsynced
+// write after each kind of transition, and after many concurrent ones, with and without
+// checkpoints; docs/guarantees.md says what that proves). Concurrent writes share one append and
+// its fsync (group commit, commit.go); a checkpoint writes the logged records into the bbolt file
+// in one synced transaction now and then, and Open applies what the log holds past the last one
+// (checkpoint.go). Reads, and a Claim that finds a live record, look in the memtable (the logged
+// writes) and then in a read-only transaction, and make no fsync. bbolt lets one process open the
+// file at a time: a second Open fails after Options.LockTimeout with an error wrapping ErrLocked.
 //
 // Records sit in the bucket "records" keyed by the gateway's opaque key (any bytes). A value is a
 // versioned binary encoding, integers big-endian:
@@ -28,7 +31,7 @@
 // the claim part. They are still read; every write stores version 2.
 //
 // The bucket "meta" holds the key "format" = "idemgateway-records-v1"; Open refuses a file with
-// another format (ErrFormat). A value that does not decode is refused with an error wrapping
+// another format (ErrFormat). It also holds "wal-seq", the last log record checkpointed (wal.go). A value that does not decode is refused with an error wrapping
 // record.ErrCorrupt, never overwritten or freed; Delete removes it.
 //
 // Leases and TTLs use the local clock (Options.Now), in milliseconds: a wall clock stepped forward
@@ -47,6 +50,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -65,6 +69,11 @@ const (
 	// DefaultLockTimeout is the default of Options.LockTimeout.
 	DefaultLockTimeout = time.Second
 )
+
+// initialMmapSize is the address space bbolt maps at Open (not memory: the file is not grown to
+// it). Until the file outgrows it, a checkpoint that grows the file does not remap it, which copies
+// every value its transaction holds out of the old mapping and waits for every reader.
+const initialMmapSize = 256 << 20
 
 // ErrLocked is wrapped by Open's error when another process (or another Open in this one) holds
 // the database file.
@@ -99,6 +108,11 @@ type Options struct {
 
 	// Logger receives the sweeper's errors (warn) and counts (debug). Default slog.Default().
 	Logger *slog.Logger
+
+	// CheckpointEntries is how many records written since the last checkpoint make the committer
+	// write them to the bbolt file (checkpoint.go); a checkpoint is also made on Close, and before
+	// a sweep or a ListUnknown. Default DefaultCheckpointEntries.
+	CheckpointEntries int
 }
 
 // Store is a record.Store in a bbolt file. It is safe for concurrent use.
@@ -113,6 +127,11 @@ type Store struct {
 	afterScan func()
 
 	commit committer // runs every write (commit.go)
+	log    *wal      // where each batch is made durable (wal.go)
+	mem    memtable  // the writes in the log, until a checkpoint (checkpoint.go)
+
+	checkpointEntries int
+	broken            atomic.Pointer[error] // set by fail
 
 	stop      chan struct{} // closed by Close to stop the sweeper
 	swept     chan struct{} // closed when the sweeper has returned
@@ -140,11 +159,14 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.CheckpointEntries <= 0 {
+		opts.CheckpointEntries = DefaultCheckpointEntries
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("boltstore: create data directory: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, FreelistType: bolt.FreelistMapType, InitialMmapSize: initialMmapSize})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("boltstore: open %s: %w (bbolt allows one process per file: is another idemgateway using this data directory?)", path, ErrLocked)
 	}
@@ -155,12 +177,24 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
+	log, err := openWAL(dir)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("boltstore: open %s: %w", filepath.Join(dir, WALName), err)
+	}
 	s := &Store{
-		db:     db,
-		now:    opts.Now,
-		logger: opts.Logger,
-		stop:   make(chan struct{}),
-		swept:  make(chan struct{}),
+		db:                db,
+		now:               opts.Now,
+		logger:            opts.Logger,
+		log:               log,
+		checkpointEntries: opts.CheckpointEntries,
+		stop:              make(chan struct{}),
+		swept:             make(chan struct{}),
+	}
+	if err := s.recoverLog(); err != nil {
+		_ = log.close()
+		_ = db.Close()
+		return nil, fmt.Errorf("boltstore: open %s: recover the write-ahead log: %w", path, err)
 	}
 	s.startCommitter()
 	if opts.SweepInterval > 0 {
@@ -199,7 +233,16 @@ func (s *Store) Close() error {
 		close(s.stop)
 		<-s.swept
 		s.stopCommitter()
-		if err := s.db.Close(); err != nil {
+		var errs []error
+		if s.failed() == nil {
+			// What the log holds would be recovered at the next Open; written now, the file is
+			// whole without it, and the log empty.
+			if err := s.checkpoint(); err != nil {
+				errs = append(errs, fmt.Errorf("checkpoint: %w", err))
+			}
+		}
+		errs = append(errs, s.log.close(), s.db.Close())
+		if err := errors.Join(errs...); err != nil {
 			s.closeErr = fmt.Errorf("boltstore: close: %w", err)
 		}
 	})
@@ -207,20 +250,47 @@ func (s *Store) Close() error {
 }
 
 // errNoWrite is returned by a transition (see update, commit.go) that wrote nothing: update then
-// returns nil, and a transaction in which no transition wrote is rolled back, sparing it the
-// fsync.
+// returns nil, and a batch in which no transition wrote is not appended, sparing it the fsync.
 var errNoWrite = errors.New("no write")
 
-// view runs fn in a read-only transaction with the records bucket and the current time.
-func (s *Store) view(fn func(b *bolt.Bucket, now int64) error) error {
-	return s.db.View(func(tx *bolt.Tx) error {
-		return fn(tx.Bucket(recordsBucket), s.now().UnixMilli())
-	})
+// fail stops the store's writes after err, an error of the log or of a checkpoint, and returns
+// the error every write gets from now on. The store no longer knows what its files hold (a batch
+// whose fdatasync failed may be on disk or not); Open reads them again.
+func (s *Store) fail(err error) error {
+	err = fmt.Errorf("%w (writes stopped: reopen the store to recover its write-ahead log)", err)
+	if s.broken.CompareAndSwap(nil, &err) {
+		s.logger.Error("boltstore: writes stopped", "error", err)
+	}
+	return *s.broken.Load()
 }
 
-// load returns the live record at key, or nil when there is none or it has expired.
-func load(b *bolt.Bucket, key string, now int64) (*entry, error) {
-	v := b.Get([]byte(key))
+// failed returns the error fail set, nil while the store writes.
+func (s *Store) failed() error {
+	if err := s.broken.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// read returns the live record at key as the last durable batch left it, nil when there is none
+// or it has expired: the memtable's write of key when it holds one, else the bbolt file's value.
+// The memtable is looked at first, and the file after (checkpoint.go says why that order).
+func (s *Store) read(key string) (r *entry, now int64, err error) {
+	if w, ok := s.mem.get(key); ok {
+		now = s.now().UnixMilli()
+		r, err = live(w.value, now)
+		return r, now, err
+	}
+	err = s.db.View(func(tx *bolt.Tx) error {
+		now = s.now().UnixMilli()
+		r, err = live(tx.Bucket(recordsBucket).Get([]byte(key)), now)
+		return err
+	})
+	return r, now, err
+}
+
+// live decodes the value v, and returns nil when there is none (v nil) or it has expired at now.
+func live(v []byte, now int64) (*entry, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -234,27 +304,18 @@ func load(b *bolt.Bucket, key string, now int64) (*entry, error) {
 	return r, nil
 }
 
-// put stores r at key.
-func put(b *bolt.Bucket, key string, r *entry) error {
-	if err := b.Put([]byte(key), r.encode()); err != nil {
-		return err
-	}
-	index := b.Tx().Bucket(unknownBucket)
-	if r.state == record.StateUnknown {
-		return index.Put([]byte(key), nil)
-	}
-	return index.Delete([]byte(key))
+// load returns the live record at key in b, or nil when there is none or it has expired.
+func load(b *batch, key string, now int64) (*entry, error) { return live(b.get(key), now) }
+
+// put stores r at key in b.
+func put(b *batch, key string, r *entry) {
+	b.set(write{key: key, value: r.encode(), unknown: r.state == record.StateUnknown})
 }
 
-// del removes the record at key, and its index entry, in b's transaction.
-func del(b *bolt.Bucket, key []byte) error {
-	if err := b.Delete(key); err != nil {
-		return err
-	}
-	return b.Tx().Bucket(unknownBucket).Delete(key)
-}
+// del removes the record at key in b.
+func del(b *batch, key string) { b.set(write{key: key, del: true}) }
 
-// Claim implements record.Store.Claim. A replay is answered by a read-only transaction; creating a
+// Claim implements record.Store.Claim. A replay is answered by a read (Store.read); creating a
 // record, or turning a lapsed one into outcome_unknown, is one fsync'd write. When it claims, stored
 // is payload itself. lease and ttl are rounded up to whole milliseconds and must be positive; key
 // and owner must not be empty.
@@ -263,44 +324,40 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 		return false, "", record.Payload{}, fmt.Errorf("boltstore: claim: %w", err)
 	}
 	// Fast path: a live record that needs no change.
-	var found *entry
-	err = s.view(func(b *bolt.Bucket, now int64) error {
-		r, err := load(b, key, now)
-		if r != nil && !r.lapsed(now) && !r.claimedBy(owner, payload) {
-			found = r
-		}
-		return err
-	})
+	found, now, err := s.read(key)
 	if err != nil {
 		return false, "", record.Payload{}, wrap("claim", key, err)
 	}
-	if found != nil {
+	if found != nil && !found.lapsed(now) && !found.claimedBy(owner, payload) {
 		return false, found.state, found.payload(), nil
 	}
-	err = s.update(func(b *bolt.Bucket, now int64) error {
+	err = s.update(func(b *batch, now int64) error {
 		r, err := load(b, key, now)
 		switch {
 		case err != nil:
 			return err
 		case r == nil:
 			claimed, state, stored = true, record.StateInProgress, record.Payload{Claim: payload}
-			return put(b, key, &entry{
+			put(b, key, &entry{
 				state:      record.StateInProgress,
 				owner:      owner,
 				leaseUntil: now + record.Millis(lease),
 				expiresAt:  now + record.Millis(ttl),
 				claim:      payload,
 			})
+			return nil
 		case r.claimedBy(owner, payload):
 			// This very claim, sent again after its answer was lost (docs/guarantees.md#lost-replies):
 			// it is claimed, with the lease from now, as if the first had come now.
 			r.leaseUntil = now + record.Millis(lease)
 			claimed, state, stored = true, record.StateInProgress, record.Payload{Claim: payload}
-			return put(b, key, r)
+			put(b, key, r)
+			return nil
 		case r.lapsed(now):
 			r.state = record.StateUnknown
 			claimed, state, stored = false, r.state, r.payload()
-			return put(b, key, r)
+			put(b, key, r)
+			return nil
 		default:
 			claimed, state, stored = false, r.state, r.payload()
 			return errNoWrite
@@ -397,7 +454,7 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 	if err := record.CheckArgs(ctx, key, owner); err != nil {
 		return false, fmt.Errorf("boltstore: release: %w", err)
 	}
-	err = s.update(func(b *bolt.Bucket, now int64) error {
+	err = s.update(func(b *batch, now int64) error {
 		r, err := load(b, key, now)
 		if err != nil {
 			return err
@@ -410,7 +467,8 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 			return errNoWrite
 		}
 		ok = true
-		return del(b, []byte(key))
+		del(b, key)
+		return nil
 	})
 	if err != nil {
 		return false, wrap("release", key, err)
@@ -421,7 +479,7 @@ func (s *Store) Release(ctx context.Context, key, owner string) (ok bool, err er
 // fenced runs change on the live record at key in a write transaction and stores the record when
 // change reports that it changed it; a missing or expired record is refused.
 func (s *Store) fenced(op, key string, change func(r *entry, now int64) bool) (ok bool, err error) {
-	err = s.update(func(b *bolt.Bucket, now int64) error {
+	err = s.update(func(b *batch, now int64) error {
 		r, err := load(b, key, now)
 		if err != nil {
 			return err
@@ -430,7 +488,8 @@ func (s *Store) fenced(op, key string, change func(r *entry, now int64) bool) (o
 			return errNoWrite
 		}
 		ok = true
-		return put(b, key, r)
+		put(b, key, r)
+		return nil
 	})
 	if err != nil {
 		return false, wrap(op, key, err)
@@ -438,25 +497,22 @@ func (s *Store) fenced(op, key string, change func(r *entry, now int64) bool) (o
 	return ok, nil
 }
 
-// Get implements record.Store.Get with a read-only transaction. It returns the stored state,
+// Get implements record.Store.Get with a read (Store.read). It returns the stored state,
 // except that an in_progress record whose lease has lapsed is reported outcome_unknown (as the next
 // Claim will store it). An expired record is reported absent.
 func (s *Store) Get(ctx context.Context, key string) (state string, stored record.Payload, err error) {
 	if err := record.CheckKeyArg(ctx, key); err != nil {
 		return "", record.Payload{}, fmt.Errorf("boltstore: get: %w", err)
 	}
-	err = s.view(func(b *bolt.Bucket, now int64) error {
-		r, err := load(b, key, now)
-		if r != nil {
-			state, stored = r.state, r.payload()
-			if r.lapsed(now) {
-				state = record.StateUnknown // its executor is gone; Claim will store it so
-			}
-		}
-		return err
-	})
+	r, now, err := s.read(key)
 	if err != nil {
 		return "", record.Payload{}, wrap("get", key, err)
+	}
+	if r != nil {
+		state, stored = r.state, r.payload()
+		if r.lapsed(now) {
+			state = record.StateUnknown // its executor is gone; Claim will store it so
+		}
 	}
 	return state, stored, nil
 }
@@ -467,14 +523,15 @@ func (s *Store) Delete(ctx context.Context, key string) (existed bool, err error
 	if err := record.CheckKeyArg(ctx, key); err != nil {
 		return false, fmt.Errorf("boltstore: delete: %w", err)
 	}
-	err = s.update(func(b *bolt.Bucket, now int64) error {
-		v := b.Get([]byte(key))
+	err = s.update(func(b *batch, now int64) error {
+		v := b.get(key)
 		if v == nil {
 			return errNoWrite
 		}
 		r, err := decode(v)
 		existed = err != nil || !r.expired(now)
-		return del(b, []byte(key))
+		del(b, key)
+		return nil
 	})
 	if err != nil {
 		return false, wrap("delete", key, err)
@@ -487,12 +544,15 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("boltstore: ping: %w", err)
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if tx.Bucket(recordsBucket) == nil {
-			return errors.New("records bucket missing")
-		}
-		return nil
-	})
+	err := s.failed()
+	if err == nil {
+		err = s.db.View(func(tx *bolt.Tx) error {
+			if tx.Bucket(recordsBucket) == nil {
+				return errors.New("records bucket missing")
+			}
+			return nil
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("boltstore: ping: %w", err)
 	}
@@ -505,7 +565,9 @@ func wrap(op, key string, err error) error {
 }
 
 // ListUnknown implements record.Store.ListUnknown from the index bucket "unknown", which every
-// write keeps in the same transaction as the record: a page reads the page, in key order.
+// checkpoint keeps in the same transaction as the records: it has the committer checkpoint first,
+// so that the index holds every record settled before the call, and reads each record listed as
+// it is now. A page reads the page, in key order.
 func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, stored []record.Payload, next string, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, "", fmt.Errorf("boltstore: list: %w", err)
@@ -513,8 +575,13 @@ func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit in
 	if limit <= 0 {
 		return nil, nil, "", errors.New("boltstore: list: limit must be positive")
 	}
-	err = s.view(func(b *bolt.Bucket, now int64) error {
-		c := b.Tx().Bucket(unknownBucket).Cursor()
+	if err := s.flush(); err != nil {
+		return nil, nil, "", fmt.Errorf("boltstore: list: %w", err)
+	}
+	err = s.db.View(func(tx *bolt.Tx) error {
+		b := &batch{mem: &s.mem, tx: tx}
+		now := s.now().UnixMilli()
+		c := tx.Bucket(unknownBucket).Cursor()
 		k, _ := c.Seek([]byte(max(prefix, cursor)))
 		if cursor != "" && string(k) == cursor {
 			k, _ = c.Next()
@@ -526,7 +593,7 @@ func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit in
 			}
 			r, err := load(b, string(k), now)
 			if err != nil || r == nil || r.state != record.StateUnknown {
-				continue // corrupt, or expired and not swept yet
+				continue // corrupt, expired and not swept yet, or settled since the checkpoint
 			}
 			keys, stored = append(keys, string(k)), append(stored, r.payload())
 		}

@@ -60,6 +60,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformanceCheckpointingEveryBatch runs the conformance suite with a checkpoint after every
+// batch: each record is read back from the bbolt file as often as from the memtable.
+func TestConformanceCheckpointingEveryBatch(t *testing.T) {
+	recordtest.Run(t, func(t *testing.T) record.Store {
+		return open(t, t.TempDir(), boltstore.Options{CheckpointEntries: 1})
+	})
+}
+
 func TestOpenCreatesPrivateDirectory(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data", "nested")
@@ -77,6 +85,13 @@ func TestOpenCreatesPrivateDirectory(t *testing.T) {
 	}
 	if perm := info.Mode().Perm(); perm != 0o600 {
 		t.Errorf("database file mode = %v, want 0600", perm)
+	}
+	info, err = os.Stat(filepath.Join(dir, boltstore.WALName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := info.Mode().Perm(); perm != 0o600 {
+		t.Errorf("write-ahead log mode = %v, want 0600", perm)
 	}
 }
 

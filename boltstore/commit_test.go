@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/record"
 )
@@ -51,21 +49,21 @@ func TestGroupCommitKeepsResultsApart(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
 	s := open(t, t.TempDir(), boltstore.Options{Now: clk.Now, SweepInterval: -1})
-	put := func(b *bolt.Bucket, key string) error { return b.Put([]byte(key), []byte("v-"+key)) }
+	put := func(b *boltstore.Batch, key string) error { b.PutRaw(key, []byte("v-"+key)); return nil }
 	errB := errors.New("b failed after its write")
 	var nowsA []int64 // the clock of each run of a
-	members := map[string]func(b *bolt.Bucket, now int64) error{
-		"a": func(b *bolt.Bucket, now int64) error { nowsA = append(nowsA, now); return put(b, "a") },
-		"b": func(b *bolt.Bucket, now int64) error {
+	members := map[string]func(b *boltstore.Batch, now int64) error{
+		"a": func(b *boltstore.Batch, now int64) error { nowsA = append(nowsA, now); return put(b, "a") },
+		"b": func(b *boltstore.Batch, now int64) error {
 			clk.Advance(time.Hour) // a rerun with a new clock would see it
 			if err := put(b, "b"); err != nil {
 				return err
 			}
 			return errB
 		},
-		"c": func(b *bolt.Bucket, now int64) error { return boltstore.ErrNoWrite },
-		"d": func(b *bolt.Bucket, now int64) error { return put(b, "d") },
-		"e": func(b *bolt.Bucket, now int64) error {
+		"c": func(b *boltstore.Batch, now int64) error { return boltstore.ErrNoWrite },
+		"d": func(b *boltstore.Batch, now int64) error { return put(b, "d") },
+		"e": func(b *boltstore.Batch, now int64) error {
 			if err := put(b, "e"); err != nil {
 				return err
 			}

@@ -2,8 +2,12 @@ package boltstore
 
 import bolt "go.etcd.io/bbolt"
 
-// RawCount returns the number of values in the records bucket, expired or not.
+// RawCount returns the number of values in the records bucket, expired or not, once a checkpoint
+// has written every write answered so far to it.
 func RawCount(s *Store) (n int, err error) {
+	if err := s.flush(); err != nil {
+		return 0, err
+	}
 	err = s.db.View(func(tx *bolt.Tx) error {
 		n = tx.Bucket(recordsBucket).Stats().KeyN
 		return nil
@@ -11,12 +15,19 @@ func RawCount(s *Store) (n int, err error) {
 	return n, err
 }
 
-// PutRaw stores value at key as it is, bypassing the encoding.
+// PutRaw stores value at key as it is, bypassing the encoding, as a transition.
 func PutRaw(s *Store, key string, value []byte) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(recordsBucket).Put([]byte(key), value)
+	return s.update(func(b *batch, _ int64) error {
+		b.PutRaw(key, value)
+		return nil
 	})
 }
+
+// PutRaw writes value at key in b as it is, bypassing the encoding.
+func (b *batch) PutRaw(key string, value []byte) { b.set(write{key: key, value: value}) }
+
+// Batch is what a transition reads and writes.
+type Batch = batch
 
 // SetAfterScan makes f run inside every sweep between its scan for expired records and its
 // deletes. Call it before the store is used; with SweepInterval < 0 only Sweep runs sweeps.
@@ -29,11 +40,14 @@ func Sweep(s *Store) (removed int, err error) { return s.sweep() }
 var ErrNoWrite = errNoWrite
 
 // Transition runs fn as the store runs each of its writes (commit.go): queued for the committer,
-// in a read-write transaction shared with the other transitions queued, answered once committed.
-func Transition(s *Store, fn func(b *bolt.Bucket, now int64) error) error { return s.update(fn) }
+// run on a batch shared with the other transitions queued, answered once durable.
+func Transition(s *Store, fn func(b *Batch, now int64) error) error { return s.update(fn) }
 
-// GetRaw returns the raw value at key in the records bucket, nil when there is none.
+// GetRaw returns the raw value at key as a reader sees it, nil when there is none.
 func GetRaw(s *Store, key string) (value []byte, err error) {
+	if w, ok := s.mem.get(key); ok {
+		return w.value, nil
+	}
 	err = s.db.View(func(tx *bolt.Tx) error {
 		value = append([]byte(nil), tx.Bucket(recordsBucket).Get([]byte(key))...)
 		return nil
@@ -56,5 +70,12 @@ func Queued(s *Store) int {
 	return len(s.commit.queue)
 }
 
-// Commits returns how many read-write transactions the committer has committed.
+// Commits returns how many batches the committer has appended to the write-ahead log.
 func Commits(s *Store) int64 { return s.commit.commits.Load() }
+
+// Checkpoints returns how many checkpoints have written to the bbolt file.
+func Checkpoints(s *Store) int64 { return s.commit.checkpoints.Load() }
+
+// BreakLog closes the write-ahead log's file under the store: its next append fails, as on a disk
+// that refuses writes.
+func BreakLog(s *Store) error { return s.log.f.Close() }

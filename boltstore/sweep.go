@@ -30,15 +30,20 @@ func (s *Store) sweepLoop(interval time.Duration) {
 	}
 }
 
-// sweep deletes the expired records and returns how many it deleted. It finds them in a read
-// transaction and deletes them in write transactions of at most sweepBatch records, checking each
-// again, since a Claim may have replaced it meanwhile. Corrupt records are left for Delete.
+// sweep deletes the expired records and returns how many it deleted. It has the committer
+// checkpoint, finds them in a read transaction of the bbolt file, and deletes them in transitions
+// of at most sweepBatch records, checking each again, since a Claim may have replaced it
+// meanwhile. Corrupt records are left for Delete.
 func (s *Store) sweep() (removed int, err error) {
-	var expired [][]byte
-	err = s.view(func(b *bolt.Bucket, now int64) error {
-		return b.ForEach(func(k, v []byte) error {
+	if err := s.flush(); err != nil {
+		return 0, err
+	}
+	var expired []string
+	err = s.db.View(func(tx *bolt.Tx) error {
+		now := s.now().UnixMilli()
+		return tx.Bucket(recordsBucket).ForEach(func(k, v []byte) error {
 			if r, err := decode(v); err == nil && r.expired(now) {
-				expired = append(expired, append([]byte{}, k...))
+				expired = append(expired, string(k))
 			}
 			return nil
 		})
@@ -47,18 +52,19 @@ func (s *Store) sweep() (removed int, err error) {
 		s.afterScan()
 	}
 	for len(expired) > 0 && err == nil {
-		batch := expired[:min(sweepBatch, len(expired))]
-		expired = expired[len(batch):]
+		keys := expired[:min(sweepBatch, len(expired))]
+		expired = expired[len(keys):]
 		n := 0
-		err = s.update(func(b *bolt.Bucket, now int64) error {
+		err = s.update(func(b *batch, now int64) error {
 			n = 0
-			for _, k := range batch {
-				if r, err := decode(b.Get(k)); err == nil && r.expired(now) {
-					if err := del(b, k); err != nil {
-						return err
-					}
+			for _, k := range keys {
+				if r, err := decode(b.get(k)); err == nil && r.expired(now) {
+					del(b, k)
 					n++
 				}
+			}
+			if n == 0 {
+				return errNoWrite
 			}
 			return nil
 		})

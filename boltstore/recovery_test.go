@@ -1,0 +1,179 @@
+package boltstore_test
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemgateway/idemgateway/boltstore"
+	"github.com/idemgateway/idemgateway/record"
+)
+
+// copyDir copies the regular files of src into a new directory and returns it: what a host holds
+// after kill -9 (the page cache survives), taken while the store is idle.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	for _, name := range []string{boltstore.FileName, boltstore.WALName} {
+		in, err := os.Open(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := os.OpenFile(filepath.Join(dst, name), os.O_CREATE|os.O_WRONLY, 0o600)
+		if err == nil {
+			_, err = io.Copy(out, in)
+		}
+		_ = in.Close()
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// walSize returns the size of the write-ahead log in dir.
+func walSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	info, err := os.Stat(filepath.Join(dir, boltstore.WALName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Size()
+}
+
+// TestOpenRecoversTheLog: transitions answered before a crash and not yet checkpointed are in the
+// write-ahead log alone; Open applies them to the bbolt file, in order, and empties the log.
+func TestOpenRecoversTheLog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := open(t, dir, boltstore.Options{SweepInterval: -1})
+	for _, key := range []string{"a", "b", "c"} {
+		if ok, _, _, err := s.Claim(ctx, key, "owner", []byte("claim-"+key), time.Hour, time.Hour); !ok || err != nil {
+			t.Fatalf("Claim(%s) = %v, %v", key, ok, err)
+		}
+	}
+	if ok, err := s.Commit(ctx, "a", "owner", []byte("receipt-a"), time.Hour); !ok || err != nil {
+		t.Fatalf("Commit(a) = %v, %v", ok, err)
+	}
+	if ok, err := s.MarkUnknown(ctx, "b", "owner", []byte("unknown-b"), time.Hour); !ok || err != nil {
+		t.Fatalf("MarkUnknown(b) = %v, %v", ok, err)
+	}
+	if ok, err := s.Release(ctx, "c", "owner"); !ok || err != nil {
+		t.Fatalf("Release(c) = %v, %v", ok, err)
+	}
+	if n := boltstore.Checkpoints(s); n != 0 {
+		t.Fatalf("%d checkpoints before the crash; want the writes in the log alone", n)
+	}
+	crashed := copyDir(t, dir)
+	if walSize(t, crashed) == 0 {
+		t.Fatal("the log is empty before recovery")
+	}
+
+	r := open(t, crashed, boltstore.Options{SweepInterval: -1})
+	if size := walSize(t, crashed); size != 0 {
+		t.Errorf("after Open the log holds %d bytes; want it emptied", size)
+	}
+	for key, want := range map[string]struct{ state, settle string }{
+		"a": {record.StateCommitted, "receipt-a"}, "b": {record.StateUnknown, "unknown-b"}, "c": {},
+	} {
+		if state, stored, err := r.Get(ctx, key); state != want.state || string(stored.Settle) != want.settle || err != nil {
+			t.Errorf("after recovery Get(%s) = %q, %q, %v; want %q, %q", key, state, stored.Settle, err, want.state, want.settle)
+		}
+	}
+	if keys, _, _, err := r.ListUnknown(ctx, "", "", 10); len(keys) != 1 || keys[0] != "b" || err != nil {
+		t.Errorf("after recovery ListUnknown = %q, %v; want [b]", keys, err)
+	}
+	if n, err := boltstore.RawCount(r); n != 2 || err != nil {
+		t.Errorf("after recovery the file holds %d records, %v; want 2 (c released)", n, err)
+	}
+}
+
+// TestCheckpoint: once CheckpointEntries records were written since the last checkpoint, the
+// committer writes them to the bbolt file and empties the log; Close checkpoints what is left.
+func TestCheckpoint(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := boltstore.Open(dir, boltstore.Options{SweepInterval: -1, CheckpointEntries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(key string) {
+		t.Helper()
+		if ok, _, _, err := s.Claim(ctx, key, "owner", []byte("claim-"+key), time.Hour, time.Hour); !ok || err != nil {
+			t.Fatalf("Claim(%s) = %v, %v", key, ok, err)
+		}
+	}
+	claim("a")
+	claim("b")
+	if n, size := boltstore.Checkpoints(s), walSize(t, dir); n != 0 || size == 0 {
+		t.Fatalf("after 2 records: %d checkpoints, log of %d bytes; want none, the records in the log", n, size)
+	}
+	claim("c")
+	// The committer checkpoints once it has answered the batch: wait for it.
+	for deadline := time.Now().Add(10 * time.Second); boltstore.Checkpoints(s) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if n, size := boltstore.Checkpoints(s), walSize(t, dir); n != 1 || size != 0 {
+		t.Errorf("after 3 records: %d checkpoints, log of %d bytes; want 1, the log emptied", n, size)
+	}
+	claim("d")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if size := walSize(t, dir); size != 0 {
+		t.Errorf("after Close the log holds %d bytes; want it emptied by a last checkpoint", size)
+	}
+	r := open(t, dir, boltstore.Options{SweepInterval: -1})
+	for _, key := range []string{"a", "b", "c", "d"} {
+		if state, _, err := r.Get(ctx, key); state != record.StateInProgress || err != nil {
+			t.Errorf("after reopening Get(%s) = %q, %v; want in_progress", key, state, err)
+		}
+	}
+}
+
+// TestLogWriteErrorStopsWrites: when the log refuses a write, the batch's transitions get the
+// error, and so does every later write, while reads go on and Ping fails (the gateway answers 503
+// on keyed routes, docs/stores.md); Open recovers what was acknowledged.
+func TestLogWriteErrorStopsWrites(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := boltstore.Open(dir, boltstore.Options{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _, err := s.Claim(ctx, "a", "owner", []byte("claim-a"), time.Hour, time.Hour); !ok || err != nil {
+		t.Fatalf("Claim(a) = %v, %v", ok, err)
+	}
+	if err := boltstore.BreakLog(s); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := s.Claim(ctx, "b", "owner", []byte("claim-b"), time.Hour, time.Hour); err == nil {
+		t.Fatal("Claim(b) on a log that refuses writes: no error")
+	}
+	if state, _, err := s.Get(ctx, "b"); state != "" || err != nil {
+		t.Errorf("Get(b) after its claim failed = %q, %v; want absent: a write is read only once durable", state, err)
+	}
+	if _, err := s.Commit(ctx, "a", "owner", []byte("receipt-a"), time.Hour); err == nil {
+		t.Error("Commit(a) after the log failed: no error")
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Error("Ping after the log failed: no error")
+	}
+	if state, _, err := s.Get(ctx, "a"); state != record.StateInProgress || err != nil {
+		t.Errorf("Get(a) after the log failed = %q, %v; want in_progress: reads go on", state, err)
+	}
+	_ = s.Close() // the log's file is closed already
+
+	r := open(t, dir, boltstore.Options{SweepInterval: -1})
+	if state, _, err := r.Get(ctx, "a"); state != record.StateInProgress || err != nil {
+		t.Errorf("after reopening Get(a) = %q, %v; want in_progress", state, err)
+	}
+	if state, _, err := r.Get(ctx, "b"); state != "" || err != nil {
+		t.Errorf("after reopening Get(b) = %q, %v; want absent (never acknowledged)", state, err)
+	}
+}

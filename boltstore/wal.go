@@ -1,0 +1,253 @@
+package boltstore
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// The write-ahead log. Group commit (commit.go) makes each batch of transitions durable with one
+// append to this file and one fdatasync, where a bbolt transaction would cost two fdatasyncs (its
+// pages, then its meta page) of pages spread over the file. The batches reach the bbolt file later,
+// many at once, at a checkpoint (checkpoint.go); until then the memtable serves them. Open applies
+// the batches the log holds past the last checkpoint to the bbolt file (recoverLog).
+//
+// The file, WALName in the data directory, is a sequence of records, one per batch, integers
+// big-endian:
+//
+//	offset  size  field
+//	0       4     n, length of the body (uint32)
+//	4       4     CRC-32C (Castagnoli) of the body
+//	8       n     the body: seq (uint64), then each write of the batch, in the order the batch
+//	              first wrote its key: op (1 byte: opDelete, opPut, opPutUnknown), key length
+//	              (uvarint), key, and for a put the value's length (uvarint) and the value
+//
+// seq numbers the batches from 1, one more per batch, and is never used twice: the meta bucket of
+// the bbolt file keeps, under walSeqKey, the seq of the last batch a checkpoint applied. Reading
+// skips the records up to that seq and stops at the first record that is short, fails its CRC, or
+// whose seq is not the one after the previous record's: what follows was never acknowledged (a
+// batch is answered only after its fdatasync), or is left from before the log was last emptied
+// (its seq is lower).
+
+// WALName is the name of the write-ahead log in the data directory.
+const WALName = "idemgateway.wal"
+
+// Operations of a write in a log record.
+const (
+	opDelete     = 0
+	opPut        = 1
+	opPutUnknown = 2 // a put of a record in outcome_unknown: the checkpoint indexes it
+)
+
+// walHeaderLen is the length of a record's header: its body's length and CRC.
+const walHeaderLen = 8
+
+// maxKeptBuffer bounds the encoding buffer the log keeps between appends.
+const maxKeptBuffer = 1 << 20
+
+// walTable is the CRC of the log's records.
+var walTable = crc32.MakeTable(crc32.Castagnoli)
+
+// write is one write of a batch: a put of value, or a delete.
+type write struct {
+	key     string
+	value   []byte
+	del     bool
+	unknown bool // the record put is in outcome_unknown
+}
+
+// wal is the open log. Only the committer appends to it and resets it.
+type wal struct {
+	f    *os.File
+	size int64  // the end of the last record appended
+	seq  uint64 // the seq of the last record appended or applied
+	buf  []byte // the record being encoded, kept between appends
+}
+
+// openWAL opens (creating it if missing) the log in dir and syncs dir, so that a log created now
+// is still there after a power cut.
+func openWAL(dir string) (*wal, error) {
+	f, err := os.OpenFile(filepath.Join(dir, WALName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syncDir(dir); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return &wal{f: f}, nil
+}
+
+// syncDir fsyncs the directory dir: its entries (a file created in it) become durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// append writes writes as the next record at the end of the log and syncs the log. On an error
+// the record may or may not be durable: the caller must stop using the log (Store.fail).
+func (l *wal) append(writes []write) error {
+	b := slices.Grow(l.buf[:0], walHeaderLen+8)[:walHeaderLen]
+	b = binary.BigEndian.AppendUint64(b, l.seq+1)
+	for _, w := range writes {
+		op := byte(opPut)
+		switch {
+		case w.del:
+			op = opDelete
+		case w.unknown:
+			op = opPutUnknown
+		}
+		b = append(b, op)
+		b = binary.AppendUvarint(b, uint64(len(w.key)))
+		b = append(b, w.key...)
+		if !w.del {
+			b = binary.AppendUvarint(b, uint64(len(w.value)))
+			b = append(b, w.value...)
+		}
+	}
+	body := b[walHeaderLen:]
+	if len(body) > math.MaxUint32 {
+		return fmt.Errorf("write-ahead log: a batch of %d bytes, more than a record holds", len(body))
+	}
+	binary.BigEndian.PutUint32(b[0:], uint32(len(body)))
+	binary.BigEndian.PutUint32(b[4:], crc32.Checksum(body, walTable))
+	l.buf = b
+	if cap(l.buf) > maxKeptBuffer {
+		l.buf = nil // one large batch does not pin its buffer
+	}
+	if _, err := l.f.WriteAt(b, l.size); err != nil {
+		return fmt.Errorf("write-ahead log: write: %w", err)
+	}
+	if err := fdatasync(l.f); err != nil {
+		return fmt.Errorf("write-ahead log: sync: %w", err)
+	}
+	l.size += int64(len(b))
+	l.seq++
+	return nil
+}
+
+// reset empties the log, durably, once a checkpoint has applied every record in it.
+func (l *wal) reset() error {
+	if l.size == 0 {
+		return nil
+	}
+	return l.empty()
+}
+
+// empty truncates the log's file, durably, whatever it holds.
+func (l *wal) empty() error {
+	if err := l.f.Truncate(0); err != nil {
+		return fmt.Errorf("write-ahead log: truncate: %w", err)
+	}
+	if err := fdatasync(l.f); err != nil {
+		return fmt.Errorf("write-ahead log: sync: %w", err)
+	}
+	l.size = 0
+	return nil
+}
+
+// read calls apply with the writes of each record past seq after, in order, as the package
+// comment says, and returns the seq of the last one read (after when there is none). It stops
+// without an error at the end of what was acknowledged; only a failed read of the file is an
+// error.
+func (l *wal) read(after uint64, apply func(writes []write) error) (last uint64, err error) {
+	last = after
+	info, err := l.f.Stat()
+	if err != nil {
+		return last, fmt.Errorf("write-ahead log: %w", err)
+	}
+	r := bufio.NewReader(io.NewSectionReader(l.f, 0, info.Size()))
+	var head [walHeaderLen]byte
+	var body []byte
+	for left := info.Size(); ; {
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return last, readEnd(err)
+		}
+		n := int64(binary.BigEndian.Uint32(head[0:]))
+		if left -= walHeaderLen; n < 8 || n > left {
+			return last, nil // a torn header, or a body cut short: never allocated at its length
+		}
+		left -= n
+		body = slices.Grow(body[:0], int(n))[:n]
+		if _, err := io.ReadFull(r, body); err != nil {
+			return last, readEnd(err)
+		}
+		if crc32.Checksum(body, walTable) != binary.BigEndian.Uint32(head[4:]) {
+			return last, nil
+		}
+		seq := binary.BigEndian.Uint64(body)
+		switch {
+		case seq <= after && last == after:
+			continue // applied by a checkpoint already, and the log not emptied since
+		case seq != last+1:
+			return last, nil
+		}
+		writes, ok := decodeWrites(body[8:])
+		if !ok {
+			return last, nil // the CRC matched a body this version does not write: stop
+		}
+		if err := apply(writes); err != nil {
+			return last, err
+		}
+		last = seq
+	}
+}
+
+// readEnd turns the error that ended a read of the log into read's: the end of the file, or a
+// record cut short by it, is the end of the log.
+func readEnd(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil
+	}
+	return fmt.Errorf("write-ahead log: read: %w", err)
+}
+
+// decodeWrites decodes the writes of a record's body after its seq; ok is false when they do not
+// decode. The writes' keys and values are copies.
+func decodeWrites(b []byte) (writes []write, ok bool) {
+	for len(b) > 0 {
+		op := b[0]
+		b = b[1:]
+		key, rest, ok := cutBytes(b)
+		if !ok || op > opPutUnknown {
+			return nil, false
+		}
+		w := write{key: string(key), del: op == opDelete, unknown: op == opPutUnknown}
+		b = rest
+		if !w.del {
+			var value []byte
+			if value, b, ok = cutBytes(b); !ok {
+				return nil, false
+			}
+			w.value = slices.Clone(value)
+		}
+		writes = append(writes, w)
+	}
+	return writes, true
+}
+
+// cutBytes splits b after a uvarint length and that many bytes.
+func cutBytes(b []byte) (value, rest []byte, ok bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return nil, nil, false
+	}
+	return b[k : k+int(n)], b[k+int(n):], true
+}
+
+// close closes the log's file.
+func (l *wal) close() error { return l.f.Close() }
