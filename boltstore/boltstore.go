@@ -126,9 +126,21 @@ type Store struct {
 	// used, to run a Claim in that window deterministically.
 	afterScan func()
 
+	// beforeCheckpoint, when set, is called by every checkpoint before it writes. Only tests set
+	// it (export_test.go), before the store is used, to hold a checkpoint under way.
+	beforeCheckpoint func()
+
 	commit committer // runs every write (commit.go)
-	log    *wal      // where each batch is made durable (wal.go)
-	mem    memtable  // the writes in the log, until a checkpoint (checkpoint.go)
+
+	// The write-ahead log (wal.go) and the memtables (checkpoint.go). The committer alone appends,
+	// moves seq and cur, and writes active; memMu guards the active and frozen pointers for readers.
+	logs          [2]*wal
+	cur           int    // the segment appended to
+	seq           uint64 // of the last batch appended, or recovered
+	memMu         sync.RWMutex
+	active        *memtable
+	frozen        *memtable     // under checkpoint; nil when none is under way
+	checkpointing chan struct{} // closed when the last checkpoint started has finished
 
 	checkpointEntries int
 	broken            atomic.Pointer[error] // set by fail
@@ -177,22 +189,23 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
-	log, err := openWAL(dir)
+	logs, err := openWAL(dir)
 	if err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("boltstore: open %s: %w", filepath.Join(dir, WALName), err)
+		return nil, fmt.Errorf("boltstore: open the write-ahead log in %s: %w", dir, err)
 	}
 	s := &Store{
 		db:                db,
 		now:               opts.Now,
 		logger:            opts.Logger,
-		log:               log,
+		logs:              logs,
+		active:            &memtable{},
 		checkpointEntries: opts.CheckpointEntries,
 		stop:              make(chan struct{}),
 		swept:             make(chan struct{}),
 	}
 	if err := s.recoverLog(); err != nil {
-		_ = log.close()
+		_ = closeWAL(logs)
 		_ = db.Close()
 		return nil, fmt.Errorf("boltstore: open %s: recover the write-ahead log: %w", path, err)
 	}
@@ -233,15 +246,13 @@ func (s *Store) Close() error {
 		close(s.stop)
 		<-s.swept
 		s.stopCommitter()
-		var errs []error
+		s.waitCheckpoint()
 		if s.failed() == nil {
 			// What the log holds would be recovered at the next Open; written now, the file is
 			// whole without it, and the log empty.
-			if err := s.checkpoint(); err != nil {
-				errs = append(errs, fmt.Errorf("checkpoint: %w", err))
-			}
+			<-s.startCheckpoint()
 		}
-		errs = append(errs, s.log.close(), s.db.Close())
+		errs := []error{s.failed(), closeWAL(s.logs), s.db.Close()}
 		if err := errors.Join(errs...); err != nil {
 			s.closeErr = fmt.Errorf("boltstore: close: %w", err)
 		}
@@ -273,10 +284,10 @@ func (s *Store) failed() error {
 }
 
 // read returns the live record at key as the last durable batch left it, nil when there is none
-// or it has expired: the memtable's write of key when it holds one, else the bbolt file's value.
-// The memtable is looked at first, and the file after (checkpoint.go says why that order).
+// or it has expired: the memtables' write of key when they hold one, else the bbolt file's value.
+// The memtables are looked at first, and the file after (checkpoint.go says why that order).
 func (s *Store) read(key string) (r *entry, now int64, err error) {
-	if w, ok := s.mem.get(key); ok {
+	if w, ok := s.memtables().get(key); ok {
 		now = s.now().UnixMilli()
 		r, err = live(w.value, now)
 		return r, now, err
@@ -565,9 +576,9 @@ func wrap(op, key string, err error) error {
 }
 
 // ListUnknown implements record.Store.ListUnknown from the index bucket "unknown", which every
-// checkpoint keeps in the same transaction as the records: it has the committer checkpoint first,
-// so that the index holds every record settled before the call, and reads each record listed as
-// it is now. A page reads the page, in key order.
+// checkpoint keeps in the same transaction as the records, merged with the records in
+// outcome_unknown that the memtables hold: a page reads each record listed as it is now, in key
+// order.
 func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit int) (keys []string, stored []record.Payload, next string, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, "", fmt.Errorf("boltstore: list: %w", err)
@@ -575,29 +586,43 @@ func (s *Store) ListUnknown(ctx context.Context, prefix, cursor string, limit in
 	if limit <= 0 {
 		return nil, nil, "", errors.New("boltstore: list: limit must be positive")
 	}
-	if err := s.flush(); err != nil {
-		return nil, nil, "", fmt.Errorf("boltstore: list: %w", err)
-	}
+	ms := s.memtables()
+	logged := ms.unknownKeys(prefix, cursor)
 	err = s.db.View(func(tx *bolt.Tx) error {
-		b := &batch{mem: &s.mem, tx: tx}
+		b := &batch{mem: ms, tx: tx}
 		now := s.now().UnixMilli()
 		c := tx.Bucket(unknownBucket).Cursor()
 		k, _ := c.Seek([]byte(max(prefix, cursor)))
 		if cursor != "" && string(k) == cursor {
 			k, _ = c.Next()
 		}
-		for ; k != nil && strings.HasPrefix(string(k), prefix); k, _ = c.Next() {
+		for {
+			if k != nil && !strings.HasPrefix(string(k), prefix) {
+				k = nil
+			}
+			var key string
+			switch {
+			case k == nil && len(logged) == 0:
+				return nil
+			case k == nil || (len(logged) > 0 && logged[0] < string(k)):
+				key, logged = logged[0], logged[1:]
+			default:
+				key = string(k)
+				if len(logged) > 0 && logged[0] == key {
+					logged = logged[1:]
+				}
+				k, _ = c.Next()
+			}
+			r, err := load(b, key, now)
+			if err != nil || r == nil || r.state != record.StateUnknown {
+				continue // corrupt, expired and not swept yet, or settled since the checkpoint
+			}
 			if len(keys) == limit {
 				next = keys[len(keys)-1]
 				return nil
 			}
-			r, err := load(b, string(k), now)
-			if err != nil || r == nil || r.state != record.StateUnknown {
-				continue // corrupt, expired and not swept yet, or settled since the checkpoint
-			}
-			keys, stored = append(keys, string(k)), append(stored, r.payload())
+			keys, stored = append(keys, key), append(stored, r.payload())
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("boltstore: list: %w", err)

@@ -1,7 +1,9 @@
 package boltstore
 
 import (
+	"cmp"
 	"encoding/binary"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -10,40 +12,49 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// The memtable and the checkpoint. A batch made durable in the write-ahead log (wal.go) is put in
-// the memtable, where readers find it first; a checkpoint writes the memtable to the bbolt file in
-// one transaction, synced as bbolt syncs every commit, then empties the log and the memtable.
+// The memtables and the checkpoints. A batch made durable in the write-ahead log (wal.go) is put in
+// the active memtable, where readers find it. When the active memtable has grown enough, the
+// committer freezes it, moves its appends to the log's other segment and starts a checkpoint: a
+// goroutine that writes the frozen memtable to the bbolt file in one transaction, synced as bbolt
+// syncs every commit, then empties the segment that held its batches and drops the frozen
+// memtable. The committer goes on meanwhile, into a new active memtable; it starts the next
+// checkpoint only once this one has finished, so that the segment it moves to is empty.
 //
-// Order is what keeps readers right (Store.read): the committer puts a batch in the memtable only
-// after its fdatasync, so that nothing is read before it is durable; a checkpoint empties the
-// memtable only after its transaction has committed, so that a reader who misses the memtable and
-// then opens a read transaction finds the value in the file. The committer alone writes the
-// memtable and runs checkpoints, between batches, so that a batch's read transaction never sees a
-// checkpoint land under it.
+// Order is what keeps readers right. A reader looks in the active memtable, then the frozen one,
+// then a read-only transaction of the bbolt file opened after it took the two (Store.read): the
+// committer puts a batch in the active memtable only after its fdatasync, so nothing is read before
+// it is durable, and a checkpoint drops its frozen memtable only after its transaction committed,
+// so a reader who took the memtables before the drop finds the values there, and one who took
+// them after finds them in the file. A batch takes the memtables before it opens its read-only
+// transaction, for the same reason.
 
 // Defaults and bounds of checkpoints.
 const (
 	// DefaultCheckpointEntries is the default of Options.CheckpointEntries.
 	DefaultCheckpointEntries = 4096
-	// checkpointBytes checkpoints a memtable that holds this many bytes of values, and a log this
-	// long, whatever Options.CheckpointEntries says, bounding the memory and the log a burst of
-	// large records takes.
+	// checkpointBytes starts a checkpoint once the active memtable holds this many bytes of
+	// values, or its segment is this long, whatever Options.CheckpointEntries says, bounding the
+	// memory and the log a burst of large records takes.
 	checkpointBytes = 32 << 20
+	// checkpointBacklog is how many times its bounds the active memtable may grow while a
+	// checkpoint is under way before the committer waits for it.
+	checkpointBacklog = 4
 )
 
 // walSeqKey, in the meta bucket, holds the seq (uint64, big-endian) of the last log record a
 // checkpoint applied.
 var walSeqKey = []byte("wal-seq")
 
-// memtable holds, by key, the writes of the batches made durable in the log since the last
-// checkpoint: what the bbolt file holds once the next checkpoint has applied them.
+// memtable holds, by key, the writes of batches made durable in the log and not yet in the bbolt
+// file. The active one is written by the committer under mu; a frozen one is never written again
+// and is read without the lock.
 type memtable struct {
 	mu    sync.RWMutex
 	m     map[string]write
 	bytes int // of the values in m
 }
 
-// get returns the write the memtable holds for key.
+// get returns the write the active memtable t holds for key.
 func (t *memtable) get(key string) (w write, ok bool) {
 	t.mu.RLock()
 	w, ok = t.m[key]
@@ -51,7 +62,7 @@ func (t *memtable) get(key string) (w write, ok bool) {
 	return w, ok
 }
 
-// add puts a batch's writes in the memtable, each replacing the key's earlier one.
+// add puts a batch's writes in the active memtable t, each replacing the key's earlier one.
 func (t *memtable) add(writes []write) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -64,12 +75,58 @@ func (t *memtable) add(writes []write) {
 	}
 }
 
-// clear empties the memtable once a checkpoint has written it to the file.
-func (t *memtable) clear() {
-	t.mu.Lock()
-	clear(t.m)
-	t.bytes = 0
-	t.mu.Unlock()
+// size returns how many writes the active memtable t holds, and the bytes of their values.
+func (t *memtable) size() (n, bytes int) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.m), t.bytes
+}
+
+// memtables are the active memtable and the frozen one, nil when no checkpoint is under way, as a
+// reader takes them (Store.memtables).
+type memtables struct{ active, frozen *memtable }
+
+// get returns the write the memtables hold for key: the active one's, else the frozen one's.
+func (ms memtables) get(key string) (w write, ok bool) {
+	if w, ok = ms.active.get(key); ok || ms.frozen == nil {
+		return w, ok
+	}
+	w, ok = ms.frozen.m[key]
+	return w, ok
+}
+
+// unknownKeys returns, in order, the keys after cursor with prefix whose records the memtables
+// hold in outcome_unknown (a key's write in the active memtable replacing the frozen one's).
+func (ms memtables) unknownKeys(prefix, cursor string) []string {
+	var keys []string
+	add := func(m map[string]write, shadow *memtable) {
+		for key, w := range m {
+			if w.unknown && !w.del && strings.HasPrefix(key, prefix) && key > cursor {
+				if shadow != nil {
+					if _, ok := shadow.m[key]; ok {
+						continue // the active memtable's write of key counts
+					}
+				}
+				keys = append(keys, key)
+			}
+		}
+	}
+	ms.active.mu.RLock()
+	add(ms.active.m, nil)
+	if ms.frozen != nil {
+		add(ms.frozen.m, ms.active)
+	}
+	ms.active.mu.RUnlock()
+	slices.Sort(keys)
+	return keys
+}
+
+// memtables returns the active memtable and the frozen one, to be taken before a read-only
+// transaction of the bbolt file is opened (the comment at the top of this file says why).
+func (s *Store) memtables() memtables {
+	s.memMu.RLock()
+	defer s.memMu.RUnlock()
+	return memtables{s.active, s.frozen}
 }
 
 // applyWrites applies writes, in order, to the records and their index in tx.
@@ -95,9 +152,15 @@ func applyWrites(tx *bolt.Tx, writes []write) error {
 	return nil
 }
 
-// setWALSeq records in tx that the log records up to seq are applied.
-func setWALSeq(tx *bolt.Tx, seq uint64) error {
-	return tx.Bucket(metaBucket).Put(walSeqKey, binary.BigEndian.AppendUint64(nil, seq))
+// writeCheckpoint applies writes to the bbolt file in one synced transaction that also records
+// seq as the last log record applied.
+func (s *Store) writeCheckpoint(writes []write, seq uint64) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if err := applyWrites(tx, writes); err != nil {
+			return err
+		}
+		return tx.Bucket(metaBucket).Put(walSeqKey, binary.BigEndian.AppendUint64(nil, seq))
+	})
 }
 
 // walSeq returns the seq of the last log record a checkpoint applied, 0 for none.
@@ -108,67 +171,94 @@ func walSeq(tx *bolt.Tx) uint64 {
 	return 0
 }
 
-// checkpointDue reports whether the memtable or the log has grown enough for a checkpoint.
-func (s *Store) checkpointDue() bool {
-	s.mem.mu.RLock()
-	n, bytes := len(s.mem.m), s.mem.bytes
-	s.mem.mu.RUnlock()
-	return n >= s.checkpointEntries || bytes >= checkpointBytes || s.log.size >= checkpointBytes
+// checkpointDue reports whether the active memtable or its segment has grown enough for a
+// checkpoint.
+func (s *Store) checkpointDue(times int) bool {
+	n, bytes := s.active.size()
+	return n >= times*s.checkpointEntries || bytes >= times*checkpointBytes || s.logs[s.cur].size >= int64(times)*checkpointBytes
 }
 
-// checkpoint writes the memtable to the bbolt file in one synced transaction, then empties the
-// log and the memtable. Only the committer calls it, between batches. On an error the memtable
-// and the log are left as they were: every write in them is still durable in the log.
-func (s *Store) checkpoint() error {
-	// The committer is the memtable's only writer: it reads it here without the lock.
-	writes := slices.SortedFunc(maps.Values(s.mem.m), func(a, b write) int { return strings.Compare(a.key, b.key) })
-	if len(writes) > 0 {
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			if err := applyWrites(tx, writes); err != nil {
-				return err
-			}
-			return setWALSeq(tx, s.log.seq)
-		})
-		if err != nil {
-			return err
-		}
+// startCheckpoint freezes the active memtable, moves appends to the other segment, and starts the
+// checkpoint of the frozen memtable; it returns a channel closed when the checkpoint has finished.
+// Only the committer calls it (and Close, once the committer has stopped), and only when no
+// checkpoint is under way (s.checkpointing is nil or closed).
+func (s *Store) startCheckpoint() chan struct{} {
+	done := make(chan struct{})
+	s.checkpointing = done
+	frozen, segment := s.active, s.logs[s.cur]
+	if n, _ := frozen.size(); n == 0 && segment.size == 0 {
+		close(done)
+		return done
 	}
-	if err := s.log.reset(); err != nil {
-		return err
+	s.memMu.Lock()
+	s.active, s.frozen = &memtable{}, frozen
+	s.memMu.Unlock()
+	s.cur = 1 - s.cur
+	go s.checkpoint(frozen, segment, s.seq, done)
+	return done
+}
+
+// checkpoint writes frozen, whose batches end with seq and are in segment, to the bbolt file, then
+// empties segment and drops frozen, and closes done. On an error the store stops writing
+// (Store.fail): frozen stays, and every write in it is still durable in segment.
+func (s *Store) checkpoint(frozen *memtable, segment *wal, seq uint64, done chan struct{}) {
+	defer close(done)
+	if s.beforeCheckpoint != nil {
+		s.beforeCheckpoint()
 	}
-	s.mem.clear()
+	writes := slices.SortedFunc(maps.Values(frozen.m), func(a, b write) int { return strings.Compare(a.key, b.key) })
+	err := s.writeCheckpoint(writes, seq)
+	if err == nil {
+		err = segment.reset()
+	}
+	if err != nil {
+		s.fail(fmt.Errorf("checkpoint: %w", err))
+		return
+	}
+	s.memMu.Lock()
+	s.frozen = nil
+	s.memMu.Unlock()
 	if len(writes) > 0 {
 		s.commit.checkpoints.Add(1)
 	}
-	return nil
 }
 
 // recoverLog applies to the bbolt file the log records past the last checkpoint, in one synced
-// transaction, and empties the log: what Open does before anything reads the store.
+// transaction, and empties the log: what Open does before anything reads the store. The records of
+// both segments are taken in seq order from the one after the last checkpoint's, up to the first
+// seq missing.
 func (s *Store) recoverLog() error {
 	var after uint64
 	if err := s.db.View(func(tx *bolt.Tx) error { after = walSeq(tx); return nil }); err != nil {
 		return err
 	}
-	var writes []write
-	last, err := s.log.read(after, func(ws []write) error {
-		writes = append(writes, ws...)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if last > after {
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			if err := applyWrites(tx, writes); err != nil {
-				return err
-			}
-			return setWALSeq(tx, last)
-		})
+	var records []logRecord
+	for _, l := range s.logs {
+		rs, err := l.read(after)
 		if err != nil {
 			return err
 		}
+		records = append(records, rs...)
 	}
-	s.log.seq = last
-	return s.log.empty() // past the last record read, the file holds nothing acknowledged
+	slices.SortFunc(records, func(a, b logRecord) int { return cmp.Compare(a.seq, b.seq) })
+	var writes []write
+	last := after
+	for _, r := range records {
+		if r.seq != last+1 {
+			break
+		}
+		writes, last = append(writes, r.writes...), r.seq
+	}
+	if last > after {
+		if err := s.writeCheckpoint(writes, last); err != nil {
+			return err
+		}
+	}
+	s.seq = last
+	for _, l := range s.logs {
+		if err := l.empty(); err != nil { // past the last record read, nothing was acknowledged
+			return err
+		}
+	}
+	return nil
 }

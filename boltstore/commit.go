@@ -17,9 +17,9 @@ import (
 // writes durable with one append to the write-ahead log and one fdatasync (wal.go), so that under
 // concurrency N transitions cost one fdatasync instead of N. It adds no delay: a transition queued
 // while the committer is idle starts at once, and those queued while a batch is being synced make
-// up the next one. Only then does the committer put the writes in the memtable, where readers see
-// them, and answer; now and then, between batches, it checkpoints them to the bbolt file
-// (checkpoint.go).
+// up the next one. Only then does the committer put the writes in the active memtable, where
+// readers see them, and answer; now and then, between batches, it starts a checkpoint that writes
+// them to the bbolt file (checkpoint.go).
 //
 // Each transition keeps its own result:
 //
@@ -51,8 +51,8 @@ type transition struct {
 // them, over the memtable, over the bbolt file. Its writes reach the log and the memtable only
 // once every member has run.
 type batch struct {
-	mem    *memtable
-	tx     *bolt.Tx       // read-only, on the bbolt file as the last checkpoint left it
+	mem    memtables      // taken before tx was opened (checkpoint.go)
+	tx     *bolt.Tx       // read-only, on the bbolt file as a checkpoint left it
 	writes map[string]int // index in list of each key written
 	list   []write        // the writes, in the order their keys were first written
 }
@@ -125,8 +125,8 @@ func (s *Store) update(fn func(b *batch, now int64) error) error {
 	return s.queue(&transition{fn: fn, done: make(chan error, 1)})
 }
 
-// flush returns once every write answered before it was called is in the bbolt file: it asks
-// the committer for a checkpoint. The sweeper and ListUnknown, which read the file alone, call it.
+// flush returns once every write answered before it was called is in the bbolt file: it asks the
+// committer for a checkpoint and waits for it. Only tests call it (RawCount).
 func (s *Store) flush() error {
 	return s.queue(&transition{done: make(chan error, 1)})
 }
@@ -172,9 +172,9 @@ func (s *Store) commitLoop() {
 	}
 }
 
-// commitBatch runs batch's transitions on one batch, makes their writes durable, and answers
-// each, as the comment at the top of this file says; then it checkpoints when one is due or asked
-// for.
+// commitBatch runs the transitions queued on one batch, makes their writes durable, and answers
+// each, as the comment at the top of this file says; then it starts a checkpoint when one is due,
+// and makes one for the flushes queued.
 func (s *Store) commitBatch(queued []*transition) {
 	var flushes, members []*transition
 	for _, t := range queued {
@@ -190,18 +190,46 @@ func (s *Store) commitBatch(queued []*transition) {
 	} else {
 		answer(members, err)
 	}
-	if err == nil && (len(flushes) > 0 || s.checkpointDue()) {
-		if err = s.checkpoint(); err != nil {
-			err = s.fail(fmt.Errorf("checkpoint: %w", err))
+	if err == nil {
+		switch running := s.checkpointRunning(); {
+		case len(flushes) > 0:
+			s.waitCheckpoint()
+			<-s.startCheckpoint()
+			err = s.failed()
+		case !running && s.checkpointDue(1):
+			s.startCheckpoint()
+		case running && s.checkpointDue(checkpointBacklog):
+			s.waitCheckpoint() // the checkpoint does not keep up: bound the memory and the log
+			s.startCheckpoint()
 		}
 	}
 	answer(flushes, err)
 }
 
+// checkpointRunning reports whether a checkpoint is under way.
+func (s *Store) checkpointRunning() bool {
+	if s.checkpointing == nil {
+		return false
+	}
+	select {
+	case <-s.checkpointing:
+		return false
+	default:
+		return true
+	}
+}
+
+// waitCheckpoint returns once no checkpoint is under way.
+func (s *Store) waitCheckpoint() {
+	if s.checkpointing != nil {
+		<-s.checkpointing
+	}
+}
+
 // commitMembers runs members on one batch, appends the batch's writes to the log, puts them in the
-// memtable and answers each member. It returns the append's error, which every member got.
+// active memtable and answers each member. It returns the append's error, which every member got.
 func (s *Store) commitMembers(members []*transition) error {
-	b := &batch{mem: &s.mem, writes: make(map[string]int, len(members))}
+	b := &batch{writes: make(map[string]int, len(members))}
 	for len(members) > 0 {
 		b.reset()
 		failed, err := s.runMembers(b, members)
@@ -211,10 +239,11 @@ func (s *Store) commitMembers(members []*transition) error {
 			continue
 		}
 		if err == nil && len(b.list) > 0 {
-			if err = s.log.append(b.list); err != nil {
+			if err = s.logs[s.cur].append(s.seq+1, b.list); err != nil {
 				err = s.fail(err)
 			} else {
-				s.mem.add(b.list)
+				s.seq++
+				s.active.add(b.list)
 				s.commit.commits.Add(1)
 			}
 		}
@@ -228,6 +257,7 @@ func (s *Store) commitMembers(members []*transition) error {
 // of the member that failed and its error, or -1 and the error of the transaction itself.
 func (s *Store) runMembers(b *batch, members []*transition) (failed int, err error) {
 	failed = -1
+	b.mem = s.memtables()
 	err = s.db.View(func(tx *bolt.Tx) error {
 		b.tx = tx
 		defer func() { b.tx = nil }()

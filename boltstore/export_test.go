@@ -33,6 +33,10 @@ type Batch = batch
 // deletes. Call it before the store is used; with SweepInterval < 0 only Sweep runs sweeps.
 func SetAfterScan(s *Store, f func()) { s.afterScan = f }
 
+// SetBeforeCheckpoint makes f run in every checkpoint before it writes. Call it before the store
+// is used.
+func SetBeforeCheckpoint(s *Store, f func()) { s.beforeCheckpoint = f }
+
 // Sweep runs one sweep now and returns how many records it deleted.
 func Sweep(s *Store) (removed int, err error) { return s.sweep() }
 
@@ -45,7 +49,7 @@ func Transition(s *Store, fn func(b *Batch, now int64) error) error { return s.u
 
 // GetRaw returns the raw value at key as a reader sees it, nil when there is none.
 func GetRaw(s *Store, key string) (value []byte, err error) {
-	if w, ok := s.mem.get(key); ok {
+	if w, ok := s.memtables().get(key); ok {
 		return w.value, nil
 	}
 	err = s.db.View(func(tx *bolt.Tx) error {
@@ -76,6 +80,9 @@ func Commits(s *Store) int64 { return s.commit.commits.Load() }
 // Checkpoints returns how many checkpoints have written to the bbolt file.
 func Checkpoints(s *Store) int64 { return s.commit.checkpoints.Load() }
 
-// BreakLog closes the write-ahead log's file under the store: its next append fails, as on a disk
-// that refuses writes.
-func BreakLog(s *Store) error { return s.log.f.Close() }
+// BreakLog closes the write-ahead log's files under the store: its next append fails, as on a
+// disk that refuses writes.
+func BreakLog(s *Store) error { return closeWAL(s.logs) }
+
+// Flush returns once every write answered before it was called is in the bbolt file.
+func Flush(s *Store) error { return s.flush() }

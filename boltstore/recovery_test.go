@@ -16,7 +16,7 @@ import (
 func copyDir(t *testing.T, src string) string {
 	t.Helper()
 	dst := t.TempDir()
-	for _, name := range []string{boltstore.FileName, boltstore.WALName} {
+	for _, name := range append([]string{boltstore.FileName}, boltstore.WALNames[:]...) {
 		in, err := os.Open(filepath.Join(src, name))
 		if err != nil {
 			t.Fatal(err)
@@ -36,14 +36,17 @@ func copyDir(t *testing.T, src string) string {
 	return dst
 }
 
-// walSize returns the size of the write-ahead log in dir.
-func walSize(t *testing.T, dir string) int64 {
+// walSize returns the size of the write-ahead log in dir, both segments.
+func walSize(t *testing.T, dir string) (size int64) {
 	t.Helper()
-	info, err := os.Stat(filepath.Join(dir, boltstore.WALName))
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range boltstore.WALNames {
+		info, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		size += info.Size()
 	}
-	return info.Size()
+	return size
 }
 
 // TestOpenRecoversTheLog: transitions answered before a crash and not yet checkpointed are in the
@@ -175,5 +178,87 @@ func TestLogWriteErrorStopsWrites(t *testing.T) {
 	}
 	if state, _, err := r.Get(ctx, "b"); state != "" || err != nil {
 		t.Errorf("after reopening Get(b) = %q, %v; want absent (never acknowledged)", state, err)
+	}
+}
+
+// TestCheckpointUnderWay: while a checkpoint writes the frozen memtable, the committer goes on in
+// the log's other segment; readers see the newest write of each key (the active memtable's over
+// the frozen one's over the file's), ListUnknown merges the three, and a crash then loses nothing:
+// Open applies both segments in order.
+func TestCheckpointUnderWay(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := boltstore.Open(dir, boltstore.Options{SweepInterval: -1, CheckpointEntries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	must := func(what string, ok bool, err error) {
+		t.Helper()
+		if !ok || err != nil {
+			t.Fatalf("%s = %v, %v", what, ok, err)
+		}
+	}
+	claim := func(key string) {
+		t.Helper()
+		ok, _, _, err := s.Claim(ctx, key, "owner", []byte("claim-"+key), time.Hour, time.Hour)
+		must("Claim("+key+")", ok, err)
+	}
+	// x: outcome_unknown in the file and its index.
+	claim("x")
+	ok, err := s.MarkUnknown(ctx, "x", "owner", []byte("unknown-x"), time.Hour)
+	must("MarkUnknown(x)", ok, err)
+	if err := boltstore.Flush(s); err != nil {
+		t.Fatal(err)
+	}
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	boltstore.SetBeforeCheckpoint(s, func() {
+		held <- struct{}{}
+		<-hold
+	})
+	claim("a")
+	claim("b")
+	claim("f") // three records: the checkpoint of a, b and f starts, and waits
+	<-held
+	claim("c")
+	ok, err = s.Commit(ctx, "a", "owner", []byte("receipt-a"), time.Hour)
+	must("Commit(a)", ok, err)
+	ok, err = s.MarkUnknown(ctx, "b", "owner", []byte("unknown-b"), time.Hour)
+	must("MarkUnknown(b)", ok, err)
+	existed, err := s.Delete(ctx, "x")
+	must("Delete(x)", existed, err)
+
+	want := map[string]struct{ state, settle string }{
+		"a": {record.StateCommitted, "receipt-a"}, "b": {record.StateUnknown, "unknown-b"},
+		"c": {record.StateInProgress, ""}, "f": {record.StateInProgress, ""}, "x": {},
+	}
+	check := func(s *boltstore.Store, when string) {
+		t.Helper()
+		for key, w := range want {
+			if state, stored, err := s.Get(ctx, key); state != w.state || string(stored.Settle) != w.settle || err != nil {
+				t.Errorf("%s: Get(%s) = %q, %q, %v; want %q, %q", when, key, state, stored.Settle, err, w.state, w.settle)
+			}
+		}
+		keys, _, next, err := s.ListUnknown(ctx, "", "", 1)
+		if len(keys) != 1 || keys[0] != "b" || next != "" || err != nil {
+			t.Errorf("%s: ListUnknown = %q, next %q, %v; want [b] alone (x deleted)", when, keys, next, err)
+		}
+	}
+	check(s, "during the checkpoint")
+	crashed := copyDir(t, dir) // both segments hold batches, the file none of a, b, c, f
+	checkpoints := boltstore.Checkpoints(s)
+	close(hold)
+	for deadline := time.Now().Add(10 * time.Second); boltstore.Checkpoints(s) == checkpoints && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	check(s, "after the checkpoint")
+	crashedAfter := copyDir(t, dir) // the file holds a, b, f as frozen; the other segment the rest
+
+	for _, dir := range []string{crashed, crashedAfter} {
+		r := open(t, dir, boltstore.Options{SweepInterval: -1})
+		check(r, "after a crash")
+		if size := walSize(t, dir); size != 0 {
+			t.Errorf("after recovery the log holds %d bytes; want it emptied", size)
+		}
 	}
 }

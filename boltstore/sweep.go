@@ -30,14 +30,11 @@ func (s *Store) sweepLoop(interval time.Duration) {
 	}
 }
 
-// sweep deletes the expired records and returns how many it deleted. It has the committer
-// checkpoint, finds them in a read transaction of the bbolt file, and deletes them in transitions
-// of at most sweepBatch records, checking each again, since a Claim may have replaced it
-// meanwhile. Corrupt records are left for Delete.
+// sweep deletes the expired records and returns how many it deleted. It finds them in a read
+// transaction of the bbolt file, and deletes them in transitions of at most sweepBatch records,
+// checking each again, since a Claim may have replaced it meanwhile. A record the memtables alone
+// hold is swept once a checkpoint has written it to the file. Corrupt records are left for Delete.
 func (s *Store) sweep() (removed int, err error) {
-	if err := s.flush(); err != nil {
-		return 0, err
-	}
 	var expired []string
 	err = s.db.View(func(tx *bolt.Tx) error {
 		now := s.now().UnixMilli()

@@ -14,13 +14,15 @@ import (
 )
 
 // The write-ahead log. Group commit (commit.go) makes each batch of transitions durable with one
-// append to this file and one fdatasync, where a bbolt transaction would cost two fdatasyncs (its
+// append to the log and one fdatasync, where a bbolt transaction would cost two fdatasyncs (its
 // pages, then its meta page) of pages spread over the file. The batches reach the bbolt file later,
-// many at once, at a checkpoint (checkpoint.go); until then the memtable serves them. Open applies
-// the batches the log holds past the last checkpoint to the bbolt file (recoverLog).
+// many at once, at a checkpoint (checkpoint.go); until then the memtables serve them. Open applies
+// the batches the log holds past the last checkpoint to the bbolt file (Store.recoverLog).
 //
-// The file, WALName in the data directory, is a sequence of records, one per batch, integers
-// big-endian:
+// The log is two files, the segments WALNames[0] and WALNames[1] in the data directory. Batches are
+// appended to one segment; when a checkpoint starts, appends move to the other, which the previous
+// checkpoint left empty, and the checkpoint empties the first once the bbolt file holds its
+// batches. A segment is a sequence of records, one per batch, integers big-endian:
 //
 //	offset  size  field
 //	0       4     n, length of the body (uint32)
@@ -29,15 +31,15 @@ import (
 //	              first wrote its key: op (1 byte: opDelete, opPut, opPutUnknown), key length
 //	              (uvarint), key, and for a put the value's length (uvarint) and the value
 //
-// seq numbers the batches from 1, one more per batch, and is never used twice: the meta bucket of
-// the bbolt file keeps, under walSeqKey, the seq of the last batch a checkpoint applied. Reading
-// skips the records up to that seq and stops at the first record that is short, fails its CRC, or
-// whose seq is not the one after the previous record's: what follows was never acknowledged (a
-// batch is answered only after its fdatasync), or is left from before the log was last emptied
-// (its seq is lower).
+// seq numbers the batches from 1, one more per batch across both segments, and is never used twice:
+// the meta bucket of the bbolt file keeps, under walSeqKey, the seq of the last batch a checkpoint
+// applied. Reading a segment skips its first records up to that seq and stops at the first record
+// that is short, fails its CRC, or whose seq is not the one after the previous record's: what
+// follows was never acknowledged (a batch is answered only after its fdatasync), or is left from
+// before the segment was last emptied (its seq is lower).
 
-// WALName is the name of the write-ahead log in the data directory.
-const WALName = "idemgateway.wal"
+// WALNames are the names of the write-ahead log's two segments in the data directory.
+var WALNames = [2]string{"idemgateway.0.wal", "idemgateway.1.wal"}
 
 // Operations of a write in a log record.
 const (
@@ -63,26 +65,47 @@ type write struct {
 	unknown bool // the record put is in outcome_unknown
 }
 
-// wal is the open log. Only the committer appends to it and resets it.
+// logRecord is one record of the log: a batch's seq and writes.
+type logRecord struct {
+	seq    uint64
+	writes []write
+}
+
+// wal is one open segment of the log. The committer appends to it; the checkpoint of its batches
+// resets it, while the committer appends to the other.
 type wal struct {
 	f    *os.File
 	size int64  // the end of the last record appended
-	seq  uint64 // the seq of the last record appended or applied
 	buf  []byte // the record being encoded, kept between appends
 }
 
-// openWAL opens (creating it if missing) the log in dir and syncs dir, so that a log created now
-// is still there after a power cut.
-func openWAL(dir string) (*wal, error) {
-	f, err := os.OpenFile(filepath.Join(dir, WALName), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
+// openWAL opens (creating them if missing) the log's segments in dir and syncs dir, so that a
+// segment created now is still there after a power cut.
+func openWAL(dir string) (segments [2]*wal, err error) {
+	for i, name := range WALNames {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			closeWAL(segments)
+			return segments, err
+		}
+		segments[i] = &wal{f: f}
 	}
 	if err := syncDir(dir); err != nil {
-		_ = f.Close()
-		return nil, err
+		closeWAL(segments)
+		return segments, err
 	}
-	return &wal{f: f}, nil
+	return segments, nil
+}
+
+// closeWAL closes the segments that are open.
+func closeWAL(segments [2]*wal) error {
+	var errs []error
+	for _, l := range segments {
+		if l != nil {
+			errs = append(errs, l.f.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // syncDir fsyncs the directory dir: its entries (a file created in it) become durable.
@@ -98,11 +121,11 @@ func syncDir(dir string) error {
 	return err
 }
 
-// append writes writes as the next record at the end of the log and syncs the log. On an error
-// the record may or may not be durable: the caller must stop using the log (Store.fail).
-func (l *wal) append(writes []write) error {
+// append writes writes as the record seq at the end of the segment and syncs it. On an error the
+// record may or may not be durable: the caller must stop using the log (Store.fail).
+func (l *wal) append(seq uint64, writes []write) error {
 	b := slices.Grow(l.buf[:0], walHeaderLen+8)[:walHeaderLen]
-	b = binary.BigEndian.AppendUint64(b, l.seq+1)
+	b = binary.BigEndian.AppendUint64(b, seq)
 	for _, w := range writes {
 		op := byte(opPut)
 		switch {
@@ -136,11 +159,10 @@ func (l *wal) append(writes []write) error {
 		return fmt.Errorf("write-ahead log: sync: %w", err)
 	}
 	l.size += int64(len(b))
-	l.seq++
 	return nil
 }
 
-// reset empties the log, durably, once a checkpoint has applied every record in it.
+// reset empties the segment, durably, once a checkpoint has applied every record in it.
 func (l *wal) reset() error {
 	if l.size == 0 {
 		return nil
@@ -148,7 +170,7 @@ func (l *wal) reset() error {
 	return l.empty()
 }
 
-// empty truncates the log's file, durably, whatever it holds.
+// empty truncates the segment's file, durably, whatever it holds.
 func (l *wal) empty() error {
 	if err := l.f.Truncate(0); err != nil {
 		return fmt.Errorf("write-ahead log: truncate: %w", err)
@@ -160,50 +182,45 @@ func (l *wal) empty() error {
 	return nil
 }
 
-// read calls apply with the writes of each record past seq after, in order, as the package
-// comment says, and returns the seq of the last one read (after when there is none). It stops
-// without an error at the end of what was acknowledged; only a failed read of the file is an
-// error.
-func (l *wal) read(after uint64, apply func(writes []write) error) (last uint64, err error) {
-	last = after
+// read returns the records of the segment past seq after, in order, as the package comment says.
+// It stops without an error at the end of what was acknowledged; only a failed read of the file is
+// an error.
+func (l *wal) read(after uint64) (records []logRecord, err error) {
 	info, err := l.f.Stat()
 	if err != nil {
-		return last, fmt.Errorf("write-ahead log: %w", err)
+		return nil, fmt.Errorf("write-ahead log: %w", err)
 	}
 	r := bufio.NewReader(io.NewSectionReader(l.f, 0, info.Size()))
 	var head [walHeaderLen]byte
 	var body []byte
 	for left := info.Size(); ; {
 		if _, err := io.ReadFull(r, head[:]); err != nil {
-			return last, readEnd(err)
+			return records, readEnd(err)
 		}
 		n := int64(binary.BigEndian.Uint32(head[0:]))
 		if left -= walHeaderLen; n < 8 || n > left {
-			return last, nil // a torn header, or a body cut short: never allocated at its length
+			return records, nil // a torn header, or a body cut short: never allocated at its length
 		}
 		left -= n
 		body = slices.Grow(body[:0], int(n))[:n]
 		if _, err := io.ReadFull(r, body); err != nil {
-			return last, readEnd(err)
+			return records, readEnd(err)
 		}
 		if crc32.Checksum(body, walTable) != binary.BigEndian.Uint32(head[4:]) {
-			return last, nil
+			return records, nil
 		}
 		seq := binary.BigEndian.Uint64(body)
 		switch {
-		case seq <= after && last == after:
-			continue // applied by a checkpoint already, and the log not emptied since
-		case seq != last+1:
-			return last, nil
+		case seq <= after && len(records) == 0:
+			continue // applied by a checkpoint already, and the segment not emptied since
+		case len(records) > 0 && seq != records[len(records)-1].seq+1:
+			return records, nil
 		}
 		writes, ok := decodeWrites(body[8:])
 		if !ok {
-			return last, nil // the CRC matched a body this version does not write: stop
+			return records, nil // the CRC matched a body this version does not write: stop
 		}
-		if err := apply(writes); err != nil {
-			return last, err
-		}
-		last = seq
+		records = append(records, logRecord{seq, writes})
 	}
 }
 
@@ -248,6 +265,3 @@ func cutBytes(b []byte) (value, rest []byte, ok bool) {
 	}
 	return b[k : k+int(n)], b[k+int(n):], true
 }
-
-// close closes the log's file.
-func (l *wal) close() error { return l.f.Close() }

@@ -15,15 +15,16 @@ var walBatches = [][]write{
 	{{key: "c", value: []byte{}}, {key: "\x00k", value: []byte("v\x00")}},
 }
 
-// readAll reads l past after and returns the batches read and the last seq.
+// readAll reads l past after and returns the batches read and the last seq (after when none).
 func readAll(t *testing.T, l *wal, after uint64) (batches [][]write, last uint64) {
 	t.Helper()
-	last, err := l.read(after, func(ws []write) error {
-		batches = append(batches, ws)
-		return nil
-	})
+	records, err := l.read(after)
 	if err != nil {
 		t.Fatalf("read(%d): %v", after, err)
+	}
+	last = after
+	for _, r := range records {
+		batches, last = append(batches, r.writes), r.seq
 	}
 	return batches, last
 }
@@ -37,21 +38,23 @@ func equalWrites(a, b [][]write) bool {
 	})
 }
 
-// newWAL opens a log in a new directory and appends batches to it.
+// newWAL opens a log in a new directory and appends batches to its first segment as seq 1, 2…,
+// and returns the segment and its path.
 func newWAL(t *testing.T, batches [][]write) (*wal, string) {
 	t.Helper()
 	dir := t.TempDir()
-	l, err := openWAL(dir)
+	segments, err := openWAL(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = l.close() })
-	for _, b := range batches {
-		if err := l.append(b); err != nil {
+	t.Cleanup(func() { _ = closeWAL(segments) })
+	l := segments[0]
+	for i, b := range batches {
+		if err := l.append(uint64(i+1), b); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return l, filepath.Join(dir, WALName)
+	return l, filepath.Join(dir, WALNames[0])
 }
 
 // TestWALReadsWhatWasAppended: the log gives back each batch appended, in order, with its
@@ -88,8 +91,8 @@ func TestWALStopsAtWhatWasNotAcknowledged(t *testing.T) {
 	t.Run("CRC fails", func(t *testing.T) {
 		l, _ := newWAL(t, walBatches[:1])
 		second := l.size
-		for _, b := range walBatches[1:] {
-			if err := l.append(b); err != nil {
+		for i, b := range walBatches[1:] {
+			if err := l.append(uint64(i+2), b); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -105,7 +108,7 @@ func TestWALStopsAtWhatWasNotAcknowledged(t *testing.T) {
 		// Checkpointed up to seq 3; the truncate is lost, and seq 4 is written over the start.
 		l.size = 0
 		next := []write{{key: "d", value: []byte("vd")}}
-		if err := l.append(next); err != nil {
+		if err := l.append(4, next); err != nil {
 			t.Fatal(err)
 		}
 		if got, last := readAll(t, l, 3); !equalWrites(got, [][]write{next}) || last != 4 {
@@ -114,7 +117,7 @@ func TestWALStopsAtWhatWasNotAcknowledged(t *testing.T) {
 	})
 }
 
-// TestWALEmptied: reset empties the file, and the seq goes on from where it was.
+// TestWALEmptied: reset empties the segment, and the seq goes on from where it was.
 func TestWALEmptied(t *testing.T) {
 	t.Parallel()
 	l, path := newWAL(t, walBatches)
@@ -124,7 +127,7 @@ func TestWALEmptied(t *testing.T) {
 	if info, err := os.Stat(path); err != nil || info.Size() != 0 {
 		t.Fatalf("after reset: %v, %v; want an empty file", info, err)
 	}
-	if err := l.append(walBatches[0]); err != nil {
+	if err := l.append(4, walBatches[0]); err != nil {
 		t.Fatal(err)
 	}
 	if got, last := readAll(t, l, 3); !equalWrites(got, walBatches[:1]) || last != 4 {
