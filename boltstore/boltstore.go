@@ -2,15 +2,15 @@
 // gateway that runs as a single process with no Redis.
 //
 // The records live in one bbolt file, FileName, under a data directory, and the writes not yet
-// checkpointed into it in a write-ahead log, WALName, beside it. Every write is appended to the log
+// checkpointed into it in a write-ahead log of two segments, WALNames, beside it. Every write is appended to the log
 // and fsync'd (fdatasync on Linux) before the call returns, so a record written survives kill -9
 // and power loss on a disk that honours fsync (TestTransitionsSurvivePowerLoss drops every unsynced
 // write after each kind of transition, and after many concurrent ones, with and without
 // checkpoints; docs/guarantees.md says what that proves). Concurrent writes share one append and
-// its fsync (group commit, commit.go); a checkpoint writes the logged records into the bbolt file
-// in one synced transaction now and then, and Open applies what the log holds past the last one
-// (checkpoint.go). Reads, and a Claim that finds a live record, look in the memtable (the logged
-// writes) and then in a read-only transaction, and make no fsync. bbolt lets one process open the
+// its fsync (group commit, commit.go); a checkpoint, in the background, writes the logged records
+// into the bbolt file in one synced transaction now and then, and Open applies what the log holds
+// past the last one (checkpoint.go). Reads, and a Claim that finds a live record, look in the
+// memtables (the logged writes) and then in a read-only transaction, and make no fsync. bbolt lets one process open the
 // file at a time: a second Open fails after Options.LockTimeout with an error wrapping ErrLocked.
 //
 // Records sit in the bucket "records" keyed by the gateway's opaque key (any bytes). A value is a
