@@ -2,16 +2,17 @@
 // gateway that runs as a single process with no Redis.
 //
 // The records live in one bbolt file, FileName, under a data directory, and the writes not yet
-// checkpointed into it in a write-ahead log of two segments, WALNames, beside it. Every write is appended to the log
-// and fsync'd (fdatasync on Linux) before the call returns, so a record written survives kill -9
-// and power loss on a disk that honours fsync (TestTransitionsSurvivePowerLoss drops every unsynced
-// write after each kind of transition, and after many concurrent ones, with and without
-// checkpoints; docs/guarantees.md says what that proves). Concurrent writes share one append and
-// its fsync (group commit, commit.go); a checkpoint, in the background, writes the logged records
-// into the bbolt file in one synced transaction now and then, and Open applies what the log holds
-// past the last one (checkpoint.go). Reads, and a Claim that finds a live record, look in the
-// memtables (the logged writes) and then in a read-only transaction, and make no fsync. bbolt lets one process open the
-// file at a time: a second Open fails after Options.LockTimeout with an error wrapping ErrLocked.
+// checkpointed into it in a write-ahead log of two segments, WALNames, beside it. Every write is
+// appended to the log and fsync'd (fdatasync on Linux) before the call returns, so a record written
+// survives kill -9 and power loss on a disk that honours fsync (TestTransitionsSurvivePowerLoss
+// drops every unsynced write after each kind of transition, and after many concurrent ones, with
+// and without checkpoints; docs/guarantees.md says what that proves). Concurrent writes share one
+// append and its fsync (group commit, commit.go); a checkpoint, in the background, writes the
+// logged records into the bbolt file in one synced transaction now and then, and Open applies what
+// the log holds past the last one (checkpoint.go). Reads, and a Claim that finds a live record,
+// look in the memtables (the logged writes) and then in a read-only transaction, and make no fsync.
+// bbolt lets one process open the file at a time: a second Open fails after Options.LockTimeout
+// with an error wrapping ErrLocked.
 //
 // Records sit in the bucket "records" keyed by the gateway's opaque key (any bytes). A value is a
 // versioned binary encoding, integers big-endian:
@@ -31,8 +32,9 @@
 // the claim part. They are still read; every write stores version 2.
 //
 // The bucket "meta" holds the key "format" = "idemgateway-records-v1"; Open refuses a file with
-// another format (ErrFormat). It also holds "wal-seq", the last log record checkpointed (wal.go). A value that does not decode is refused with an error wrapping
-// record.ErrCorrupt, never overwritten or freed; Delete removes it.
+// another format (ErrFormat), and the key "wal-seq", the last log record checkpointed (wal.go). A
+// value that does not decode is refused with an error wrapping record.ErrCorrupt, never
+// overwritten or freed; Delete removes it.
 //
 // Leases and TTLs use the local clock (Options.Now), in milliseconds: a wall clock stepped forward
 // lapses leases and expires records early, stepped backward extends them. An expired record is
@@ -110,8 +112,8 @@ type Options struct {
 	Logger *slog.Logger
 
 	// CheckpointEntries is how many records written since the last checkpoint make the committer
-	// write them to the bbolt file (checkpoint.go); a checkpoint is also made on Close, and before
-	// a sweep or a ListUnknown. Default DefaultCheckpointEntries.
+	// start the next, which writes them to the bbolt file (checkpoint.go); Close makes one too.
+	// Default DefaultCheckpointEntries.
 	CheckpointEntries int
 }
 
