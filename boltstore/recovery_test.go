@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,11 +189,7 @@ func TestLogWriteErrorStopsWrites(t *testing.T) {
 func TestCheckpointUnderWay(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s, err := boltstore.Open(dir, boltstore.Options{SweepInterval: -1, CheckpointEntries: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, dir, boltstore.Options{SweepInterval: -1, CheckpointEntries: 3})
 	must := func(what string, ok bool, err error) {
 		t.Helper()
 		if !ok || err != nil {
@@ -212,8 +209,13 @@ func TestCheckpointUnderWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(hold) }) }) // before Close, which waits for it
 	boltstore.SetBeforeCheckpoint(s, func() {
-		held <- struct{}{}
+		select {
+		case held <- struct{}{}:
+		default: // a later checkpoint: nobody waits for it
+		}
 		<-hold
 	})
 	claim("a")
@@ -247,7 +249,7 @@ func TestCheckpointUnderWay(t *testing.T) {
 	check(s, "during the checkpoint")
 	crashed := copyDir(t, dir) // both segments hold batches, the file none of a, b, c, f
 	checkpoints := boltstore.Checkpoints(s)
-	close(hold)
+	release.Do(func() { close(hold) })
 	for deadline := time.Now().Add(10 * time.Second); boltstore.Checkpoints(s) == checkpoints && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
