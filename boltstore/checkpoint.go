@@ -16,9 +16,9 @@ import (
 // the active memtable, where readers find it. When the active memtable has grown enough, the
 // committer freezes it, moves its appends to the log's other segment and starts a checkpoint: a
 // goroutine that writes the frozen memtable to the bbolt file in one transaction, synced as bbolt
-// syncs every commit, then empties the segment that held its batches and drops the frozen
+// syncs every commit, then releases the segment that held its batches and drops the frozen
 // memtable. The committer goes on meanwhile, into a new active memtable; it starts the next
-// checkpoint only once this one has finished, so that the segment it moves to is empty.
+// checkpoint only once this one has finished, so that the segment it moves to is released.
 //
 // Order is what keeps readers right. A reader looks in the active memtable, then the frozen one,
 // then a read-only transaction of the bbolt file opened after it took the two (Store.read): the
@@ -199,7 +199,7 @@ func (s *Store) startCheckpoint() chan struct{} {
 }
 
 // checkpoint writes frozen, whose batches end with seq and are in segment, to the bbolt file, then
-// empties segment and drops frozen, and closes done. On an error the store stops writing
+// releases segment and drops frozen, and closes done. On an error the store stops writing
 // (Store.fail): frozen stays, and every write in it is still durable in segment.
 func (s *Store) checkpoint(frozen *memtable, segment *wal, seq uint64, done chan struct{}) {
 	defer close(done)
@@ -207,14 +207,11 @@ func (s *Store) checkpoint(frozen *memtable, segment *wal, seq uint64, done chan
 		s.beforeCheckpoint()
 	}
 	writes := slices.SortedFunc(maps.Values(frozen.m), func(a, b write) int { return strings.Compare(a.key, b.key) })
-	err := s.writeCheckpoint(writes, seq)
-	if err == nil {
-		err = segment.reset()
-	}
-	if err != nil {
+	if err := s.writeCheckpoint(writes, seq); err != nil {
 		s.fail(fmt.Errorf("checkpoint: %w", err))
 		return
 	}
+	segment.release()
 	s.memMu.Lock()
 	s.frozen = nil
 	s.memMu.Unlock()
@@ -224,7 +221,7 @@ func (s *Store) checkpoint(frozen *memtable, segment *wal, seq uint64, done chan
 }
 
 // recoverLog applies to the bbolt file the log records past the last checkpoint, in one synced
-// transaction, and empties the log: what Open does before anything reads the store. The records of
+// transaction, and releases both segments: what Open does before anything reads the store. The records of
 // both segments are taken in seq order from the one after the last checkpoint's, up to the first
 // seq missing.
 func (s *Store) recoverLog() error {
@@ -242,13 +239,16 @@ func (s *Store) recoverLog() error {
 	}
 	slices.SortFunc(records, func(a, b logRecord) int { return cmp.Compare(a.seq, b.seq) })
 	var writes []write
-	last := after
+	last, seen := after, after
 	for _, r := range records {
-		if r.seq != last+1 {
-			break
+		if r.seq == last+1 {
+			writes, last = append(writes, r.writes...), r.seq
 		}
-		writes, last = append(writes, r.writes...), r.seq
+		seen = max(seen, r.seq)
 	}
+	// A record past a missing seq was never acknowledged (a batch is appended only once the one
+	// before it is synced); the seqs go on past it, so that it stays stale.
+	last = seen
 	if last > after {
 		if err := s.writeCheckpoint(writes, last); err != nil {
 			return err
@@ -256,9 +256,7 @@ func (s *Store) recoverLog() error {
 	}
 	s.seq = last
 	for _, l := range s.logs {
-		if err := l.empty(); err != nil { // past the last record read, nothing was acknowledged
-			return err
-		}
+		l.release() // what they hold is applied, or was never acknowledged
 	}
 	return nil
 }

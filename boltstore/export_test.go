@@ -86,3 +86,19 @@ func BreakLog(s *Store) error { return closeWAL(s.logs) }
 
 // Flush returns once every write answered before it was called is in the bbolt file.
 func Flush(s *Store) error { return s.flush() }
+
+// Logged returns how many records the write-ahead log holds past the last checkpoint.
+func Logged(s *Store) (n int, err error) {
+	var after uint64
+	if err := s.db.View(func(tx *bolt.Tx) error { after = walSeq(tx); return nil }); err != nil {
+		return 0, err
+	}
+	for _, l := range s.logs {
+		records, err := l.read(after)
+		if err != nil {
+			return 0, err
+		}
+		n += len(records)
+	}
+	return n, nil
+}

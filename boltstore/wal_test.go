@@ -74,14 +74,13 @@ func TestWALReadsWhatWasAppended(t *testing.T) {
 }
 
 // TestWALStopsAtWhatWasNotAcknowledged: reading stops, without an error, at a record cut short (a
-// power cut during its write), at a record whose CRC fails (a torn sector), and at a record left
-// from before the log was emptied (an emptying whose truncate the disk lost): the batches before
-// it are read, none after.
+// power cut during its write), at a record whose CRC fails (a torn sector), and at what is left of
+// a record from before the segment was released: the batches before it are read, none after.
 func TestWALStopsAtWhatWasNotAcknowledged(t *testing.T) {
 	t.Parallel()
 	t.Run("cut short", func(t *testing.T) {
 		l, path := newWAL(t, walBatches)
-		if err := os.Truncate(path, l.size-3); err != nil {
+		if err := os.Truncate(path, l.size-3); err != nil { // and the zeros after it
 			t.Fatal(err)
 		}
 		if got, last := readAll(t, l, 0); !equalWrites(got, walBatches[:2]) || last != 2 {
@@ -103,11 +102,11 @@ func TestWALStopsAtWhatWasNotAcknowledged(t *testing.T) {
 			t.Errorf("read = %+v, last %d; want the first batch alone", got, last)
 		}
 	})
-	t.Run("left from before an emptying", func(t *testing.T) {
+	t.Run("stale after a release", func(t *testing.T) {
 		l, _ := newWAL(t, walBatches)
-		// Checkpointed up to seq 3; the truncate is lost, and seq 4 is written over the start.
-		l.size = 0
-		next := []write{{key: "d", value: []byte("vd")}}
+		// Checkpointed up to seq 3 and released: seq 4, shorter than seq 1, is written over it.
+		l.release()
+		next := []write{{key: "d", value: []byte("d")}}
 		if err := l.append(4, next); err != nil {
 			t.Fatal(err)
 		}
@@ -117,20 +116,20 @@ func TestWALStopsAtWhatWasNotAcknowledged(t *testing.T) {
 	})
 }
 
-// TestWALEmptied: reset empties the segment, and the seq goes on from where it was.
-func TestWALEmptied(t *testing.T) {
+// TestWALReleased: a released segment's next append starts at its beginning, over its stale
+// records, which reading then ignores; the segment keeps its size (it is never truncated).
+func TestWALReleased(t *testing.T) {
 	t.Parallel()
 	l, path := newWAL(t, walBatches)
-	if err := l.reset(); err != nil {
+	l.release()
+	next := []write{{key: "d", value: []byte("vd")}}
+	if err := l.append(4, next); err != nil {
 		t.Fatal(err)
 	}
-	if info, err := os.Stat(path); err != nil || info.Size() != 0 {
-		t.Fatalf("after reset: %v, %v; want an empty file", info, err)
+	if got, last := readAll(t, l, 3); !equalWrites(got, [][]write{next}) || last != 4 {
+		t.Errorf("read(3) = %+v, last %d; want the batch appended after the release, seq 4, alone", got, last)
 	}
-	if err := l.append(4, walBatches[0]); err != nil {
-		t.Fatal(err)
-	}
-	if got, last := readAll(t, l, 3); !equalWrites(got, walBatches[:1]) || last != 4 {
-		t.Errorf("read(3) = %+v, last %d; want the batch appended after reset, as seq 4", got, last)
+	if info, err := os.Stat(path); err != nil || info.Size() != walChunk {
+		t.Errorf("segment size = %v, %v; want one chunk, %d", info, err, walChunk)
 	}
 }
