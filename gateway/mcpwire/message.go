@@ -44,33 +44,49 @@ const (
 // a response, an empty batch, ...) or InvalidParams (a tools/call whose params are not an object
 // with one string "name").
 func Parse(body []byte) (*Message, error) {
+	m := new(Message)
+	if err := m.Parse(body); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Parse reads body into m as the function Parse does, for a caller that keeps the message in a
+// struct of its own rather than allocate it apart. On error m is the zero Message.
+func (m *Message) Parse(body []byte) error {
+	*m = Message{}
+	if err := m.read(body); err != nil {
+		*m = Message{}
+		return err
+	}
+	return nil
+}
+
+// read reads body into m, the zero Message.
+func (m *Message) read(body []byte) error {
 	if !isJSON(body) {
-		return nil, &Error{Code: ParseError, Message: "parse error: the body is not JSON"}
+		return &Error{Code: ParseError, Message: "parse error: the body is not JSON"}
 	}
 	body = trimSpace(body) // valid: the value ends at its last byte that is not white space
-	m := new(Message)
 	if body[0] != '[' {
-		if err := m.parse(body); err != nil {
-			return nil, err
-		}
-		return m, nil
+		return m.object(body)
 	}
 	it := newIter(body)
 	for v, ok := it.element(); ok; v, ok = it.element() {
 		m.Batch = append(m.Batch, Message{})
-		if err := m.Batch[len(m.Batch)-1].parse(v); err != nil {
-			return nil, err
+		if err := m.Batch[len(m.Batch)-1].object(v); err != nil {
+			return err
 		}
 	}
 	if len(m.Batch) == 0 {
-		return nil, invalid("invalid request: an empty batch")
+		return invalid("invalid request: an empty batch")
 	}
 	m.Kind = Batch
-	return m, nil
+	return nil
 }
 
-// parse reads one message object (valid JSON) into m.
-func (m *Message) parse(b []byte) error {
+// object reads one message object (valid JSON) into m.
+func (m *Message) object(b []byte) error {
 	if b[0] != '{' {
 		return invalid("invalid request: a JSON-RPC message is an object")
 	}
