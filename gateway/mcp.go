@@ -62,8 +62,9 @@ type mcpExchange struct {
 	tool mcpTool
 }
 
-// serveMCP serves a request on a kind: mcp route.
-func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator) {
+// serveMCP serves a request on a kind: mcp route, whose unlisted tools' metrics label is unlisted
+// (routeHandler).
+func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator, unlisted string) {
 	c := new(mcpExchange)
 	x := g.startExchange(&c.exchange, w, r, rt, httpRoute{})
 	defer x.logAccess()
@@ -129,7 +130,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 			return
 		}
 	case msg.Kind == mcpwire.Request && msg.Method == methodToolsCall:
-		g.serveToolCall(x, &c.tool, auth, body, version)
+		g.serveToolCall(x, &c.tool, auth, body, version, unlisted)
 		return
 	case g.absorbs(rt, r, msg):
 		// A guarded call runs to its final response (cancel: finish): the server must not stop it
@@ -176,8 +177,9 @@ func (g *Gateway) guarded(rt *routes.Route, tool string) bool {
 
 // serveToolCall serves a tools/call (m.msg, read from body, of the MCP revision version): a call
 // of a read_only tool passes through; any other runs the decision table under the tool's route,
-// with m as its front end.
-func (g *Gateway) serveToolCall(x *exchange, m *mcpTool, auth *authenticator, body []byte, version string) {
+// with m as its front end, and counted under the tool's name or, for a tool the route does not
+// know, under unlisted.
+func (g *Gateway) serveToolCall(x *exchange, m *mcpTool, auth *authenticator, body []byte, version, unlisted string) {
 	rt, r, msg := x.rt, x.r, &m.msg
 	if err := routes.CheckToolName(msg.Tool); err != nil {
 		x.callError(msg, &mcpwire.Error{Code: mcpwire.InvalidParams, Message: "invalid params: " + err.Error()})
@@ -199,7 +201,7 @@ func (g *Gateway) serveToolCall(x *exchange, m *mcpTool, auth *authenticator, bo
 	if known {
 		x.label = x.rt.Name
 	} else {
-		x.label = rt.Name + "/" + unlistedTool
+		x.label = unlisted
 	}
 	m.traceCall(x)
 	if int64(len(body)) > x.rt.MaxBodyBytes { // the tool's bound may be tighter than the route's
