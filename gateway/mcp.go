@@ -283,11 +283,13 @@ func writeJSONRPC(w http.ResponseWriter, status int, sse bool, parts ...[]byte) 
 	}
 }
 
-// The header values writeJSONRPC sets, allocated once.
+// The header values of the gateway's JSON-RPC answers (writeJSONRPC, mcpTool.replay), allocated
+// once.
 var (
 	noStore         = []string{"no-store"}
 	eventStream     = []string{"text/event-stream"}
 	applicationJSON = []string{"application/json"}
+	replayed        = []string{"true"}
 )
 
 // onlySSE reports whether the request's Accept allows text/event-stream and not JSON: its answers

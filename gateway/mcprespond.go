@@ -92,7 +92,7 @@ func (m *mcpTool) call(x *exchange) {
 // a tool result that says the call took effect, with its remote id. Never Mcp-Session-Id: the
 // answer is the gateway's, valid in any session.
 func (m *mcpTool) replay(x *exchange, prev *storedRecord) {
-	x.w.Header().Set("Idempotent-Replayed", "true")
+	x.w.Header()["Idempotent-Replayed"] = replayed // shared, as writeJSONRPC's values are
 	if resp := prev.Response; prev.ResponseBodyKept && resp != nil && isMember(resp.Body) {
 		member := resp.Body
 		if stateless(m.version) && !stateless(prev.MCPProtocolVersion) {
