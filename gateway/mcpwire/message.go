@@ -28,7 +28,7 @@ type Message struct {
 	Batch []Message
 
 	result, err []byte // a response's raw result or error (ReadFinal)
-	// meta is a tools/call's params._meta, raw (nil when absent), found as tool reads its params:
+	// meta is a tools/call's params._meta, raw (nil when absent), found as Parse walks its params:
 	// a guarded call reads its key and its protocol version there, without walking params again.
 	meta []byte
 }
@@ -92,8 +92,9 @@ func (m *Message) object(b []byte) error {
 	}
 	var version, method []byte
 	hasID := false
+	var call callParams
 	it := newIter(b)
-	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+	for k, ok := it.name(); ok; k, ok = it.name() {
 		var slot *[]byte
 		switch string(text(k)) {
 		case "jsonrpc":
@@ -102,7 +103,7 @@ func (m *Message) object(b []byte) error {
 			if hasID {
 				return invalid(`invalid request: "id" sent twice`)
 			}
-			hasID, m.ID = true, v
+			hasID, m.ID = true, it.value()
 			continue
 		case "method":
 			slot = &method
@@ -113,12 +114,19 @@ func (m *Message) object(b []byte) error {
 		case "error":
 			slot = &m.err
 		default: // other members are ignored, as the go-sdk does
+			it.value()
 			continue
 		}
 		if *slot != nil {
 			return invalid("invalid request: " + string(k) + " sent twice")
 		}
-		*slot = v
+		if slot == &m.Params && it.b[it.i] == '{' {
+			// Walked once: the walk that finds the end of params reads what a tools/call needs of
+			// them (the method may come later).
+			*slot = it.members(call.member)
+		} else {
+			*slot = it.value()
+		}
 	}
 	if !isString(version) || string(text(version)) != "2.0" {
 		return invalid(`invalid request: "jsonrpc" is not "2.0"`)
@@ -145,7 +153,7 @@ func (m *Message) object(b []byte) error {
 		m.Kind = Request
 	}
 	if m.Method == methodToolsCall {
-		return m.tool()
+		return m.tool(&call)
 	}
 	return nil
 }
@@ -166,31 +174,34 @@ func (m *Message) response(hasID bool) error {
 	return nil
 }
 
-// tool reads params.name of a tools/call: the tool is what the gateway guards, so a name that is
-// missing, not a string or sent twice (one tool for the gateway, another for the server) is refused.
-func (m *Message) tool() error {
-	if len(m.Params) == 0 || m.Params[0] != '{' {
-		return errToolName()
-	}
-	var name []byte
-	it := newIter(m.Params)
-	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
-		switch string(text(k)) {
-		case "name":
-			if name != nil || !isString(v) {
-				return errToolName()
-			}
-			name = v
-		case "_meta":
-			if m.meta == nil { // the first, as lookup reads it
-				m.meta = v
-			}
+// callParams is what a tools/call needs of its params, read as object walks them.
+type callParams struct {
+	name    []byte // the raw "name"; nil when absent
+	badName bool   // a "name" that is not a string, or one sent twice
+	meta    []byte // the raw "_meta", the first (as lookup reads it); nil when absent
+}
+
+// member reads one member of params.
+func (c *callParams) member(k, v []byte) {
+	switch string(text(k)) {
+	case "name":
+		c.badName = c.badName || c.name != nil || !isString(v)
+		c.name = v
+	case "_meta":
+		if c.meta == nil {
+			c.meta = v
 		}
 	}
-	if name == nil {
+}
+
+// tool reads params.name of a tools/call (c, read from its params): the tool is what the gateway
+// guards, so a name that is missing, not a string or sent twice (one tool for the gateway, another
+// for the server) is refused.
+func (m *Message) tool(c *callParams) error {
+	if len(m.Params) == 0 || m.Params[0] != '{' || c.name == nil || c.badName {
 		return errToolName()
 	}
-	m.Tool = string(text(name))
+	m.Tool, m.meta = string(text(c.name)), c.meta
 	return nil
 }
 
