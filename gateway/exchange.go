@@ -74,13 +74,17 @@ type exchange struct {
 }
 
 func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes.Route, front responder) *exchange {
+	return g.startExchange(new(exchange), w, r, rt, front)
+}
+
+// startExchange starts x, a zero exchange that the caller allocated with state of its own
+// (mcpExchange), and returns it.
+func (g *Gateway) startExchange(x *exchange, w http.ResponseWriter, r *http.Request, rt *routes.Route, front responder) *exchange {
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-	x := &exchange{
-		g: g, rt: rt, label: rt.Name, front: front, w: ww, r: r,
-		status: ww.Status,
-		span:   trace.SpanFromContext(r.Context()),
-		start:  time.Now(),
-	}
+	x.g, x.rt, x.label, x.front, x.w, x.r = g, rt, rt.Name, front, ww, r
+	x.status = ww.Status
+	x.span = trace.SpanFromContext(r.Context())
+	x.start = time.Now()
 	x.traced = x.span.IsRecording()
 	if !x.traced {
 		return x

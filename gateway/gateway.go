@@ -196,7 +196,10 @@ func (g *Gateway) routeHandler(rt *routes.Route, auth *authenticator) http.Handl
 	serve := g.serveEffect
 	switch {
 	case rt.Kind == routes.KindMCP:
-		serve = g.serveMCP
+		unlisted := rt.Name + "/" + unlistedTool // once, not on each call of a tool the route does not know
+		return func(w http.ResponseWriter, r *http.Request) {
+			g.serveMCP(w, r, rt, auth, unlisted)
+		}
 	case rt.Class == routes.ReadOnly:
 		serve = g.serveReadOnly
 	}

@@ -218,7 +218,6 @@ func boundHeader(r *http.Request, h string) (string, error) {
 // credential, or one sent twice, is an error wrapping ErrInvalidRequest.
 func (id *identity) setKey(rt *routes.Route, r *http.Request, key, source string) error {
 	id.key = key
-	scope := record.ScopeKey{Tenant: id.tenant, Tool: rt.Name, Key: key}
 	if h := rt.Scope.CredentialHeader; h != "" {
 		creds := r.Header.Values(h)
 		switch {
@@ -229,9 +228,14 @@ func (id *identity) setKey(rt *routes.Route, r *http.Request, key, source string
 			return fmt.Errorf("%w: keys of route %s are scoped by the credential in %s, and it is missing", ErrInvalidRequest, rt.Name, h)
 		}
 		id.credential = credentialScope(h, creds[0])
-		scope.Credential = id.credential
 	}
-	id.skey = scope.String()
+	var scope record.ToolScope
+	if rt.Tool != nil {
+		scope = rt.Tool.Scope // escaped once: the name of a tool's route holds a "/"
+	} else {
+		scope = record.NewToolScope(rt.Name) // a route of the file: its name has nothing to escape
+	}
+	id.skey = scope.Key(id.tenant, key, id.credential)
 	id.keySource = source
 	return nil
 }

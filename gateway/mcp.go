@@ -55,9 +55,18 @@ var mcpMethodLabels = []string{
 // configures nor finds in its server's list (exchange.label); '*' is no tool name (CheckToolName).
 const unlistedTool = "*"
 
-// serveMCP serves a request on a kind: mcp route.
-func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator) {
-	x := g.newExchange(w, r, rt, httpRoute{})
+// mcpExchange is an exchange on a kind: mcp route with what a POST reads into it, allocated as one:
+// its message (tool.msg), and a guarded tools/call's front end (tool).
+type mcpExchange struct {
+	exchange
+	tool mcpTool
+}
+
+// serveMCP serves a request on a kind: mcp route, whose unlisted tools' metrics label is unlisted
+// (routeHandler).
+func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator, unlisted string) {
+	c := new(mcpExchange)
+	x := g.startExchange(&c.exchange, w, r, rt, httpRoute{})
 	defer x.logAccess()
 	if err := upgradeRefused(rt, r.Header); err != nil {
 		x.reject(err)
@@ -89,12 +98,13 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 		x.reject(err)
 		return
 	}
-	msg, err := mcpwire.Parse(body)
-	g.countMessage(rt, msg)
-	if err != nil {
+	msg := &c.tool.msg
+	if err := msg.Parse(body); err != nil {
+		g.countMessage(rt, nil)
 		x.badMessage(err)
 		return
 	}
+	g.countMessage(rt, msg)
 	version := protocolVersion(r.Header, msg) // read once: the header check and a guarded call's answers use it
 	if err := checkMCPHeaders(r.Header, msg, version); err != nil {
 		x.badMessage(err)
@@ -120,7 +130,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Ro
 			return
 		}
 	case msg.Kind == mcpwire.Request && msg.Method == methodToolsCall:
-		g.serveToolCall(x, auth, msg, body, version)
+		g.serveToolCall(x, &c.tool, auth, body, version, unlisted)
 		return
 	case g.absorbs(rt, r, msg):
 		// A guarded call runs to its final response (cancel: finish): the server must not stop it
@@ -165,10 +175,12 @@ func (g *Gateway) guarded(rt *routes.Route, tool string) bool {
 	return c != routes.ReadOnly
 }
 
-// serveToolCall serves a tools/call (msg, read from body, of the MCP revision version): a call of
-// a read_only tool passes through; any other runs the decision table under the tool's route.
-func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.Message, body []byte, version string) {
-	rt, r := x.rt, x.r
+// serveToolCall serves a tools/call (m.msg, read from body, of the MCP revision version): a call
+// of a read_only tool passes through; any other runs the decision table under the tool's route,
+// with m as its front end, and counted under the tool's name or, for a tool the route does not
+// know, under unlisted.
+func (g *Gateway) serveToolCall(x *exchange, m *mcpTool, auth *authenticator, body []byte, version, unlisted string) {
+	rt, r, msg := x.rt, x.r, &m.msg
 	if err := routes.CheckToolName(msg.Tool); err != nil {
 		x.callError(msg, &mcpwire.Error{Code: mcpwire.InvalidParams, Message: "invalid params: " + err.Error()})
 		return
@@ -184,12 +196,12 @@ func (g *Gateway) serveToolCall(x *exchange, auth *authenticator, msg *mcpwire.M
 		x.passThrough()
 		return
 	}
-	m := newMCPTool(x, msg, version, source)
+	m.start(x, version, source)
 	x.rt, x.front = rt.MCP.Tool(msg.Tool, class), m
 	if known {
 		x.label = x.rt.Name
 	} else {
-		x.label = rt.Name + "/" + unlistedTool
+		x.label = unlisted
 	}
 	m.traceCall(x)
 	if int64(len(body)) > x.rt.MaxBodyBytes { // the tool's bound may be tighter than the route's
@@ -271,11 +283,13 @@ func writeJSONRPC(w http.ResponseWriter, status int, sse bool, parts ...[]byte) 
 	}
 }
 
-// The header values writeJSONRPC sets, allocated once.
+// The header values of the gateway's JSON-RPC answers (writeJSONRPC, mcpTool.replay), allocated
+// once.
 var (
 	noStore         = []string{"no-store"}
 	eventStream     = []string{"text/event-stream"}
 	applicationJSON = []string{"application/json"}
+	replayed        = []string{"true"}
 )
 
 // onlySSE reports whether the request's Accept allows text/event-stream and not JSON: its answers

@@ -42,17 +42,18 @@ const metaIdempotency = "io.github.idemgateway/idempotency"
 // result re-enveloped with this request's id; a refusal is a tool error or a JSON-RPC error at
 // HTTP 200, by the route's refusal (docs/contract.md §7).
 type mcpTool struct {
-	msg     *mcpwire.Message
-	sse     bool   // the client accepts only text/event-stream: the gateway answers with one SSE event
-	session string // Mcp-Session-Id; "" without sessions
-	version string // the MCP revision the request names (protocolVersion); "" when none
+	msg     mcpwire.Message // the tools/call
+	sse     bool            // the client accepts only text/event-stream: the gateway answers with one SSE event
+	session string          // Mcp-Session-Id; "" without sessions
+	version string          // the MCP revision the request names (protocolVersion); "" when none
 	// classSource says where the tool's class came from: config, annotations or default.
 	classSource string
 }
 
-func newMCPTool(x *exchange, msg *mcpwire.Message, version, classSource string) *mcpTool {
-	return &mcpTool{msg: msg, sse: onlySSE(x.r.Header), session: x.r.Header.Get(headerSessionID),
-		version: version, classSource: classSource}
+// start readies m, whose msg is x's tools/call of the MCP revision version, to answer it.
+func (m *mcpTool) start(x *exchange, version, classSource string) {
+	m.sse, m.session = onlySSE(x.r.Header), x.r.Header.Get(headerSessionID)
+	m.version, m.classSource = version, classSource
 }
 
 // traceCall names x's span "tools/call <tool>" and sets the attributes of docs/contract.md §7
@@ -91,7 +92,7 @@ func (m *mcpTool) call(x *exchange) {
 // a tool result that says the call took effect, with its remote id. Never Mcp-Session-Id: the
 // answer is the gateway's, valid in any session.
 func (m *mcpTool) replay(x *exchange, prev *storedRecord) {
-	x.w.Header().Set("Idempotent-Replayed", "true")
+	x.w.Header()["Idempotent-Replayed"] = replayed // shared, as writeJSONRPC's values are
 	if resp := prev.Response; prev.ResponseBodyKept && resp != nil && isMember(resp.Body) {
 		member := resp.Body
 		if stateless(m.version) && !stateless(prev.MCPProtocolVersion) {

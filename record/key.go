@@ -44,11 +44,26 @@ type ScopeKey struct {
 // under it, so it must not change: a gateway that spelled it otherwise would not find the records
 // of earlier ones (TestScopeKeyEncoding pins it).
 func (k ScopeKey) String() string {
-	s := url.PathEscape(k.Tenant) + "/" + url.PathEscape(k.Tool) + "/" + url.PathEscape(k.Key)
-	if k.Credential != "" {
-		s += "/" + url.PathEscape(k.Credential)
+	return NewToolScope(k.Tool).Key(k.Tenant, k.Key, k.Credential)
+}
+
+// ToolScope is a tool's name as the store keys of its records spell it, escaped as
+// ScopeKey.String escapes it, for a caller that makes the keys of one tool on every request: the
+// name of an MCP tool's route ("route/tool") holds a "/", whose escape would otherwise allocate
+// on each call. Make it with NewToolScope; the zero ToolScope is no tool's.
+type ToolScope struct{ escaped string }
+
+// NewToolScope returns tool's ToolScope.
+func NewToolScope(tool string) ToolScope { return ToolScope{url.PathEscape(tool)} }
+
+// Key returns the store key of key under tenant, s's tool and credential ("": none), as
+// ScopeKey.String spells it.
+func (s ToolScope) Key(tenant, key, credential string) string {
+	k := url.PathEscape(tenant) + "/" + s.escaped + "/" + url.PathEscape(key)
+	if credential != "" {
+		k += "/" + url.PathEscape(credential)
 	}
-	return s
+	return k
 }
 
 // ScopePrefix returns the prefix that the store keys of tenant's records start with, and with

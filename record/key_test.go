@@ -30,6 +30,9 @@ func TestScopeKeyEncoding(t *testing.T) {
 			if got := tt.key.String(); got != tt.want {
 				t.Errorf("%+v.String() = %q, want %q", tt.key, got, tt.want)
 			}
+			if got := record.NewToolScope(tt.key.Tool).Key(tt.key.Tenant, tt.key.Key, tt.key.Credential); got != tt.want {
+				t.Errorf("the ToolScope of %+v spells it %q, want %q", tt.key, got, tt.want)
+			}
 		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // MCPMethods are the HTTP methods a kind: mcp route serves on its path (MCP Streamable HTTP:
@@ -137,7 +139,8 @@ func (m *MCP) build(spec *toolSpec, name string, c Class) *Route {
 	if !spec.policySet {
 		rt.OnUnknownOutcome = defaultUnknownPolicy(c, rt.Upstream, nil)
 	}
-	rt.Tool = &Tool{Route: m.route.Name, Name: name, ToolError: spec.toolError, ErrorCodes: spec.errorCodes}
+	rt.Tool = &Tool{Route: m.route.Name, Name: name, Scope: record.NewToolScope(rt.Name), ToolError: spec.toolError,
+		ErrorCodes: spec.errorCodes}
 	if spec.class != "" {
 		rt.Tool.ClassSource = ToolClassConfig
 	}
@@ -150,6 +153,9 @@ type Tool struct {
 	Route string
 	// Name is the tool's name.
 	Name string
+	// Scope is the route's Name as the store keys of its records spell it, escaped once, as the
+	// route is built, not on each call.
+	Scope record.ToolScope
 	// ClassSource is ToolClassConfig when tools[T].class sets the class; "" otherwise (the
 	// gateway says where the class came from).
 	ClassSource string

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // toolCall is a tools/call of create_ticket as a client sends it.
@@ -66,7 +67,8 @@ func TestParseMCPContract(t *testing.T) {
 		create.Path != "/mcp" || create.Class != NonIdempotent || create.Upstream != up || create.MCP != m {
 		t.Errorf("create_ticket: %+v", create)
 	}
-	wantTool := &Tool{Route: "tickets", Name: "create_ticket", ClassSource: ToolClassConfig, ToolError: OutcomeNotCommitted}
+	wantTool := &Tool{Route: "tickets", Name: "create_ticket", Scope: record.NewToolScope("tickets/create_ticket"),
+		ClassSource: ToolClassConfig, ToolError: OutcomeNotCommitted}
 	if !reflect.DeepEqual(create.Tool, wantTool) {
 		t.Errorf("create_ticket: Tool %+v, want %+v", create.Tool, wantTool)
 	}
@@ -250,7 +252,7 @@ func TestParseMCPDefaults(t *testing.T) {
 		t.Errorf("MCP %+v", m)
 	}
 	tool := m.Tool("create_ticket", "")
-	wantTool := &Tool{Route: "t", Name: "create_ticket", ToolError: OutcomeNotCommitted}
+	wantTool := &Tool{Route: "t", Name: "create_ticket", Scope: record.NewToolScope("t/create_ticket"), ToolError: OutcomeNotCommitted}
 	if tool.Class != NonIdempotent || !reflect.DeepEqual(tool.Tool, wantTool) || tool.Name != "t/create_ticket" ||
 		tool.Method != http.MethodPost || tool.Path != "/mcp" || tool.MCP != m {
 		t.Errorf("tool %+v, Tool %+v", tool, tool.Tool)
@@ -325,7 +327,7 @@ func TestMCPToolInherits(t *testing.T) {
 		{"configured, nothing set", m.Tools["plain"], Route{
 			Name: "t/plain", Kind: KindMCP, MCP: m, Upstream: up, Method: http.MethodPost, Path: "/mcp/{team}",
 			OpaquePathParams: []string{"team"}, Class: Idempotent,
-			Tool: &Tool{Route: "t", Name: "plain", ToolError: OutcomeNotCommitted},
+			Tool: &Tool{Route: "t", Name: "plain", Scope: record.NewToolScope("t/plain"), ToolError: OutcomeNotCommitted},
 			Key:  Key{Header: "X-Key", Meta: meta}, Receipt: Receipt{RemoteID: remoteID},
 			OnUnknownOutcome: Release, Outcome: Outcome{Committed: []int{402}},
 			TTL: 2 * time.Hour, LockLease: 20 * time.Second, Concurrency: Wait, WaitTimeout: DefaultWaitTimeout,
@@ -335,7 +337,7 @@ func TestMCPToolInherits(t *testing.T) {
 		{"configured, everything set", m.Tools["own"], Route{
 			Name: "t/own", Kind: KindMCP, MCP: m, Upstream: up, Method: http.MethodPost, Path: "/mcp/{team}",
 			OpaquePathParams: []string{"team"}, Class: NonIdempotent,
-			Tool: &Tool{Route: "t", Name: "own", ClassSource: ToolClassConfig, ToolError: OutcomeUnknown,
+			Tool: &Tool{Route: "t", Name: "own", Scope: record.NewToolScope("t/own"), ClassSource: ToolClassConfig, ToolError: OutcomeUnknown,
 				ErrorCodes: Outcome{Committed: []int{-32603}}},
 			Key: Key{Header: "X-Key", Meta: meta, Required: false, From: KeySource{Source: SourceBody,
 				Name: "/params/arguments/request_id", Pointer: mustPointer(t, "/params/arguments/request_id")}},
@@ -347,7 +349,7 @@ func TestMCPToolInherits(t *testing.T) {
 		{"non_idempotent by the file: its class's defaults", m.Tools["blocked"], Route{
 			Name: "t/blocked", Kind: KindMCP, MCP: m, Upstream: up, Method: http.MethodPost, Path: "/mcp/{team}",
 			OpaquePathParams: []string{"team"}, Class: NonIdempotent,
-			Tool: &Tool{Route: "t", Name: "blocked", ClassSource: ToolClassConfig, ToolError: OutcomeNotCommitted},
+			Tool: &Tool{Route: "t", Name: "blocked", Scope: record.NewToolScope("t/blocked"), ClassSource: ToolClassConfig, ToolError: OutcomeNotCommitted},
 			Key:  Key{Header: "X-Key", Meta: meta, Required: true}, Receipt: Receipt{RemoteID: remoteID},
 			OnUnknownOutcome: Release, // the upstream has a forward_key
 			Outcome:          Outcome{Committed: []int{402}},
@@ -358,7 +360,7 @@ func TestMCPToolInherits(t *testing.T) {
 		{"not configured, class given", m.Tool("other", NonIdempotent), Route{
 			Name: "t/other", Kind: KindMCP, MCP: m, Upstream: up, Method: http.MethodPost, Path: "/mcp/{team}",
 			OpaquePathParams: []string{"team"}, Class: NonIdempotent,
-			Tool: &Tool{Route: "t", Name: "other", ToolError: OutcomeNotCommitted},
+			Tool: &Tool{Route: "t", Name: "other", Scope: record.NewToolScope("t/other"), ToolError: OutcomeNotCommitted},
 			Key:  Key{Header: "X-Key", Meta: meta, Required: true}, Receipt: Receipt{RemoteID: remoteID},
 			OnUnknownOutcome: Release, Outcome: Outcome{Committed: []int{402}},
 			TTL: 2 * time.Hour, LockLease: 20 * time.Second, Concurrency: Wait, WaitTimeout: DefaultWaitTimeout,

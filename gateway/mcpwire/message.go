@@ -28,7 +28,7 @@ type Message struct {
 	Batch []Message
 
 	result, err []byte // a response's raw result or error (ReadFinal)
-	// meta is a tools/call's params._meta, raw (nil when absent), found as tool reads its params:
+	// meta is a tools/call's params._meta, raw (nil when absent), found as Parse walks its params:
 	// a guarded call reads its key and its protocol version there, without walking params again.
 	meta []byte
 }
@@ -44,40 +44,57 @@ const (
 // a response, an empty batch, ...) or InvalidParams (a tools/call whose params are not an object
 // with one string "name").
 func Parse(body []byte) (*Message, error) {
+	m := new(Message)
+	if err := m.Parse(body); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Parse reads body into m as the function Parse does, for a caller that keeps the message in a
+// struct of its own rather than allocate it apart. On error m is the zero Message.
+func (m *Message) Parse(body []byte) error {
+	*m = Message{}
+	if err := m.read(body); err != nil {
+		*m = Message{}
+		return err
+	}
+	return nil
+}
+
+// read reads body into m, the zero Message.
+func (m *Message) read(body []byte) error {
 	if !isJSON(body) {
-		return nil, &Error{Code: ParseError, Message: "parse error: the body is not JSON"}
+		return &Error{Code: ParseError, Message: "parse error: the body is not JSON"}
 	}
 	body = trimSpace(body) // valid: the value ends at its last byte that is not white space
-	m := new(Message)
 	if body[0] != '[' {
-		if err := m.parse(body); err != nil {
-			return nil, err
-		}
-		return m, nil
+		return m.object(body)
 	}
 	it := newIter(body)
 	for v, ok := it.element(); ok; v, ok = it.element() {
 		m.Batch = append(m.Batch, Message{})
-		if err := m.Batch[len(m.Batch)-1].parse(v); err != nil {
-			return nil, err
+		if err := m.Batch[len(m.Batch)-1].object(v); err != nil {
+			return err
 		}
 	}
 	if len(m.Batch) == 0 {
-		return nil, invalid("invalid request: an empty batch")
+		return invalid("invalid request: an empty batch")
 	}
 	m.Kind = Batch
-	return m, nil
+	return nil
 }
 
-// parse reads one message object (valid JSON) into m.
-func (m *Message) parse(b []byte) error {
+// object reads one message object (valid JSON) into m.
+func (m *Message) object(b []byte) error {
 	if b[0] != '{' {
 		return invalid("invalid request: a JSON-RPC message is an object")
 	}
 	var version, method []byte
 	hasID := false
+	var call callParams
 	it := newIter(b)
-	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+	for k, ok := it.name(); ok; k, ok = it.name() {
 		var slot *[]byte
 		switch string(text(k)) {
 		case "jsonrpc":
@@ -86,7 +103,7 @@ func (m *Message) parse(b []byte) error {
 			if hasID {
 				return invalid(`invalid request: "id" sent twice`)
 			}
-			hasID, m.ID = true, v
+			hasID, m.ID = true, it.value()
 			continue
 		case "method":
 			slot = &method
@@ -97,12 +114,19 @@ func (m *Message) parse(b []byte) error {
 		case "error":
 			slot = &m.err
 		default: // other members are ignored, as the go-sdk does
+			it.value()
 			continue
 		}
 		if *slot != nil {
 			return invalid("invalid request: " + string(k) + " sent twice")
 		}
-		*slot = v
+		if slot == &m.Params && it.b[it.i] == '{' {
+			// Walked once: the walk that finds the end of params reads what a tools/call needs of
+			// them (the method may come later).
+			*slot = it.members(call.member)
+		} else {
+			*slot = it.value()
+		}
 	}
 	if !isString(version) || string(text(version)) != "2.0" {
 		return invalid(`invalid request: "jsonrpc" is not "2.0"`)
@@ -129,7 +153,7 @@ func (m *Message) parse(b []byte) error {
 		m.Kind = Request
 	}
 	if m.Method == methodToolsCall {
-		return m.tool()
+		return m.tool(&call)
 	}
 	return nil
 }
@@ -150,31 +174,34 @@ func (m *Message) response(hasID bool) error {
 	return nil
 }
 
-// tool reads params.name of a tools/call: the tool is what the gateway guards, so a name that is
-// missing, not a string or sent twice (one tool for the gateway, another for the server) is refused.
-func (m *Message) tool() error {
-	if len(m.Params) == 0 || m.Params[0] != '{' {
-		return errToolName()
-	}
-	var name []byte
-	it := newIter(m.Params)
-	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
-		switch string(text(k)) {
-		case "name":
-			if name != nil || !isString(v) {
-				return errToolName()
-			}
-			name = v
-		case "_meta":
-			if m.meta == nil { // the first, as lookup reads it
-				m.meta = v
-			}
+// callParams is what a tools/call needs of its params, read as object walks them.
+type callParams struct {
+	name    []byte // the raw "name"; nil when absent
+	badName bool   // a "name" that is not a string, or one sent twice
+	meta    []byte // the raw "_meta", the first (as lookup reads it); nil when absent
+}
+
+// member reads one member of params.
+func (c *callParams) member(k, v []byte) {
+	switch string(text(k)) {
+	case "name":
+		c.badName = c.badName || c.name != nil || !isString(v)
+		c.name = v
+	case "_meta":
+		if c.meta == nil {
+			c.meta = v
 		}
 	}
-	if name == nil {
+}
+
+// tool reads params.name of a tools/call (c, read from its params): the tool is what the gateway
+// guards, so a name that is missing, not a string or sent twice (one tool for the gateway, another
+// for the server) is refused.
+func (m *Message) tool(c *callParams) error {
+	if len(m.Params) == 0 || m.Params[0] != '{' || c.name == nil || c.badName {
 		return errToolName()
 	}
-	m.Tool = string(text(name))
+	m.Tool, m.meta = string(text(c.name)), c.meta
 	return nil
 }
 

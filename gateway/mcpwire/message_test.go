@@ -2,6 +2,7 @@ package mcpwire
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -189,5 +190,28 @@ func TestErrorText(t *testing.T) {
 	t.Parallel()
 	if got := (&Error{Code: InvalidRequest, Message: "invalid request: x"}).Error(); got != "jsonrpc error -32600: invalid request: x" {
 		t.Errorf("Error() = %q", got)
+	}
+}
+
+// TestMessageParseReused checks that the method Parse reads what the function does into a message
+// that held another, and leaves the zero Message on error.
+func TestMessageParseReused(t *testing.T) {
+	t.Parallel()
+	const held = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"k":"v"}}}`
+	for _, body := range append(messageSeeds, held, `[`+held+`]`) {
+		var m Message
+		if err := m.Parse([]byte(held)); err != nil {
+			t.Fatal(err)
+		}
+		err := m.Parse([]byte(body))
+		want, wantErr := Parse([]byte(body))
+		switch {
+		case wantErr != nil:
+			if err == nil || err.Error() != wantErr.Error() || !reflect.DeepEqual(m, Message{}) {
+				t.Errorf("%s: %+v, %v; want the zero Message, %v", body, m, err, wantErr)
+			}
+		case err != nil || !reflect.DeepEqual(&m, want):
+			t.Errorf("%s: %+v, %v; want %+v", body, m, err, want)
+		}
 	}
 }

@@ -109,9 +109,18 @@ func newIter(container []byte) iter { return iter{b: container, i: 1} }
 
 // member returns the next member of an object: its name as sent (quotes included) and its value.
 func (it *iter) member() (name, val []byte, ok bool) {
+	if name, ok = it.name(); !ok {
+		return nil, nil, false
+	}
+	return name, it.value(), true
+}
+
+// name returns the name of the next member of an object, as sent (quotes included), and stops at
+// its value, for value or members to read.
+func (it *iter) name() (name []byte, ok bool) {
 	it.i = ws(it.b, it.i)
 	if it.i >= len(it.b) || it.b[it.i] == '}' {
-		return nil, nil, false
+		return nil, false
 	}
 	if it.b[it.i] == ',' {
 		it.i = ws(it.b, it.i+1)
@@ -119,10 +128,28 @@ func (it *iter) member() (name, val []byte, ok bool) {
 	end := stringEnd(it.b, it.i)
 	name = it.b[it.i:end]
 	it.i = ws(it.b, ws(it.b, end)+1) // past the ':'
-	end = valueEnd(it.b, it.i)
-	val = it.b[it.i:end]
+	return name, true
+}
+
+// value returns the value it stops at, and moves past it.
+func (it *iter) value() []byte {
+	end := valueEnd(it.b, it.i)
+	val := it.b[it.i:end]
 	it.i = end
-	return name, val, true
+	return val
+}
+
+// members returns the object it stops at, and moves past it, handing each of its members to each
+// on the way: one walk finds the object's end and reads its members.
+func (it *iter) members(each func(name, val []byte)) []byte {
+	in := newIter(it.b[it.i:])
+	for k, v, ok := in.member(); ok; k, v, ok = in.member() {
+		each(k, v)
+	}
+	end := it.i + in.i + 1 // in stops at the object's '}'
+	obj := it.b[it.i:end]
+	it.i = end
+	return obj
 }
 
 // element returns the next element of an array.

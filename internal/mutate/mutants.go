@@ -680,7 +680,7 @@ var mutants = []Mutant{
 		File: "gateway/mcp.go", From: "	case name != msg.Tool:\n		return mismatch", To: "	case false:\n		return mismatch",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPBadInput$"}}},
 	{Name: "mcp-metrics-per-made-up-tool", Behaviour: "every tool name a client makes up grows its own metric series",
-		File: "gateway/mcp.go", From: "		x.label = rt.Name + \"/\" + unlistedTool", To: "		x.label = x.rt.Name",
+		File: "gateway/mcp.go", From: "		x.label = unlisted\n", To: "		x.label = x.rt.Name\n",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPToolNamesBoundMetricSeries$"}}},
 	// Settle notices only for records a duplicate saw (issue 15 item 6: a command less per execution).
 	{Name: "settle-notice-unconditional-redis", Behaviour: "every commit, mark-unknown and release PUBLISHes, watched or not: a command more per first execution",
