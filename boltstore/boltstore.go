@@ -331,10 +331,15 @@ func del(b *batch, key string) { b.set(write{key: key, del: true}) }
 // Claim implements record.Store.Claim. A replay is answered by a read (Store.read); creating a
 // record, or turning a lapsed one into outcome_unknown, is one fsync'd write. When it claims, stored
 // is payload itself. lease and ttl are rounded up to whole milliseconds and must be positive; key
-// and owner must not be empty.
+// and owner must not be empty, and key at most bolt.MaxKeySize bytes.
 func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored record.Payload, err error) {
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
 		return false, "", record.Payload{}, fmt.Errorf("boltstore: claim: %w", err)
+	}
+	if len(key) > bolt.MaxKeySize {
+		// Refused now, as bbolt would refuse it: logged, it would fail the checkpoint, and with it
+		// every later write and every Open. Claim alone creates records.
+		return false, "", record.Payload{}, fmt.Errorf("boltstore: claim: key of %d bytes, longer than %d", len(key), bolt.MaxKeySize)
 	}
 	// Fast path: a live record that needs no change.
 	found, now, err := s.read(key)

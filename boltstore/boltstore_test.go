@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,6 +164,30 @@ func TestSecondOpenFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	open(t, dir, boltstore.Options{}) // the lock is free again
+}
+
+// TestClaimRefusesKeyTheFileCannotHold: a key longer than bbolt's bolt.MaxKeySize is refused by
+// Claim, alone. Accepted into the write-ahead log, it would make the checkpoint fail (bbolt refuses
+// the key), which stops every write, and then every Open, whose recovery applies the log.
+func TestClaimRefusesKeyTheFileCannotHold(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := open(t, dir, boltstore.Options{SweepInterval: -1})
+	long := strings.Repeat("k", bolt.MaxKeySize+1)
+	if ok, _, _, err := s.Claim(ctx, long, "owner", []byte("claim"), time.Hour, time.Hour); ok || err == nil {
+		t.Errorf("Claim of a key of %d bytes = %v, %v; want an error", len(long), ok, err)
+	}
+	longest := long[:bolt.MaxKeySize]
+	if ok, _, _, err := s.Claim(ctx, longest, "owner", []byte("claim"), time.Hour, time.Hour); !ok || err != nil {
+		t.Errorf("Claim of a key of %d bytes = %v, %v; want claimed", len(longest), ok, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	r := open(t, dir, boltstore.Options{SweepInterval: -1})
+	if state, _, err := r.Get(ctx, longest); state != record.StateInProgress || err != nil {
+		t.Errorf("after reopening Get of the longest key = %q, %v; want in_progress", state, err)
+	}
 }
 
 func TestRecordsSurviveCloseAndOpen(t *testing.T) {

@@ -181,12 +181,15 @@ func (s *Store) checkpointDue(times int) bool {
 // startCheckpoint freezes the active memtable, moves appends to the other segment, and starts the
 // checkpoint of the frozen memtable; it returns a channel closed when the checkpoint has finished.
 // Only the committer calls it (and Close, once the committer has stopped), and only when no
-// checkpoint is under way (s.checkpointing is nil or closed).
+// checkpoint is under way (s.checkpointing is nil or closed). It starts none once the store has
+// failed: a checkpoint that failed leaves its frozen memtable and its segment, which hold writes
+// the file lacks, and the next would drop the one and record a seq past the other's records. The
+// failed checkpoint set the error before it closed its channel, so it is seen here.
 func (s *Store) startCheckpoint() chan struct{} {
 	done := make(chan struct{})
 	s.checkpointing = done
 	frozen, segment := s.active, s.logs[s.cur]
-	if n, _ := frozen.size(); n == 0 && segment.size == 0 {
+	if n, _ := frozen.size(); s.failed() != nil || n == 0 && segment.size == 0 {
 		close(done)
 		return done
 	}

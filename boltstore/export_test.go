@@ -102,3 +102,7 @@ func Logged(s *Store) (n int, err error) {
 	}
 	return n, nil
 }
+
+// WaitCheckpoint returns once no checkpoint is under way. Only a transition may call it: it runs
+// on the committer, which owns the checkpoint under way.
+func WaitCheckpoint(s *Store) { s.waitCheckpoint() }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -274,4 +275,81 @@ func TestCheckpointUnderWay(t *testing.T) {
 	check(s, "after the checkpoint")
 	// A crash now: the file holds a, b and f as frozen, the other segment the rest.
 	check(open(t, copyDir(t, dir), boltstore.Options{SweepInterval: -1}), "after a crash after the checkpoint")
+}
+
+// TestFailedCheckpointKeepsItsWrites: a checkpoint that fails (here bbolt cannot write its pages:
+// RLIMIT_FSIZE, as on a full disk) stops the store's writes, and its frozen memtable and its
+// segment must stay: they hold acknowledged writes the file lacks. A batch whose members ran
+// before the failure is still appended and answered; the committer must not then start another
+// checkpoint, which would drop the frozen memtable (a read of an acknowledged write would find
+// the file's older value) and record in the file a seq past the failed checkpoint's records (the
+// next Open would skip them: the writes lost). Not parallel: the file size limit is the process's.
+func TestFailedCheckpointKeepsItsWrites(t *testing.T) {
+	var limit syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	restore := sync.OnceFunc(func() {
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Cleanup(restore)
+	dir := t.TempDir()
+	s, err := boltstore.Open(dir, boltstore.Options{SweepInterval: -1, CheckpointEntries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := make(chan struct{})
+	var first sync.Once
+	boltstore.SetBeforeCheckpoint(s, func() {
+		first.Do(func() {
+			<-running // the committer is in the next batch, past its check of a failed store
+			// bbolt writes the large value past its pages so far, far past this.
+			low := syscall.Rlimit{Cur: 256 << 10, Max: limit.Max}
+			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &low); err != nil {
+				t.Error(err)
+			}
+		})
+	})
+	if ok, _, _, err := s.Claim(ctx, "a", "owner", []byte("claim-a"), time.Hour, time.Hour); !ok || err != nil {
+		t.Fatalf("Claim(a) = %v, %v", ok, err)
+	}
+	// A second record, large enough that the file must grow: the checkpoint of both starts.
+	if err := boltstore.PutRaw(s, "big", make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	err = boltstore.Transition(s, func(b *boltstore.Batch, now int64) error {
+		close(running)
+		boltstore.WaitCheckpoint(s) // failed, as the batch runs
+		restore()
+		b.PutRaw("b", []byte("vb"))
+		b.PutRaw("c", []byte("vc")) // two records: a checkpoint is due
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("a transition run before the checkpoint failed: %v; want it appended", err)
+	}
+	if s.Ping(ctx) == nil {
+		t.Fatal("Ping after a failed checkpoint: no error")
+	}
+	// The committer answered before it looked for a checkpoint to start: give it time to start
+	// one, which would have written b and c by then.
+	for deadline := time.Now().Add(time.Second); boltstore.Checkpoints(s) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := boltstore.Checkpoints(s); n != 0 {
+		t.Errorf("%d checkpoints after the failed one; want none", n)
+	}
+	if state, _, err := s.Get(ctx, "a"); state != record.StateInProgress || err != nil {
+		t.Errorf("Get(a) after the failed checkpoint = %q, %v; want in_progress, as acknowledged", state, err)
+	}
+	_ = s.Close() // fails: the store failed
+	r := open(t, dir, boltstore.Options{SweepInterval: -1})
+	if state, _, err := r.Get(ctx, "a"); state != record.StateInProgress || err != nil {
+		t.Errorf("after reopening Get(a) = %q, %v; want in_progress, as acknowledged", state, err)
+	}
+	if v, err := boltstore.GetRaw(r, "c"); string(v) != "vc" || err != nil {
+		t.Errorf("after reopening GetRaw(c) = %q, %v; want vc", v, err)
+	}
 }
