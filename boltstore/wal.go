@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bufio"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,16 +32,22 @@ import (
 //	offset  size  field
 //	0       4     n, length of the body (uint32)
 //	4       4     CRC-32C (Castagnoli) of the body
-//	8       n     the body: seq (uint64), then each write of the batch, in the order the batch
-//	              first wrote its key: op (1 byte: opDelete, opPut, opPutUnknown), key length
-//	              (uvarint), key, and for a put the value's length (uvarint) and the value
+//	8       n     the body: generation (uint64), seq (uint64), then each write of the batch, in
+//	              the order the batch first wrote its key: op (1 byte: opDelete, opPut,
+//	              opPutUnknown), key length (uvarint), key, and for a put the value's length
+//	              (uvarint) and the value
 //
 // seq numbers the batches from 1, one more per batch across both segments, and is never used twice:
 // the meta bucket of the bbolt file keeps, under walSeqKey, the seq of the last batch a checkpoint
-// applied. Reading a segment skips its first records up to that seq and stops at the first record
-// that is short, fails its CRC, or whose seq is not the one after the previous record's: what
-// follows was never acknowledged (a batch is answered only after its fdatasync), or is stale, left
-// from before the segment was released (its seq is lower), or the zeros of its last chunk.
+// applied. generation is random, drawn anew each time the segment is opened or released, and the
+// same in every record appended until then. Reading a segment takes the generation of its first
+// record, skips its first records up to that seq, and stops at the first record that is short,
+// fails its CRC, is of another generation, or whose seq is not the one after the previous record's:
+// what follows was never acknowledged (a batch is answered only after its fdatasync), or is stale,
+// left from before the segment was released, or the zeros of its last chunk. The generation is what
+// keeps stale bytes from passing as a record: a value stored earlier, whose bytes a client or an
+// upstream chose, can hold a whole record with a valid CRC and the next seq, but not a generation
+// drawn after it was written (TestWALStaleValueCannotForgeARecord).
 
 // WALNames are the names of the write-ahead log's two segments in the data directory.
 var WALNames = [2]string{"idemgateway.0.wal", "idemgateway.1.wal"}
@@ -82,9 +89,20 @@ type logRecord struct {
 // resets it, while the committer appends to the other.
 type wal struct {
 	f    *os.File
+	gen  uint64 // the generation of the records appended since the segment was released
 	size int64  // the end of the last record appended since the segment was released
 	end  int64  // the file's size, zeros past size
 	buf  []byte // the record being encoded, kept between appends
+}
+
+// walBodyHead is the length of a record body's generation and seq.
+const walBodyHead = 16
+
+// newGeneration returns a random generation for a segment's next records.
+func newGeneration() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // openWAL opens (creating them if missing) the log's segments in dir and syncs dir, so that a
@@ -102,7 +120,7 @@ func openWAL(dir string) (segments [2]*wal, err error) {
 			closeWAL(segments)
 			return segments, err
 		}
-		segments[i] = &wal{f: f, end: info.Size()}
+		segments[i] = &wal{f: f, gen: newGeneration(), end: info.Size()}
 	}
 	if err := syncDir(dir); err != nil {
 		closeWAL(segments)
@@ -138,7 +156,8 @@ func syncDir(dir string) error {
 // append writes writes as the record seq at the end of the segment and syncs it. On an error the
 // record may or may not be durable: the caller must stop using the log (Store.fail).
 func (l *wal) append(seq uint64, writes []write) error {
-	b := slices.Grow(l.buf[:0], walHeaderLen+8)[:walHeaderLen]
+	b := slices.Grow(l.buf[:0], walHeaderLen+walBodyHead)[:walHeaderLen]
+	b = binary.BigEndian.AppendUint64(b, l.gen)
 	b = binary.BigEndian.AppendUint64(b, seq)
 	for _, w := range writes {
 		op := byte(opPut)
@@ -196,10 +215,10 @@ func (l *wal) grow(size int64) error {
 	return nil
 }
 
-// release makes the segment's next append start at its beginning, once a checkpoint has applied
-// every record in it: they are stale from then on, for every later read (the package comment), so
-// nothing is written.
-func (l *wal) release() { l.size = 0 }
+// release makes the segment's next append start at its beginning, of a new generation, once a
+// checkpoint has applied every record in it: they are stale from then on, for every later read
+// (the package comment), so nothing is written.
+func (l *wal) release() { l.size, l.gen = 0, newGeneration() }
 
 // read returns the records of the segment past seq after, in order, as the package comment says.
 // It stops without an error at the end of what was acknowledged; only a failed read of the file is
@@ -212,12 +231,13 @@ func (l *wal) read(after uint64) (records []logRecord, err error) {
 	r := bufio.NewReader(io.NewSectionReader(l.f, 0, info.Size()))
 	var head [walHeaderLen]byte
 	var body []byte
-	for left := info.Size(); ; {
+	var gen uint64
+	for i, left := 0, info.Size(); ; i++ {
 		if _, err := io.ReadFull(r, head[:]); err != nil {
 			return records, readEnd(err)
 		}
 		n := int64(binary.BigEndian.Uint32(head[0:]))
-		if left -= walHeaderLen; n < 8 || n > left {
+		if left -= walHeaderLen; n < walBodyHead || n > left {
 			return records, nil // a torn header, or a body cut short: never allocated at its length
 		}
 		left -= n
@@ -228,14 +248,19 @@ func (l *wal) read(after uint64) (records []logRecord, err error) {
 		if crc32.Checksum(body, walTable) != binary.BigEndian.Uint32(head[4:]) {
 			return records, nil
 		}
-		seq := binary.BigEndian.Uint64(body)
+		if g := binary.BigEndian.Uint64(body); i == 0 {
+			gen = g
+		} else if g != gen {
+			return records, nil
+		}
+		seq := binary.BigEndian.Uint64(body[8:])
 		switch {
 		case seq <= after && len(records) == 0:
 			continue // applied by a checkpoint already, and the segment not emptied since
 		case len(records) > 0 && seq != records[len(records)-1].seq+1:
 			return records, nil
 		}
-		writes, ok := decodeWrites(body[8:])
+		writes, ok := decodeWrites(body[walBodyHead:])
 		if !ok {
 			return records, nil // the CRC matched a body this version does not write: stop
 		}
@@ -252,7 +277,7 @@ func readEnd(err error) error {
 	return fmt.Errorf("write-ahead log: read: %w", err)
 }
 
-// decodeWrites decodes the writes of a record's body after its seq; ok is false when they do not
+// decodeWrites decodes the writes of a record's body after its generation and seq; ok is false when they do not
 // decode. The writes' keys and values are copies.
 func decodeWrites(b []byte) (writes []write, ok bool) {
 	for len(b) > 0 {
