@@ -105,7 +105,7 @@ func TestWALStopsAtWhatWasNotAcknowledged(t *testing.T) {
 		}
 	})
 	t.Run("stale after a release", func(t *testing.T) {
-		l, _ := newWAL(t, walBatches)
+		l, path := newWAL(t, walBatches)
 		// Checkpointed up to seq 3 and released: seq 4, shorter than seq 1, is written over it.
 		l.release()
 		next := []write{{key: "d", value: []byte("d")}}
@@ -115,25 +115,11 @@ func TestWALStopsAtWhatWasNotAcknowledged(t *testing.T) {
 		if got, last := readAll(t, l, 3); !equalWrites(got, [][]write{next}) || last != 4 {
 			t.Errorf("read(3) = %+v, last %d; want seq 4 alone", got, last)
 		}
+		// Released, not truncated: the segment keeps its one chunk.
+		if info, err := os.Stat(path); err != nil || info.Size() != walChunk {
+			t.Errorf("segment size = %v, %v; want one chunk, %d", info, err, walChunk)
+		}
 	})
-}
-
-// TestWALReleased: a released segment's next append starts at its beginning, over its stale
-// records, which reading then ignores; the segment keeps its size (it is never truncated).
-func TestWALReleased(t *testing.T) {
-	t.Parallel()
-	l, path := newWAL(t, walBatches)
-	l.release()
-	next := []write{{key: "d", value: []byte("vd")}}
-	if err := l.append(4, next); err != nil {
-		t.Fatal(err)
-	}
-	if got, last := readAll(t, l, 3); !equalWrites(got, [][]write{next}) || last != 4 {
-		t.Errorf("read(3) = %+v, last %d; want the batch appended after the release, seq 4, alone", got, last)
-	}
-	if info, err := os.Stat(path); err != nil || info.Size() != walChunk {
-		t.Errorf("segment size = %v, %v; want one chunk, %d", info, err, walChunk)
-	}
 }
 
 // TestWALStaleValueCannotForgeARecord: a released segment keeps its old bytes, and a value stored
