@@ -86,7 +86,7 @@ type logRecord struct {
 }
 
 // wal is one open segment of the log. The committer appends to it; the checkpoint of its batches
-// resets it, while the committer appends to the other.
+// releases it, while the committer appends to the other.
 type wal struct {
 	f    *os.File
 	gen  uint64 // the generation of the records appended since the segment was released
@@ -256,7 +256,7 @@ func (l *wal) read(after uint64) (records []logRecord, err error) {
 		seq := binary.BigEndian.Uint64(body[8:])
 		switch {
 		case seq <= after && len(records) == 0:
-			continue // applied by a checkpoint already, and the segment not emptied since
+			continue // applied by a checkpoint already, and the segment not released since
 		case len(records) > 0 && seq != records[len(records)-1].seq+1:
 			return records, nil
 		}
@@ -277,8 +277,8 @@ func readEnd(err error) error {
 	return fmt.Errorf("write-ahead log: read: %w", err)
 }
 
-// decodeWrites decodes the writes of a record's body after its generation and seq; ok is false when they do not
-// decode. The writes' keys and values are copies.
+// decodeWrites decodes the writes of a record's body after its generation and seq; ok is false
+// when they do not decode. The writes' keys and values are copies.
 func decodeWrites(b []byte) (writes []write, ok bool) {
 	for len(b) > 0 {
 		op := b[0]
