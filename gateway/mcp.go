@@ -197,6 +197,10 @@ func (g *Gateway) serveToolCall(x *exchange, m *mcpTool, auth *authenticator, bo
 		return
 	}
 	m.start(x, version, source)
+	// In flight from here, not from the upstream call: a cancel sent while the call is claimed,
+	// waits or runs is absorbed alike (docs/mcp.md "Streams, cancels and slow tools").
+	done := g.mcpCalls.add(m.session, msg.ID)
+	defer done()
 	x.rt, x.front = rt.MCP.Tool(msg.Tool, class), m
 	if known {
 		x.label = x.rt.Name

@@ -42,13 +42,14 @@ type mcpUpstream struct {
 	calls    map[string]int // tool calls by tool
 	finished map[string]int // slow_create calls that slept to the end, and were not cancelled
 	progress chan struct{}  // closed by the test once the client got progress_create's notification
+	started  chan struct{}  // gets a value when a slow_create call starts, if one is waited for
 	server   *mcp.Server
 }
 
 // newMCPUpstream serves a go-sdk MCP server with opts (nil: sessions, SSE answers).
 func newMCPUpstream(t *testing.T, opts *mcp.StreamableHTTPOptions) *mcpUpstream {
 	t.Helper()
-	u := &mcpUpstream{calls: map[string]int{}, finished: map[string]int{}, progress: make(chan struct{})}
+	u := &mcpUpstream{calls: map[string]int{}, finished: map[string]int{}, progress: make(chan struct{}), started: make(chan struct{}, 1)}
 	server := mcp.NewServer(&mcp.Implementation{Name: "tickets", Version: "1"}, nil)
 	schema := json.RawMessage(`{"type":"object"}`)
 	add := func(name string, ann *mcp.ToolAnnotations, h func(ctx context.Context, req *mcp.CallToolRequest, n int) (*mcp.CallToolResult, error)) {
@@ -90,6 +91,10 @@ func newMCPUpstream(t *testing.T, opts *mcp.StreamableHTTPOptions) *mcpUpstream 
 	add("slow_create", nil, func(ctx context.Context, req *mcp.CallToolRequest, n int) (*mcp.CallToolResult, error) {
 		var args struct{ MS int }
 		_ = json.Unmarshal(req.Params.Arguments, &args)
+		select {
+		case u.started <- struct{}{}:
+		default:
+		}
 		select {
 		case <-time.After(time.Duration(args.MS) * time.Millisecond):
 		case <-ctx.Done():
@@ -440,30 +445,89 @@ func TestMCPProgressStreamedNotReplayed(t *testing.T) {
 
 // TestMCPCancelAbsorbed: a client that gives up on a slow guarded call sends
 // notifications/cancelled; the gateway answers it 202 and keeps it from the server (cancel:
-// finish), so the tool completes, the record settles, and the retry replays its result.
+// finish), so the tool completes, the record settles, and the retry replays its result. The
+// client gives up while the tool runs, or while the gateway still claims the key (the call is
+// then not yet at the server, and the cancel must not reach it first).
 func TestMCPCancelAbsorbed(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		holdClaim bool
+	}{
+		{"while the tool runs", false},
+		{"while the key is claimed", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testMCPCancelAbsorbed(t, tc.holdClaim)
+		})
+	}
+}
+
+// claimGate is a real store whose first Claim waits, once it has said so on claiming, until
+// release is closed.
+type claimGate struct {
+	record.Store
+	claims   atomic.Int32
+	claiming chan struct{}
+	release  chan struct{}
+}
+
+func (s *claimGate) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, record.Payload, error) {
+	if s.claims.Add(1) == 1 {
+		close(s.claiming)
+		<-s.release
+	}
+	return s.Store.Claim(ctx, key, owner, payload, lease, ttl)
+}
+
+func testMCPCancelAbsorbed(t *testing.T, holdClaim bool) {
 	up := newMCPUpstream(t, nil)
 	reg := gateway.NewRegistry()
-	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{Metrics: reg})
+	store := openEmbedded(t)
+	gate := &claimGate{Store: store, claiming: make(chan struct{}), release: make(chan struct{})}
+	reached := (<-chan struct{})(up.started)
+	if holdClaim {
+		store, reached = gate, gate.claiming
+	}
+	release := sync.OnceFunc(func() { close(gate.release) })
+	srv, _, _ := newGatewayOn(t, store, mcpRoutes(up.url, ""), gateway.Options{Metrics: reg})
+	t.Cleanup(release) // before the server closes, which waits for the held handler
 	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
-	args := map[string]any{"ms": 600}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	args := map[string]any{"ms": 300}
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := cs.CallTool(ctx, toolParams("slow_create", "k1", args)); err == nil {
-		t.Fatal("the call answered before the client's deadline")
+	called := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", args))
+		called <- err
+	}()
+	select {
+	case <-reached:
+	case <-time.After(hangTimeout):
+		t.Fatal("the call never reached the point where the client gives up")
+	}
+	cancel()
+	if err := <-called; err == nil {
+		t.Fatal("the call answered though the client gave up")
 	}
 	deadline := time.Now().Add(hangTimeout)
+	for metricValue(t, reg, "idemgateway_mcp_cancels_absorbed_total", "route", "tickets") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the client's notifications/cancelled was not absorbed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	release()
 	for {
 		up.mu.Lock()
 		done := up.finished["slow_create"]
 		up.mu.Unlock()
-		absorbed := metricValue(t, reg, "idemgateway_mcp_cancels_absorbed_total", "route", "tickets")
-		if done == 1 && absorbed == 1 {
+		if done == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("slow_create finished %d times, cancels absorbed %v; want 1 and 1", done, absorbed)
+			t.Fatalf("slow_create finished %d times, want 1", done)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

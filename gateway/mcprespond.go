@@ -78,12 +78,10 @@ func (m *mcpTool) traceCall(x *exchange) {
 	x.span.SetAttributes(attrs...)
 }
 
-// call makes the upstream call through the reverse proxy (proxy.go), the call counted in flight
-// so that the client's notifications/cancelled of it is absorbed (mcp.go). It returns once the
-// upstream's answer has ended: the lease is held until then.
+// call makes the upstream call through the reverse proxy (proxy.go). It returns once the
+// upstream's answer has ended: the lease is held, and the call counted in flight (mcp.go), until
+// then.
 func (m *mcpTool) call(x *exchange) {
-	done := x.g.mcpCalls.add(m.session, m.msg.ID)
-	defer done()
 	httpRoute{}.call(x)
 }
 
