@@ -143,10 +143,12 @@ func TestConcurrentDuplicates(t *testing.T) {
 func TestClientDisconnectMidCall(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		_, err := e.gw.send(request{Key: "gone-1", Body: ticketBody, Ctx: ctx, Header: map[string]string{"X-Sandbox-Delay": "500ms"}})
-		if err == nil {
+		gone := goSend(e.gw, request{Key: "gone-1", Body: ticketBody, Ctx: ctx, Header: map[string]string{"X-Sandbox-Delay": "500ms"}})
+		e.gw.waitState(t, "create_ticket", "gone-1", "in_progress") // the call is under way
+		cancel()
+		if <-gone.done; gone.err == nil {
 			t.Fatalf("the client did not give up: the test proves nothing")
 		}
 		e.gw.waitState(t, "create_ticket", "gone-1", "committed")

@@ -202,7 +202,7 @@ func TestMCPConcurrentSessions(t *testing.T) {
 	})
 }
 
-// TestMCPSlowToolClientDeadline: the client gives up on a slow tool (its deadline; go-sdk sends
+// TestMCPSlowToolClientDeadline: the client gives up on a slow tool under way (go-sdk sends
 // notifications/cancelled in the sessions era, or closes the request); the gateway absorbs the
 // cancel (the server never sees it: expectSince), lets the tool finish and stores the receipt: a
 // retry meanwhile is in progress, a retry after it replays.
@@ -215,11 +215,16 @@ func TestMCPSlowToolClientDeadline(t *testing.T) {
 		key := "deadline-" + w.name
 		args := map[string]any{"title": "Reindex the search cluster", "ms": 1500}
 
-		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-		_, err := c.call(ctx, "slow_create", args, key)
+		ctx, cancel := context.WithCancel(t.Context())
+		called := make(chan error, 1)
+		go func() {
+			_, err := c.call(ctx, "slow_create", args, key)
+			called <- err
+		}()
+		e.gw.waitState(t, w.route+"/slow_create", key, "in_progress") // then the client's deadline passes
 		cancel()
-		if err == nil {
-			t.Fatal("slow_create (1.5 s) answered within the client's 300 ms deadline")
+		if err := <-called; err == nil {
+			t.Fatal("slow_create (1.5 s) answered though the client gave up")
 		}
 		m := expectRefusal(t, c.mustCall(t, "slow_create", args, key), "in_progress", true) // concurrency: reject
 		if ms, _ := m["retryAfterMs"].(float64); ms <= 0 {

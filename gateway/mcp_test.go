@@ -810,7 +810,7 @@ func TestMCPRefusalCodes(t *testing.T) {
 	}
 	slow := make(chan error, 1)
 	go func() {
-		_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 500}))
+		_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 1500}))
 		slow <- err
 	}()
 	for { // the first call holds the key once the server runs it
@@ -822,7 +822,7 @@ func TestMCPRefusalCodes(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 500}))
+	_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 1500}))
 	if !errors.As(err, &werr) || werr.Code != -32011 || !strings.Contains(string(werr.Data), `"retryable":true`) ||
 		!strings.Contains(string(werr.Data), `"retryAfterMs":1000`) || !strings.Contains(string(werr.Data), `"type":"idempotency_key_in_progress"`) {
 		t.Errorf("duplicate in flight: %v, want -32011 in progress", err)
@@ -966,10 +966,17 @@ func TestMCPCancelForwarded(t *testing.T) {
 	reg := gateway.NewRegistry()
 	srv, store, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    cancel: forward\n"), gateway.Options{Metrics: reg})
 	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 2000})); err == nil {
-		t.Fatal("the call answered before the client's deadline")
+	called := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 2000}))
+		called <- err
+	}()
+	<-up.started // the client gives up once the tool runs: its cancel reaches a server that knows the call
+	cancel()
+	if err := <-called; err == nil {
+		t.Fatal("the call answered though the client gave up")
 	}
 	deadline := time.Now().Add(hangTimeout)
 	for {
