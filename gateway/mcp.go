@@ -199,8 +199,8 @@ func (g *Gateway) serveToolCall(x *exchange, m *mcpTool, auth *authenticator, bo
 	m.start(x, version, source)
 	// In flight from here, not from the upstream call: a cancel sent while the call is claimed,
 	// waits or runs is absorbed alike (docs/mcp.md "Streams, cancels and slow tools").
-	done := g.mcpCalls.add(m.session, msg.ID)
-	defer done()
+	g.mcpCalls.add(m)
+	defer g.mcpCalls.remove(m)
 	x.rt, x.front = rt.MCP.Tool(msg.Tool, class), m
 	if known {
 		x.label = x.rt.Name

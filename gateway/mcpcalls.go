@@ -12,59 +12,65 @@ import (
 // The MCP exchanges the gateway keeps track of: guarded tool calls in flight (their cancels
 // and session ends, docs/contract.md §7 Client gone) and GET streams to end at shutdown.
 
-// mcpCalls are the guarded tools/calls in flight on this gateway, by session id ("" without
-// sessions) and JSON-RPC id: the calls whose notifications/cancelled it absorbs, and whose
-// session's DELETE waits for them.
+// mcpCalls are the guarded tools/calls in flight on this gateway: the calls whose
+// notifications/cancelled it absorbs, and whose session's DELETE waits for them. A call is kept
+// by its *mcpTool (its session id, "" without sessions, and JSON-RPC id), so that adding and
+// removing one, on every guarded call, allocates nothing; a cancel, which is rare, looks through
+// the calls of its session.
 type mcpCalls struct {
 	mu       sync.Mutex
-	calls    map[string]int // by callKey
-	sessions map[string]int // by session id
+	calls    map[*mcpTool]struct{}
+	sessions map[string]int // calls in flight by session id
 	ended    chan struct{}  // closed, and replaced, when a call ends
 }
 
-// callKey is the key of a call of session and id: the id by its value (mcpwire.IDKey), so that a
-// cancel that spells it otherwise (5.0 for 5), which the server reads as the same id, is absorbed.
-func callKey(session string, id []byte) (string, bool) {
-	k, ok := mcpwire.IDKey(id)
-	return session + "\x00" + k, ok
-}
-
-// add counts the call of session and id (a request's, so a valid id) in flight until the returned
-// func is called.
-func (c *mcpCalls) add(session string, id []byte) (done func()) {
-	k, _ := callKey(session, id)
+// add counts m's call in flight until remove(m).
+func (c *mcpCalls) add(m *mcpTool) {
 	c.mu.Lock()
 	if c.calls == nil {
-		c.calls, c.sessions = map[string]int{}, map[string]int{}
+		c.calls, c.sessions = map[*mcpTool]struct{}{}, map[string]int{}
 	}
-	c.calls[k]++
-	c.sessions[session]++
+	c.calls[m] = struct{}{}
+	c.sessions[m.session]++
 	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		if c.calls[k]--; c.calls[k] <= 0 {
-			delete(c.calls, k)
-		}
-		if c.sessions[session]--; c.sessions[session] <= 0 {
-			delete(c.sessions, session)
-		}
-		if c.ended != nil {
-			close(c.ended)
-			c.ended = nil
-		}
-		c.mu.Unlock()
-	}
 }
 
-// has reports whether a call of session and id is in flight.
+// remove ends what add(m) began.
+func (c *mcpCalls) remove(m *mcpTool) {
+	c.mu.Lock()
+	delete(c.calls, m)
+	if c.sessions[m.session]--; c.sessions[m.session] <= 0 {
+		delete(c.sessions, m.session)
+	}
+	if c.ended != nil {
+		close(c.ended)
+		c.ended = nil
+	}
+	c.mu.Unlock()
+}
+
+// has reports whether a call of session and id is in flight. Ids are compared by value
+// (mcpwire.SameID), so that a cancel that spells the id otherwise (5.0 for 5), which the server
+// reads as the same id, is absorbed.
 func (c *mcpCalls) has(session string, id []byte) bool {
-	k, ok := callKey(session, id)
+	key, ok := mcpwire.IDKey(id)
 	if !ok {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.calls[k] > 0
+	if c.sessions[session] == 0 {
+		return false
+	}
+	for m := range c.calls {
+		if m.session != session {
+			continue
+		}
+		if k, _ := mcpwire.IDKey(m.msg.ID); k == key {
+			return true
+		}
+	}
+	return false
 }
 
 // wait returns once no call of session is in flight, or ctx ends. Each call is bounded by its
