@@ -29,9 +29,11 @@
 // (missing or unknown fields) is refused with an error wrapping record.ErrCorrupt, never
 // overwritten or freed; Delete removes it.
 //
-// In all, the scripts call HMGET, HSET, EXISTS, PEXPIRE, TIME, DEL and PUBLISH, which a
-// least-privilege ACL user must be allowed (ACLs apply inside scripts too); adding a command to
-// them breaks every such user that lacks it, so the scripts keep to these.
+// In all, the scripts call HGETALL, HSET, PEXPIRE, TIME, DEL and PUBLISH, which a least-privilege
+// ACL user must be allowed (ACLs apply inside scripts too); adding a command to them breaks every
+// such user that lacks it, so the scripts keep to these. A user set up for an earlier build has
+// HMGET and EXISTS where this one needs HGETALL: the scripts catch Redis's refusal of HGETALL and
+// read the record with HMGET, then EXISTS when it has no state field, as those builds did.
 //
 // The scripts need Redis 5 or later (script effects replication by default; tested with 7.0).
 //

@@ -351,22 +351,9 @@ func TestWatchSettledNotConfirmed(t *testing.T) {
 	expectNoNotice(t, s, raw, "a watch stopped before its confirmation", early)
 }
 
-// newStoreAs returns a store on srv that connects as the ACL user user with password pw.
-func newStoreAs(t *testing.T, srv *redistest.Server, user, pw string) *redisstore.Store {
-	t.Helper()
-	opts, err := redis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Username, opts.Password = user, pw
-	// An hour between safety checks: none runs scripts while a test counts the server's.
-	s, err := redisstore.New(redis.NewClient(opts), redisstore.Options{CheckInterval: time.Hour})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
+// hourlyChecks are Options with an hour between safety checks: none runs scripts while a test
+// counts the server's.
+var hourlyChecks = redisstore.Options{CheckInterval: time.Hour}
 
 // noSubscribeACL adds the user gw, password pw, allowed every command but SUBSCRIBE: Redis answers
 // its SUBSCRIBEs with NOPERM, and never confirms a subscription.
@@ -379,7 +366,7 @@ var noSubscribeACL = []string{"--user", "gw", "on", ">pw", "~*", "&*", "+@all", 
 func TestWatchSettledWithoutSubscribeACL(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{Args: noSubscribeACL})
-	s := newStoreAs(t, srv, "gw", "pw")
+	s := newStoreAs(t, srv, hourlyChecks, "gw")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	stop, err := s.WatchSettled(ctx, "first", func() {})
@@ -470,7 +457,7 @@ routes:
 		return hs.URL
 	}
 	raw := newClient(t, srv)
-	executing, waiting := newStoreAs(t, srv, "gw", "pw"), newStoreAs(t, srv, "gw", "pw")
+	executing, waiting := newStoreAs(t, srv, hourlyChecks, "gw"), newStoreAs(t, srv, hourlyChecks, "gw")
 	first, duplicate := gatewayOn(executing), gatewayOn(waiting)
 	t.Cleanup(func() { close(release) }) // before the gateways' servers close, which wait for their requests
 	send := func(url, key string, decisions chan<- string) {

@@ -39,9 +39,18 @@ func newClient(t *testing.T, srv *redistest.Server) *redis.Client {
 // newStore returns a store on srv with its own client and prefix.
 func newStore(t *testing.T, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
 	t.Helper()
+	return newStoreAs(t, srv, opts, "")
+}
+
+// newStoreAs is newStore connected as user, whose password is "pw" ("": the default user).
+func newStoreAs(t *testing.T, srv *redistest.Server, opts redisstore.Options, user string) *redisstore.Store {
+	t.Helper()
 	opts2, err := redis.ParseURL(srv.URL())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if user != "" {
+		opts2.Username, opts2.Password = user, "pw"
 	}
 	s, err := redisstore.New(redis.NewClient(opts2), opts)
 	if err != nil {
@@ -57,6 +66,20 @@ func TestConformance(t *testing.T) {
 		// One server for the whole suite; a prefix per subtest keeps their records apart.
 		prefix := "test:" + strings.NewReplacer("{", "_", "}", "_").Replace(t.Name()) + ":"
 		return newStore(t, srv, redisstore.Options{Prefix: prefix})
+	})
+}
+
+// withoutHGETALL is redistest.Options for a server whose user gw (password "pw") may run every
+// command but HGETALL, as a least-privilege user of an earlier build (docs/deploy.md) may not.
+var withoutHGETALL = redistest.Options{Args: []string{"--user", "gw", "on", ">pw", "~*", "&*", "+@all", "-hgetall"}}
+
+// TestConformanceWithoutHGETALL: the same suite as a user without HGETALL, whose scripts read
+// records with HMGET and EXISTS (record.lua's load_by_fields).
+func TestConformanceWithoutHGETALL(t *testing.T) {
+	srv := redistest.Start(t, withoutHGETALL)
+	recordtest.Run(t, func(t *testing.T) record.Store {
+		prefix := "test:" + strings.NewReplacer("{", "_", "}", "_").Replace(t.Name()) + ":"
+		return newStoreAs(t, srv, redisstore.Options{Prefix: prefix}, "gw")
 	})
 }
 
@@ -443,9 +466,19 @@ func TestRoundTrips(t *testing.T) {
 
 func TestCorruptRecordsAreRefused(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t, redistest.Options{})
-	raw := newClient(t, srv)
-	s := newStore(t, srv, redisstore.Options{})
+	t.Run("HGETALL", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t, redistest.Options{})
+		testCorruptRecordsAreRefused(t, newClient(t, srv), newStore(t, srv, redisstore.Options{}))
+	})
+	t.Run("without HGETALL", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t, withoutHGETALL)
+		testCorruptRecordsAreRefused(t, newClient(t, srv), newStoreAs(t, srv, redisstore.Options{}, "gw"))
+	})
+}
+
+func testCorruptRecordsAreRefused(t *testing.T, raw *redis.Client, s *redisstore.Store) {
 	valid := map[string]any{"state": "in_progress", "owner": "owner", "lease_until": "9999999999999", "payload": "p"}
 	without := func(field string) map[string]any {
 		m := map[string]any{}

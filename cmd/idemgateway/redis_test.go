@@ -245,7 +245,7 @@ func aclArgs(pw string) []string {
 // for Redis Cluster, the cluster's topology.
 func leastPrivilegeACL(pw string) []string {
 	return []string{"--user", "gw", "on", ">" + pw, "~idemgateway:*", "resetchannels", "&idemgateway:settled:*", "-@all", "+@connection",
-		"+evalsha", "+eval", "+hmget", "+hset", "+exists", "+pexpire", "+time", "+del", "+wait", "+config|get",
+		"+evalsha", "+eval", "+hgetall", "+hset", "+pexpire", "+time", "+del", "+wait", "+config|get",
 		"+publish", "+subscribe", "+unsubscribe", "+zadd", "+zrem", "+zrangebylex",
 		"+cluster|slots", "+cluster|shards", "+cluster|nodes", "+command"}
 }
@@ -283,14 +283,16 @@ func TestRedisTopologies(t *testing.T) {
 		}), nil, true)
 	})
 	// Review of 60b8dd5 (HEXISTS in the scripts): a user set up for an earlier version, as
-	// docs/deploy.md showed it then, keeps working; only its settle notices fail (PSUBSCRIBE where
-	// SUBSCRIBE is needed), and its waiting duplicates poll.
+	// docs/deploy.md showed it then, keeps working: its scripts read records with HMGET and EXISTS
+	// where it lacks HGETALL, and only its settle notices fail (PSUBSCRIBE where SUBSCRIBE is
+	// needed), so its waiting duplicates poll.
 	t.Run("single node, least-privilege ACL user of an earlier version", func(t *testing.T) {
 		t.Parallel()
 		earlier := slices.Clone(leastPrivilegeACL("redis-s3cret"))
 		for i, rule := range earlier {
-			earlier[i] = strings.NewReplacer("+subscribe", "+psubscribe", "+unsubscribe", "+punsubscribe").Replace(rule)
+			earlier[i] = strings.NewReplacer("+subscribe", "+psubscribe", "+unsubscribe", "+punsubscribe", "+hgetall", "+hmget").Replace(rule)
 		}
+		earlier = append(earlier, "+exists")
 		srv := redistest.Start(t, redistest.Options{Args: append([]string{"--user", "default", "off"}, earlier...)})
 		exercise(t, redisSettings(t, func(s *settings) {
 			s.RedisURL, s.RedisUsername, s.RedisPassword = srv.URL(), "gw", "redis-s3cret"

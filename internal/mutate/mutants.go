@@ -685,6 +685,17 @@ var mutants = []Mutant{
 	{Name: "mcp-metrics-per-made-up-tool", Behaviour: "every tool name a client makes up grows its own metric series",
 		File: "gateway/mcp.go", From: "		x.label = unlisted\n", To: "		x.label = x.rt.Name\n",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPToolNamesBoundMetricSeries$"}}},
+	// One HGETALL reads a record (issue 15 item 6: a command less per first execution), HMGET and
+	// EXISTS for a user without it.
+	{Name: "foreign-hash-read-as-missing-redis", Behaviour: "a hash without a state field reads as no record: a claim writes its fields into another program's hash and sets its expiry",
+		File: "redisstore/scripts/record.lua", From: "  return record_of(h.state, h.owner, h.lease_until, h.payload, h.settle, h.watched)", To: "  if not h.state then\n    return nil\n  end\n  return record_of(h.state, h.owner, h.lease_until, h.payload, h.settle, h.watched)",
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestCorruptRecordsAreRefused$/^HGETALL$"}}},
+	{Name: "old-acl-foreign-hash-read-as-missing-redis", Behaviour: "for a user without HGETALL, a hash without a state field reads as no record: a claim writes into another program's hash",
+		File: "redisstore/scripts/record.lua", From: "  if not f[1] and redis.call('EXISTS', key) == 0 then", To: "  if not f[1] then",
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestCorruptRecordsAreRefused$/^without HGETALL$"}}},
+	{Name: "old-acl-scripts-refused-redis", Behaviour: "a user of an earlier build's least-privilege ACL, without HGETALL, gets every script refused after the upgrade: keyed requests 503",
+		File: "redisstore/scripts/record.lua", From: "    return load_by_fields(key) -- WRONGTYPE fails there again, uncaught", To: "    error(f)",
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformanceWithoutHGETALL$/^(SecondClaimReturnsStoredRecord|CommitByOwner)$"}}},
 	// Settle notices only for records a duplicate saw (issue 15 item 6: a command less per execution).
 	{Name: "settle-notice-unconditional-redis", Behaviour: "every commit, mark-unknown and release PUBLISHes, watched or not: a command more per first execution",
 		File: "redisstore/scripts/record.lua", From: "  if rec.watched then\n    redis.call('PUBLISH', channel, what)\n  end", To: "  redis.call('PUBLISH', channel, what)",
