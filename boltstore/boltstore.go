@@ -431,10 +431,10 @@ func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duratio
 	})
 }
 
-// Commit implements record.Store.Commit. ttl is rounded up to whole milliseconds and must be
-// positive.
+// Commit implements record.Store.Commit. ttl is rounded up to whole milliseconds and must not be
+// negative (0 keeps the claim's expiry).
 func (s *Store) Commit(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error) {
-	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.NotNegative("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("boltstore: commit: %w", err)
 	}
 	return s.finish("commit", key, owner, record.StateCommitted, settle, ttl)
@@ -462,7 +462,10 @@ func (s *Store) finish(op, key, owner, state string, settle []byte, ttl time.Dur
 		if !r.ownedInProgress(owner) && !r.lapsedUnder(owner) {
 			return false
 		}
-		r.state, r.settle, r.expiresAt = state, settle, now+record.Millis(ttl)
+		r.state, r.settle = state, settle
+		if ttl > 0 {
+			r.expiresAt = now + record.Millis(ttl)
+		}
 		return true
 	})
 }

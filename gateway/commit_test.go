@@ -2,7 +2,12 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,4 +139,71 @@ func TestStoreFailsAtCommit(t *testing.T) {
 		waitFor(t, committed(store))
 		replays(t, srv.URL, up)
 	})
+}
+
+// ttlRecorder is a real store that records the ttl of every Claim and Commit, and fails the
+// first failCommits Commits without passing them on (a store that is down for them).
+type ttlRecorder struct {
+	record.Store
+	mu          sync.Mutex
+	claims      []time.Duration
+	commits     []time.Duration
+	failCommits int
+}
+
+func (s *ttlRecorder) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, record.Payload, error) {
+	s.mu.Lock()
+	s.claims = append(s.claims, ttl)
+	s.mu.Unlock()
+	return s.Store.Claim(ctx, key, owner, payload, lease, ttl)
+}
+
+func (s *ttlRecorder) Commit(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (bool, error) {
+	s.mu.Lock()
+	s.commits = append(s.commits, ttl)
+	fail := len(s.commits) <= s.failCommits
+	s.mu.Unlock()
+	if fail {
+		return false, errors.New("store down for the test")
+	}
+	return s.Store.Commit(ctx, key, owner, settle, ttl)
+}
+
+// TestCommitKeepsTheClaimsExpiry (docs/stores.md#redis): a claim gives its record the route's
+// ttl plus the upstream timeout and one store call, so that the commit that follows within the
+// upstream timeout keeps that expiry (ttl 0: no PEXPIRE in Redis) and the receipt still lives at
+// least ttl after it. A commit sent again after a failure sets ttl from then: the first may have
+// landed late.
+func TestCommitKeepsTheClaimsExpiry(t *testing.T) {
+	t.Parallel()
+	const upTimeout, storeTimeout, ttl = 20 * time.Second, 3 * time.Second, 24 * time.Hour
+	for _, tc := range []struct {
+		name        string
+		failCommits int
+		want        []time.Duration // the ttls of the Commits
+	}{
+		{"prompt commit", 0, []time.Duration{0}},
+		{"commit sent again", 1, []time.Duration{0, ttl}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			up := newHeldUpstream(t, nil)
+			up.releaseAll()
+			store := &ttlRecorder{Store: openEmbedded(t), failCommits: tc.failCommits}
+			yaml := strings.Replace(settleYAML(up.URL, upTimeout, 10*time.Second), "defaults: {", fmt.Sprintf("defaults: {ttl: %s, ", ttl), 1)
+			srv, _, gw := newGatewayOn(t, store, yaml, gateway.Options{StoreTimeout: storeTimeout})
+			gw.SetSettleRetry(time.Millisecond, time.Millisecond)
+			if r := await(t, sendAsync(srv.URL, "k", `{}`), "the call"); r.String() != "201 execute" {
+				t.Fatalf("the call: %s %s", r, r.body)
+			}
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			if want := []time.Duration{ttl + upTimeout + storeTimeout}; !slices.Equal(store.claims, want) {
+				t.Errorf("Claim ttls %v, want %v", store.claims, want)
+			}
+			if !slices.Equal(store.commits, tc.want) {
+				t.Errorf("Commit ttls %v, want %v", store.commits, tc.want)
+			}
+		})
+	}
 }

@@ -164,7 +164,7 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 	var stored record.Payload
 	x.claimSent = time.Now() // the lease runs from here at the latest
 	err = x.storeCall("claim", func(ctx context.Context) (err error) {
-		f.claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL)
+		f.claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.claimTTL())
 		return err
 	})
 	switch {
@@ -186,6 +186,22 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 	return prev, f, nil
 }
 
+// claimTTL is the expiry a claim (or reclaim) gives its record: the route's ttl, plus the upstream
+// timeout and one store call, so that a commit sent within the upstream timeout of the claim, as
+// nearly every one is, keeps it (commitKeepsTTL) and the receipt still lives ttl after it: a
+// first execution runs one command less in Redis, the commit's PEXPIRE (docs/stores.md#redis).
+func (x *exchange) claimTTL() time.Duration {
+	return x.rt.TTL + x.rt.Upstream.Timeout + x.g.opts.StoreTimeout
+}
+
+// commitKeepsTTL reports whether the commit sent now may keep the expiry the claim set
+// (claimTTL): it is sent within the upstream timeout of the claim, and lands, if it is answered,
+// within one store call, so at least ttl before the record expires. A later commit, or one sent
+// again (its first may have landed late), sets ttl from its landing.
+func (x *exchange) commitKeepsTTL() bool {
+	return time.Since(x.claimSent) <= x.rt.Upstream.Timeout
+}
+
 // reclaim takes over prev, a record whose outcome is unknown, for a new execution or a
 // reconciliation;
 // executions is what the record counts once taken over.
@@ -193,7 +209,7 @@ func (x *exchange) reclaim(prev *storedRecord, executions int) bool {
 	x.rec.Executions = executions
 	x.claimSent = time.Now()
 	err := x.storeCall("reclaim", func(ctx context.Context) error {
-		return refused(x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.encode(), x.rt.LockLease, x.rt.TTL))
+		return refused(x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.encode(), x.rt.LockLease, x.claimTTL()))
 	})
 	if err != nil && !errors.Is(err, errRefused) {
 		x.logger().Warn("reclaim failed", "err", err)

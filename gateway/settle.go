@@ -43,6 +43,7 @@ type pendingSettle struct {
 	key, owner, tool string
 	payload          []byte // the record to write (commit, mark unknown); nil for a release
 	ttl              time.Duration
+	keepTTL          bool      // the next commit keeps the claim's expiry (exchange.commitKeepsTTL)
 	until            time.Time // the record expires then: retrying later is pointless
 	lease            *lease    // renewed until the write ends; nil for an orphaned claim
 	orphan           bool      // the release of a claim whose reply was lost
@@ -82,7 +83,11 @@ func (b *backoff) wait() time.Duration {
 func (p *pendingSettle) write(ctx context.Context) error {
 	switch p.op {
 	case opCommit:
-		return refused(p.g.store.Commit(ctx, p.key, p.owner, p.payload, p.ttl))
+		ttl := p.ttl
+		if p.keepTTL {
+			ttl = 0
+		}
+		return refused(p.g.store.Commit(ctx, p.key, p.owner, p.payload, ttl))
 	case opMarkUnknown:
 		return refused(p.g.store.MarkUnknown(ctx, p.key, p.owner, p.payload, p.ttl))
 	default:
@@ -101,7 +106,8 @@ func (x *exchange) settle(op settleOp) {
 	x.settled = true
 	p := &pendingSettle{
 		g: x.g, op: op, key: x.skey, owner: x.owner, tool: x.label, ttl: x.rt.TTL,
-		until: x.claimSent.Add(x.rt.TTL), lease: x.lease, logger: x.logger(),
+		keepTTL: op == opCommit && x.commitKeepsTTL(),
+		until:   x.claimSent.Add(x.claimTTL()), lease: x.lease, logger: x.logger(),
 	}
 	x.lease = nil // the settle stops it
 	if op != opRelease {
@@ -115,6 +121,7 @@ func (x *exchange) settle(op settleOp) {
 	var err error
 	for {
 		err = x.storeCall(op.String(), p.write)
+		p.keepTTL = false // sent again, it may land past commitKeepsTTL's bound: it sets ttl from now
 		if err == nil || errors.Is(err, errRefused) {
 			break
 		}
@@ -159,7 +166,7 @@ func (x *exchange) releaseOrphan(err error) {
 	}
 	p := &pendingSettle{
 		g: x.g, op: opRelease, key: x.skey, owner: x.owner, tool: x.label,
-		until: x.claimSent.Add(x.rt.TTL), orphan: true, logger: x.logger(),
+		until: x.claimSent.Add(x.claimTTL()), orphan: true, logger: x.logger(),
 		backoff: x.g.newBackoff(x.rt.LockLease, x.claimSent.Add(x.rt.LockLease)),
 	}
 	if !x.g.retryInBackground(p, 0) {

@@ -45,6 +45,14 @@ func Positive(name string, d time.Duration) error {
 	return nil
 }
 
+// NotNegative refuses a duration d, named name in the error, that is negative.
+func NotNegative(name string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%s %s is negative", name, d)
+	}
+	return nil
+}
+
 // Millis returns d in whole milliseconds, rounded up so that a positive duration stays positive:
 // the unit in which the stores keep leases and TTLs.
 func Millis(d time.Duration) int64 {

@@ -62,7 +62,8 @@ type Store interface {
 	Renew(ctx context.Context, key, owner string, lease time.Duration) (ok bool, err error)
 
 	// Commit stores settle as the Payload.Settle of the in_progress record owned by owner, which
-	// becomes committed, expiring after ttl from now. The record's Payload.Claim is kept: settle
+	// becomes committed, expiring after ttl from now; ttl 0 keeps the expiry its Claim (or
+	// Reclaim) set, which costs Redis a command less. The record's Payload.Claim is kept: settle
 	// need not repeat what the claim stored.
 	//
 	// Sent twice: a record committed by owner with this very settle (not empty) was committed by

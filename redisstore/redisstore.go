@@ -256,10 +256,10 @@ func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duratio
 }
 
 // Commit implements record.Store.Commit with one script (one round trip). ttl is rounded up to
-// whole milliseconds and must be positive. With Options.WaitReplicas, WAIT follows the script in
+// whole milliseconds and must not be negative (0: no PEXPIRE). With Options.WaitReplicas, WAIT follows the script in
 // the same round trip (see the package documentation).
 func (s *Store) Commit(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error) {
-	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
+	if err := record.CheckArgs(ctx, key, owner, record.NotNegative("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: commit: %w", err)
 	}
 	return s.runReplicated(ctx, true, OpCommit, commitScript, key, owner, settle, record.Millis(ttl), s.settledChannel(key))

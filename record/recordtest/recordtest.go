@@ -58,6 +58,7 @@ func Run(t *testing.T, newStore func(t *testing.T) record.Store) {
 		{"RenewSetsLeaseFromNow", testRenewShortens},
 		{"TTLExpiryRemovesRecords", testTTLExpiry},
 		{"CommitResetsTTL", testCommitResetsTTL},
+		{"CommitWithoutTTLKeepsTheClaims", testCommitKeepsTTL},
 		{"Delete", testDelete},
 		{"GetMissingKey", testGetMissing},
 		{"OddKeysDoNotCollide", testOddKeys},
@@ -536,6 +537,12 @@ func testTTLExpiry(t *testing.T, s record.Store) {
 			ok, err := s.Commit(ctx, key, "owner-a", []byte("receipt"), 2*short)
 			wantOK(t, "Commit", ok, err, true)
 		}},
+		{"committed keeping the claim's ttl", func(t *testing.T, key string) {
+			mustClaim(t, s, key, "owner-a", []byte("claim"), long, 2*short)
+			ok, err := s.Commit(ctx, key, "owner-a", []byte("receipt"), 0)
+			wantOK(t, "Commit with ttl 0", ok, err, true)
+			wantRecord(t, s, key, record.StateCommitted, settled("claim", "receipt"))
+		}},
 		{"outcome_unknown", func(t *testing.T, key string) {
 			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
 			ok, err := s.MarkUnknown(ctx, key, "owner-a", []byte("unknown"), 2*short)
@@ -564,6 +571,16 @@ func testCommitResetsTTL(t *testing.T, s record.Store) {
 	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit", ok, err, true)
 	time.Sleep(5 * short) // past the claim's TTL
+	wantRecord(t, s, "k", record.StateCommitted, settled("claim", "receipt"))
+}
+
+// testCommitKeepsTTL: a Commit with ttl 0 commits, leaving the expiry the Claim set (not expiring
+// the record at once); TTLExpiryRemovesRecords sees such a record expire with the claim's TTL.
+func testCommitKeepsTTL(t *testing.T, s record.Store) {
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
+	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), 0)
+	wantOK(t, "Commit with ttl 0", ok, err, true)
+	time.Sleep(3 * short)
 	wantRecord(t, s, "k", record.StateCommitted, settled("claim", "receipt"))
 }
 
@@ -721,7 +738,7 @@ func testInvalidArguments(t *testing.T, s record.Store) {
 		{"Reclaim empty owner", func() error { _, err := s.Reclaim(ctx, "k", "o", "", p, long, long); return err }},
 		{"Reclaim zero ttl", func() error { _, err := s.Reclaim(ctx, "k", "o", "o2", p, long, 0); return err }},
 		{"Renew zero lease", func() error { _, err := s.Renew(ctx, "k", "o", 0); return err }},
-		{"Commit zero ttl", func() error { _, err := s.Commit(ctx, "k", "o", p, 0); return err }},
+		{"Commit negative ttl", func() error { _, err := s.Commit(ctx, "k", "o", p, -time.Second); return err }},
 		{"MarkUnknown zero ttl", func() error { _, err := s.MarkUnknown(ctx, "k", "o", p, 0); return err }},
 	}
 	for _, tc := range cases {
