@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -461,6 +462,49 @@ func TestRoundTrips(t *testing.T) {
 		if sent != 1 || evalsha != 1 || eval != 0 {
 			t.Errorf("%s: %d round trip(s), %d EVALSHA, %d EVAL; want 1, 1, 0", step.name, sent, evalsha, eval)
 		}
+	}
+}
+
+// TestCommandsPerExecution: the commands the scripts run (INFO commandstats, less the EVALSHAs
+// that carry them) for a first execution, a claim of a new key and its prompt commit (ttl 0,
+// gateway.exchange.commitKeepsTTL), and for a replay: issue 15 item 6 budgets 6 for the first
+// (docs/performance.md#redis-work-per-execution-issue-15).
+func TestCommandsPerExecution(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	stats := newClient(t, srv)
+	s := newStore(t, srv, redisstore.Options{CheckInterval: time.Hour}) // no safety check runs scripts meanwhile
+	run := func(key string, do func(key string)) map[string]int {
+		before := commandCalls(t, stats)
+		do(key)
+		after := commandCalls(t, stats)
+		ran := map[string]int{}
+		for name, n := range after {
+			if d := n - before[name]; d > 0 && name != "evalsha" && name != "eval" && name != "info" {
+				ran[name] = d
+			}
+		}
+		return ran
+	}
+	execute := func(key string) {
+		mustClaim(t, s, key, time.Minute, []byte("claim"))
+		if ok, err := s.Commit(ctx, key, "owner", []byte("receipt"), 0); !ok || err != nil {
+			t.Fatalf("Commit = %v, %v", ok, err)
+		}
+	}
+	replay := func(key string) {
+		if _, state, _, err := s.Claim(ctx, key, "other", []byte("claim"), time.Minute, time.Minute); state != record.StateCommitted || err != nil {
+			t.Fatalf("Claim of the committed key = %q, %v", state, err)
+		}
+	}
+	execute("warm-up") // loads the scripts (EVAL)
+	replay("warm-up")
+	first := run("k", execute)
+	if want := map[string]int{"hgetall": 2, "time": 1, "hset": 2, "pexpire": 1}; !maps.Equal(first, want) {
+		t.Errorf("a first execution ran %v, want %v", first, want)
+	}
+	if got, want := run("k", replay), map[string]int{"hgetall": 1}; !maps.Equal(got, want) {
+		t.Errorf("a replay ran %v, want %v", got, want)
 	}
 }
 
