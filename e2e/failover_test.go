@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgateway/idemgateway/internal/childproc"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
 
@@ -318,7 +319,7 @@ func tryStartSentinel(t *testing.T, name, bin, conf string) error {
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = childproc.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()

@@ -16,6 +16,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/idemgateway/idemgateway/internal/childproc"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
 
@@ -66,7 +67,7 @@ func startProcess(t *testing.T, name string, cmd *exec.Cmd, ready func(line stri
 		t.Fatalf("%s: pipe: %v", name, err)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = childproc.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()

@@ -15,6 +15,8 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+
+	"github.com/idemgateway/idemgateway/internal/childproc"
 )
 
 // The proxies under test (the bare proxy, the gateway on Redis, the gateway on the embedded store
@@ -150,7 +152,7 @@ func startChild(ctx context.Context, cfg childConfig) (*child, error) {
 	c := &child{cmd: exec.Command(self), done: make(chan struct{})}
 	c.cmd.Env = append(os.Environ(), childEnv+"="+string(env))
 	c.cmd.Stderr = os.Stderr
-	c.cmd.SysProcAttr = sysProcAttr()
+	c.cmd.SysProcAttr = childproc.SysProcAttr()
 	stdin, err := c.cmd.StdinPipe()
 	if err != nil {
 		return nil, err

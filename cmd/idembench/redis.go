@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgateway/idemgateway/internal/childproc"
 )
 
 // redisServer is a redis-server process the harness started: in memory only (--save "",
@@ -57,7 +59,7 @@ func tryRedis(ctx context.Context, bin, dir string) (*redisServer, error) {
 	s := &redisServer{dir: dir, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), exited: make(chan struct{})}
 	s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", dir, "--logfile", "redis.log", "--daemonize", "no")
-	s.cmd.SysProcAttr = sysProcAttr()
+	s.cmd.SysProcAttr = childproc.SysProcAttr()
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -9,12 +9,6 @@ import (
 	"time"
 )
 
-// sysProcAttr asks the kernel to kill redis-server when the harness dies, so that a harness killed
-// mid-run leaves no server behind.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
-
 // processCPU returns the CPU time (user and system) this process has used so far.
 func processCPU() time.Duration {
 	var ru syscall.Rusage

@@ -3,13 +3,8 @@
 package main
 
 import (
-	"syscall"
 	"time"
 )
-
-// sysProcAttr returns nil: outside Linux there is no parent-death signal, and the harness's own
-// shutdown alone stops the server.
-func sysProcAttr() *syscall.SysProcAttr { return nil }
 
 // processCPU returns 0: the CPU time of the process is read on Linux only.
 func processCPU() time.Duration { return 0 }

@@ -44,6 +44,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/idemgateway/idemgateway/internal/childproc"
 )
 
 func main() {
@@ -152,7 +154,7 @@ func measure(bin, upstreamURL string, sc scenario, duration time.Duration, reads
 	cmd.Env = append(os.Environ(), "IDEMGATEWAY_ROUTES="+routes, "IDEMGATEWAY_LISTEN="+listen,
 		"IDEMGATEWAY_ADMIN_LISTEN="+admin, "IDEMGATEWAY_DATA_DIR="+filepath.Join(dir, "data"), "IDEMGATEWAY_LOG_LEVEL=error")
 	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = childproc.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

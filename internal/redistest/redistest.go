@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/internal/childproc"
 )
 
 // Binary is the name of the Redis server program, looked up on PATH.
@@ -355,7 +357,7 @@ func (s *Server) start() error {
 	var out bytes.Buffer // startup errors before the log file is opened go to stdout/stderr
 	cmd.Stdout = &out
 	cmd.Stderr = &out
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = childproc.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
