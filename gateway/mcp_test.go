@@ -34,7 +34,8 @@ const metaKey = "io.github.idemgateway/idempotencyKey"
 // calls: create_ticket (structuredContent {id}), search_tickets (readOnlyHint), failing_create
 // (an isError result), broken_create (acts, then answers JSON-RPC error -32603),
 // progress_create (a progress notification, then waits for the client to have it before it
-// answers), slow_create (sleeps arguments.ms, whatever the client does).
+// answers), slow_create (sleeps arguments.ms, or without it waits for the test to close finish,
+// whatever the client does).
 type mcpUpstream struct {
 	url      string
 	requests atomic.Int32 // HTTP requests the server got
@@ -43,13 +44,14 @@ type mcpUpstream struct {
 	finished map[string]int // slow_create calls that slept to the end, and were not cancelled
 	progress chan struct{}  // closed by the test once the client got progress_create's notification
 	started  chan struct{}  // gets a value when a slow_create call starts, if one is waited for
+	finish   chan struct{}  // closed by the test to end a slow_create call without arguments.ms
 	server   *mcp.Server
 }
 
 // newMCPUpstream serves a go-sdk MCP server with opts (nil: sessions, SSE answers).
 func newMCPUpstream(t *testing.T, opts *mcp.StreamableHTTPOptions) *mcpUpstream {
 	t.Helper()
-	u := &mcpUpstream{calls: map[string]int{}, finished: map[string]int{}, progress: make(chan struct{}), started: make(chan struct{}, 1)}
+	u := &mcpUpstream{calls: map[string]int{}, finished: map[string]int{}, progress: make(chan struct{}), started: make(chan struct{}, 1), finish: make(chan struct{})}
 	server := mcp.NewServer(&mcp.Implementation{Name: "tickets", Version: "1"}, nil)
 	schema := json.RawMessage(`{"type":"object"}`)
 	add := func(name string, ann *mcp.ToolAnnotations, h func(ctx context.Context, req *mcp.CallToolRequest, n int) (*mcp.CallToolResult, error)) {
@@ -95,8 +97,13 @@ func newMCPUpstream(t *testing.T, opts *mcp.StreamableHTTPOptions) *mcpUpstream 
 		case u.started <- struct{}{}:
 		default:
 		}
+		done := u.finish
+		if args.MS > 0 {
+			done = make(chan struct{})
+			time.AfterFunc(time.Duration(args.MS)*time.Millisecond, func() { close(done) })
+		}
 		select {
-		case <-time.After(time.Duration(args.MS) * time.Millisecond):
+		case <-done:
 		case <-ctx.Done():
 			return nil, ctx.Err() // cancelled mid-effect: what the gateway must prevent
 		}
@@ -490,11 +497,11 @@ func testMCPCancelAbsorbed(t *testing.T, holdClaim bool) {
 	if holdClaim {
 		store, reached = gate, gate.claiming
 	}
-	release := sync.OnceFunc(func() { close(gate.release) })
+	release := sync.OnceFunc(func() { close(gate.release); close(up.finish) })
 	srv, _, _ := newGatewayOn(t, store, mcpRoutes(up.url, ""), gateway.Options{Metrics: reg})
 	t.Cleanup(release) // before the server closes, which waits for the held handler
 	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
-	args := map[string]any{"ms": 300}
+	args := map[string]any{} // slow_create runs until release: the cancel comes while it is in flight
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	called := make(chan error, 1)
