@@ -392,7 +392,7 @@ var mutants = []Mutant{
 		File: "gateway/settle.go", From: "\t\tp.timer.Reset(p.backoff.wait())\n\t\treturn\n", To: "\t\t_ = 0 // mutant\n",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestOrphanedClaimReleased$"}, {Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$/^pending$"}}},
 	{Name: "commit-not-retried-while-client-waits", Behaviour: "a failed commit is not tried again while the client waits: the answer says pending although the store came back within the upstream timeout",
-		File: "gateway/settle.go", From: "if time.Until(deadline) < pause {", To: "if true {",
+		File: "gateway/settle.go", From: "if time.Until(deadline) < pause {", To: "if _ = deadline; true {",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$/^back_within_the_wait$"}}},
 	{Name: "pending-receipt-unmarked", Behaviour: "a response whose receipt is not stored yet carries no Idempotency-Receipt: pending",
 		File: "gateway/settle.go", From: "x.w.Header().Set(receiptHeader, receiptPending)", To: "_ = receiptPending // mutant",
