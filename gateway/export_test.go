@@ -54,6 +54,20 @@ func (g *Gateway) RecordStartedAt(ctx context.Context, tenant, tool, key string)
 	return state, rec.StartedAt, nil
 }
 
+// ResponseIDSpan reads the record of tenant, tool and key from the gateway's store: its
+// response body and where the commit found the body's JSON-RPC id in it (zero: not found).
+func (g *Gateway) ResponseIDSpan(ctx context.Context, tenant, tool, key string) (body []byte, span [2]int, err error) {
+	state, stored, err := g.store.Get(ctx, record.ScopeKey{Tenant: tenant, Tool: tool, Key: key}.String())
+	if err != nil || state == "" {
+		return nil, span, err
+	}
+	rec, err := decodeStored(state, stored)
+	if err != nil || rec.Response == nil {
+		return nil, span, err
+	}
+	return rec.Response.Body, rec.Response.IDSpan, nil
+}
+
 // InFlight returns how many upstream calls the gateway counts as under way: those Abandon would
 // mark outcome_unknown.
 func (g *Gateway) InFlight() int {

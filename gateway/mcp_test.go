@@ -677,7 +677,7 @@ func TestJSONRPCRouteReplaysRetryID(t *testing.T) {
 		fmt.Fprintf(w, `{"jsonrpc":"2.0", "result":{"id":"T-%d"},"id":%s}`, n, req.ID)
 	}))
 	t.Cleanup(upstream.Close)
-	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(`
+	srv, _, gw := newGatewayYAML(t, openEmbedded, fmt.Sprintf(`
 upstreams:
   rpc: {url: %q}
 routes:
@@ -693,6 +693,12 @@ routes:
 	}
 	if _, _, got := postRaw(t, srv.URL+"/rpc", body("1"), "Idempotency-Key", "k1"); got != `{"jsonrpc":"2.0", "result":{"id":"T-1"},"id":1}` {
 		t.Fatalf("first call: %s", got)
+	}
+	// The commit found the id, after the result, once: a replay splices there without reading
+	// the body again.
+	stored, span, err := gw.ResponseIDSpan(t.Context(), "default", "rpc", "k1")
+	if err != nil || span[0] == 0 || string(stored[span[0]:span[1]]) != "1" || span[1] != len(stored)-1 {
+		t.Fatalf("the stored response %s keeps the id span %v (%v); want that of its id 1", stored, span, err)
 	}
 	for _, id := range []string{`2`, `"two"`, `98765432109876543210`} {
 		_, h, got := postRaw(t, srv.URL+"/rpc", body(id), "Idempotency-Key", "k1")

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -172,6 +173,12 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	rec.Response = &storedResponse{Status: resp.StatusCode, Header: storedHeader(resp.Header, x.rt.Receipt.ReplayHeaders)}
 	if whole {
 		rec.Response.Body, rec.ResponseBodyKept = kept, true
+		if x.rt.Fingerprint.Format() == canonical.FormatJSONRPC {
+			// Read once here, so that no replay reads it again (httpRoute.replay).
+			if start, end, err := mcpwire.IDSpan(kept); err == nil {
+				rec.Response.IDSpan = [2]int{start, end}
+			}
+		}
 	}
 	// One pass that stops once both are read; a body cut off at the limit (or broken) still names
 	// the remote id when it comes early.

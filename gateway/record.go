@@ -49,6 +49,11 @@ type storedResponse struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	// IDSpan is where the top-level id of Body lies (Body[IDSpan[0]:IDSpan[1]]) when Body is a
+	// JSON-RPC response kept for a route of fingerprint format jsonrpc: found once, as it is
+	// stored, so that a replay splices the retry's id there without reading Body again
+	// (mcpwire.SpliceID). Zero when not found, and in records written before it was kept.
+	IDSpan [2]int
 }
 
 // recordMagic starts every encoded record: "idr" and the format version. A version this gateway
@@ -78,7 +83,8 @@ const recordHead = len(recordMagic) + 4
 // are the lengths of the document and of the response body, whose bytes follow, so that a decoder
 // copies the small fields once and leaves the large ones in place. After them come the optional
 // small fields, each written only when set, so that a record without them is the same bytes as
-// before they existed: the caller (a string).
+// before they existed: the caller (a string), the MCP protocol version (a string) and the span
+// of the response body's JSON-RPC id (two integers).
 func (rec *storedRecord) encode() []byte {
 	var body []byte
 	if rec.Response != nil {
@@ -157,11 +163,19 @@ func (rec *storedRecord) fields(e *recordEncoder, bodyLen int) {
 	e.int(int64(bodyLen))
 	// The optional fields, in order; each one written makes those before it written too (a caller
 	// of "" when there is none), so that a record without them keeps its earlier form.
-	if rec.Caller != "" || r.MCPProtocolVersion != "" {
+	var idSpan [2]int
+	if rec.Response != nil {
+		idSpan = rec.Response.IDSpan
+	}
+	if rec.Caller != "" || r.MCPProtocolVersion != "" || idSpan != [2]int{} {
 		e.string(rec.Caller)
 	}
-	if r.MCPProtocolVersion != "" {
+	if r.MCPProtocolVersion != "" || idSpan != [2]int{} {
 		e.string(r.MCPProtocolVersion)
+	}
+	if idSpan != [2]int{} {
+		e.int(int64(idSpan[0]))
+		e.int(int64(idSpan[1]))
 	}
 }
 
@@ -274,6 +288,11 @@ func decodeRecord(state string, payload []byte) (*storedRecord, error) {
 	if d.err == nil && d.off < len(small) {
 		r.MCPProtocolVersion = d.string("mcp_protocol_version")
 	}
+	var idSpan [2]int
+	if d.err == nil && d.off < len(small) {
+		idSpan[0] = d.intIn("response id start", 1, bodyLen)
+		idSpan[1] = d.intIn("response id end", idSpan[0]+1, bodyLen)
+	}
 	if d.err == nil && d.off != len(small) {
 		d.err = fmt.Errorf("%d bytes after the last field", len(small)-d.off)
 	}
@@ -283,6 +302,9 @@ func decodeRecord(state string, payload []byte) (*storedRecord, error) {
 	if d.err == nil && bodyLen > 0 && rec.Response == nil {
 		d.err = errors.New("a response body without a response")
 	}
+	if d.err == nil && idSpan != [2]int{} && rec.Response == nil {
+		d.err = errors.New("a response id without a response")
+	}
 	if d.err != nil {
 		return nil, fmt.Errorf("%w: %v", record.ErrCorrupt, d.err)
 	}
@@ -291,6 +313,9 @@ func decodeRecord(state string, payload []byte) (*storedRecord, error) {
 	}
 	if bodyLen > 0 {
 		rec.Response.Body = large[docLen:]
+	}
+	if rec.Response != nil {
+		rec.Response.IDSpan = idSpan
 	}
 	return rec, nil
 }

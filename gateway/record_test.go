@@ -47,7 +47,9 @@ func TestRecordRoundTrip(t *testing.T) {
 	bodiless.Response.Body, bodiless.ResponseBodyKept, bodiless.Response.Header = nil, false, nil
 	withCaller := fullRecord()
 	withCaller.Caller = "sha256:0123456789abcdef0123456789abcdef"
-	for name, rec := range map[string]*storedRecord{"full": fullRecord(), "claim": claim, "bodiless": bodiless, "caller": withCaller} {
+	withIDSpan := fullRecord()
+	withIDSpan.Response.IDSpan = [2]int{6, 11}
+	for name, rec := range map[string]*storedRecord{"full": fullRecord(), "claim": claim, "bodiless": bodiless, "caller": withCaller, "id span": withIDSpan} {
 		got, err := decodeRecord(rec.State, rec.encode())
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -171,6 +173,34 @@ func TestRecordCallerIsOptional(t *testing.T) {
 		got, err := decodeRecord(record.StateCommitted, rec.encode())
 		if err != nil || got.Caller != caller || got.MCPProtocolVersion != "2026-07-28" || !bytes.Equal(got.Response.Body, rec.Response.Body) {
 			t.Fatalf("with caller %q and an MCP revision: %+v, %v", caller, got, err)
+		}
+	}
+	// The span of a JSON-RPC response's id comes after both, with or without them.
+	rec.Response.IDSpan = [2]int{6, 11}
+	for _, caller := range []string{"", "sha256:0123456789abcdef0123456789abcdef"} {
+		for _, version := range []string{"", "2026-07-28"} {
+			rec.Caller, rec.MCPProtocolVersion = caller, version
+			got, err := decodeRecord(record.StateCommitted, rec.encode())
+			if err != nil || got.Caller != caller || got.MCPProtocolVersion != version || got.Response.IDSpan != rec.Response.IDSpan {
+				t.Fatalf("with caller %q, MCP revision %q and an id span: %+v, %v", caller, version, got, err)
+			}
+		}
+	}
+}
+
+// TestDecodeRecordIDSpanBounds: a response id span must lie inside the response body, which must
+// exist: one that does not is a damaged record, never a splice out of bounds.
+func TestDecodeRecordIDSpanBounds(t *testing.T) {
+	for name, change := range map[string]func(*storedRecord){
+		"past the body": func(r *storedRecord) { r.Response.IDSpan = [2]int{6, len(r.Response.Body) + 1} },
+		"empty":         func(r *storedRecord) { r.Response.IDSpan = [2]int{6, 6} },
+		"at byte 0":     func(r *storedRecord) { r.Response.IDSpan = [2]int{0, 4} },
+		"no body": func(r *storedRecord) {
+			r.Response.Body, r.ResponseBodyKept, r.Response.IDSpan = nil, false, [2]int{1, 2}
+		},
+	} {
+		if _, err := decodeRecord(record.StateCommitted, recordWith(change)); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("%s: err %v, want record.ErrCorrupt", name, err)
 		}
 	}
 }

@@ -117,8 +117,8 @@ func (httpRoute) replay(x *exchange, prev *storedRecord) {
 		}
 		status, body[0] = resp.Status, resp.Body
 	}
-	if x.rt.Fingerprint.Format() == canonical.FormatJSONRPC && prev.ResponseBodyKept {
-		body = withRetryID(body[0], x.body)
+	if x.rt.Fingerprint.Format() == canonical.FormatJSONRPC && prev.ResponseBodyKept && prev.Response != nil {
+		body = withRetryID(prev.Response, x.body)
 	}
 	h.Set("Idempotent-Replayed", "true")
 	if !prev.ResponseBodyKept {
@@ -136,19 +136,27 @@ func (httpRoute) replay(x *exchange, prev *storedRecord) {
 	}
 }
 
-// withRetryID is body, a stored JSON-RPC response, under the id of req, the retry's JSON-RPC
-// request (mcpwire.ReplaceID's pieces): a client matches responses to its requests by id, and a
-// retry is a new request with a new id (docs/contract.md §7, plain JSON-RPC routes). A body or
-// request that is not one JSON-RPC message is replayed as stored.
-func withRetryID(body, req []byte) [3][]byte {
+// withRetryID is resp's body, a stored JSON-RPC response, under the id of req, the retry's
+// JSON-RPC request (mcpwire.SpliceID's pieces): a client matches responses to its requests by id,
+// and a retry is a new request with a new id (docs/contract.md §7, plain JSON-RPC routes). The id
+// is spliced where the commit found it (storedResponse.IDSpan), or, in a record without the span
+// (an earlier build's) or whose span holds no id member SpliceID can check (an escaped name), where
+// a read of the body finds it. A body or request that is not one JSON-RPC message is replayed as
+// stored.
+func withRetryID(resp *storedResponse, req []byte) [3][]byte {
 	msg, err := mcpwire.Parse(req)
 	if err != nil || msg.Kind != mcpwire.Request {
-		return [3][]byte{body}
+		return [3][]byte{resp.Body}
 	}
-	if pieces, err := mcpwire.ReplaceID(body, msg.ID); err == nil {
+	if resp.IDSpan != [2]int{} {
+		if pieces, err := mcpwire.SpliceID(resp.Body, resp.IDSpan[0], resp.IDSpan[1], msg.ID); err == nil {
+			return pieces
+		}
+	}
+	if pieces, err := mcpwire.ReplaceID(resp.Body, msg.ID); err == nil {
 		return pieces
 	}
-	return [3][]byte{body}
+	return [3][]byte{resp.Body}
 }
 
 // refuse writes ref as an application/problem+json answer, with Retry-After in whole seconds,

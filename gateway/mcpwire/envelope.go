@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 )
@@ -63,22 +64,77 @@ func ErrorMessage(id []byte, e *Error) []byte {
 
 // ReplaceID returns msg (a JSON-RPC response) with its top-level id replaced by id (a JSON string
 // or number), by splicing the bytes of the id member: everything else stays byte for byte (the
-// replay of a kind: http route with fingerprint format jsonrpc, docs/contract.md §7). It returns
-// the message as the three pieces whose concatenation it is, none a copy: the bytes of msg before
-// its id, id, and the bytes after it, so that a replay writes the stored response as it is, as
-// EnvelopeParts lets an MCP replay do.
+// replay of a kind: http route with fingerprint format jsonrpc, docs/contract.md §7). It is
+// IDSpan and SpliceID: a replay that kept the span from when the response was stored splices
+// without reading msg again.
 func ReplaceID(msg, id []byte) ([3][]byte, error) {
 	if !validID(id) {
-		return [3][]byte{}, invalid("replace id: the id is not a JSON string or number")
+		return [3][]byte{}, errNotAnID()
 	}
+	start, end, err := IDSpan(msg)
+	if err != nil {
+		return [3][]byte{}, err
+	}
+	return splice(msg, start, end, id), nil
+}
+
+// IDSpan returns where the top-level id of msg, a JSON-RPC response, lies: msg[start:end]. It
+// reads the whole of msg (Parse); an error is an *Error.
+func IDSpan(msg []byte) (start, end int, err error) {
 	m, err := Parse(msg)
 	switch {
 	case err != nil:
-		return [3][]byte{}, err
+		return 0, 0, err
 	case m.Kind != Response:
-		return [3][]byte{}, invalid("replace id: not a JSON-RPC response")
+		return 0, 0, invalid("replace id: not a JSON-RPC response")
 	}
 	// m.ID aliases msg: its offset is where the old id starts.
-	at := cap(msg) - cap(m.ID)
-	return [3][]byte{msg[:at:at], id, msg[at+len(m.ID):]}, nil
+	start = cap(msg) - cap(m.ID)
+	return start, start + len(m.ID), nil
+}
+
+// SpliceID returns msg with msg[start:end], its id as IDSpan found it, replaced by id (a JSON
+// string or number), as the three pieces whose concatenation it is, none a copy: the bytes of msg
+// before its id, id, and the bytes after it, so that a replay writes the stored response as it
+// is, as EnvelopeParts lets an MCP replay do. It reads only the two ids and the bytes around the
+// span: a span that is not the whole value, a JSON string, number or null (an error's id may be
+// null), of a member named "id" is an error (a span kept with another body, or an id member whose
+// name is escaped: IDSpan reads those). It trusts the span to be IDSpan's for msg, as a record
+// keeps it: a member "id" nested in the result would pass.
+func SpliceID(msg []byte, start, end int, id []byte) ([3][]byte, error) {
+	switch {
+	case !validID(id):
+		return [3][]byte{}, errNotAnID()
+	case start <= 0 || end <= start || end > len(msg) || !validID(msg[start:end]) && string(msg[start:end]) != "null" || !idMemberAround(msg, start, end):
+		return [3][]byte{}, invalid("replace id: no id member at the span given")
+	}
+	return splice(msg, start, end, id), nil
+}
+
+func errNotAnID() error { return invalid("replace id: the id is not a JSON string or number") }
+
+// splice returns the pieces of msg with msg[start:end] replaced by id.
+func splice(msg []byte, start, end int, id []byte) [3][]byte {
+	return [3][]byte{msg[:start:start], id, msg[end:]}
+}
+
+// idMemberAround reports whether msg[start:end] is the value of a member named "id" (unescaped):
+// after the name and its colon, where a member starts ('{' or ',' before the name), and before
+// the member ends (',' or '}'), white space allowed between them.
+func idMemberAround(msg []byte, start, end int) bool {
+	const name = `"id"`
+	after := trimSpace(msg[end:])
+	if len(after) == 0 || after[0] != ',' && after[0] != '}' {
+		return false
+	}
+	b := trimSpace(msg[:start])
+	if len(b) == 0 || b[len(b)-1] != ':' {
+		return false
+	}
+	b = trimSpace(b[:len(b)-1])
+	if !bytes.HasSuffix(b, []byte(name)) {
+		return false
+	}
+	b = trimSpace(b[:len(b)-len(name)])
+	return len(b) > 0 && (b[len(b)-1] == '{' || b[len(b)-1] == ',')
 }

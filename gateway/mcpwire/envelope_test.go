@@ -123,6 +123,29 @@ func TestReplaceID(t *testing.T) {
 	}
 }
 
+// TestSpliceIDRefusesSpans: a span that holds no id member of the message (one kept with another
+// body) is refused, never spliced.
+func TestSpliceIDRefusesSpans(t *testing.T) {
+	t.Parallel()
+	msg := []byte(`{"jsonrpc":"2.0", "id" : 17,"result":{"x":"id"}}`)
+	start := bytes.Index(msg, []byte("17"))
+	if got, err := SpliceID(msg, start, start+2, []byte(`"r"`)); err != nil || string(bytes.Join(got[:], nil)) != `{"jsonrpc":"2.0", "id" : "r","result":{"x":"id"}}` {
+		t.Fatalf("SpliceID at the id = %s, %v", got, err)
+	}
+	for name, span := range map[string][2]int{
+		"part of the id":   {start, start + 1},
+		"past the end":     {start, len(msg) + 1},
+		"empty":            {start, start},
+		"at byte 0":        {0, 1},
+		"another string":   {bytes.Index(msg, []byte(`"2.0"`)), bytes.Index(msg, []byte(`"2.0"`)) + 5},
+		"a value of \"x\"": {bytes.LastIndex(msg, []byte(`"id"`)), bytes.LastIndex(msg, []byte(`"id"`)) + 4},
+	} {
+		if got, err := SpliceID(msg, span[0], span[1], []byte(`"r"`)); err == nil {
+			t.Errorf("%s: SpliceID(%v) = %s, want an error", name, span, got)
+		}
+	}
+}
+
 // replaceID is ReplaceID's message in one piece; nil when it fails.
 func replaceID(msg, id []byte) ([]byte, error) {
 	parts, err := ReplaceID(msg, id)

@@ -126,7 +126,9 @@ func FuzzReader(f *testing.F) {
 }
 
 // FuzzReplaceID checks that ReplaceID puts the id byte for byte in a valid response and changes
-// nothing else: putting the old id back gives the message again.
+// nothing else: putting the old id back gives the message again; and that SpliceID, given the
+// span IDSpan found, splices the same message without reading it, unless the id's member name is
+// escaped.
 func FuzzReplaceID(f *testing.F) {
 	for _, s := range messageSeeds {
 		f.Add([]byte(s), []byte(`"r-1"`))
@@ -136,6 +138,11 @@ func FuzzReplaceID(f *testing.F) {
 		out, err := replaceID(msg, id)
 		if err != nil {
 			return
+		}
+		start, end, _ := IDSpan(msg)
+		pieces, err := SpliceID(msg, start, end, id)
+		if spliced := bytes.Join(pieces[:], nil); err == nil && !bytes.Equal(spliced, out) || err != nil && idMemberAround(msg, start, end) {
+			t.Fatalf("SpliceID(%q, %d, %d, %q) = %q, %v; want ReplaceID's %q", msg, start, end, id, spliced, err, out)
 		}
 		m, err := Parse(out)
 		if err != nil || m.Kind != Response || !bytes.Equal(m.ID, id) {
