@@ -123,18 +123,18 @@ func splice(msg []byte, start, end int, id []byte) [3][]byte {
 // the member ends (',' or '}'), white space allowed between them.
 func idMemberAround(msg []byte, start, end int) bool {
 	const name = `"id"`
-	after := trimSpace(msg[end:])
+	after := msg[ws(msg, end):]
 	if len(after) == 0 || after[0] != ',' && after[0] != '}' {
 		return false
 	}
-	b := trimSpace(msg[:start])
+	b := trimRight(msg[:start])
 	if len(b) == 0 || b[len(b)-1] != ':' {
 		return false
 	}
-	b = trimSpace(b[:len(b)-1])
+	b = trimRight(b[:len(b)-1])
 	if !bytes.HasSuffix(b, []byte(name)) {
 		return false
 	}
-	b = trimSpace(b[:len(b)-len(name)])
+	b = trimRight(b[:len(b)-len(name)])
 	return len(b) > 0 && (b[len(b)-1] == '{' || b[len(b)-1] == ',')
 }

@@ -28,11 +28,17 @@ func ws(b []byte, i int) int {
 
 // trimSpace returns b without the JSON white space at either end.
 func trimSpace(b []byte) []byte {
+	b = trimRight(b)
+	return b[ws(b, 0):]
+}
+
+// trimRight returns b without the JSON white space at its end.
+func trimRight(b []byte) []byte {
 	end := len(b)
 	for end > 0 && (b[end-1] == ' ' || b[end-1] == '\t' || b[end-1] == '\n' || b[end-1] == '\r') {
 		end--
 	}
-	return b[ws(b[:end], 0):end]
+	return b[:end]
 }
 
 // stringEnd returns the index just past the string that starts at b[i] (a '"'). It jumps from
