@@ -315,9 +315,10 @@ func TestDecodeRecordJSON(t *testing.T) {
 }
 
 // FuzzDecodeRecord: decodeRecord never panics, refuses with record.ErrCorrupt or decodes a record
-// that encodes and decodes again to the same record.
+// that encodes and decodes again to the same record, whose response id span lies in its body.
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(fullRecord().encode())
+	f.Add(recordWith(func(r *storedRecord) { r.Response.IDSpan = [2]int{6, 11} }))
 	f.Add((&storedRecord{}).encode())
 	f.Add([]byte("idr\x01\x00\x00\x00\x00"))
 	f.Add([]byte(`{"idempotency_key":"k","response":{"status":201,"body":"eA=="}}`))
@@ -328,6 +329,9 @@ func FuzzDecodeRecord(f *testing.F) {
 				t.Fatalf("error %v does not wrap record.ErrCorrupt", err)
 			}
 			return
+		}
+		if resp := rec.Response; resp != nil && resp.IDSpan != [2]int{} && (resp.IDSpan[0] < 1 || resp.IDSpan[0] >= resp.IDSpan[1] || resp.IDSpan[1] > len(resp.Body)) {
+			t.Fatalf("id span %v of a %d-byte body", resp.IDSpan, len(resp.Body))
 		}
 		again, err := decodeRecord(record.StateCommitted, rec.encode())
 		if err != nil {
