@@ -29,15 +29,23 @@ func heldDetached(name string) map[string]string {
 // release lets the sandbox's requests held on name act, now and later (POST /_sandbox/release).
 func (sb *sandbox) release(t *testing.T, name string) {
 	t.Helper()
+	if err := sb.releaseHold(name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// releaseHold is release for a goroutine other than the test's.
+func (sb *sandbox) releaseHold(name string) error {
 	resp, err := client.Post(sb.url+"/_sandbox/release", "application/json", strings.NewReader(fmt.Sprintf(`{"hold":%q}`, name)))
 	if err != nil {
-		t.Fatalf("sandbox release: %v", err)
+		return fmt.Errorf("sandbox release: %w", err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
-		t.Fatalf("sandbox release: %d %s", resp.StatusCode, b)
+		return fmt.Errorf("sandbox release: %d %s", resp.StatusCode, b)
 	}
+	return nil
 }
 
 // waitHeld polls GET /_sandbox/holds until n requests wait on name: the call has reached the
@@ -173,9 +181,18 @@ func sendHeldDuplicates(t *testing.T, sb *sandbox, name string, req request, gws
 // the series is absent.
 func (g *gateway) metric(t *testing.T, series string) float64 {
 	t.Helper()
+	v, err := g.metricValue(series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// metricValue is metric for a goroutine other than the test's.
+func (g *gateway) metricValue(series string) (float64, error) {
 	resp, err := client.Get(g.admin + "/metrics")
 	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
+		return 0, fmt.Errorf("GET /metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -184,15 +201,15 @@ func (g *gateway) metric(t *testing.T, series string) float64 {
 		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				t.Fatalf("metric %s: %q: %v", series, v, err)
+				return 0, fmt.Errorf("metric %s: %q: %w", series, v, err)
 			}
-			return f
+			return f, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
-		t.Fatalf("GET /metrics: %v", err)
+		return 0, fmt.Errorf("GET /metrics: %w", err)
 	}
-	return 0
+	return 0, nil
 }
 
 // waitMetric polls the gateway's /metrics until series is at least min.

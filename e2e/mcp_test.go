@@ -153,49 +153,40 @@ func TestMCPConflictJSONRPCError(t *testing.T) {
 	e.sb.expectSince(t, "create_ticket", before, 1, 1)
 }
 
-// TestMCPConcurrentSessions: the same call sent at once from two sessions acts once; the other
-// gets in_progress (concurrency: reject), its session goes on, and a later retry replays.
+// TestMCPConcurrentSessions: the same call from a second session while the first runs acts once:
+// the second gets in_progress (concurrency: reject) and its session goes on; a retry once the first
+// is done replays its ticket. The tool waits for the test (slow_create's hold), so the second call
+// always arrives while the first runs.
 func TestMCPConcurrentSessions(t *testing.T) {
 	t.Parallel()
 	forEachMCPStore(t, func(t *testing.T, e *env) {
 		forEachWay(t, e, mcpWays, func(t *testing.T, w mcpWay) {
 			before := e.sb.mcpCounts(t, "slow_create")
-			key := "concurrent-" + w.name
-			args := map[string]any{"title": "Rotate the keys", "ms": 800}
-			clients := []*mcpClient{e.gw.mcpConnect(t, w, nil), e.gw.mcpConnect(t, w, nil)}
-			results := make([]*mcp.CallToolResult, len(clients))
-			var wg sync.WaitGroup
-			for i, c := range clients {
-				wg.Go(func() {
-					ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-					defer cancel()
-					res, err := c.call(ctx, "slow_create", args, key)
-					if err != nil {
-						t.Errorf("client %d: %v", i, err)
-						return
-					}
-					results[i] = res
-				})
-			}
-			wg.Wait()
-			if t.Failed() {
-				return
-			}
-			var ids []string
-			for i, res := range results {
-				if res.IsError {
-					expectRefusal(t, res, "in_progress", true)
-					clients[i].expectUsable(t)
-					continue
+			key, hold := "concurrent-"+w.name, t.Name()
+			args := map[string]any{"title": "Rotate the keys", "hold": hold}
+			first, second := e.gw.mcpConnect(t, w, nil), e.gw.mcpConnect(t, w, nil)
+			done := make(chan *mcp.CallToolResult, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				defer cancel()
+				res, err := first.call(ctx, "slow_create", args, key)
+				if err != nil {
+					t.Errorf("the first call: %v", err)
 				}
-				ids = append(ids, expectTicket(t, res))
+				done <- res
+			}()
+			e.sb.waitHeld(t, hold, 1) // the first call runs
+			expectRefusal(t, second.mustCall(t, "slow_create", args, key), "in_progress", true)
+			second.expectUsable(t)
+			e.sb.release(t, hold)
+			res := <-done
+			if res == nil {
+				t.FailNow()
 			}
-			if len(ids) != 1 {
-				t.Fatalf("tickets %v: want one, and one in_progress refusal", ids)
-			}
+			id := expectTicket(t, res)
 			e.sb.waitIdle(t)
-			if again := expectTicket(t, clients[1].mustCall(t, "slow_create", args, key)); again != ids[0] {
-				t.Errorf("the retry answered %s, want the replay of %s", again, ids[0])
+			if again := expectTicket(t, second.mustCall(t, "slow_create", args, key)); again != id {
+				t.Errorf("the retry answered %s, want the replay of %s", again, id)
 			}
 			e.sb.expectSince(t, "slow_create", before, 1, 1)
 		})
@@ -212,8 +203,8 @@ func TestMCPSlowToolClientDeadline(t *testing.T) {
 	forEachWay(t, e, mcpWays, func(t *testing.T, w mcpWay) {
 		before := e.sb.mcpCounts(t, "slow_create")
 		c := e.gw.mcpConnect(t, w, nil)
-		key := "deadline-" + w.name
-		args := map[string]any{"title": "Reindex the search cluster", "ms": 1500}
+		key, hold := "deadline-"+w.name, t.Name()
+		args := map[string]any{"title": "Reindex the search cluster", "hold": hold} // runs until released
 
 		ctx, cancel := context.WithCancel(t.Context())
 		called := make(chan error, 1)
@@ -224,7 +215,7 @@ func TestMCPSlowToolClientDeadline(t *testing.T) {
 		e.gw.waitState(t, w.route+"/slow_create", key, "in_progress") // then the client's deadline passes
 		cancel()
 		if err := <-called; err == nil {
-			t.Fatal("slow_create (1.5 s) answered though the client gave up")
+			t.Fatal("slow_create (held) answered though the client gave up")
 		}
 		m := expectRefusal(t, c.mustCall(t, "slow_create", args, key), "in_progress", true) // concurrency: reject
 		if ms, _ := m["retryAfterMs"].(float64); ms <= 0 {
@@ -232,6 +223,7 @@ func TestMCPSlowToolClientDeadline(t *testing.T) {
 		}
 		c.expectDecisionHeaders(t, "in_progress")
 		c.expectUsable(t)
+		e.sb.release(t, hold)
 		e.gw.waitState(t, w.route+"/slow_create", key, "committed")
 		id := expectTicket(t, c.mustCall(t, "slow_create", args, key))
 		c.expectDecisionHeaders(t, "replay")

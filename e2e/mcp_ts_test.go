@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,14 +165,21 @@ func TestMCPTypeScriptConflict(t *testing.T) {
 }
 
 // TestMCPTypeScriptInProgress: two calls at once on one session with one key: one runs, the other
-// is refused as in progress, and each answer reaches the call it belongs to.
+// is refused as in progress, and each answer reaches the call it belongs to. The tool waits for the
+// test (slow_create's hold), which releases it once the gateway has refused the other call: the
+// two always overlap.
 func TestMCPTypeScriptInProgress(t *testing.T) {
 	t.Parallel()
 	e := newMCPEnv(t, embeddedStore)
 	w := mcpWays[0]
 	before := e.sb.mcpCounts(t, "slow_create")
-	out := e.gw.runTS(t, w, tsConfig{Tool: "slow_create", Arguments: map[string]any{"title": "Rotate the keys", "ms": 1000},
+	hold, refused := t.Name(), fmt.Sprintf(`idemgateway_decisions_total{decision="in_progress",tool=%q}`, w.route+"/slow_create")
+	released := releaseOnceRefused(e, hold, refused, e.gw.metric(t, refused))
+	out := e.gw.runTS(t, w, tsConfig{Tool: "slow_create", Arguments: map[string]any{"title": "Rotate the keys", "hold": hold},
 		Key: "ts-in-progress", Times: 2, Parallel: true})
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
 	var tickets, refusals int
 	for i, c := range out.Calls {
 		switch {
@@ -189,4 +197,30 @@ func TestMCPTypeScriptInProgress(t *testing.T) {
 	out.expectSameSession(t)
 	e.sb.waitIdle(t)
 	e.sb.expectSince(t, "slow_create", before, 1, 1)
+}
+
+// releaseOnceRefused releases the sandbox's hold once the gateway's series refused has risen above
+// before (a duplicate was refused while the held call runs), or after holdTimeout, so that a held
+// call ends whatever went wrong. It runs beside a call the test's goroutine waits for, and says
+// what went wrong on its channel.
+func releaseOnceRefused(e *env, hold, refused string, before float64) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for deadline := time.Now().Add(holdTimeout); ; time.Sleep(10 * time.Millisecond) {
+			var v float64
+			if v, err = e.gw.metricValue(refused); err != nil || v > before {
+				break
+			}
+			if time.Now().After(deadline) {
+				err = fmt.Errorf("%s stayed at %v for %s: no duplicate was refused while the call was held", refused, before, holdTimeout)
+				break
+			}
+		}
+		if rerr := e.sb.releaseHold(hold); err == nil {
+			err = rerr
+		}
+		done <- err
+	}()
+	return done
 }

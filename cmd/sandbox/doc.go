@@ -7,8 +7,9 @@
 //
 // It is also an MCP server (the official go-sdk, mcp.go) at /mcp (sessions, SSE answers),
 // /mcp-json (sessions, JSON answers) and /mcp-stateless (2026-07-28, no sessions), whose tools
-// create tickets and count each effect per tool: one that completes when its client leaves, one
-// that streams progress notifications, one that answers a tool error (isError) without effect, and
+// create tickets and count each effect per tool: one that completes when its client leaves (after
+// ms milliseconds, and after a test releases the hold its "hold" argument names), one that streams
+// progress notifications, one that answers a tool error (isError) without effect, and
 // one that answers a JSON-RPC error after its effect.
 //
 // By default a delayed request whose client goes away is dropped without effect. With

@@ -67,10 +67,12 @@ type ticketArgs struct {
 	ClientNote string `json:"client_note,omitempty" jsonschema:"a note of the client's, not part of the ticket"`
 }
 
-// slowArgs are slow_create's: a ticket, created after MS milliseconds.
+// slowArgs are slow_create's: a ticket, created after MS milliseconds and, with Hold, once a
+// test releases the hold of that name (POST /_sandbox/release, holds.go).
 type slowArgs struct {
 	Title string `json:"title" jsonschema:"the ticket's title"`
 	MS    int    `json:"ms,omitempty" jsonschema:"milliseconds to work before the ticket is created"`
+	Hold  string `json:"hold,omitempty" jsonschema:"then wait until POST /_sandbox/release names this hold"`
 }
 
 // progressArgs are progress_create's: a ticket, created after Steps progress notifications
@@ -111,14 +113,18 @@ func (s *sandbox) addMCPTools(srv *mcp.Server) {
 		func(ctx context.Context, req *mcp.CallToolRequest, in searchArgs) (*mcp.CallToolResult, found, error) {
 			return nil, s.searchTickets(in.Query), nil
 		})
-	addTool(s, srv, &mcp.Tool{Name: "slow_create", Description: "Create a ticket after ms milliseconds, whatever the client does."}, mcpSlowCreate,
+	addTool(s, srv, &mcp.Tool{Name: "slow_create", Description: "Create a ticket after ms milliseconds, and after the hold named is released, whatever the client does."}, mcpSlowCreate,
 		func(ctx context.Context, req *mcp.CallToolRequest, in slowArgs) (*mcp.CallToolResult, ticket, error) {
 			if in.MS < 0 || in.MS > maxSlowMS {
 				return nil, ticket{}, fmt.Errorf("ms must be 0..%d; nothing was created", maxSlowMS)
 			}
-			// The wait ignores ctx: like an API that finishes what it accepted, the tool completes
+			// The waits ignore ctx: like an API that finishes what it accepted, the tool completes
 			// when the client cancels or goes away (the case docs/contract.md §7 "Client gone" is for).
+			// Only a reset or the shutdown ends a hold without effect.
 			<-s.after(time.Duration(in.MS) * time.Millisecond)
+			if in.Hold != "" && !s.waitHold(in.Hold, nil) {
+				return nil, ticket{}, fmt.Errorf("hold %q aborted; nothing was created", in.Hold)
+			}
 			return nil, s.createTicket(mcpSlowCreate, "slow_create", in.Title, ""), nil
 		})
 	addTool(s, srv, &mcp.Tool{Name: "progress_create", Description: "Create a ticket after steps progress notifications."}, mcpProgressCreate,

@@ -175,6 +175,58 @@ func TestMCPSlowCreateCompletes(t *testing.T) {
 	}
 }
 
+// TestMCPSlowCreateHold: slow_create with a hold creates its ticket only once a test releases
+// the hold, even after its client gave up; a reset ends the wait without a ticket. The end-to-end
+// tests so hold a guarded call under way for as long as they need, without racing a clock.
+func TestMCPSlowCreateHold(t *testing.T) {
+	t.Parallel()
+	for _, p := range mcpPaths {
+		t.Run(strings.TrimPrefix(p.path, "/"), func(t *testing.T) {
+			t.Parallel()
+			s, srv := newTestSandbox(t)
+			cs := connectMCP(t, srv.URL+p.path, p.version, nil)
+			type answer struct {
+				res *mcp.CallToolResult
+				err error
+			}
+			call := func(ctx context.Context, hold string) <-chan answer {
+				done := make(chan answer, 1)
+				go func() {
+					res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow_create", Arguments: map[string]any{"title": "Held", "hold": hold}})
+					done <- answer{res, err}
+				}()
+				return done
+			}
+
+			ctx, cancel := context.WithCancel(t.Context())
+			gaveUp := call(ctx, "h1")
+			waitHeld(t, s, "h1", 1)
+			cancel() // the client gives up: the hold still decides
+			if a := <-gaveUp; a.err == nil {
+				t.Fatalf("slow_create answered %+v though its client gave up", a.res)
+			}
+			if st := s.snapshot(); st.ByEndpoint[mcpSlowCreate] != 0 {
+				t.Fatalf("a ticket was created before the hold was released (%d)", st.ByEndpoint[mcpSlowCreate])
+			}
+			release(t, srv.URL, "h1")
+			waitIdle(t, s)
+			if got := s.snapshot().ByEndpoint[mcpSlowCreate]; got != 1 {
+				t.Errorf("slow_create effects %d after the release, want 1", got)
+			}
+
+			aborted := call(t.Context(), "h2")
+			waitHeld(t, s, "h2", 1)
+			send(t, newClient(), srv.URL, request{path: "/_sandbox/reset"})
+			if a := <-aborted; a.err != nil || !a.res.IsError || ticketID(a.res) != "" {
+				t.Errorf("a call whose hold a reset ended: %+v, %v; want a tool error without a ticket", a.res, a.err)
+			}
+			if got := s.snapshot().ByEndpoint[mcpSlowCreate]; got != 0 {
+				t.Errorf("slow_create effects %d after the reset, want 0", got)
+			}
+		})
+	}
+}
+
 // waitIdle waits until no MCP tool call or API request is in flight.
 func waitIdle(t *testing.T, s *sandbox) {
 	t.Helper()
