@@ -149,6 +149,8 @@ var badFiles = map[string][]string{
 		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.not_committed[2]: 600: must be a status code from 200 to 599`,
 		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.unknown[0]: 402: also in outcome.committed; a code may stand in one list only`,
 		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.unknown[2]: 101: a 1xx is never a final answer; the gateway counts it an unknown outcome, whatever the lists say`,
+		`fingerprint.bad.yml: routes[1] "rpc_create": fingerprint.body.include: "/id": a JSON-RPC request's pointers start with /params (e.g. /params/arguments/title) or /method`,
+		`fingerprint.bad.yml: routes[1] "rpc_create": fingerprint.body.include: "/arguments/priority": a JSON-RPC request's pointers start with /params (e.g. /params/arguments/title) or /method`,
 	},
 	"read_only.bad.yml": {
 		`read_only.bad.yml: routes[0] "get_ticket": key: meaningless on a read_only route, which never touches the store`,

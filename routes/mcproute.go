@@ -142,9 +142,10 @@ func checkMetaKey(name string) error {
 	return nil
 }
 
-// jsonrpcPointers refuses a fingerprint pointer of a kind: mcp route or tool that cannot match: the
-// jsonrpc format reads a request as {"method":…,"params":…}, so a pointer like /arguments/title
-// (not /params/arguments/title) would silently leave the member out of every fingerprint, and a
+// jsonrpcPointers refuses a fingerprint pointer that cannot match on a route whose body format is
+// jsonrpc (a kind: mcp route or tool, or a kind: http route with format: jsonrpc): the format
+// reads a request as {"method":…,"params":…}, so a pointer like /arguments/title (not
+// /params/arguments/title) or /id would silently leave the member out of every fingerprint, and a
 // key reused with other arguments would replay instead of conflicting.
 func (r *resolver) jsonrpcPointers(at string, f canonical.Fields) {
 	check := func(field string, p canonical.Pointer) {

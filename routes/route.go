@@ -175,6 +175,8 @@ func (r *resolver) effect(p string, level effectLevel, raw *rawEffect, rt *Route
 				default:
 					r.addf(field("fingerprint.body.format"), "%q: a kind: mcp route fingerprints JSON-RPC requests; want jsonrpc, or leave it out", fields.Format)
 				}
+			}
+			if level != onHTTPRoute || fields.Format == canonical.FormatJSONRPC {
 				r.jsonrpcPointers(field("fingerprint.body"), fields)
 			}
 			fp, err := canonical.Compile(fields)
