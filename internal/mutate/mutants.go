@@ -663,7 +663,7 @@ var mutants = []Mutant{
 	// MCP tool calls (issue 14, docs/contract.md §7).
 	{Name: "mcp-replay-under-the-first-id", Behaviour: "an MCP replay carries the stored call's JSON-RPC id, not the retry's: a client drops the answer and hangs",
 		File: "gateway/mcprespond.go", From: "		parts := mcpwire.EnvelopeParts(m.msg.ID, member)\n", To: "		parts := mcpwire.EnvelopeParts([]byte(\"1\"), member)\n",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPRetryReplaysWithRetryID$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPRetryReplaysWithRetryID$"}, {Pkg: "./e2e", Run: "^TestC16_RetryKeepsItsOwnID$"}}},
 	{Name: "mcp-is-error-committed", Behaviour: "an isError tool result is committed by default: the retry replays a failure instead of trying again",
 		File: "gateway/decide.go", From: "	case f.IsError:\n		return notCommitted", To: "	case f.IsError:\n		return committed",
 		Tests: []Target{{Pkg: "./gateway", Run: "^(TestFinalClass|TestMCPIsErrorNotStored)$"}}},
