@@ -1,7 +1,14 @@
 package e2e
 
 import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"maps"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -362,4 +369,149 @@ func TestTwoReplicasShareRedis(t *testing.T) {
 	}
 	expectUp(t, e.sb, 1)
 	expectAttempts(t, e.sb, 1)
+}
+
+// TestC20_EncodingHeadersAndStatusesReplayed (case C20): the upstream answers gzip to a client that
+// asked for it, with Location, ETag, Link and a Content-Type with parameters, or answers 202, 204
+// or a committed 402. The receipt holds a body its stored headers describe (the gateway lets its
+// transport negotiate and undo compression, docs/unknown-outcomes.md), so every replay, to a
+// client that accepts gzip and to one that does not, decodes to the first answer's document;
+// status and those headers are replayed verbatim. Up×1 each.
+func TestC20_EncodingHeadersAndStatusesReplayed(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		for _, c := range []struct {
+			name, path string
+			fault      map[string]string
+			status     int
+			headers    []string // replayed verbatim, each present on the first answer
+		}{
+			{"gzip 201", pathTickets, map[string]string{"X-Sandbox-Gzip": "1"}, http.StatusCreated, []string{"Content-Type", "Location", "Etag", "Link"}},
+			{"202", pathTickets, map[string]string{"X-Sandbox-Success-Status": "202", "X-Sandbox-Gzip": "1"}, http.StatusAccepted, []string{"Content-Type", "Location", "Etag", "Link"}},
+			{"204", pathTickets, map[string]string{"X-Sandbox-Success-Status": "204"}, http.StatusNoContent, []string{"Location", "Etag", "Link"}},
+			{"committed 402", pathDeclined, map[string]string{"X-Sandbox-Fail-After-Commit": "402"}, http.StatusPaymentRequired, []string{"Content-Type"}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				key := "c20-" + strings.ReplaceAll(c.name, " ", "-")
+				before := e.sb.stats(t).ByEndpoint[ticketsEndpoint]
+				call := func(acceptEncoding string, fault map[string]string) (response, []byte) {
+					h := map[string]string{"Accept-Encoding": acceptEncoding}
+					maps.Copy(h, fault)
+					r := e.gw.do(t, request{Path: c.path, Key: key, Body: ticketBody, Header: h})
+					return r, decodedBody(t, r)
+				}
+				first, doc := call("gzip", c.fault)
+				expectDecision(t, first, c.status, "execute")
+				for _, name := range c.headers {
+					if first.Header.Get(name) == "" {
+						t.Fatalf("the first answer has no %s: %v", name, first.Header)
+					}
+				}
+				if c.status == http.StatusNoContent && len(doc) != 0 {
+					t.Errorf("the first 204 has a body: %q", doc)
+				}
+				for _, accept := range []string{"gzip", "identity"} {
+					r, got := call(accept, nil)
+					expectDecision(t, r, c.status, "replay")
+					if !bytes.Equal(got, doc) {
+						t.Errorf("the replay to Accept-Encoding %s decodes to %q, want the first answer's %q", accept, got, doc)
+					}
+					for _, name := range c.headers {
+						if !slices.Equal(r.Header.Values(name), first.Header.Values(name)) {
+							t.Errorf("the replay to Accept-Encoding %s has %s %q, want %q", accept, name, r.Header.Values(name), first.Header.Values(name))
+						}
+					}
+				}
+				if got := e.sb.stats(t).ByEndpoint[ticketsEndpoint] - before; got != 1 {
+					t.Errorf("%d side effects, want 1", got)
+				}
+			})
+		}
+	})
+}
+
+// decodedBody is r's body as its Content-Encoding describes it: gunzipped when gzip, else as it
+// came. An encoding it cannot undo fails the test: the answer's headers do not describe its body.
+func decodedBody(t *testing.T, r response) []byte {
+	t.Helper()
+	switch enc := r.Header.Get("Content-Encoding"); enc {
+	case "", "identity":
+		return r.Body
+	case "gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(r.Body))
+		if err != nil {
+			t.Fatalf("Content-Encoding gzip, but the body is not: %v", err)
+		}
+		b, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("Content-Encoding gzip, but the body is not: %v", err)
+		}
+		return b
+	default:
+		t.Fatalf("Content-Encoding %q", enc)
+		return nil
+	}
+}
+
+// TestC19_ClientGoneMidCallOrMidBody (case C19): the client closes its connection, with a FIN and
+// with an RST, while the upstream call runs: the call finishes, its receipt is stored, and the
+// retry replays (Up×1). Another time it sends half the body it declared and closes: the
+// truncated body is refused, never forwarded, and no claim is left behind: the retry with the
+// whole body executes (Up×1, the cut request Up×0).
+func TestC19_ClientGoneMidCallOrMidBody(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		for _, rst := range []bool{false, true} {
+			how := map[bool]string{false: "fin", true: "rst"}[rst]
+			t.Run("mid call, "+how, func(t *testing.T) {
+				key, hold := "c19-call-"+how, t.Name()
+				before := e.sb.stats(t).ByEndpoint[ticketsEndpoint]
+				conn, _ := rawConn(t, e.gw.proxy, 0)
+				fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nIdempotency-Key: %s\r\n"+
+					"%s: %s\r\n%s: 1\r\nContent-Length: %d\r\n\r\n%s", pathTickets, key, headerHold, hold, headerDetach, len(ticketBody), ticketBody)
+				e.sb.waitHeld(t, hold, 1) // the upstream call runs
+				closeConn(t, conn, rst)
+				e.sb.release(t, hold)
+				e.gw.waitState(t, "create_ticket", key, "committed")
+				r := e.gw.do(t, request{Key: key, Body: ticketBody})
+				expectDecision(t, r, http.StatusCreated, "replay")
+				if id, _ := r.json(t)["id"].(string); id != e.gw.mustRecord(t, "create_ticket", key).RemoteID {
+					t.Errorf("the replay's id %q is not the receipt's", id)
+				}
+				if got := e.sb.stats(t).ByEndpoint[ticketsEndpoint] - before; got != 1 {
+					t.Errorf("%d side effects, want 1", got)
+				}
+			})
+			t.Run("mid body, "+how, func(t *testing.T) {
+				key := "c19-body-" + how
+				rejected := `idemgateway_decisions_total{decision="rejected",tool="create_ticket"}`
+				before, attempts := e.gw.metric(t, rejected), e.sb.stats(t).Requests.ByEndpoint[ticketsEndpoint]
+				conn, _ := rawConn(t, e.gw.proxy, 0)
+				fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nIdempotency-Key: %s\r\n"+
+					"Content-Length: %d\r\n\r\n%s", pathTickets, key, len(ticketBody), ticketBody[:len(ticketBody)/2])
+				closeConn(t, conn, rst)
+				e.gw.waitMetric(t, rejected, before+1) // the gateway has read the cut body, and refused it
+				if _, found := e.gw.record(t, "default", "create_ticket", key); found {
+					t.Errorf("the cut request left a record of %s", key)
+				}
+				expectCreated(t, e.gw.do(t, request{Key: key, Body: ticketBody}))
+				if got := e.sb.stats(t).Requests.ByEndpoint[ticketsEndpoint] - attempts; got != 1 {
+					t.Errorf("%d upstream attempts, want 1: the retry's alone", got)
+				}
+			})
+		}
+	})
+}
+
+// closeConn closes conn with a FIN, or with an RST (SO_LINGER 0).
+func closeConn(t *testing.T, conn *net.TCPConn, rst bool) {
+	t.Helper()
+	if rst {
+		if err := conn.SetLinger(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -31,6 +31,7 @@ const (
 	pathLease    = "/lease/v1/tickets"    // create_ticket_lease: lock_lease 500ms
 	pathSlow     = "/slow/v1/tickets"     // create_ticket_slow: upstream timeout 300ms
 	pathDead     = "/dead/v1/tickets"     // create_ticket_dead: upstream refuses connections
+	pathDeclined = "/declined/v1/tickets" // create_ticket_committed_402: a 402 is committed
 )
 
 // The sandbox's side-effect counter behind every create_ticket route.

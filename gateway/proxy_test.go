@@ -9,6 +9,7 @@ func TestStoredHeader(t *testing.T) {
 	t.Parallel()
 	h := http.Header{
 		"Content-Type":          {"application/json"},
+		"Content-Encoding":      {"br"}, // sent unasked: the body is stored as it came
 		"Location":              {"/v1/tickets/T-1"},
 		"Etag":                  {`"v1"`},
 		"X-Custom":              {"listed by the route"},
@@ -33,7 +34,7 @@ func TestStoredHeader(t *testing.T) {
 	// The routes file refuses Set-Cookie and the rate-limit headers in receipt.replay_headers; this
 	// holds anyway.
 	got := storedHeader(h, []string{"X-Custom", "Set-Cookie", "Ratelimit-Remaining", "X-Ratelimit-Remaining", "X-Rate-Limit-Limit"})
-	want := []string{"Content-Type", "Location", "Etag", "Vary", "X-Custom"}
+	want := []string{"Content-Type", "Content-Encoding", "Location", "Etag", "Vary", "X-Custom"}
 	if len(got) != len(want) {
 		t.Fatalf("storedHeader kept %v, want only %v", got, want)
 	}

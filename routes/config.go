@@ -297,9 +297,12 @@ type Receipt struct {
 
 // DefaultReplayHeaders are the upstream response headers a replay repeats: an allow-list, so that
 // a replay never hands one caller another's session, credentials or rate-limit state.
+// Content-Encoding is on it because a stored body is kept as it came: the gateway's transport
+// undoes the gzip it negotiated (and drops the header), so a Content-Encoding left is one the
+// upstream sent unasked, which the replay must name for its body to be read (case C20).
 var DefaultReplayHeaders = []string{
-	"Cache-Control", "Content-Language", "Content-Location", "Content-Type", "Etag", "Expires",
-	"Last-Modified", "Link", "Location", "Vary",
+	"Cache-Control", "Content-Encoding", "Content-Language", "Content-Location", "Content-Type", "Etag",
+	"Expires", "Last-Modified", "Link", "Location", "Vary",
 }
 
 // NeverReplayed reports whether a replay must never repeat the response header name (canonical

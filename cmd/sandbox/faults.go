@@ -29,10 +29,15 @@ package main
 //	X-Sandbox-Body-Bytes: 5242880     Append to the success response's JSON object a member
 //	                                  "sandbox_padding" whose string value is that many bytes
 //	                                  (at most 64 MiB).
+//	X-Sandbox-Success-Status: 202     Answer the success with this status (200-299) instead of the
+//	                                  endpoint's own; 204 without a body.
+//	X-Sandbox-Gzip: 1                 Encode the success response with gzip (Content-Encoding:
+//	                                  gzip, Vary: Accept-Encoding) when the request's
+//	                                  Accept-Encoding allows it, as many APIs do.
 //
 // The faults combine and apply in this order: delay, hold, status, the request's own validation (an
 // invalid request, including a GraphQL document answered with 200 and "errors", is rejected without
-// effect and without further faults), side effect, fail after commit, Set-Cookie and padding. On
+// effect and without further faults), side effect, fail after commit, Set-Cookie, padding, the success status and gzip. On
 // the read endpoint the faults apply alike, without the side effect. A malformed fault header gets
 // 400 without effect.
 //
@@ -66,6 +71,8 @@ const (
 	headerFailAfterCommit = "X-Sandbox-Fail-After-Commit"
 	headerSetCookie       = "X-Sandbox-Set-Cookie"
 	headerBodyBytes       = "X-Sandbox-Body-Bytes"
+	headerSuccessStatus   = "X-Sandbox-Success-Status"
+	headerGzip            = "X-Sandbox-Gzip"
 )
 
 // maxPadBytes bounds X-Sandbox-Body-Bytes.
@@ -85,6 +92,8 @@ type fault struct {
 	afterCommit int           // after acting: dropConnection, or a status to answer; 0 is none
 	setCookie   bool          // add Set-Cookie to the success response
 	bodyBytes   int           // pad the success response with this many bytes
+	success     int           // answer a success with this status; 0 is the endpoint's own
+	gzip        bool          // gzip the success response when the request accepts it
 }
 
 // faultFor returns the fault for a request to endpoint: the first scripted fault for it, taken off
@@ -140,6 +149,20 @@ func faultFromHeaders(h http.Header) (fault, error) {
 		}
 		f.BodyBytes = n
 	}
+	if v := h.Get(headerSuccessStatus); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fault{}, fmt.Errorf("%s: %q is not a status code", headerSuccessStatus, v)
+		}
+		f.SuccessStatus = n
+	}
+	if v := h.Get(headerGzip); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fault{}, fmt.Errorf("%s: %q is not a boolean", headerGzip, v)
+		}
+		f.Gzip = b
+	}
 	flt, err := f.toFault()
 	var fe *faultError
 	if errors.As(err, &fe) {
@@ -157,8 +180,8 @@ func (e *faultError) Error() string { return e.field + ": " + e.msg }
 
 // faultJSON is a fault as scripted in POST /_sandbox/script, e.g.
 // {"endpoint":"jira.create_issue","delay":"500ms","hold":"h1","detach":true,"status":503,
-// "fail_after_commit":"drop","set_cookie":true,"body_bytes":1024}. fail_after_commit is "drop" or a status, as a string or a
-// number.
+// "fail_after_commit":"drop","set_cookie":true,"body_bytes":1024,"success_status":202,"gzip":true}.
+// fail_after_commit is "drop" or a status, as a string or a number.
 type faultJSON struct {
 	Endpoint        string          `json:"endpoint,omitempty"`
 	Delay           string          `json:"delay,omitempty"`
@@ -168,12 +191,15 @@ type faultJSON struct {
 	FailAfterCommit json.RawMessage `json:"fail_after_commit,omitempty"`
 	SetCookie       bool            `json:"set_cookie,omitempty"`
 	BodyBytes       int             `json:"body_bytes,omitempty"`
+	SuccessStatus   int             `json:"success_status,omitempty"`
+	Gzip            bool            `json:"gzip,omitempty"`
 }
 
 // toFault validates fj. Its errors are *faultError, which name the field as a script writes it
 // ("status: 200 is not between 400 and 599") and as a header (X-Sandbox-Status).
 func (fj faultJSON) toFault() (fault, error) {
-	f := fault{endpoint: fj.Endpoint, hold: fj.Hold, detach: fj.Detach, status: fj.Status, setCookie: fj.SetCookie, bodyBytes: fj.BodyBytes}
+	f := fault{endpoint: fj.Endpoint, hold: fj.Hold, detach: fj.Detach, status: fj.Status, setCookie: fj.SetCookie, bodyBytes: fj.BodyBytes,
+		success: fj.SuccessStatus, gzip: fj.Gzip}
 	if fj.Endpoint != "" && !slices.Contains(apiEndpoints, fj.Endpoint) {
 		return fault{}, &faultError{"endpoint", "endpoint", fmt.Sprintf("unknown endpoint %q (one of %s)", fj.Endpoint, strings.Join(apiEndpoints, ", "))}
 	}
@@ -196,6 +222,9 @@ func (fj faultJSON) toFault() (fault, error) {
 	}
 	if fj.BodyBytes < 0 || fj.BodyBytes > maxPadBytes {
 		return fault{}, &faultError{"body_bytes", headerBodyBytes, fmt.Sprintf("%d is not between 0 and %d", fj.BodyBytes, maxPadBytes)}
+	}
+	if fj.SuccessStatus != 0 && (fj.SuccessStatus < 200 || fj.SuccessStatus > 299) {
+		return fault{}, &faultError{"success_status", headerSuccessStatus, fmt.Sprintf("%d is not between 200 and 299", fj.SuccessStatus)}
 	}
 	return f, nil
 }
@@ -221,7 +250,8 @@ func isErrorStatus(n int) bool { return n >= 400 && n <= 599 }
 
 // toJSON is the inverse of faultJSON.toFault.
 func (f fault) toJSON() faultJSON {
-	fj := faultJSON{Endpoint: f.endpoint, Hold: f.hold, Detach: f.detach, Status: f.status, SetCookie: f.setCookie, BodyBytes: f.bodyBytes}
+	fj := faultJSON{Endpoint: f.endpoint, Hold: f.hold, Detach: f.detach, Status: f.status, SetCookie: f.setCookie, BodyBytes: f.bodyBytes,
+		SuccessStatus: f.success, Gzip: f.gzip}
 	if f.delay > 0 {
 		fj.Delay = f.delay.String()
 	}
@@ -262,6 +292,12 @@ func (f fault) String() string {
 	}
 	if f.bodyBytes > 0 {
 		parts = append(parts, "body_bytes="+strconv.Itoa(f.bodyBytes))
+	}
+	if f.success != 0 {
+		parts = append(parts, "success_status="+strconv.Itoa(f.success))
+	}
+	if f.gzip {
+		parts = append(parts, "gzip")
 	}
 	s := strings.Join(parts, ",")
 	if s == "" {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -132,6 +135,46 @@ func TestHeaderFaults(t *testing.T) {
 			name: "status wins over after commit", header: map[string]string{headerStatus: "503", headerFailAfterCommit: "drop"}, wantStatus: 503,
 		},
 		{
+			name: "success status 202", header: map[string]string{headerSuccessStatus: "202"}, wantStatus: 202, wantEffect: true,
+			check: func(t *testing.T, _ int, _ *http.Response, body []byte, _ time.Duration) {
+				decode(t, body) // the endpoint's own answer, under another status
+			},
+		},
+		{
+			name: "success status 204", header: map[string]string{headerSuccessStatus: "204"}, wantStatus: 204, wantEffect: true,
+			check: func(t *testing.T, _ int, _ *http.Response, body []byte, _ time.Duration) {
+				if len(body) != 0 {
+					t.Errorf("a 204 with a body: %q", body)
+				}
+			},
+		},
+		{
+			name: "gzip, accepted", header: map[string]string{headerGzip: "1", "Accept-Encoding": "br;q=1, gzip;q=0.5"}, wantStatus: -1, wantEffect: true,
+			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+				if resp.Header.Get("Content-Encoding") != "gzip" || resp.Header.Get("Vary") != "Accept-Encoding" {
+					t.Fatalf("Content-Encoding %q, Vary %q; want gzip, Accept-Encoding", resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
+				}
+				zr, err := gzip.NewReader(bytes.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				plain, err := io.ReadAll(zr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				decode(t, plain)
+			},
+		},
+		{
+			name: "gzip, not accepted", header: map[string]string{headerGzip: "1", "Accept-Encoding": "identity, gzip;q=0"}, wantStatus: -1, wantEffect: true,
+			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+				if resp.Header.Get("Content-Encoding") != "" || resp.Header.Get("Vary") != "Accept-Encoding" {
+					t.Errorf("Content-Encoding %q, Vary %q; want none, Accept-Encoding", resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
+				}
+				decode(t, body)
+			},
+		},
+		{
 			name: "all success faults at once", header: map[string]string{headerSetCookie: "true", headerBodyBytes: "1", headerDelay: "1ms"},
 			wantStatus: -1, wantEffect: true,
 			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
@@ -188,6 +231,9 @@ func TestInvalidFaultHeaders(t *testing.T) {
 		{headerBodyBytes, "-1"},
 		{headerBodyBytes, "1e3"},
 		{headerBodyBytes, fmt.Sprint(maxPadBytes + 1)},
+		{headerSuccessStatus, "404"},
+		{headerSuccessStatus, "ok"},
+		{headerGzip, "maybe"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.header+"="+tc.value, func(t *testing.T) {

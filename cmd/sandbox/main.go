@@ -68,6 +68,8 @@ Fault headers, per request (a scripted fault replaces them all):
   X-Sandbox-Set-Cookie: 1            add a Set-Cookie header to the success response
   X-Sandbox-Body-Bytes: 5242880      pad the success response with a JSON string field
                                      "sandbox_padding" of that many bytes (at most 64 MiB)
+  X-Sandbox-Success-Status: 202      answer the success with this status (200-299; 204: no body)
+  X-Sandbox-Gzip: 1                  gzip the success response when the request accepts gzip
 
 De-duplication (not a fault; route it with the gateway's forward_key):
   X-Sandbox-Idempotency-Key: K       the first effect with K is answered again, without a second

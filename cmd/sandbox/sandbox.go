@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -251,8 +253,74 @@ func (s *sandbox) api(endpoint string, h apiHandler) http.Handler {
 		if f.setCookie {
 			http.SetCookie(w, &http.Cookie{Name: "sandbox_session", Value: randomToken(24), Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
 		}
-		writeJSON(w, rep.status, rep.header, rep.body, f.bodyBytes)
+		if f.gzip {
+			w.Header().Add("Vary", "Accept-Encoding")
+			if acceptsGzip(r.Header) {
+				gz := &gzipWriter{ResponseWriter: w}
+				defer gz.close()
+				w = gz
+			}
+		}
+		switch {
+		case f.success == http.StatusNoContent:
+			for k, vs := range rep.header {
+				w.Header()[k] = vs
+			}
+			w.WriteHeader(http.StatusNoContent)
+		case f.success != 0:
+			writeJSON(w, f.success, rep.header, rep.body, f.bodyBytes)
+		default:
+			writeJSON(w, rep.status, rep.header, rep.body, f.bodyBytes)
+		}
 	})
+}
+
+// acceptsGzip reports whether h's Accept-Encoding allows gzip (RFC 9110 §12.5.3; a q of 0
+// refuses it).
+func acceptsGzip(h http.Header) bool {
+	for _, v := range h.Values("Accept-Encoding") {
+		for part := range strings.SplitSeq(v, ",") {
+			coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
+				continue
+			}
+			q := 1.0
+			if _, v, ok := strings.Cut(params, "q="); ok {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					q = f
+				}
+			}
+			return q > 0
+		}
+	}
+	return false
+}
+
+// gzipWriter encodes what is written to it with gzip: Content-Encoding: gzip, and the
+// Content-Length of the plain body dropped. close ends the stream.
+type gzipWriter struct {
+	http.ResponseWriter
+	gz *gzip.Writer
+}
+
+func (g *gzipWriter) WriteHeader(status int) {
+	g.Header().Del("Content-Length")
+	g.Header().Set("Content-Encoding", "gzip")
+	g.gz = gzip.NewWriter(g.ResponseWriter)
+	g.ResponseWriter.WriteHeader(status)
+}
+
+func (g *gzipWriter) Write(b []byte) (int, error) {
+	if g.gz == nil {
+		g.WriteHeader(http.StatusOK)
+	}
+	return g.gz.Write(b)
+}
+
+func (g *gzipWriter) close() {
+	if g.gz != nil {
+		g.gz.Close()
+	}
 }
 
 // isClosed reports whether c is closed; a nil c never is. A client that went away when a wait

@@ -26,7 +26,7 @@ func (st *ticketsState) forget() { clear(st.byExternal) }
 
 // ticketsCreateTicket plays POST /v1/tickets with any JSON object: 201 with that object's members
 // plus "id" ("T-1842"), "url", "status":"open" and "created_at", which replace members of the same
-// name. A body that is not a JSON object gets 400 and no effect. A ticket whose "external_id" is a
+// name, and Location (the url), ETag and Link (rel="self") headers. A body that is not a JSON object gets 400 and no effect. A ticket whose "external_id" is a
 // string can be found by it (ticketsFindTickets).
 func (s *sandbox) ticketsCreateTicket(c *call) reply {
 	var obj map[string]any
@@ -47,7 +47,9 @@ func (s *sandbox) ticketsCreateTicket(c *call) reply {
 		}
 	})
 	// obj is never changed again: the lookup may encode it at the same time as this answer.
-	return reply{status: http.StatusCreated, body: obj, effect: true, id: id}
+	url := c.base + "/v1/tickets/" + id
+	return reply{status: http.StatusCreated, body: obj, effect: true, id: id, header: http.Header{
+		"Location": {url}, "Etag": {`"` + id + `-1"`}, "Link": {"<" + url + `>; rel="self"`}}}
 }
 
 // ticketsFindTickets plays GET /v1/tickets?external_id=X, the lookup a route's reconcile block
