@@ -398,7 +398,7 @@ func TestC20_EncodingHeadersAndStatusesReplayed(t *testing.T) {
 					h := map[string]string{"Accept-Encoding": acceptEncoding}
 					maps.Copy(h, fault)
 					r := e.gw.do(t, request{Path: c.path, Key: key, Body: ticketBody, Header: h})
-					return r, decodedBody(t, r)
+					return r, decodedBody(t, r, acceptEncoding)
 				}
 				first, doc := call("gzip", c.fault)
 				expectDecision(t, first, c.status, "execute")
@@ -431,13 +431,17 @@ func TestC20_EncodingHeadersAndStatusesReplayed(t *testing.T) {
 }
 
 // decodedBody is r's body as its Content-Encoding describes it: gunzipped when gzip, else as it
-// came. An encoding it cannot undo fails the test: the answer's headers do not describe its body.
-func decodedBody(t *testing.T, r response) []byte {
+// came. An encoding the request's Accept-Encoding (accepted) did not allow, or that it cannot
+// undo, fails the test: the client could not read the answer.
+func decodedBody(t *testing.T, r response, accepted string) []byte {
 	t.Helper()
-	switch enc := r.Header.Get("Content-Encoding"); enc {
-	case "", "identity":
+	switch enc := r.Header.Get("Content-Encoding"); {
+	case enc == "" || enc == "identity":
 		return r.Body
-	case "gzip":
+	case enc != accepted:
+		t.Fatalf("Content-Encoding %q to a client that accepts %q", enc, accepted)
+		return nil
+	case enc == "gzip":
 		zr, err := gzip.NewReader(bytes.NewReader(r.Body))
 		if err != nil {
 			t.Fatalf("Content-Encoding gzip, but the body is not: %v", err)
