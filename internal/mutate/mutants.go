@@ -428,7 +428,7 @@ var mutants = []Mutant{
 	// Every transition is safe to send twice: its second copy answers as the first (issue 15).
 	{Name: "claim-sent-twice-not-claimed-redis", Behaviour: "claim.lua answers a claim sent again after its answer was lost with the record, in_progress: the gateway takes its own claim for another's (409, then outcome_unknown)",
 		File: "redisstore/scripts/claim.lua", From: "if rec.owner == ARGV[1] and rec.payload == ARGV[2] then", To: "if false then",
-		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}}},
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}, {Pkg: "./e2e", Run: "^TestC14_LostStoreReplies$"}}},
 	{Name: "claim-sent-twice-ignores-payload-redis", Behaviour: "claim.lua claims again for its owner whatever the payload: an owner's second, different claim is taken for its first",
 		File: "redisstore/scripts/claim.lua", From: "if rec.owner == ARGV[1] and rec.payload == ARGV[2] then", To: "if rec.owner == ARGV[1] then",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^SecondClaimReturnsStoredRecord$"}}},
@@ -440,7 +440,7 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}}},
 	{Name: "commit-sent-twice-refused-redis", Behaviour: "commit.lua refuses a commit sent again after its answer was lost: logged at error as a lost lease, though the receipt is stored",
 		File: "redisstore/scripts/commit.lua", From: "if rec.state == 'committed' and rec.settle == ARGV[2] and ARGV[2] ~= '' then", To: "if false then",
-		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}}},
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}, {Pkg: "./e2e", Run: "^TestC14_LostStoreReplies$"}}},
 	{Name: "commit-sent-twice-any-receipt-redis", Behaviour: "commit.lua answers ok to its owner's commit of another receipt over a committed record",
 		File: "redisstore/scripts/commit.lua", From: "if rec.state == 'committed' and rec.settle == ARGV[2] and ARGV[2] ~= '' then", To: "if rec.state == 'committed' then",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}}},
