@@ -179,6 +179,9 @@ func (r *resolver) upstream(name string, raw rawUpstream) *Upstream {
 
 // checkUpstreamURL parses raw as scheme://host[:port][/base] with scheme http or https.
 func checkUpstreamURL(raw string) (*url.URL, error) {
+	if !strings.Contains(raw, "://") { // "127.0.0.1:9000" parses as a scheme, or fails, confusingly
+		return nil, errors.New("not an absolute URL: want http:// or https://, a host and an optional port and base path (such as http://127.0.0.1:9000)")
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		var ue *url.Error
