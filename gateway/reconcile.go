@@ -60,11 +60,12 @@ func (x *exchange) inject() error {
 func (x *exchange) reconcile(prev *storedRecord) {
 	// The upstream may still be working on the call whose outcome is unknown (the gateway stopped
 	// waiting, or died; the upstream did not). A lookup now could miss an effect that lands a
-	// moment later, and the re-execution would make it twice: wait reconcile.after from the start
-	// of the record's last execution.
-	if wait := prev.StartedAt.Add(x.rt.Reconcile.After).Sub(x.g.now()); wait > 0 {
-		x.refuse(DecisionInProgress, fmt.Errorf("%w: the outcome of the call is unknown; the upstream is asked %s after the call started, in %s",
-			ErrInProgress, x.rt.Reconcile.After, wait.Round(time.Millisecond)), wait)
+	// moment later, and the re-execution would make it twice: wait reconcile.after from the latest
+	// moment the record's last call may have started (callStartBound after its started_at).
+	after := x.callStartBound(prev.Executions) + x.rt.Reconcile.After
+	if wait := prev.StartedAt.Add(after).Sub(x.g.now()); wait > 0 {
+		x.refuse(DecisionInProgress, fmt.Errorf("%w: the outcome of the call is unknown; the upstream is asked %s after the call started (reconcile.after, and %s for the call to start), in %s",
+			ErrInProgress, after, after-x.rt.Reconcile.After, wait.Round(time.Millisecond)), wait)
 		return
 	}
 	// The takeover keeps the claim's start (now), not the unknown call's: when the lookup finds
@@ -105,6 +106,19 @@ func (x *exchange) reconcile(prev *storedRecord) {
 		x.w.Header().Set("Idempotency-Reconciled", "not-found")
 		x.execute()
 	}
+}
+
+// callStartBound is how long after a record's started_at its upstream call may have started: the
+// claim that stamped it is one store call (StoreTimeout) before the call; a call executed again by
+// a reconciliation also waited for the reclaim (another store call) and the lookup (the upstream's
+// timeout). A reconciliation that counted reconcile.after from started_at alone could look up while
+// the call was still under way, when a claim's reply came late (case C14), and execute it twice.
+func (x *exchange) callStartBound(executions int) time.Duration {
+	d := x.g.opts.StoreTimeout
+	if executions > 1 {
+		d += x.g.opts.StoreTimeout + x.rt.Upstream.Timeout
+	}
+	return d
 }
 
 // lookupEffect runs the reconcile lookup: GET the upstream's URL with rc.Path. found is the JSON

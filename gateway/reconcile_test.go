@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -173,7 +174,7 @@ func TestReconcile(t *testing.T) {
 			if a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "in_progress" || a.header.Get("Retry-After") == "" {
 				t.Fatalf("%s, retry before reconcile.after: %d %q %q", key, a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Retry-After"))
 			}
-			ahead.Store(int64(10*time.Minute + time.Second))
+			ahead.Store(int64(10*time.Minute + gateway.DefaultStoreTimeout + time.Second)) // past reconcile.after from the latest start of the call
 			return send(key, "")
 		}
 
@@ -263,7 +264,8 @@ func TestReconcile(t *testing.T) {
 // new call upstream, so reconcile.after counts from its start, not the first call's. Its record
 // (what a kill -9 during it leaves behind) carries its start, and when it ends unknown too (the
 // upstream answers 500), the retry right after it is refused 409 in_progress with a Retry-After of
-// reconcile.after and sends no lookup: a lookup then could miss the effect of the re-execution,
+// reconcile.after from the re-execution's latest start (its reclaim and lookup after its
+// started_at) and sends no lookup: a lookup then could miss the effect of the re-execution,
 // still running upstream, and execute the call a third time. The clock is the test's: it stands
 // still unless the test moves it.
 func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
@@ -331,8 +333,16 @@ func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
 		}
 		firstStart := startedAt(record.StateUnknown)
 
-		// reconcile.after later, a retry looks up, finds nothing and executes again (held).
+		// reconcile.after later, but within a store timeout of it: the claim that stamped
+		// started_at may have been answered that late, and the call started then (case C14). No
+		// lookup yet.
 		advance(10*time.Minute + time.Second)
+		if a := send(); a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "in_progress" || lookups.Load() != 0 {
+			t.Fatalf("retry reconcile.after after started_at, within a store timeout: %d %q, %d lookups; want 409 in_progress and none",
+				a.status, a.header.Get("Idempotency-Decision"), lookups.Load())
+		}
+		// Past it, a retry looks up, finds nothing and executes again (held).
+		advance(gateway.DefaultStoreTimeout)
 		reexecStart := c.now()
 		type result struct {
 			resp *http.Response
@@ -366,18 +376,21 @@ func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
 				got, reexecStart, firstStart)
 		}
 
-		// At once: the re-execution may still be running upstream. No lookup, no third call.
+		// At once: the re-execution may still be running upstream. No lookup, no third call. The
+		// wait is reconcile.after from the latest start of the re-execution: after its reclaim
+		// (a store call) and its lookup (the upstream's timeout, 1m here).
+		reexecWait := 10*time.Minute + 2*gateway.DefaultStoreTimeout + time.Minute
 		a := send()
-		if a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "in_progress" || a.header.Get("Retry-After") != "600" {
-			t.Fatalf("retry right after the re-execution: %d %q Retry-After %q; want 409 in_progress, Retry-After 600",
-				a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Retry-After"))
+		if want := strconv.Itoa(int(reexecWait.Seconds())); a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "in_progress" || a.header.Get("Retry-After") != want {
+			t.Fatalf("retry right after the re-execution: %d %q Retry-After %q; want 409 in_progress, Retry-After %s",
+				a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Retry-After"), want)
 		}
 		if n, p := lookups.Load(), posts.Load(); n != 1 || p != 2 {
-			t.Fatalf("lookups %d, calls %d; want 1 lookup and 2 calls (none before reconcile.after from the re-execution)", n, p)
+			t.Fatalf("lookups %d, calls %d; want 1 lookup and 2 calls (none before reconcile.after from the re-execution's latest start)", n, p)
 		}
 
 		// reconcile.after from the re-execution's start: the next retry looks up again.
-		advance(10 * time.Minute)
+		advance(reexecWait)
 		if a = send(); a.status != http.StatusCreated || a.header.Get("Idempotency-Reconciled") != "not-found" {
 			t.Fatalf("retry reconcile.after after the re-execution: %d %q", a.status, a.header.Get("Idempotency-Reconciled"))
 		}
