@@ -836,8 +836,8 @@ func (c *chaosRun) quiesce() {
 }
 
 // verify reads each operation's record through the admin API (read-only) and, when there is one,
-// replays it once through the proxy: a key with a record is never executed again, so this adds no
-// effect. An in_progress record left by a killed gateway answers in_progress until its lease
+// replays it once through the proxy, then reads the record again: a key with a record is never
+// executed again (but by the reconcile route's lookup that finds nothing), so this adds no effect. An in_progress record left by a killed gateway answers in_progress until its lease
 // lapses, then outcome_unknown.
 func (c *chaosRun) verify() {
 	t := c.t
@@ -849,7 +849,9 @@ func (c *chaosRun) verify() {
 			continue
 		}
 		op.record = &rec
-		deadline := time.Now().Add(3*slices.Max(slices.Collect(maps.Values(chaosLeases))) + 5*time.Second)
+		// Long enough for a lease to lapse, and for the reconcile route's wait from a re-execution's
+		// latest start (reconcile.after 4s, two store timeouts and the upstream's timeout).
+		deadline := time.Now().Add(3*slices.Max(slices.Collect(maps.Values(chaosLeases))) + 15*time.Second)
 		for {
 			req, _, _ := op.request(-1, false, false)
 			resp, err := g.send(req)
@@ -864,6 +866,11 @@ func (c *chaosRun) verify() {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
+		}
+		// On the reconcile route the final check may be the request that reconciles (found:
+		// committed from the lookup; not found: executed again): the record is what it left.
+		if rec, found := g.record(t, "default", op.tool, op.key); found {
+			op.record = &rec
 		}
 	}
 }
