@@ -113,55 +113,21 @@ func (s *sandbox) faultFor(endpoint string, h http.Header) (fault, error) {
 
 // faultFromHeaders reads the X-Sandbox-* headers. An error names the malformed header.
 func faultFromHeaders(h http.Header) (fault, error) {
-	var f faultJSON
-	if v := h.Get(headerDelay); v != "" {
-		f.Delay = v
-	}
-	f.Hold = h.Get(headerHold)
-	if v := h.Get(headerDetach); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fault{}, fmt.Errorf("%s: %q is not a boolean", headerDetach, v)
-		}
-		f.Detach = b
-	}
-	if v := h.Get(headerStatus); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fault{}, fmt.Errorf("%s: %q is not a status code", headerStatus, v)
-		}
-		f.Status = n
-	}
+	f := faultJSON{Delay: h.Get(headerDelay), Hold: h.Get(headerHold)}
 	if v := h.Get(headerFailAfterCommit); v != "" {
 		f.FailAfterCommit = json.RawMessage(strconv.Quote(v))
 	}
-	if v := h.Get(headerSetCookie); v != "" {
-		b, err := strconv.ParseBool(v)
+	for _, err := range []error{
+		headerBool(h, headerDetach, &f.Detach),
+		headerInt(h, headerStatus, "a status code", &f.Status),
+		headerBool(h, headerSetCookie, &f.SetCookie),
+		headerInt(h, headerBodyBytes, "a number of bytes", &f.BodyBytes),
+		headerInt(h, headerSuccessStatus, "a status code", &f.SuccessStatus),
+		headerBool(h, headerGzip, &f.Gzip),
+	} {
 		if err != nil {
-			return fault{}, fmt.Errorf("%s: %q is not a boolean", headerSetCookie, v)
+			return fault{}, err
 		}
-		f.SetCookie = b
-	}
-	if v := h.Get(headerBodyBytes); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fault{}, fmt.Errorf("%s: %q is not a number of bytes", headerBodyBytes, v)
-		}
-		f.BodyBytes = n
-	}
-	if v := h.Get(headerSuccessStatus); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fault{}, fmt.Errorf("%s: %q is not a status code", headerSuccessStatus, v)
-		}
-		f.SuccessStatus = n
-	}
-	if v := h.Get(headerGzip); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fault{}, fmt.Errorf("%s: %q is not a boolean", headerGzip, v)
-		}
-		f.Gzip = b
 	}
 	flt, err := f.toFault()
 	var fe *faultError
@@ -169,6 +135,36 @@ func faultFromHeaders(h http.Header) (fault, error) {
 		return fault{}, fmt.Errorf("%s: %s", fe.header, fe.msg)
 	}
 	return flt, err
+}
+
+// headerBool sets *dst from h's header name, when sent (any strconv.ParseBool value); the error
+// names the header.
+func headerBool(h http.Header, name string, dst *bool) error {
+	v := h.Get(name)
+	if v == "" {
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%s: %q is not a boolean", name, v)
+	}
+	*dst = b
+	return nil
+}
+
+// headerInt sets *dst from h's header name, when sent (a decimal integer, what it stands for
+// named in the error).
+func headerInt(h http.Header, name, what string, dst *int) error {
+	v := h.Get(name)
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("%s: %q is not %s", name, v, what)
+	}
+	*dst = n
+	return nil
 }
 
 // faultError is a fault field that does not validate: its name in a script and as a header.

@@ -261,17 +261,11 @@ func (s *sandbox) api(endpoint string, h apiHandler) http.Handler {
 				w = gz
 			}
 		}
-		switch {
-		case f.success == http.StatusNoContent:
-			for k, vs := range rep.header {
-				w.Header()[k] = vs
-			}
-			w.WriteHeader(http.StatusNoContent)
-		case f.success != 0:
-			writeJSON(w, f.success, rep.header, rep.body, f.bodyBytes)
-		default:
-			writeJSON(w, rep.status, rep.header, rep.body, f.bodyBytes)
+		status := rep.status
+		if f.success != 0 {
+			status = f.success
 		}
+		writeJSON(w, status, rep.header, rep.body, f.bodyBytes)
 	})
 }
 
@@ -444,9 +438,9 @@ func (rec *recorder) Write(b []byte) (int, error) {
 
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 
-// writeJSON answers status with v encoded as JSON, and the extra headers. When pad > 0, v must
-// encode as a non-empty JSON object; a member "sandbox_padding" whose string value is pad bytes of
-// "x" is appended to it.
+// writeJSON answers status with v encoded as JSON, and the extra headers; a status that has no
+// body (204) with the headers alone. When pad > 0, v must encode as a non-empty JSON object; a
+// member "sandbox_padding" whose string value is pad bytes of "x" is appended to it.
 func writeJSON(w http.ResponseWriter, status int, header http.Header, v any, pad int) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -455,6 +449,10 @@ func writeJSON(w http.ResponseWriter, status int, header http.Header, v any, pad
 	}
 	for k, vs := range header {
 		w.Header()[k] = vs
+	}
+	if status == http.StatusNoContent {
+		w.WriteHeader(status)
+		return
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	if pad <= 0 || len(b) < 3 || b[0] != '{' {

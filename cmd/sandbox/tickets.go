@@ -26,8 +26,9 @@ func (st *ticketsState) forget() { clear(st.byExternal) }
 
 // ticketsCreateTicket plays POST /v1/tickets with any JSON object: 201 with that object's members
 // plus "id" ("T-1842"), "url", "status":"open" and "created_at", which replace members of the same
-// name, and Location (the url), ETag and Link (rel="self") headers. A body that is not a JSON object gets 400 and no effect. A ticket whose "external_id" is a
-// string can be found by it (ticketsFindTickets).
+// name, and Location (the url), ETag and Link (rel="self") headers. A body that is not a JSON
+// object gets 400 and no effect. A ticket whose "external_id" is a string can be found by it
+// (ticketsFindTickets).
 func (s *sandbox) ticketsCreateTicket(c *call) reply {
 	var obj map[string]any
 	if err := decodeJSON(c.body, &obj); err != nil || obj == nil {
