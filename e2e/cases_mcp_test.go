@@ -3,14 +3,12 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The field cases of MCP tool calls (docs/cases.md C16–C18): the built gateway in front of the
@@ -123,19 +121,13 @@ func TestC18_RetryOnANewSession(t *testing.T) {
 			slowKey, hold := "c18-slow-"+w.name, t.Name()
 			slowArgs := map[string]any{"title": "Rotate the keys", "hold": hold}
 			other := e.gw.mcpConnect(t, w, nil)
-			done := make(chan error, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-				defer cancel()
-				_, err := other.call(ctx, "slow_create", slowArgs, slowKey)
-				done <- err
-			}()
+			done := other.goCall(t.Context(), "slow_create", slowArgs, slowKey)
 			e.sb.waitHeld(t, hold, 1)
 			expectRefusal(t, b.mustCall(t, "slow_create", slowArgs, slowKey), "in_progress", true)
 			b.expectUsable(t)
 			e.sb.release(t, hold)
-			if err := <-done; err != nil {
-				t.Errorf("the held call: %v", err)
+			if a := <-done; a.err != nil {
+				t.Errorf("the held call: %v", a.err)
 			}
 			e.sb.expectSince(t, "create_ticket", before, 1, 1)
 			e.sb.waitIdle(t)

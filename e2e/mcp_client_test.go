@@ -187,6 +187,25 @@ func (c *mcpClient) mustCall(t *testing.T, tool string, args map[string]any, key
 	return res
 }
 
+// mcpAnswer is what a call made in the background (goCall) answered.
+type mcpAnswer struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+// goCall is call in a goroutine of its own, bounded by 20 seconds and by ctx: a test holds the
+// call (slow_create's hold) and meanwhile sends what must meet it under way.
+func (c *mcpClient) goCall(ctx context.Context, tool string, args map[string]any, key string) <-chan mcpAnswer {
+	done := make(chan mcpAnswer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		res, err := c.call(ctx, tool, args, key)
+		done <- mcpAnswer{res, err}
+	}()
+	return done
+}
+
 // expectUsable checks that the session still works: a tools/list passes through the gateway.
 func (c *mcpClient) expectUsable(t *testing.T) {
 	t.Helper()

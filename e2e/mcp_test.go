@@ -165,25 +165,16 @@ func TestMCPConcurrentSessions(t *testing.T) {
 			key, hold := "concurrent-"+w.name, t.Name()
 			args := map[string]any{"title": "Rotate the keys", "hold": hold}
 			first, second := e.gw.mcpConnect(t, w, nil), e.gw.mcpConnect(t, w, nil)
-			done := make(chan *mcp.CallToolResult, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-				defer cancel()
-				res, err := first.call(ctx, "slow_create", args, key)
-				if err != nil {
-					t.Errorf("the first call: %v", err)
-				}
-				done <- res
-			}()
+			done := first.goCall(t.Context(), "slow_create", args, key)
 			e.sb.waitHeld(t, hold, 1) // the first call runs
 			expectRefusal(t, second.mustCall(t, "slow_create", args, key), "in_progress", true)
 			second.expectUsable(t)
 			e.sb.release(t, hold)
-			res := <-done
-			if res == nil {
-				t.FailNow()
+			a := <-done
+			if a.err != nil {
+				t.Fatalf("the first call: %v", a.err)
 			}
-			id := expectTicket(t, res)
+			id := expectTicket(t, a.res)
 			e.sb.waitIdle(t)
 			if again := expectTicket(t, second.mustCall(t, "slow_create", args, key)); again != id {
 				t.Errorf("the retry answered %s, want the replay of %s", again, id)
@@ -207,14 +198,10 @@ func TestMCPSlowToolClientDeadline(t *testing.T) {
 		args := map[string]any{"title": "Reindex the search cluster", "hold": hold} // runs until released
 
 		ctx, cancel := context.WithCancel(t.Context())
-		called := make(chan error, 1)
-		go func() {
-			_, err := c.call(ctx, "slow_create", args, key)
-			called <- err
-		}()
+		called := c.goCall(ctx, "slow_create", args, key)
 		e.gw.waitState(t, w.route+"/slow_create", key, "in_progress") // then the client's deadline passes
 		cancel()
-		if err := <-called; err == nil {
+		if a := <-called; a.err == nil {
 			t.Fatal("slow_create (held) answered though the client gave up")
 		}
 		m := expectRefusal(t, c.mustCall(t, "slow_create", args, key), "in_progress", true) // concurrency: reject
