@@ -67,24 +67,34 @@ type lostReplies struct {
 // chaosKeyIdx reads the operation's index from a record's Redis key: <prefix>{tenant/tool/chaos-<seed>-<idx>}.
 var chaosKeyIdx = regexp.MustCompile(`/chaos-\d+-(\d+)\}`)
 
-// transition returns the transition a command runs on an operation's record, "" for none: EVALSHA
-// of a known script, or EVAL of its source (go-redis sends it after a NOSCRIPT, on a Redis
-// restarted from its AOF), and the record's Redis key.
+// transition returns the transition a command runs on an operation's record, "" for none, and the
+// record's Redis key (scriptCall).
 func (l *lostReplies) transition(args [][]byte) (op, key string) {
+	op, key = scriptCall(l.shas, args)
+	// Only the operations' records: a lost reply of the gateway's own probes (its safety check's
+	// and /readyz's claim and release of a key of their own) makes it refuse keyed requests until
+	// its next check, which is not what the run measures.
+	if op == "" || !chaosKeyIdx.MatchString(key) {
+		return "", ""
+	}
+	return op, key
+}
+
+// scriptCall returns the transition a command runs, by the name shas (scriptSHAs) gives its
+// script, "" for none: EVALSHA of a known script, or EVAL of its source (go-redis sends it after a
+// NOSCRIPT, on a Redis restarted from its AOF); and the record's Redis key, its KEYS[1].
+func scriptCall(shas map[string]string, args [][]byte) (op, key string) {
 	if len(args) < 4 {
 		return "", ""
 	}
 	switch string(bytes.ToLower(args[0])) {
 	case "evalsha":
-		op = l.shas[string(args[1])]
+		op = shas[string(args[1])]
 	case "eval":
 		sum := sha1.Sum(args[1])
-		op = l.shas[hex.EncodeToString(sum[:])]
+		op = shas[hex.EncodeToString(sum[:])]
 	}
-	// Only the operations' records: a lost reply of the gateway's own probes (its safety check's
-	// and /readyz's claim and release of a key of their own) makes it refuse keyed requests until
-	// its next check, which is not what the run measures.
-	if op == "" || !chaosKeyIdx.Match(args[3]) {
+	if op == "" {
 		return "", ""
 	}
 	return op, string(args[3])

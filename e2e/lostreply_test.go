@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -36,8 +35,8 @@ func TestC14_LostStoreReplies(t *testing.T) {
 				key := "c14-" + op + "-" + fault.String()
 				before := sb.stats(t).ByEndpoint[ticketsEndpoint]
 				rule := faultproxy.NewRule(fault, func(args [][]byte) bool {
-					return len(args) >= 4 && strings.EqualFold(string(args[0]), "evalsha") &&
-						shas[string(args[1])] == op && bytes.Contains(args[3], []byte(key))
+					got, recordKey := scriptCall(shas, args)
+					return got == op && strings.Contains(recordKey, key)
 				})
 				proxy.Add(rule)
 
