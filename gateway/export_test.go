@@ -40,15 +40,22 @@ func (g *Gateway) SetWaitTimers(poll, watch time.Duration) {
 	g.waiters.poll, g.waiters.watchTimeout = poll, watch
 }
 
+// storedRecordOf reads and decodes the record of tenant, tool and key from the gateway's store;
+// nil when there is none.
+func (g *Gateway) storedRecordOf(ctx context.Context, tenant, tool, key string) (state string, rec *storedRecord, err error) {
+	state, stored, err := g.store.Get(ctx, record.ScopeKey{Tenant: tenant, Tool: tool, Key: key}.String())
+	if err != nil || state == "" {
+		return state, nil, err
+	}
+	rec, err = decodeStored(state, stored)
+	return state, rec, err
+}
+
 // RecordStartedAt reads the record of tenant, tool and key from the gateway's store: its state and
 // when the call it records started (started_at, which the admin API does not show).
 func (g *Gateway) RecordStartedAt(ctx context.Context, tenant, tool, key string) (state string, startedAt time.Time, err error) {
-	state, stored, err := g.store.Get(ctx, record.ScopeKey{Tenant: tenant, Tool: tool, Key: key}.String())
-	if err != nil || state == "" {
-		return state, time.Time{}, err
-	}
-	rec, err := decodeStored(state, stored)
-	if err != nil {
+	state, rec, err := g.storedRecordOf(ctx, tenant, tool, key)
+	if err != nil || rec == nil {
 		return state, time.Time{}, err
 	}
 	return state, rec.StartedAt, nil
@@ -57,12 +64,8 @@ func (g *Gateway) RecordStartedAt(ctx context.Context, tenant, tool, key string)
 // ResponseIDSpan reads the record of tenant, tool and key from the gateway's store: its
 // response body and where the commit found the body's JSON-RPC id in it (zero: not found).
 func (g *Gateway) ResponseIDSpan(ctx context.Context, tenant, tool, key string) (body []byte, span [2]int, err error) {
-	state, stored, err := g.store.Get(ctx, record.ScopeKey{Tenant: tenant, Tool: tool, Key: key}.String())
-	if err != nil || state == "" {
-		return nil, span, err
-	}
-	rec, err := decodeStored(state, stored)
-	if err != nil || rec.Response == nil {
+	_, rec, err := g.storedRecordOf(ctx, tenant, tool, key)
+	if err != nil || rec == nil || rec.Response == nil {
 		return nil, span, err
 	}
 	return rec.Response.Body, rec.Response.IDSpan, nil
