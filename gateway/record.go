@@ -161,19 +161,28 @@ func (rec *storedRecord) fields(e *recordEncoder, bodyLen int) {
 	}
 	e.int(int64(len(rec.Document)))
 	e.int(int64(bodyLen))
-	// The optional fields, in order; each one written makes those before it written too (a caller
-	// of "" when there is none), so that a record without them keeps its earlier form.
+	// The optional fields, in order: those up to the last one set are written (a caller of "" when
+	// there is none), so that a record without them keeps its earlier form.
 	var idSpan [2]int
 	if rec.Response != nil {
 		idSpan = rec.Response.IDSpan
 	}
-	if rec.Caller != "" || r.MCPProtocolVersion != "" || idSpan != [2]int{} {
+	optional := 0
+	switch {
+	case idSpan != [2]int{}:
+		optional = 3
+	case r.MCPProtocolVersion != "":
+		optional = 2
+	case rec.Caller != "":
+		optional = 1
+	}
+	if optional >= 1 {
 		e.string(rec.Caller)
 	}
-	if r.MCPProtocolVersion != "" || idSpan != [2]int{} {
+	if optional >= 2 {
 		e.string(r.MCPProtocolVersion)
 	}
-	if idSpan != [2]int{} {
+	if optional >= 3 {
 		e.int(int64(idSpan[0]))
 		e.int(int64(idSpan[1]))
 	}
