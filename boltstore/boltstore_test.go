@@ -2,6 +2,7 @@ package boltstore_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/idemgateway/idemgateway/boltstore"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/record/recordtest"
 )
@@ -55,17 +57,40 @@ func (c *clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// subject opens a store in a directory of its own on a clock the conformance suite moves.
+func subject(t *testing.T, opts boltstore.Options) recordtest.Subject {
+	clk := newClock()
+	opts.Now = clk.Now
+	s := open(t, t.TempDir(), opts)
+	return recordtest.Subject{Store: s, Advance: clk.Advance,
+		TTL: func(key string) (time.Duration, error) { return boltstore.TTL(s, key) }}
+}
+
 func TestConformance(t *testing.T) {
-	recordtest.Run(t, func(t *testing.T) record.Store {
-		return open(t, t.TempDir(), boltstore.Options{})
+	recordtest.Run(t, func(t *testing.T) recordtest.Subject {
+		return subject(t, boltstore.Options{})
+	})
+}
+
+// TestConformanceEncrypted: the store that encrypts at rest (record.Encrypted) around this one is
+// still a store. It runs here, where the embedded store's clock and TTLs can be reached.
+func TestConformanceEncrypted(t *testing.T) {
+	recordtest.Run(t, func(t *testing.T) recordtest.Subject {
+		s := subject(t, boltstore.Options{})
+		enc, err := record.Encrypted(s.Store, bytes.Repeat([]byte{7}, 32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Store = enc
+		return s
 	})
 }
 
 // TestConformanceCheckpointingEveryBatch runs the conformance suite with a checkpoint after every
 // batch: each record is read back from the bbolt file as often as from the memtable.
 func TestConformanceCheckpointingEveryBatch(t *testing.T) {
-	recordtest.Run(t, func(t *testing.T) record.Store {
-		return open(t, t.TempDir(), boltstore.Options{CheckpointEntries: 1})
+	recordtest.Run(t, func(t *testing.T) recordtest.Subject {
+		return subject(t, boltstore.Options{CheckpointEntries: 1})
 	})
 }
 
@@ -258,20 +283,13 @@ func TestExpiredRecordsAreAbsentAndSwept(t *testing.T) {
 	if existed, err := s.Delete(ctx, "k3"); existed || err != nil {
 		t.Errorf("Delete(expired) = %v, %v; want false", existed, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.True(t, "the 3 live records alone stored, after a sweep", func() bool {
 		n, err := boltstore.RawCount(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d records stored, want the 3 live ones after a sweep", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == 3
+	})
 	for _, key := range []string{"k0", "k2", "k4"} { // live, but their 1 s leases lapsed a minute ago
 		if state, _, err := s.Get(ctx, key); state != record.StateUnknown || err != nil {
 			t.Errorf("Get(%s) = %q, %v; want outcome_unknown", key, state, err)

@@ -1,6 +1,11 @@
 package boltstore
 
-import bolt "go.etcd.io/bbolt"
+import (
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
 
 // RawCount returns the number of values in the records bucket, expired or not, once a checkpoint
 // has written every write answered so far to it.
@@ -106,3 +111,15 @@ func Logged(s *Store) (n int, err error) {
 // WaitCheckpoint returns once no checkpoint is under way. Only a transition may call it: it runs
 // on the committer, which owns the checkpoint under way.
 func WaitCheckpoint(s *Store) { s.waitCheckpoint() }
+
+// TTL returns how long the live record at key has left before it expires, by the store's clock.
+func TTL(s *Store, key string) (time.Duration, error) {
+	r, now, err := s.read(key)
+	if err != nil {
+		return 0, err
+	}
+	if r == nil {
+		return 0, fmt.Errorf("no record at %q", key)
+	}
+	return time.Duration(r.expiresAt-now) * time.Millisecond, nil
+}

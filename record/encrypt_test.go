@@ -12,7 +12,6 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/record"
-	"github.com/idemgateway/idemgateway/record/recordtest"
 )
 
 func newEncrypted(t *testing.T, key byte) (record.Store, record.Store) {
@@ -27,14 +26,6 @@ func newEncrypted(t *testing.T, key byte) (record.Store, record.Store) {
 		t.Fatal(err)
 	}
 	return enc, plain
-}
-
-// TestEncryptedConformance: the encrypting store is still a store.
-func TestEncryptedConformance(t *testing.T) {
-	recordtest.Run(t, func(t *testing.T) record.Store {
-		enc, _ := newEncrypted(t, 7)
-		return enc
-	})
 }
 
 // TestEncryptedAtRest: what reaches the store is ciphertext bound to its key; another key, a

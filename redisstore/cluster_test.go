@@ -43,10 +43,13 @@ func TestCluster(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.StartCluster(t, 3, redistest.Options{})
 
+	raw := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+	t.Cleanup(func() { _ = raw.Close() })
+
 	t.Run("Conformance", func(t *testing.T) {
 		t.Parallel()
-		recordtest.Run(t, func(t *testing.T) record.Store {
-			return newClusterStore(t, cluster, redisstore.Options{Prefix: subtestPrefix(t)})
+		recordtest.Run(t, func(t *testing.T) recordtest.Subject {
+			return subject(newClusterStore(t, cluster, redisstore.Options{Prefix: subtestPrefix(t)}), raw)
 		})
 	})
 
@@ -54,13 +57,13 @@ func TestCluster(t *testing.T) {
 	// no replicas, so every one reports Acked 0.
 	t.Run("ConformanceWithWait", func(t *testing.T) {
 		t.Parallel()
-		recordtest.Run(t, func(t *testing.T) record.Store {
-			return newClusterStore(t, cluster, redisstore.Options{Prefix: subtestPrefix(t), WaitReplicas: 1,
+		recordtest.Run(t, func(t *testing.T) recordtest.Subject {
+			return subject(newClusterStore(t, cluster, redisstore.Options{Prefix: subtestPrefix(t), WaitReplicas: 1,
 				WaitTimeout: time.Millisecond, OnUnreplicated: func(_ context.Context, u redisstore.Unreplicated) {
 					if u.Acked != 0 || u.Err != nil {
 						t.Errorf("OnUnreplicated(%+v), want Acked 0 and no error", u)
 					}
-				}})
+				}}), raw)
 		})
 	})
 

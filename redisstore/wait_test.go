@@ -216,13 +216,13 @@ func TestWaitReplicas(t *testing.T) {
 // settled write reports Acked 0 and the store behaves exactly as without WAIT.
 func TestConformanceWithWait(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
-	recordtest.Run(t, func(t *testing.T) record.Store {
-		prefix := "test:" + strings.NewReplacer("{", "_", "}", "_").Replace(t.Name()) + ":"
-		return newStore(t, srv, redisstore.Options{Prefix: prefix, WaitReplicas: 1, WaitTimeout: time.Millisecond,
+	raw := newClient(t, srv)
+	recordtest.Run(t, func(t *testing.T) recordtest.Subject {
+		return subject(newStore(t, srv, redisstore.Options{Prefix: subtestPrefix(t), WaitReplicas: 1, WaitTimeout: time.Millisecond,
 			OnUnreplicated: func(_ context.Context, u redisstore.Unreplicated) {
 				if u.Acked != 0 || u.Err != nil {
 					t.Errorf("OnUnreplicated(%+v), want Acked 0 and no error", u)
 				}
-			}})
+			}}), raw)
 	})
 }

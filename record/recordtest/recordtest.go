@@ -1,11 +1,14 @@
 // Package recordtest is the conformance suite of record.Store: every store (the Redis store, the
 // embedded store, and any later one) runs Run against a real instance and must pass all of it.
 //
-// The suite uses short leases (tens of milliseconds) and TTLs (hundreds of milliseconds) and polls
-// with deadlines rather than asserting exact timings, so it runs in a few seconds per store and
-// tolerates the race detector and loaded machines. Subtests run in parallel; each asks newStore for
-// its own store, so a store may share a server between subtests only if the stores keep their
-// records apart (for instance with a key prefix per subtest).
+// Time is given to the suite, not raced: a lease or TTL that must still be alive when a test acts
+// on it is a minute or more, so that no stall of a loaded machine can lapse it; one that must lapse
+// is short, and the suite lets it pass on the store's clock (Subject.Advance where the test can
+// move that clock, else wall time) and then polls for the lapse with a generous ceiling. What a
+// store asked for (the TTL a transition set) is read back through Subject.TTL rather than waited
+// out; TTLExpiryRemovesRecords is the one test that sees records really expire. Subtests run in
+// parallel; each asks newSubject for its own store, so a store may share a server between subtests
+// only if the stores keep their records apart (for instance with a key prefix per subtest).
 package recordtest
 
 import (
@@ -18,27 +21,52 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/record"
 )
 
 // Durations used by the suite.
 const (
-	// long is a lease or TTL that does not lapse during a test.
+	// long is a lease or TTL that does not lapse during a test, however loaded the machine.
 	long = time.Minute
+	// longer is a TTL told apart from long when read back (CommitResetsTTL).
+	longer = time.Hour
 	// short is a lease or TTL that a test waits out.
 	short = 100 * time.Millisecond
-	// deadline bounds every poll for a lease or TTL to lapse.
-	deadline = 5 * time.Second
 )
 
-// Run runs the conformance suite against the stores made by newStore, as parallel named subtests.
-// newStore is called once per subtest with that subtest's t; it must return an empty store (or one
-// whose records no other subtest sees) and arrange its own cleanup with t.Cleanup.
-func Run(t *testing.T, newStore func(t *testing.T) record.Store) {
+// Subject is one store under test, with what the suite needs of its clock.
+type Subject struct {
+	record.Store
+	// TTL returns how long the record at key has left before it expires, as the store keeps it
+	// (Redis: the PTTL of the record's key; the embedded store: its expiry against its clock). It
+	// returns -1 when the record at key never expires and an error when there is none. Required.
+	TTL func(key string) (time.Duration, error)
+	// Advance moves the store's clock d forward: leases and TTLs lapse as if d had passed. Nil for
+	// a store whose clock a test cannot move (Redis keeps time by its server's TIME): the suite
+	// then lets d pass in wall time.
+	Advance func(d time.Duration)
+}
+
+// elapse lets d pass on the store's clock, for a lease or TTL that the test waits out: a step of
+// the clock where the subject can move it, else d of wall time. A stall of the machine only makes
+// the wait longer, which lapses the lease or TTL all the more.
+func (s Subject) elapse(d time.Duration) {
+	if s.Advance != nil {
+		s.Advance(d)
+		return
+	}
+	time.Sleep(d) // only wall time moves the clock of this store (Redis's TIME)
+}
+
+// Run runs the conformance suite against the stores made by newSubject, as parallel named
+// subtests. newSubject is called once per subtest with that subtest's t; it must return an empty
+// store (or one whose records no other subtest sees) and arrange its own cleanup with t.Cleanup.
+func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 	t.Helper()
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s record.Store)
+		fn   func(t *testing.T, s Subject)
 	}{
 		{"ClaimEmptyKeyCreatesInProgress", testClaimEmpty},
 		{"SecondClaimReturnsStoredRecord", testSecondClaim},
@@ -56,6 +84,7 @@ func Run(t *testing.T, newStore func(t *testing.T) record.Store) {
 		{"ConcurrentReclaimOneWins", testConcurrentReclaim},
 		{"RenewExtendsLease", testRenew},
 		{"RenewSetsLeaseFromNow", testRenewShortens},
+		{"TransitionsSetTheirTTL", testTransitionTTLs},
 		{"TTLExpiryRemovesRecords", testTTLExpiry},
 		{"CommitResetsTTL", testCommitResetsTTL},
 		{"CommitWithoutTTLKeepsTheClaims", testCommitKeepsTTL},
@@ -72,7 +101,7 @@ func Run(t *testing.T, newStore func(t *testing.T) record.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, newStore(t))
+			tc.fn(t, newSubject(t))
 		})
 	}
 }
@@ -141,15 +170,16 @@ func wantOK(t *testing.T, what string, ok bool, err error, want bool) {
 	}
 }
 
-// eventually polls cond until it holds or deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
+// wantTTL fails unless the record at key expires after more than min and at most max from now,
+// as the store keeps it (Subject.TTL).
+func wantTTL(t *testing.T, s Subject, key string, min, max time.Duration) {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %s", what, deadline)
-		}
-		time.Sleep(10 * time.Millisecond)
+	left, err := s.TTL(key)
+	if err != nil {
+		t.Fatalf("TTL(%q): %v", key, err)
+	}
+	if left <= min || left > max {
+		t.Fatalf("TTL(%q) = %s, want more than %s and at most %s", key, left, min, max)
 	}
 }
 
@@ -168,13 +198,13 @@ func abbrevPayload(p record.Payload) string {
 
 var ctx = context.Background()
 
-func testClaimEmpty(t *testing.T, s record.Store) {
+func testClaimEmpty(t *testing.T, s Subject) {
 	p := []byte(`{"fingerprint":"sha256:1"}`)
 	mustClaim(t, s, "k", "owner-a", p, long, long)
 	wantRecord(t, s, "k", record.StateInProgress, claimed1(p))
 }
 
-func testSecondClaim(t *testing.T, s record.Store) {
+func testSecondClaim(t *testing.T, s Subject) {
 	p1, p2 := []byte("first"), []byte("second")
 	mustClaim(t, s, "k", "owner-a", p1, long, long)
 	for _, owner := range []string{"owner-b", "owner-a"} { // even the owner does not claim twice
@@ -186,7 +216,7 @@ func testSecondClaim(t *testing.T, s record.Store) {
 	wantRecord(t, s, "k", record.StateInProgress, claimed1(p1))
 }
 
-func testCommit(t *testing.T, s record.Store) {
+func testCommit(t *testing.T, s Subject) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
 	wantOK(t, "Commit by owner", ok, err, true)
@@ -219,7 +249,7 @@ var writes = []struct {
 	}, false},
 }
 
-func testFencing(t *testing.T, s record.Store) {
+func testFencing(t *testing.T, s Subject) {
 	p := []byte("original")
 	setups := []struct {
 		name  string
@@ -263,7 +293,7 @@ func testFencing(t *testing.T, s record.Store) {
 	}
 }
 
-func testRelease(t *testing.T, s record.Store) {
+func testRelease(t *testing.T, s Subject) {
 	mustClaim(t, s, "k", "owner-a", []byte("a"), long, long)
 	ok, err := s.Release(ctx, "k", "owner-a")
 	wantOK(t, "Release by owner", ok, err, true)
@@ -276,7 +306,7 @@ func testRelease(t *testing.T, s record.Store) {
 	wantRecord(t, s, "k", record.StateInProgress, claimed1([]byte("b")))
 }
 
-func testMarkUnknown(t *testing.T, s record.Store) {
+func testMarkUnknown(t *testing.T, s Subject) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	ok, err := s.MarkUnknown(ctx, "k", "owner-a", []byte("unknown"), long)
 	wantOK(t, "MarkUnknown by owner", ok, err, true)
@@ -287,13 +317,14 @@ func testMarkUnknown(t *testing.T, s record.Store) {
 	}
 }
 
-func testLapsedLease(t *testing.T, s record.Store) {
+func testLapsedLease(t *testing.T, s Subject) {
 	p := []byte("claim")
 	mustClaim(t, s, "k", "owner-a", p, short, long)
+	s.elapse(2 * short)
 	var claimed bool
 	var state string
 	var stored record.Payload
-	eventually(t, "lease lapses", func() bool {
+	eventually.True(t, "lease lapses", func() bool {
 		claimed, state, stored = claim(t, s, "k", "owner-b", []byte("retry"), long, long)
 		return state != record.StateInProgress
 	})
@@ -315,9 +346,9 @@ func testLapsedLease(t *testing.T, s record.Store) {
 // testFinishAfterLapse pins down that the lease matters to others only: until a Claim has observed
 // the lapse (turning the record outcome_unknown) or a Reclaim has taken it over, the owner of a
 // still in_progress record may renew or finish it, which loses nothing and fences nobody.
-func testFinishAfterLapse(t *testing.T, s record.Store) {
-	mustClaim(t, s, "k", "owner-a", []byte("claim"), 20*time.Millisecond, long)
-	time.Sleep(50 * time.Millisecond) // let the lease lapse
+func testFinishAfterLapse(t *testing.T, s Subject) {
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), short, long)
+	s.elapse(2 * short) // the lease lapses; no Claim observes it
 	ok, err := s.Renew(ctx, "k", "owner-a", long)
 	wantOK(t, "Renew after an unobserved lapse", ok, err, true)
 	ok, err = s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
@@ -336,7 +367,7 @@ func testFinishAfterLapse(t *testing.T, s record.Store) {
 //
 // This supersedes the Commit case of LapsedLeaseBecomesUnknownNeverFreed, which expects that commit
 // refused; that case is the stores' owners' to change with this one.
-func testCommitAfterObservedLapse(t *testing.T, s record.Store) {
+func testCommitAfterObservedLapse(t *testing.T, s Subject) {
 
 	observeLapse(t, s, "k")
 	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
@@ -369,7 +400,7 @@ func testCommitAfterObservedLapse(t *testing.T, s record.Store) {
 // ended: a release frees a key whose call never reached the upstream or was refused there (an
 // orphaned claim whose reply came after its lease; a 503 after a stalled renewal), a mark adds why
 // the outcome is unknown. Once another owner has reclaimed the record, both are refused.
-func testSettleAfterObservedLapse(t *testing.T, s record.Store) {
+func testSettleAfterObservedLapse(t *testing.T, s Subject) {
 
 	observeLapse(t, s, "released")
 	ok, err := s.Release(ctx, "released", "owner-a")
@@ -397,16 +428,17 @@ func testSettleAfterObservedLapse(t *testing.T, s record.Store) {
 
 // observeLapse claims key for owner-a with a short lease and claims it as owner-b until that claim
 // observes the lapse (the record turns outcome_unknown, still owner-a's).
-func observeLapse(t *testing.T, s record.Store, key string) {
+func observeLapse(t *testing.T, s Subject, key string) {
 	t.Helper()
 	mustClaim(t, s, key, "owner-a", []byte("claim"), short, long)
-	eventually(t, key+": the lease lapses and a Claim observes it", func() bool {
+	s.elapse(2 * short)
+	eventually.True(t, key+": the lease lapses and a Claim observes it", func() bool {
 		_, state, _ := claim(t, s, key, "owner-b", []byte("retry"), long, long)
 		return state == record.StateUnknown
 	})
 }
 
-func testReclaim(t *testing.T, s record.Store) {
+func testReclaim(t *testing.T, s Subject) {
 	unknown := func(t *testing.T, key string) {
 		mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
 		ok, err := s.MarkUnknown(ctx, key, "owner-a", []byte("unknown"), long)
@@ -421,12 +453,12 @@ func testReclaim(t *testing.T, s record.Store) {
 		{"outcome_unknown with right from", unknown, "owner-a", true},
 		{"outcome_unknown with wrong from", unknown, "owner-x", false},
 		{"lapsed in_progress with right from", func(t *testing.T, key string) {
-			mustClaim(t, s, key, "owner-a", []byte("claim"), 20*time.Millisecond, long)
-			time.Sleep(50 * time.Millisecond)
+			mustClaim(t, s, key, "owner-a", []byte("claim"), short, long)
+			s.elapse(2 * short) // the lease lapses; no Claim observes it
 		}, "owner-a", true},
 		{"lapsed in_progress with wrong from", func(t *testing.T, key string) {
-			mustClaim(t, s, key, "owner-a", []byte("claim"), 20*time.Millisecond, long)
-			time.Sleep(50 * time.Millisecond)
+			mustClaim(t, s, key, "owner-a", []byte("claim"), short, long)
+			s.elapse(2 * short) // the lease lapses; no Claim observes it
 		}, "owner-x", false},
 		{"live in_progress", func(t *testing.T, key string) {
 			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
@@ -466,7 +498,7 @@ func testReclaim(t *testing.T, s record.Store) {
 	}
 }
 
-func testConcurrentReclaim(t *testing.T, s record.Store) {
+func testConcurrentReclaim(t *testing.T, s Subject) {
 	const n = 20
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	ok, err := s.MarkUnknown(ctx, "k", "owner-a", []byte("unknown"), long)
@@ -501,11 +533,11 @@ func testConcurrentReclaim(t *testing.T, s record.Store) {
 	wantRecord(t, s, "k", record.StateInProgress, claimed1([]byte(fmt.Sprintf("p%d", winner))))
 }
 
-func testRenew(t *testing.T, s record.Store) {
+func testRenew(t *testing.T, s Subject) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), short, long)
 	ok, err := s.Renew(ctx, "k", "owner-a", long)
 	wantOK(t, "Renew by owner", ok, err, true)
-	time.Sleep(3 * short) // well past the original lease
+	s.elapse(2 * short) // past the original lease
 	claimed, state, _ := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
 	if claimed || state != record.StateInProgress {
 		t.Fatalf("Claim after the original lease = %v, %q; want false, %q (renewed)", claimed, state, record.StateInProgress)
@@ -514,17 +546,41 @@ func testRenew(t *testing.T, s record.Store) {
 	wantOK(t, "Commit after renewals", ok, err, true)
 }
 
-func testRenewShortens(t *testing.T, s record.Store) {
+func testRenewShortens(t *testing.T, s Subject) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	ok, err := s.Renew(ctx, "k", "owner-a", short)
 	wantOK(t, "Renew by owner", ok, err, true)
-	eventually(t, "renewed short lease lapses", func() bool {
+	s.elapse(2 * short)
+	eventually.True(t, "renewed short lease lapses", func() bool {
 		_, state, _ := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
 		return state == record.StateUnknown
 	})
 }
 
-func testTTLExpiry(t *testing.T, s record.Store) {
+// testTransitionTTLs: each transition that sets a TTL sets the one it was given, counted from the
+// transition, as read back from the store; no test waits for these to run out.
+func testTransitionTTLs(t *testing.T, s Subject) {
+	mustClaim(t, s, "claimed", "owner-a", []byte("claim"), long, longer)
+	wantTTL(t, s, "claimed", long, longer)
+
+	mustClaim(t, s, "committed", "owner-a", []byte("claim"), long, longer)
+	ok, err := s.Commit(ctx, "committed", "owner-a", []byte("receipt"), long)
+	wantOK(t, "Commit", ok, err, true)
+	wantTTL(t, s, "committed", 0, long)
+
+	mustClaim(t, s, "marked", "owner-a", []byte("claim"), long, longer)
+	ok, err = s.MarkUnknown(ctx, "marked", "owner-a", []byte("unknown"), long)
+	wantOK(t, "MarkUnknown", ok, err, true)
+	wantTTL(t, s, "marked", 0, long)
+
+	ok, err = s.Reclaim(ctx, "marked", "owner-a", "owner-b", []byte("again"), long, longer)
+	wantOK(t, "Reclaim", ok, err, true)
+	wantTTL(t, s, "marked", long, longer)
+}
+
+// testTTLExpiry: records really expire, in each state, on the store's own clock; an expired record
+// is gone for every transition.
+func testTTLExpiry(t *testing.T, s Subject) {
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, key string)
@@ -537,12 +593,6 @@ func testTTLExpiry(t *testing.T, s record.Store) {
 			ok, err := s.Commit(ctx, key, "owner-a", []byte("receipt"), 2*short)
 			wantOK(t, "Commit", ok, err, true)
 		}},
-		{"committed keeping the claim's ttl", func(t *testing.T, key string) {
-			mustClaim(t, s, key, "owner-a", []byte("claim"), long, 2*short)
-			ok, err := s.Commit(ctx, key, "owner-a", []byte("receipt"), 0)
-			wantOK(t, "Commit with ttl 0", ok, err, true)
-			wantRecord(t, s, key, record.StateCommitted, settled("claim", "receipt"))
-		}},
 		{"outcome_unknown", func(t *testing.T, key string) {
 			mustClaim(t, s, key, "owner-a", []byte("claim"), long, long)
 			ok, err := s.MarkUnknown(ctx, key, "owner-a", []byte("unknown"), 2*short)
@@ -553,7 +603,8 @@ func testTTLExpiry(t *testing.T, s record.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.setup(t, tc.name)
-			eventually(t, "record expires", func() bool {
+			s.elapse(3 * short)
+			eventually.True(t, "record expires", func() bool {
 				state, _ := get(t, s, tc.name)
 				return state == ""
 			})
@@ -566,25 +617,26 @@ func testTTLExpiry(t *testing.T, s record.Store) {
 	}
 }
 
-func testCommitResetsTTL(t *testing.T, s record.Store) {
-	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, 3*short)
-	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), long)
+// testCommitResetsTTL: a Commit with a TTL counts it from the commit, whatever the Claim set.
+func testCommitResetsTTL(t *testing.T, s Subject) {
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
+	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), longer)
 	wantOK(t, "Commit", ok, err, true)
-	time.Sleep(5 * short) // past the claim's TTL
+	wantTTL(t, s, "k", long, longer)
 	wantRecord(t, s, "k", record.StateCommitted, settled("claim", "receipt"))
 }
 
-// testCommitKeepsTTL: a Commit with ttl 0 commits, leaving the expiry the Claim set (not expiring
-// the record at once); TTLExpiryRemovesRecords sees such a record expire with the claim's TTL.
-func testCommitKeepsTTL(t *testing.T, s record.Store) {
+// testCommitKeepsTTL: a Commit with ttl 0 commits, leaving the expiry the Claim set: not expiring
+// the record at once, nor keeping it for ever.
+func testCommitKeepsTTL(t *testing.T, s Subject) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	ok, err := s.Commit(ctx, "k", "owner-a", []byte("receipt"), 0)
 	wantOK(t, "Commit with ttl 0", ok, err, true)
-	time.Sleep(3 * short)
+	wantTTL(t, s, "k", long/2, long)
 	wantRecord(t, s, "k", record.StateCommitted, settled("claim", "receipt"))
 }
 
-func testDelete(t *testing.T, s record.Store) {
+func testDelete(t *testing.T, s Subject) {
 	for _, state := range []string{record.StateInProgress, record.StateCommitted, record.StateUnknown} {
 		t.Run(state, func(t *testing.T) {
 			key := "k-" + state
@@ -609,7 +661,7 @@ func testDelete(t *testing.T, s record.Store) {
 	}
 }
 
-func testGetMissing(t *testing.T, s record.Store) {
+func testGetMissing(t *testing.T, s Subject) {
 	state, stored, err := s.Get(ctx, "never-claimed")
 	if err != nil || state != "" || len(stored.Claim) != 0 || len(stored.Settle) != 0 {
 		t.Errorf("Get(missing) = %q, %s, %v; want \"\", empty, nil", state, abbrevPayload(stored), err)
@@ -618,7 +670,7 @@ func testGetMissing(t *testing.T, s record.Store) {
 	wantOK(t, "Delete(missing)", existed, err, false)
 }
 
-func testOddKeys(t *testing.T, s record.Store) {
+func testOddKeys(t *testing.T, s Subject) {
 	keys := []string{
 		"plain",
 		"{", "}", "{}", "}{", "{plain}", "a{b}c", "a}b", "a%7Db", "a%7db", "a%b", "%", "%25", "%%",
@@ -641,7 +693,7 @@ func testOddKeys(t *testing.T, s record.Store) {
 	}
 }
 
-func testPayloads(t *testing.T, s record.Store) {
+func testPayloads(t *testing.T, s Subject) {
 	all := make([]byte, 256)
 	for i := range all {
 		all[i] = byte(i)
@@ -680,7 +732,7 @@ func testPayloads(t *testing.T, s record.Store) {
 	}
 }
 
-func testConcurrentClaims(t *testing.T, s record.Store) {
+func testConcurrentClaims(t *testing.T, s Subject) {
 	const n = 50
 	type result struct {
 		claimed bool
@@ -725,7 +777,7 @@ func testConcurrentClaims(t *testing.T, s record.Store) {
 	wantRecord(t, s, "k", record.StateInProgress, want)
 }
 
-func testInvalidArguments(t *testing.T, s record.Store) {
+func testInvalidArguments(t *testing.T, s Subject) {
 	p := []byte("p")
 	cases := []struct {
 		name string
@@ -749,7 +801,7 @@ func testInvalidArguments(t *testing.T, s record.Store) {
 	wantRecord(t, s, "k", "", record.Payload{})
 }
 
-func testCancelledContext(t *testing.T, s record.Store) {
+func testCancelledContext(t *testing.T, s Subject) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), long, long)
 	cctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -766,7 +818,7 @@ func testCancelledContext(t *testing.T, s record.Store) {
 	wantRecord(t, s, "k2", "", record.Payload{})
 }
 
-func testPing(t *testing.T, s record.Store) {
+func testPing(t *testing.T, s Subject) {
 	if err := s.Ping(ctx); err != nil {
 		t.Errorf("Ping: %v", err)
 	}
@@ -774,9 +826,10 @@ func testPing(t *testing.T, s record.Store) {
 
 // testGetLapsed: Get reports an in_progress record whose lease lapsed as outcome_unknown before any
 // Claim observed it, without changing it (its owner may still finish it).
-func testGetLapsed(t *testing.T, s record.Store) {
-	mustClaim(t, s, "k", "owner-a", []byte("claim"), 20*time.Millisecond, long)
-	eventually(t, "Get reports the lapse", func() bool {
+func testGetLapsed(t *testing.T, s Subject) {
+	mustClaim(t, s, "k", "owner-a", []byte("claim"), short, long)
+	s.elapse(2 * short)
+	eventually.True(t, "Get reports the lapse", func() bool {
 		state, _, err := s.Get(ctx, "k")
 		return err == nil && state == record.StateUnknown
 	})
@@ -787,7 +840,7 @@ func testGetLapsed(t *testing.T, s record.Store) {
 
 // testListUnknown: ListUnknown pages the outcome_unknown records under a prefix in key order,
 // skipping every other state, and forgets records that left the state.
-func testListUnknown(t *testing.T, s record.Store) {
+func testListUnknown(t *testing.T, s Subject) {
 	unknown := func(key string) {
 		t.Helper()
 		mustClaim(t, s, key, "o", []byte("p:"+key), long, long)
@@ -801,8 +854,9 @@ func testListUnknown(t *testing.T, s record.Store) {
 	mustClaim(t, s, "a/t/4", "o", []byte("x"), long, long)
 	ok, err := s.Commit(ctx, "a/t/4", "o", []byte("committed"), long)
 	wantOK(t, "Commit a/t/4", ok, err, true)
-	mustClaim(t, s, "a/t/5", "o", []byte("lapsing"), 20*time.Millisecond, long)
-	eventually(t, "a/t/5 lapses and a Claim sees it", func() bool {
+	mustClaim(t, s, "a/t/5", "o", []byte("lapsing"), short, long)
+	s.elapse(2 * short)
+	eventually.True(t, "a/t/5 lapses and a Claim sees it", func() bool {
 		_, state, _ := claim(t, s, "a/t/5", "o2", []byte("retry"), long, long)
 		return state == record.StateUnknown
 	})
@@ -856,7 +910,7 @@ func testListUnknown(t *testing.T, s record.Store) {
 // second of two identical calls, as a Redis client or the gateway sends it when the answer to the
 // first was lost, answers as the first did, and leaves the record as the first left it; a call
 // that differs in its owner or payload is not taken for the first.
-func testSentTwice(t *testing.T, s record.Store) {
+func testSentTwice(t *testing.T, s Subject) {
 	twice := func(t *testing.T, what string, do func() (bool, error)) {
 		t.Helper()
 		for _, n := range []string{"first", "second"} {
@@ -891,8 +945,8 @@ func testSentTwice(t *testing.T, s record.Store) {
 	})
 	t.Run("Claim/lease from the second", func(t *testing.T) {
 		t.Parallel()
-		mustClaim(t, s, "k2", "owner-a", []byte("claim"), 20*time.Millisecond, long)
-		time.Sleep(50 * time.Millisecond) // the first's lease lapses before the second comes
+		mustClaim(t, s, "k2", "owner-a", []byte("claim"), short, long)
+		s.elapse(2 * short) // the first's lease lapses before the second comes
 		claimed, state, _ := claim(t, s, "k2", "owner-a", []byte("claim"), long, long)
 		if !claimed || state != record.StateInProgress {
 			t.Fatalf("Claim sent again after an unobserved lapse = %v, %q; want claimed", claimed, state)
@@ -901,8 +955,9 @@ func testSentTwice(t *testing.T, s record.Store) {
 	})
 	t.Run("Claim/lapse observed", func(t *testing.T) {
 		t.Parallel()
-		mustClaim(t, s, "k3", "owner-a", []byte("claim"), 20*time.Millisecond, long)
-		eventually(t, "another claim observes the lapse", func() bool {
+		mustClaim(t, s, "k3", "owner-a", []byte("claim"), short, long)
+		s.elapse(2 * short)
+		eventually.True(t, "another claim observes the lapse", func() bool {
 			_, state, _ := claim(t, s, "k3", "owner-b", []byte("retry"), long, long)
 			return state == record.StateUnknown
 		})
@@ -936,7 +991,7 @@ func testSentTwice(t *testing.T, s record.Store) {
 		t.Parallel()
 		mustClaim(t, s, "n", "owner-a", []byte("claim"), short, long)
 		twice(t, "Renew", func() (bool, error) { return s.Renew(ctx, "n", "owner-a", long) })
-		time.Sleep(3 * short) // past the claim's lease
+		s.elapse(2 * short) // past the claim's lease
 		inProgress(t, "n", "owner-a")
 	})
 	t.Run("Commit", func(t *testing.T) {
@@ -954,15 +1009,12 @@ func testSentTwice(t *testing.T, s record.Store) {
 	})
 	t.Run("Commit/TTL of the first", func(t *testing.T) {
 		t.Parallel()
-		mustClaim(t, s, "e", "owner-a", []byte("claim"), long, long)
-		ok, err := s.Commit(ctx, "e", "owner-a", []byte("receipt"), 3*short)
+		mustClaim(t, s, "e", "owner-a", []byte("claim"), long, longer)
+		ok, err := s.Commit(ctx, "e", "owner-a", []byte("receipt"), long)
 		wantOK(t, "Commit", ok, err, true)
-		ok, err = s.Commit(ctx, "e", "owner-a", []byte("receipt"), long)
+		ok, err = s.Commit(ctx, "e", "owner-a", []byte("receipt"), longer)
 		wantOK(t, "Commit sent again with a longer TTL", ok, err, true)
-		eventually(t, "the record expires after the first's TTL", func() bool {
-			state, _ := get(t, s, "e")
-			return state == ""
-		})
+		wantTTL(t, s, "e", 0, long) // the first's
 	})
 	t.Run("MarkUnknown", func(t *testing.T) {
 		t.Parallel()
