@@ -28,8 +28,8 @@ func (g *Gateway) Waiting(skey string) int {
 	return 0
 }
 
-// SetClock makes now the clock that records' started_at is stamped with and reconcile.after is
-// measured on. Call it before the gateway serves; now must be safe for concurrent use.
+// SetClock makes now the clock that records' started_at is stamped with, and that reconcile.after,
+// the readiness probe's result and tool lists' ttl are measured on. Call it before the gateway serves; now must be safe for concurrent use.
 func (g *Gateway) SetClock(now func() time.Time) {
 	g.now = now
 }

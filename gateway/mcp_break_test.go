@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -58,13 +60,14 @@ func TestMCPCancelAbsorbedHoweverSent(t *testing.T) {
 			sid := rawSession(t, url, "2025-03-26") // no Mcp-Protocol-Version below: the server takes batches
 			answer := make(chan string, 1)
 			go func() {
-				_, _, body := postRaw(t, url, `{"jsonrpc":"2.0","id":`+c.callID+`,"method":"tools/call","params":{"name":"slow_create","arguments":{"ms":600},"_meta":{"`+metaKey+`":"k1"}}}`, "Mcp-Session-Id", sid)
+				_, _, body := postRaw(t, url, `{"jsonrpc":"2.0","id":`+c.callID+`,"method":"tools/call","params":{"name":"slow_create","_meta":{"`+metaKey+`":"k1"}}}`, "Mcp-Session-Id", sid)
 				answer <- body
 			}()
-			time.Sleep(200 * time.Millisecond) // the call is in flight
+			up.awaitStarted(t) // the call is in flight, until finish is closed
 			if status, _, body := postRaw(t, url, c.cancel, "Mcp-Session-Id", sid); status != c.status {
 				t.Errorf("cancel: %d %s, want %d", status, body, c.status)
 			}
+			close(up.finish)
 			if body := <-answer; !strings.Contains(body, `"structuredContent":{"id":"T-1"}`) {
 				t.Errorf("the call answered %s, want its result", body)
 			}
@@ -105,19 +108,14 @@ func TestMCPClientGoneMidSSE(t *testing.T) {
 	_ = resp.Body.Close() // before the answer: the connection is dropped
 	tr.CloseIdleConnections()
 	retry := strings.Replace(call, `"id":5`, `"id":6`, 1)
-	deadline := time.Now().Add(hangTimeout)
-	for {
-		_, h, body := postRaw(t, url, retry, "Mcp-Session-Id", sid)
-		if h.Get("Idempotency-Decision") == "replay" {
-			if !strings.HasPrefix(body, `{"jsonrpc":"2.0","id":6,"result":`) || !strings.Contains(body, `"T-1"`) {
-				t.Errorf("replay %s, want the first call's result under id 6", body)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("retry: %q %s, want a replay", h.Get("Idempotency-Decision"), body)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var body string
+	eventually.True(t, "a retry that replays", func() bool {
+		var h http.Header
+		_, h, body = postRaw(t, url, retry, "Mcp-Session-Id", sid)
+		return h.Get("Idempotency-Decision") == "replay"
+	})
+	if !strings.HasPrefix(body, `{"jsonrpc":"2.0","id":6,"result":`) || !strings.Contains(body, `"T-1"`) {
+		t.Errorf("replay %s, want the first call's result under id 6", body)
 	}
 	if n := up.count("slow_create"); n != 1 {
 		t.Errorf("the tool ran %d times, want 1", n)
@@ -160,18 +158,21 @@ func TestMCPSessionEndWaitsForGuardedCall(t *testing.T) {
 	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
 	url := srv.URL + "/mcp"
 	sid := rawSession(t, url, "2025-11-25")
-	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow_create","arguments":{"ms":600},"_meta":{"` + metaKey + `":"k1"}}}`
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow_create","_meta":{"` + metaKey + `":"k1"}}}`
 	answer := make(chan string, 1)
 	go func() {
 		_, _, body := postRaw(t, url, call, "Mcp-Session-Id", sid)
 		answer <- body
 	}()
-	time.Sleep(200 * time.Millisecond) // the call is in flight
+	up.awaitStarted(t) // the call is in flight until finish is closed: once the DELETE is sent
 	req, err := http.NewRequest(http.MethodDelete, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Mcp-Session-Id", sid)
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { close(up.finish) },
+	}))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -257,15 +258,12 @@ func TestMCPShutdownEndsGETStreams(t *testing.T) {
 	}
 	result := make(chan answer, 1)
 	go func() {
-		res, err := cs.CallTool(context.Background(), toolParams("slow_create", "k1", map[string]any{"ms": 300}))
+		res, err := cs.CallTool(context.Background(), toolParams("slow_create", "k1", nil))
 		result <- answer{res, err}
 	}()
-	for deadline := time.Now().Add(hangTimeout); up.count("slow_create") == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) { // the call is in flight once the server has it
-			t.Fatal("the call never reached the server")
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	up.awaitStarted(t)                                  // the call is in flight until finish is closed:
+	srv.RegisterOnShutdown(func() { close(up.finish) }) // once the shutdown has begun
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 	defer cancel()
 	start := time.Now()
 	if err := srv.Shutdown(ctx); err != nil {
@@ -278,7 +276,7 @@ func TestMCPShutdownEndsGETStreams(t *testing.T) {
 
 // TestMCPDiscoveryHonoursTTLFloor: a server whose tool list says ttlMs: 1 (stale at once) does
 // not get a listing (a session, initialize, tools/list, DELETE) per guarded call: the gateway
-// lists again no sooner than minToolsTTL.
+// lists again no sooner than minToolsTTL (a second) on its clock, which the test moves.
 func TestMCPDiscoveryHonoursTTLFloor(t *testing.T) {
 	t.Parallel()
 	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
@@ -294,15 +292,23 @@ func TestMCPDiscoveryHonoursTTLFloor(t *testing.T) {
 		}
 	})
 	yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", "timeout: 10s, mcp: {discover_tools: true, trust_annotations: true}}", 1)
-	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{})
+	srv, _, gw := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{})
+	c := newClock()
+	gw.SetClock(c.now)
+	call := func(i int) {
+		postRaw(t, srv.URL+"/mcp", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","_meta":{"%s":"k%d"}}}`, metaKey, i))
+	}
+	call(0)
+	eventually.True(t, "the first listing", func() bool { return lists.Load() == 1 })
 	for i := range 20 {
-		call := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","_meta":{"%s":"k%d"}}}`, metaKey, i)
-		postRaw(t, srv.URL+"/mcp", call)
-		time.Sleep(5 * time.Millisecond)
+		call(1 + i)
 	}
-	if n := lists.Load(); n > 2 {
-		t.Errorf("the server was listed %d times for 20 calls, want at most 2", n)
+	if n := lists.Load(); n != 1 {
+		t.Errorf("the server was listed %d times for 21 calls within the floor, want once", n)
 	}
+	c.advance(time.Second + time.Millisecond) // past the floor: the next call lists again
+	call(21)
+	eventually.True(t, "the second listing, once the floor passed", func() bool { return lists.Load() == 2 })
 }
 
 // TestMCPNoFinalAnswerIs200: the gateway's answer in place of an upstream's 2xx that holds no

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
 )
@@ -121,6 +122,17 @@ func newMCPUpstream(t *testing.T, opts *mcp.StreamableHTTPOptions) *mcpUpstream 
 	t.Cleanup(srv.Close)
 	u.url = srv.URL
 	return u
+}
+
+// awaitStarted returns once a slow_create call has started, and fails the test when none does
+// within hangTimeout.
+func (u *mcpUpstream) awaitStarted(t *testing.T) {
+	t.Helper()
+	select {
+	case <-u.started:
+	case <-time.After(hangTimeout):
+		t.Fatal("no slow_create call started")
+	}
 }
 
 // count returns how many calls of tool the server ran.
@@ -518,35 +530,21 @@ func testMCPCancelAbsorbed(t *testing.T, holdClaim bool) {
 	if err := <-called; err == nil {
 		t.Fatal("the call answered though the client gave up")
 	}
-	deadline := time.Now().Add(hangTimeout)
-	for metricValue(t, reg, "idemgateway_mcp_cancels_absorbed_total", "route", "tickets") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the client's notifications/cancelled was not absorbed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, "the client's notifications/cancelled to be absorbed", func() bool {
+		return metricValue(t, reg, "idemgateway_mcp_cancels_absorbed_total", "route", "tickets") == 1
+	})
 	release()
-	for {
+	eventually.True(t, "slow_create to finish", func() bool {
 		up.mu.Lock()
-		done := up.finished["slow_create"]
-		up.mu.Unlock()
-		if done == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slow_create finished %d times, want 1", done)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	// The record settles once the tool's answer is read; the retry may come first and wait.
+		defer up.mu.Unlock()
+		return up.finished["slow_create"] == 1
+	})
+	// The record settles once the tool's answer is read; the retry may come first and be refused.
 	var res *mcp.CallToolResult
-	for {
+	eventually.True(t, "a retry answered with the tool's result", func() bool {
 		res = callTool(t, cs, "slow_create", "k1", args)
-		if !res.IsError || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return !res.IsError
+	})
 	if id := structuredID(t, res); id != "T-1" {
 		t.Errorf("retry got %s, want the first call's T-1", id)
 	}
@@ -724,13 +722,9 @@ func TestMCPToolClassFromTrustedAnnotations(t *testing.T) {
 			yaml = strings.Replace(yaml, "      search_tickets: {class: read_only}\n", "", 1)
 			reg := gateway.NewRegistry()
 			srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg})
-			deadline := time.Now().Add(hangTimeout)
-			for metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "ok") < 1 {
-				if time.Now().After(deadline) {
-					t.Fatal("the gateway never listed the tools")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			eventually.True(t, "the gateway's listing of the tools", func() bool {
+				return metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "ok") >= 1
+			})
 			cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
 			callTool(t, cs, "search_tickets", "k1", nil)
 			callTool(t, cs, "search_tickets", "k1", nil)
@@ -756,16 +750,14 @@ func TestMCPSpan(t *testing.T) {
 	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
 	callTool(t, cs, "create_ticket", "k1", map[string]any{"title": "t"})
 	var span *tracetest.SpanStub
-	for deadline := time.Now().Add(hangTimeout); span == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	eventually.True(t, "the span of the call", func() bool {
 		for _, sp := range spans.GetSpans() { // the server span ends once the handler returned
 			if sp.Name == "tools/call create_ticket" {
 				span = &sp
 			}
 		}
-	}
-	if span == nil {
-		t.Fatal("no span named tools/call create_ticket")
-	}
+		return span != nil
+	})
 	attrs := map[string]string{}
 	for _, a := range span.Attributes {
 		attrs[string(a.Key)] = a.Value.String()
@@ -823,23 +815,16 @@ func TestMCPRefusalCodes(t *testing.T) {
 	}
 	slow := make(chan error, 1)
 	go func() {
-		_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 1500}))
+		_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", nil))
 		slow <- err
 	}()
-	for { // the first call holds the key once the server runs it
-		up.mu.Lock()
-		n := up.calls["slow_create"]
-		up.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 1500}))
+	up.awaitStarted(t) // the first call holds the key until finish is closed
+	_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", nil))
 	if !errors.As(err, &werr) || werr.Code != -32011 || !strings.Contains(string(werr.Data), `"retryable":true`) ||
 		!strings.Contains(string(werr.Data), `"retryAfterMs":1000`) || !strings.Contains(string(werr.Data), `"type":"idempotency_key_in_progress"`) {
 		t.Errorf("duplicate in flight: %v, want -32011 in progress", err)
 	}
+	close(up.finish)
 	if err := <-slow; err != nil {
 		t.Errorf("the first call: %v", err)
 	}
@@ -903,12 +888,11 @@ func TestMCPToolClassLearnedAndInvalidated(t *testing.T) {
 	up.server.AddTool(&mcp.Tool{Name: "new_tool", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{}, nil
 	})
-	for i := 0; !guarded(fmt.Sprint("k-", i)); i++ { // list_changed reaches the gateway on the session's GET stream
-		if ctx.Err() != nil {
-			t.Fatal("search_tickets was never guarded again after the tool list changed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	i := 0 // list_changed reaches the gateway on the session's GET stream
+	eventually.True(t, "search_tickets to be guarded again after the tool list changed", func() bool {
+		i++
+		return guarded(fmt.Sprint("k-", i))
+	})
 }
 
 // TestMCPReplayAcrossEras: the receipt of a 2025-11-25 call replays to a 2026-07-28 retry with
@@ -983,28 +967,21 @@ func TestMCPCancelForwarded(t *testing.T) {
 	defer cancel()
 	called := make(chan error, 1)
 	go func() {
-		_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", map[string]any{"ms": 2000}))
+		_, err := cs.CallTool(ctx, toolParams("slow_create", "k1", nil)) // runs until cancelled
 		called <- err
 	}()
-	<-up.started // the client gives up once the tool runs: its cancel reaches a server that knows the call
+	up.awaitStarted(t) // the client gives up once the tool runs: its cancel reaches a server that knows the call
 	cancel()
 	if err := <-called; err == nil {
 		t.Fatal("the call answered though the client gave up")
 	}
-	deadline := time.Now().Add(hangTimeout)
-	for {
+	eventually.True(t, "the record to be outcome_unknown", func() bool {
 		state, _, err := store.Get(context.Background(), record.ScopeKey{Tenant: "default", Tool: "tickets/slow_create", Key: "k1"}.String())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if state == record.StateUnknown {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("record state %q, want %q", state, record.StateUnknown)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return state == record.StateUnknown
+	})
 	up.mu.Lock()
 	finished := up.finished["slow_create"]
 	up.mu.Unlock()
@@ -1067,13 +1044,9 @@ func TestMCPDiscoveryFailureKeepsRouteClass(t *testing.T) {
 	yaml := strings.Replace(mcpRoutes(upstream.URL, ""), "timeout: 10s}", "timeout: 10s, mcp: {discover_tools: true, trust_annotations: true}}", 1)
 	reg := gateway.NewRegistry()
 	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg})
-	deadline := time.Now().Add(hangTimeout)
-	for metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "error") < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the failed listing was never counted")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, "the failed listing to be counted", func() bool {
+		return metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "error") >= 1
+	})
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"archive_ticket","_meta":{"` + metaKey + `":"k1"}}}`
 	if status, h, body := postRaw(t, srv.URL+"/mcp", call); h.Get("Idempotency-Decision") != "execute" || status != http.StatusNotFound {
 		t.Errorf("%d %q %s: want the call guarded (execute), and the server's 404", status, h.Get("Idempotency-Decision"), body)
@@ -1098,13 +1071,9 @@ func TestMCPWarnsOfConfiguredToolsNotListed(t *testing.T) {
 			logs := &testlog.Buffer{}
 			reg := gateway.NewRegistry()
 			newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-			deadline := time.Now().Add(hangTimeout)
-			for metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "ok") < 1 {
-				if time.Now().After(deadline) {
-					t.Fatal("the listing was never counted")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			eventually.True(t, "the listing to be counted", func() bool {
+				return metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "ok") >= 1
+			})
 			var warned []any
 			for _, l := range logLines(t, logs) {
 				if l["level"] == "WARN" && strings.Contains(fmt.Sprint(l["msg"]), "not in the server's tools/list") {

@@ -70,7 +70,7 @@ func (b *toolBook) lookup(rt *routes.Route, tool string) (routes.Class, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.list(rt)
-	if rt.Upstream.MCP.DiscoverTools && !l.refreshing && time.Now().After(l.expires) {
+	if rt.Upstream.MCP.DiscoverTools && !l.refreshing && b.g.now().After(l.expires) {
 		l.refreshing = true
 		go b.discover(rt)
 	}
@@ -176,7 +176,7 @@ func (b *toolBook) discover(rt *routes.Route) {
 	l := b.list(rt)
 	l.refreshing = false
 	if err != nil {
-		l.expires = time.Now().Add(up.MCP.ToolsTTL / 10)
+		l.expires = b.g.now().Add(up.MCP.ToolsTTL / 10)
 		return
 	}
 	switch {
@@ -185,7 +185,7 @@ func (b *toolBook) discover(rt *routes.Route) {
 	case ttl < minToolsTTL: // a list stale at once would be listed again at every call
 		ttl = minToolsTTL
 	}
-	l.classes, l.expires = classes, time.Now().Add(ttl)
+	l.classes, l.expires = classes, b.g.now().Add(ttl)
 	b.warnUnlisted(rt, classes)
 }
 
