@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 )
 
@@ -98,23 +100,15 @@ func recvWithin[T any](t *testing.T, c <-chan T, what string) T {
 // waitHeld polls until n requests wait on the hold called name.
 func waitHeld(t *testing.T, s *sandbox, name string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(hangBound)
-	for {
+	eventually.True(t, fmt.Sprintf("%d requests on hold %q", n, name), func() bool {
 		s.mu.Lock()
-		h := s.holds[name]
+		defer s.mu.Unlock()
 		got := 0
-		if h != nil {
+		if h := s.holds[name]; h != nil {
 			got = h.waiting
 		}
-		s.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s waiting for %d requests on hold %q (%d wait)", hangBound, n, name, got)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return got == n
+	})
 }
 
 // release releases a hold through the admin endpoint.

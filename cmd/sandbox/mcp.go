@@ -76,11 +76,13 @@ type slowArgs struct {
 }
 
 // progressArgs are progress_create's: a ticket, created after Steps progress notifications
-// StepMS milliseconds apart.
+// StepMS milliseconds apart and, with Hold, once a test releases the hold of that name: a test
+// that holds the answer sees the notifications arrive before it, however slow the machine.
 type progressArgs struct {
 	Title  string `json:"title" jsonschema:"the ticket's title"`
 	Steps  int    `json:"steps,omitempty" jsonschema:"progress notifications to send before the ticket is created"`
 	StepMS int    `json:"step_ms,omitempty" jsonschema:"milliseconds before each notification"`
+	Hold   string `json:"hold,omitempty" jsonschema:"after the notifications, wait until POST /_sandbox/release names this hold"`
 }
 
 // searchArgs are search_tickets'.
@@ -127,7 +129,7 @@ func (s *sandbox) addMCPTools(srv *mcp.Server) {
 			}
 			return nil, s.createTicket(mcpSlowCreate, "slow_create", in.Title, ""), nil
 		})
-	addTool(s, srv, &mcp.Tool{Name: "progress_create", Description: "Create a ticket after steps progress notifications."}, mcpProgressCreate,
+	addTool(s, srv, &mcp.Tool{Name: "progress_create", Description: "Create a ticket after steps progress notifications, and after the hold named is released."}, mcpProgressCreate,
 		func(ctx context.Context, req *mcp.CallToolRequest, in progressArgs) (*mcp.CallToolResult, ticket, error) {
 			if in.Steps < 0 || in.Steps > maxSteps || in.StepMS < 0 || in.StepMS > maxStepDelay {
 				return nil, ticket{}, fmt.Errorf("steps must be 0..%d and step_ms 0..%d; nothing was created", maxSteps, maxStepDelay)
@@ -143,6 +145,9 @@ func (s *sandbox) addMCPTools(srv *mcp.Server) {
 					ProgressToken: token, Progress: float64(i), Total: float64(in.Steps),
 					Message: fmt.Sprintf("step %d of %d", i, in.Steps),
 				})
+			}
+			if in.Hold != "" && !s.waitHold(in.Hold, nil) {
+				return nil, ticket{}, fmt.Errorf("hold %q aborted; nothing was created", in.Hold)
 			}
 			return nil, s.createTicket(mcpProgressCreate, "progress_create", in.Title, ""), nil
 		})

@@ -11,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // mcpPaths are the sandbox's MCP endpoints, each with the protocol version a client speaks to it
@@ -147,10 +149,12 @@ func TestMCPSlowCreateCompletes(t *testing.T) {
 			s, srv := newTestSandbox(t)
 			cs := connectMCP(t, srv.URL+p.path, p.version, nil)
 
+			// The tool works three seconds, thirty times the client's deadline: the call is still
+			// in flight when the test looks, however loaded the machine.
 			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 			defer cancel()
-			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow_create", Arguments: map[string]any{"title": "Slow", "ms": 600}}); err == nil {
-				t.Fatal("slow_create (600 ms) answered within the client's 100 ms deadline")
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow_create", Arguments: map[string]any{"title": "Slow", "ms": 3000}}); err == nil {
+				t.Fatal("slow_create (3 s) answered within the client's 100 ms deadline")
 			}
 			if st := s.snapshot(); st.InFlight != 1 || st.ByEndpoint[mcpSlowCreate] != 0 {
 				t.Errorf("after the client gave up: in flight %d, effects %d; want 1 and 0", st.InFlight, st.ByEndpoint[mcpSlowCreate])
@@ -230,17 +234,12 @@ func TestMCPSlowCreateHold(t *testing.T) {
 // waitIdle waits until no MCP tool call or API request is in flight.
 func waitIdle(t *testing.T, s *sandbox) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.snapshot().InFlight != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("calls still in flight after 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, "no call in flight", func() bool { return s.snapshot().InFlight == 0 })
 }
 
 // TestMCPProgressCreate: progress_create sends its notifications while it works, before its
-// answer, on the endpoints that answer with SSE streams.
+// answer, on the endpoints that answer with SSE streams: the answer is held (progress_create's
+// hold) until the client has them all.
 func TestMCPProgressCreate(t *testing.T) {
 	t.Parallel()
 	for _, p := range mcpPaths {
@@ -250,46 +249,45 @@ func TestMCPProgressCreate(t *testing.T) {
 			var (
 				mu       sync.Mutex
 				progress []float64
-				first    time.Time // when the first notification came
 			)
 			cs := connectMCP(t, srv.URL+p.path, p.version, &mcp.ClientOptions{
 				ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 					mu.Lock()
 					defer mu.Unlock()
-					if first.IsZero() {
-						first = time.Now()
-					}
 					progress = append(progress, req.Params.Progress)
 				},
 			})
-			params := &mcp.CallToolParams{Name: "progress_create", Arguments: map[string]any{"title": "Migrate", "steps": 3, "step_ms": 50}}
+			params := &mcp.CallToolParams{Name: "progress_create", Arguments: map[string]any{"title": "Migrate", "steps": 3, "step_ms": 50, "hold": "answer"}}
 			params.SetProgressToken("tok-1")
-			res, err := cs.CallTool(t.Context(), params)
-			answered := time.Now()
-			if err != nil {
-				t.Fatal(err)
+			type answer struct {
+				res *mcp.CallToolResult
+				err error
 			}
-			if !strings.HasPrefix(ticketID(res), "T-") {
-				t.Errorf("progress_create: structuredContent %v, want a ticket", res.StructuredContent)
-			}
+			answered := make(chan answer, 1)
+			go func() {
+				res, err := cs.CallTool(t.Context(), params)
+				answered <- answer{res, err}
+			}()
+			waitHeld(t, s, "answer", 1)
 			if p.sse {
-				// go-sdk hands notifications to the handler on their own goroutine, so the last
-				// may reach it after the answer; the first came 100 ms before it.
-				deadline := time.Now().Add(5 * time.Second)
-				for {
+				var got []float64
+				eventually.True(t, "three progress notifications, before the answer", func() bool {
 					mu.Lock()
-					got, at := append([]float64(nil), progress...), first
-					mu.Unlock()
-					if len(got) == 3 || time.Now().After(deadline) {
-						if !slices.Equal(got, []float64{1, 2, 3}) {
-							t.Errorf("progress notifications %v, want [1 2 3]", got)
-						} else if !at.Before(answered) {
-							t.Errorf("the first progress notification came %v after the answer, want while the tool worked", at.Sub(answered))
-						}
-						break
-					}
-					time.Sleep(10 * time.Millisecond)
+					defer mu.Unlock()
+					got = slices.Clone(progress)
+					return len(got) >= 3
+				})
+				if !slices.Equal(got, []float64{1, 2, 3}) {
+					t.Errorf("progress notifications %v, want [1 2 3]", got)
 				}
+			}
+			release(t, srv.URL, "answer")
+			a := <-answered
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			if !strings.HasPrefix(ticketID(a.res), "T-") {
+				t.Errorf("progress_create: structuredContent %v, want a ticket", a.res.StructuredContent)
 			}
 			if n := s.snapshot().ByEndpoint[mcpProgressCreate]; n != 1 {
 				t.Errorf("progress_create effects %d, want 1", n)
