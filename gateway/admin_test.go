@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
 
@@ -218,7 +219,7 @@ func TestAdminListAndDeleteGuard(t *testing.T) {
 		}
 
 		go send("acme", "live", true)
-		waitFor(t, func() bool {
+		eventually.True(t, "the live call to be in_progress", func() bool {
 			code, rec := adminDo(t, admin, "GET", "/v1/records/acme/create_ticket/live", "", "")
 			return code == 200 && rec["state"] == "in_progress"
 		})
@@ -371,7 +372,7 @@ func TestReadyzRefusesWhenWritesFail(t *testing.T) {
 	c.advance(time.Second)
 	// The failed write may have woken the store's safety check, whose verdict /readyz reports
 	// until the next check passes: poll, moving the clock past each kept probe result.
-	waitFor(t, func() bool {
+	eventually.True(t, "/readyz to be ready again", func() bool {
 		c.advance(time.Second)
 		code, _ := adminDo(t, admin, "GET", "/readyz", "", "")
 		return code == http.StatusOK

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
@@ -67,7 +68,7 @@ func TestStoreFailsAtCommit(t *testing.T) {
 			up.awaitCalls(t, 1)
 			down()
 			up.releaseAll()
-			waitFor(t, func() bool {
+			eventually.True(t, "the commit to fail on the store", func() bool {
 				return metricValue(t, reg, "idemgateway_store_duration_seconds", "op", "commit", "result", "error") >= 1
 			})
 			back()
@@ -108,8 +109,8 @@ func TestStoreFailsAtCommit(t *testing.T) {
 				t.Errorf("idemgateway_receipts_pending{op=commit} = %v, want 1", n)
 			}
 			back()
-			waitFor(t, committed(store))
-			waitFor(t, func() bool { return metricValue(t, reg, "idemgateway_receipts_pending", "op", "commit") == 0 })
+			eventually.True(t, "the receipt to be committed", committed(store))
+			eventually.True(t, "no receipt pending", func() bool { return metricValue(t, reg, "idemgateway_receipts_pending", "op", "commit") == 0 })
 			replays(t, srv.URL, up)
 		})
 	})
@@ -136,7 +137,7 @@ func TestStoreFailsAtCommit(t *testing.T) {
 			t.Fatalf("a retry while the commit is pending: %s %v, want 409 in_progress", r, err)
 		}
 		setMaxmemory(t, raw, "0")
-		waitFor(t, committed(store))
+		eventually.True(t, "the receipt to be committed", committed(store))
 		replays(t, srv.URL, up)
 	})
 }

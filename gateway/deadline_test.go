@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // Tests of the deadlines of docs/security.md#deadlines (audit F3), on servers built by
@@ -170,20 +171,21 @@ func TestF3SlowBodyIsCut(t *testing.T) {
 }
 
 // TestF3SteadyBodyIsNotCut: a body sent steadily faster than the minimum rate is read whole,
-// however long it takes: its allowance grows with every byte (here 6 KB in 60 pieces, about
-// 1.2 s, four times the allowance a body gets before its first byte).
+// however long it takes: its allowance grows with every byte (here 12 KB in 120 pieces, about
+// 2.4 s, more than twice the allowance a body gets before its first byte). The allowance before
+// the first byte is a second, so that no stall of a loaded machine eats it.
 func TestF3SteadyBodyIsNotCut(t *testing.T) {
 	t.Parallel()
 	up, calls := countingUpstream(t)
 	_, _, gw := newGateway(t, openEmbedded, up.URL, gateway.Options{})
-	ls := serveLimited(t, gw, gateway.Limits{BodyTimeout: 300 * time.Millisecond, MinRate: 500})
-	body := `{"pad":"` + strings.Repeat("x", 6000) + `"}`
+	ls := serveLimited(t, gw, gateway.Limits{BodyTimeout: time.Second, MinRate: 500})
+	body := `{"pad":"` + strings.Repeat("x", 12000) + `"}`
 	conn := dial(t, ls, 0)
 	fmt.Fprintf(conn, "POST /v1/tickets HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nIdempotency-Key: steady\r\nContent-Length: %d\r\n\r\n", len(body))
 	for rest := body; rest != ""; {
 		piece := rest[:min(100, len(rest))]
 		rest = rest[len(piece):]
-		time.Sleep(20 * time.Millisecond) // the pace of the upload (5 KB/s, ten times the minimum)
+		time.Sleep(20 * time.Millisecond) // the pace of the upload (5 KB/s, ten times the minimum): a read deadline runs on wall time
 		if _, err := io.WriteString(conn, piece); err != nil {
 			t.Fatalf("the gateway stopped the upload with %d bytes to go: %v", len(rest)+len(piece), err)
 		}
@@ -244,7 +246,7 @@ func TestF3NonReadingClientIsCut(t *testing.T) {
 			if _, err := io.WriteString(conn, c.request); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, func() bool { return ls.seen(conn, http.StateClosed) })
+			eventually.True(t, "the connection to be closed", func() bool { return ls.seen(conn, http.StateClosed) })
 			if ls.seen(conn, http.StateIdle) {
 				t.Fatal("the answer was written whole: the test needs one the kernel cannot hold")
 			}
@@ -260,15 +262,16 @@ const (
 )
 
 // TestF3SteadyReaderIsNotCut: a long answer read steadily, faster than the minimum rate, is never
-// cut, although it takes far longer than the write timeout: its budget grows with every byte the
+// cut, although it takes longer than the write timeout: its budget grows with every byte the
 // client takes. A replay is one write of 8 MiB, which the gateway makes in pieces; a download is
-// streamed from the upstream.
+// streamed from the upstream. The write timeout is a second, so that no stall of a loaded machine
+// eats the budget of the first bytes.
 func TestF3SteadyReaderIsNotCut(t *testing.T) {
 	t.Parallel()
 	const size = 8 << 20
 	up := bigUpstream(t, size)
 	_, _, gw := newGatewayYAML(t, openEmbedded, fmt.Sprintf(bigRoutes, up.URL), gateway.Options{MaxReceiptBodyBytes: 2 * size})
-	ls := serveLimited(t, gw, gateway.Limits{WriteTimeout: 300 * time.Millisecond, MinRate: 200_000})
+	ls := serveLimited(t, gw, gateway.Limits{WriteTimeout: time.Second, MinRate: 200_000})
 	if r, err := send(ls.URL, "big", "{}"); err != nil || r.status != http.StatusCreated || len(r.body) != size {
 		t.Fatalf("the execution: %v %v (%d bytes), want 201 with %d bytes", r, err, len(r.body), size)
 	}
@@ -300,14 +303,15 @@ func TestF3SteadyReaderIsNotCut(t *testing.T) {
 	}
 }
 
-// pacedReader waits every before each read.
+// pacedReader waits every before each read: a slow client, whose pace only wall time can set (the
+// server's write deadlines run on it).
 type pacedReader struct {
 	r     io.Reader
 	every time.Duration
 }
 
 func (p pacedReader) Read(b []byte) (int, error) {
-	time.Sleep(p.every)
+	time.Sleep(p.every) // the client's pace, not a wait for an event
 	return p.r.Read(b)
 }
 
@@ -408,7 +412,9 @@ func TestServerLimits(t *testing.T) {
 	}
 
 	ls := serveLimited(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }),
-		gateway.Limits{ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond, MaxHeaderBytes: 8 << 10})
+		// Headers that are sent get two seconds, which no stall of a loaded machine eats; a connection
+		// left idle is closed after 300 ms.
+		gateway.Limits{ReadHeaderTimeout: 2 * time.Second, IdleTimeout: 300 * time.Millisecond, MaxHeaderBytes: 8 << 10})
 	t.Run("headers over MaxHeaderBytes", func(t *testing.T) {
 		t.Parallel()
 		conn := dial(t, ls, 0)

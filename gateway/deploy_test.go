@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 const (
@@ -112,11 +113,10 @@ func registryAfterTraffic(t *testing.T) *prometheus.Registry {
 		case r.Header.Get("X-Slow") != "":
 			// Held until the lease (150ms, renewed every 50ms) was renewed, however long that
 			// takes (audit W7); the deadline only bounds a hang.
-			for deadline := time.Now().Add(hangTimeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-				if n, err := gatherValue(reg, "idemgateway_lease_renewals_total", "result", "ok"); err != nil || n > 0 {
-					break
-				}
-			}
+			eventually.Within(hangTimeout, func() bool {
+				n, err := gatherValue(reg, "idemgateway_lease_renewals_total", "result", "ok")
+				return err != nil || n > 0
+			})
 		}
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, `{"id":"T-1"}`)

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
@@ -365,7 +366,7 @@ func TestClientGoneUpstreamFinishes(t *testing.T) {
 			}
 			done <- err
 		}()
-		waitFor(t, func() bool {
+		eventually.True(t, "the call to be in_progress", func() bool {
 			s, _, _ := store.Get(context.Background(), "default/create_ticket/gone")
 			return s == record.StateInProgress
 		})
@@ -374,7 +375,7 @@ func TestClientGoneUpstreamFinishes(t *testing.T) {
 			t.Fatal("the client's request should have been cancelled")
 		}
 		close(release)
-		waitFor(t, func() bool {
+		eventually.True(t, "the call to be committed", func() bool {
 			s, _, _ := store.Get(context.Background(), "default/create_ticket/gone")
 			return s == record.StateCommitted
 		})
@@ -547,7 +548,7 @@ func testConcurrentDuplicates(t *testing.T, open storeFactory, concurrency strin
 			receive()
 		}
 	} else {
-		waitFor(t, func() bool { return gw.Waiting("default/create_ticket/dup") == n-1 })
+		eventually.True(t, "every duplicate to wait", func() bool { return gw.Waiting("default/create_ticket/dup") == n-1 })
 	}
 	up.releaseAll()
 	for sum(count) < n {
@@ -563,19 +564,6 @@ func sum(m map[string]int) (n int) {
 		n += v
 	}
 	return n
-}
-
-// waitFor polls cond until it holds, failing the test after hangTimeout (a bound on a hang, not
-// an assertion of speed).
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(hangTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", hangTimeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestDecisionMetrics: every decision is counted in idemgateway_decisions_total{tool,decision},
@@ -809,7 +797,7 @@ func TestWaitIsWokenNotPolled(t *testing.T) {
 			dups = append(dups, sendAsync(srv.URL, "slow", `{}`))
 		}
 		// Each waiter claims, listens, and reads the record again (in_progress) before it sleeps.
-		waitFor(t, func() bool { return store.claims.Load() == 1+2*waiters })
+		eventually.True(t, "every waiter to claim twice", func() bool { return store.claims.Load() == 1+2*waiters })
 		up.releaseAll()
 		if r := await(t, first, "the first request"); r.String() != "201 execute" {
 			t.Fatalf("the first request: %s", r)
@@ -842,7 +830,7 @@ func TestWaitIsWokenAcrossProcesses(t *testing.T) {
 	for range waiters {
 		dups = append(dups, sendAsync(b.URL, "k", `{}`))
 	}
-	waitFor(t, func() bool { return storeB.claims.Load() == 2*waiters })
+	eventually.True(t, "every waiter on gateway B to claim twice", func() bool { return storeB.claims.Load() == 2*waiters })
 	up.releaseAll()
 	if r := await(t, first, "the first request"); r.String() != "201 execute" {
 		t.Fatalf("the first request: %s", r)
@@ -898,7 +886,7 @@ func TestWaitAfterRelease(t *testing.T) {
 		first := sendAsync(srv.URL, "freed", `{}`)
 		up.awaitCalls(t, 1)
 		waiter := sendAsync(srv.URL, "freed", `{}`)
-		waitFor(t, func() bool { return gw.Waiting("default/create_ticket/freed") == 1 })
+		eventually.True(t, "the duplicate to wait", func() bool { return gw.Waiting("default/create_ticket/freed") == 1 })
 		up.release(1)
 		if r := await(t, first, "the first request"); r.String() != "503 execute" {
 			t.Fatalf("the first request: %s, want 503 execute", r)
@@ -1062,5 +1050,5 @@ func (h *heldUpstream) releaseAll() {
 // awaitCalls waits until the upstream has received n calls.
 func (h *heldUpstream) awaitCalls(t *testing.T, n int32) {
 	t.Helper()
-	waitFor(t, func() bool { return h.calls.Load() >= n })
+	eventually.True(t, "the upstream calls", func() bool { return h.calls.Load() >= n })
 }

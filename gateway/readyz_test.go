@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -50,7 +51,7 @@ func TestF14ReadyzSharesTheProbe(t *testing.T) {
 	for range n {
 		go func() { codes <- readyz(admin) }()
 	}
-	waitFor(t, func() bool { return gw.ReadyzWaiting() == n-1 || store.probes.Load() > 1 })
+	eventually.True(t, "every readiness probe to wait on the first", func() bool { return gw.ReadyzWaiting() == n-1 || store.probes.Load() > 1 })
 	close(store.gate)
 	for range n {
 		if code := <-codes; code != http.StatusOK {

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
@@ -89,13 +90,7 @@ routes:
 // waitSafe polls the store's verdict until cond holds of it: the background check's change.
 func (w *safetyWorld) waitSafe(t *testing.T, what string, cond func(error) bool) {
 	t.Helper()
-	deadline := time.Now().Add(hangTimeout)
-	for err := w.store.Safe(); !cond(err); err = w.store.Safe() {
-		if time.Now().After(deadline) {
-			t.Fatalf("Safe() = %v after %s, want %s", err, hangTimeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, "Safe() to be "+what, func() bool { return cond(w.store.Safe()) })
 }
 
 // claims is how many claims the gateway asked the store for (idemgateway_store_duration_seconds).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
@@ -89,7 +90,7 @@ func TestOrphanedClaimReleased(t *testing.T) {
 			failures := 0.0
 			for _, step := range back {
 				failures++
-				waitFor(t, func() bool {
+				eventually.True(t, "the release to fail on the store", func() bool {
 					return metricValue(t, reg, "idemgateway_store_duration_seconds", "op", "release", "result", "error") >= failures
 				})
 				if failures == 1 && !landed() {
@@ -97,11 +98,11 @@ func TestOrphanedClaimReleased(t *testing.T) {
 				}
 				step()
 			}
-			waitFor(t, func() bool {
+			eventually.True(t, "the record to be released", func() bool {
 				state, _, err := store.Get(context.Background(), skey)
 				return err == nil && state == ""
 			})
-			waitFor(t, func() bool { return metricValue(t, reg, "idemgateway_receipts_pending", "op", "release") == 0 })
+			eventually.True(t, "no release pending", func() bool { return metricValue(t, reg, "idemgateway_receipts_pending", "op", "release") == 0 })
 			if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "201 execute" {
 				t.Fatalf("the retry: %s %v, want 201 execute", r, err)
 			}
@@ -128,8 +129,9 @@ func (s *failingCommits) Commit(ctx context.Context, key, owner string, payload 
 
 // TestPendingSettleHoldsLease (docs/guarantees.md, "Pending receipts"): while a receipt is
 // pending, the gateway keeps renewing the record's lease, so duplicates sent more than two
-// leases (300 ms) later still get 409 in_progress, never outcome_unknown; once the store takes the
-// commit, a retry replays it. Up×1.
+// leases later still get 409 in_progress, never outcome_unknown; once the store takes the commit,
+// a retry replays it. Up×1. Each duplicate comes right after a renewal: the lease (1.5 s) has a
+// second left then, which no stall of a loaded machine eats.
 func TestPendingSettleHoldsLease(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
@@ -139,7 +141,7 @@ func TestPendingSettleHoldsLease(t *testing.T) {
 		up := newHeldUpstream(t, nil)
 		up.releaseAll()
 		reg := gateway.NewRegistry()
-		srv, _, gw := newGatewayOn(t, store, settleYAML(up.URL, 200*time.Millisecond, 300*time.Millisecond), gateway.Options{Metrics: reg})
+		srv, _, gw := newGatewayOn(t, store, settleYAML(up.URL, 200*time.Millisecond, 1500*time.Millisecond), gateway.Options{Metrics: reg})
 		gw.SetSettleRetry(10*time.Millisecond, 50*time.Millisecond)
 		if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "201 execute" || r.header.Get("Idempotency-Receipt") != "pending" {
 			t.Fatalf("the call: %s %v; want 201 execute, Idempotency-Receipt: pending", r, err)
@@ -147,7 +149,7 @@ func TestPendingSettleHoldsLease(t *testing.T) {
 		// Seven renewals after the answer, a third of a lease apart at least: over two leases.
 		renewed := metricValue(t, reg, "idemgateway_lease_renewals_total", "result", "ok")
 		for n := renewed + 1; n <= renewed+7; n++ {
-			waitFor(t, func() bool {
+			eventually.True(t, "the next lease renewal", func() bool {
 				return metricValue(t, reg, "idemgateway_lease_renewals_total", "result", "ok") >= n
 			})
 			if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "409 in_progress" {
@@ -155,7 +157,7 @@ func TestPendingSettleHoldsLease(t *testing.T) {
 			}
 		}
 		store.failing.Store(false)
-		waitFor(t, func() bool { return metricValue(t, reg, "idemgateway_receipts_pending", "op", "commit") == 0 })
+		eventually.True(t, "no receipt pending", func() bool { return metricValue(t, reg, "idemgateway_receipts_pending", "op", "commit") == 0 })
 		if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "201 replay" || r.body != `{"id":"T-1"}` {
 			t.Fatalf("a retry: %s %v, want the replay of 201 T-1", r, err)
 		}
