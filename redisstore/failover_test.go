@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
@@ -135,7 +136,7 @@ func TestSentinelFailover(t *testing.T) {
 					}
 					if err != nil {
 						r.errors.Add(1)
-						time.Sleep(5 * time.Millisecond)
+						time.Sleep(5 * time.Millisecond) // the load's pace while the store is away, not a wait for an event
 					}
 				}
 			})
@@ -151,7 +152,7 @@ func TestSentinelFailover(t *testing.T) {
 	}()
 
 	// Some traffic first, then the crash in the middle of it.
-	waitFor(t, 10*time.Second, "100 commits per store before the kill", func() bool {
+	eventually.True(t, "100 commits per store before the kill", func() bool {
 		for _, r := range runs {
 			if r.count() < 100 {
 				return false
@@ -171,7 +172,7 @@ func TestSentinelFailover(t *testing.T) {
 	if newPrimary != replica.Addr() {
 		t.Fatalf("sentinels promoted %s, want the replica %s", newPrimary, replica.Addr())
 	}
-	waitFor(t, 10*time.Second, "50 commits per store on the new primary", func() bool {
+	eventually.True(t, "50 commits per store on the new primary", func() bool {
 		for _, r := range runs {
 			if r.afterRecover.Load() < 50 {
 				return false
@@ -265,17 +266,5 @@ func TestSentinelFailover(t *testing.T) {
 		if r.afterRecover.Load() < 50 {
 			t.Errorf("%s: only %d commits after the failover", r.name, r.afterRecover.Load())
 		}
-	}
-}
-
-// waitFor polls cond every 10 ms until it is true, or fails the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
@@ -290,7 +291,7 @@ func TestWatchSettledUnwatch(t *testing.T) {
 
 	stopSecond()
 	stopOther()
-	waitFor(t, 5*time.Second, "no settle channel subscribed", func() bool {
+	eventually.True(t, "no settle channel subscribed", func() bool {
 		return len(settleChannels(t, raw, redisstore.DefaultPrefix)) == 0
 	})
 	if _, err := writer.Delete(ctx, "k"); err != nil {
@@ -335,16 +336,16 @@ func TestWatchSettledNotConfirmed(t *testing.T) {
 
 	n := make(notices, 10)
 	stop := unconfirmed("k", n, false)
-	waitFor(t, 5*time.Second, "the subscription", func() bool { return subscribers(t, raw, s, "k") == 1 })
+	eventually.True(t, "the subscription", func() bool { return subscribers(t, raw, s, "k") == 1 })
 	settle(t, s, "k")
 	expectNotice(t, n, "a watch that returned before its confirmation")
 	stop()
-	waitFor(t, 5*time.Second, "the unsubscription", func() bool { return subscribers(t, raw, s, "k") == 0 })
+	eventually.True(t, "the unsubscription", func() bool { return subscribers(t, raw, s, "k") == 0 })
 
 	early := make(notices, 10)
 	unconfirmed("early", early, true)
 	stopOpen()
-	waitFor(t, 5*time.Second, "no settle channel subscribed", func() bool {
+	eventually.True(t, "no settle channel subscribed", func() bool {
 		return len(settleChannels(t, raw, redisstore.DefaultPrefix)) == 0
 	})
 	settle(t, s, "early")
@@ -482,14 +483,14 @@ routes:
 	for _, key := range []string{"one", "two"} {
 		firstDecision, duplicateDecision := make(chan string, 1), make(chan string, 1)
 		go send(first, key, firstDecision)
-		waitFor(t, 5*time.Second, "the first request's claim", func() bool {
+		eventually.True(t, "the first request's claim", func() bool {
 			state, _, _ := executing.Get(ctx, "default/create_ticket/"+key)
 			return state == record.StateInProgress
 		})
 		reads := scriptCalls(t, raw)
 		go send(duplicate, key, duplicateDecision)
 		// Its claim, then its read once WatchSettled has failed: it now sleeps until its next poll.
-		waitFor(t, 5*time.Second, "the duplicate's second read", func() bool { return scriptCalls(t, raw) >= reads+2 })
+		eventually.True(t, "the duplicate's second read", func() bool { return scriptCalls(t, raw) >= reads+2 })
 		if n := redisstore.Subscriptions(waiting); n != 1 {
 			t.Errorf("%s: %d subscriptions while the duplicate waits, want 1 (its watch, unconfirmed)", key, n)
 		}
@@ -505,7 +506,7 @@ routes:
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: the duplicate still waits 5 s after the commit: it does not poll", key)
 		}
-		waitFor(t, 5*time.Second, "the end of the duplicate's watch", func() bool { return redisstore.Subscriptions(waiting) == 0 })
+		eventually.True(t, "the end of the duplicate's watch", func() bool { return redisstore.Subscriptions(waiting) == 0 })
 	}
 
 	const msg = `"msg":"settle notices not working: waiting duplicates poll the store instead of being woken"`
@@ -552,7 +553,7 @@ func TestWatchSettledAfterReconnect(t *testing.T) {
 	if killed, err := raw.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); killed != 1 || err != nil {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want 1", killed, err)
 	}
-	waitFor(t, 5*time.Second, "the resubscription", func() bool { return subscribers(t, raw, listener, "k") == 1 })
+	eventually.True(t, "the resubscription", func() bool { return subscribers(t, raw, listener, "k") == 1 })
 	settle(t, writer, "k")
 	expectNotice(t, n, "a key watched before the reconnection")
 	after, _ := watch(t, listener, "after")
@@ -572,7 +573,7 @@ func TestWatchSettledClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop()
-	waitFor(t, 5*time.Second, "no settle channel subscribed", func() bool {
+	eventually.True(t, "no settle channel subscribed", func() bool {
 		return len(settleChannels(t, raw, redisstore.DefaultPrefix)) == 0
 	})
 	stop, err := s.WatchSettled(context.Background(), "k", func() {})
@@ -717,7 +718,7 @@ routes:
 	const key = "default/create_ticket/slow"
 	firstDecision, duplicateDecisions := make(chan string, 1), make(chan string, duplicates)
 	go send(first, "first", firstDecision)
-	waitFor(t, 5*time.Second, "the first request's claim", func() bool {
+	eventually.True(t, "the first request's claim", func() bool {
 		state, _, _ := executing.Get(ctx, key)
 		return state == record.StateInProgress
 	})
@@ -739,7 +740,7 @@ routes:
 	}
 	// A duplicate reads the record, watches the key (the first of them starts the one watch,
 	// the others wait until it listens), reads it again, and waits.
-	waitFor(t, 10*time.Second, "every duplicate waiting: two reads each, one watch", everyRead(nil, 2, 1))
+	eventually.True(t, "every duplicate waiting: two reads each, one watch", everyRead(nil, 2, 1))
 	if got := subscribers(t, raw, waiting.Store, key); got != 1 {
 		t.Fatalf("PUBSUB NUMSUB = %d for %d waiting duplicates, want 1", got, duplicates)
 	}
@@ -750,7 +751,7 @@ routes:
 	if err := raw.Publish(ctx, redisstore.SettledChannel(waiting.Store, key), "spurious").Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "every duplicate woken by the notice: two more reads each, a second watch", everyRead(before, 2, 2))
+	eventually.True(t, "every duplicate woken by the notice: two more reads each, a second watch", everyRead(before, 2, 2))
 
 	close(release)
 	if d := <-firstDecision; d != "execute" {
@@ -770,5 +771,5 @@ routes:
 		t.Errorf("WatchSettled failed: %v", waiting.watchErrs)
 	}
 	waiting.mu.Unlock()
-	waitFor(t, 5*time.Second, "the duplicates' unwatch", func() bool { return subscribers(t, raw, waiting.Store, key) == 0 })
+	eventually.True(t, "the duplicates' unwatch", func() bool { return subscribers(t, raw, waiting.Store, key) == 0 })
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
@@ -131,13 +132,7 @@ func (c *changes) get() []error {
 // (never an assertion of speed).
 func waitSafe(t *testing.T, s *redisstore.Store, what string, cond func(error) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for err := s.Safe(); !cond(err); err = s.Safe() {
-		if time.Now().After(deadline) {
-			t.Fatalf("Safe() = %v after 30s, want %s", err, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, "Safe() to be "+what, func() bool { return cond(s.Safe()) })
 }
 
 // TestSafeFollowsThePolicy: the background check sees maxmemory-policy change both ways, and
@@ -222,7 +217,7 @@ func outOfMemory(t *testing.T, auto bool) {
 	// The check that found OOM failed its own probe: that must not wake another (at most one a
 	// second, minGap), nor any later one. PING starts each check.
 	pings := commandCalls(t, raw)["ping"]
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond) // a window of wall time, the clock of the checks' minimum gap: a woken check would run in it
 	if n := commandCalls(t, raw)["ping"] - pings; n != 0 {
 		t.Errorf("%d more safety checks ran in 2.5 s after the one that found OOM, want 0 (its own probe woke it)", n)
 	}
