@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/boltstore"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -20,13 +21,8 @@ func gatherBatch(t *testing.T, s *boltstore.Store, n int) {
 	var once sync.Once
 	boltstore.SetBeforeBatch(s, func() {
 		once.Do(func() {
-			deadline := time.Now().Add(10 * time.Second)
-			for boltstore.Queued(s) < n {
-				if time.Now().After(deadline) {
-					t.Errorf("%d transitions queued after 10s, want %d", boltstore.Queued(s), n)
-					return
-				}
-				time.Sleep(time.Millisecond)
+			if !eventually.Within(eventually.Ceiling, func() bool { return boltstore.Queued(s) >= n }) {
+				t.Errorf("%d transitions queued after %s, want %d", boltstore.Queued(s), eventually.Ceiling, n)
 			}
 		})
 	})
@@ -84,9 +80,8 @@ func TestGroupCommitKeepsResultsApart(t *testing.T) {
 			answers[key] = err
 			mu.Unlock()
 		})
-		for boltstore.Queued(s) < i+1 { // poll until queued, so that the batch keeps this order
-			time.Sleep(time.Millisecond)
-		}
+		// queued before the next is sent, so that the batch keeps this order
+		eventually.True(t, "the transition queued", func() bool { return boltstore.Queued(s) >= i+1 })
 	}
 	commits := boltstore.Commits(s)
 	close(hold)

@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/idemgateway/idemgateway/boltstore"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -135,9 +136,7 @@ func TestCheckpoint(t *testing.T) {
 	}
 	claim("c")
 	// The committer checkpoints once it has answered the batch: wait for it.
-	for deadline := time.Now().Add(10 * time.Second); boltstore.Checkpoints(s) == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(t, "the checkpoint", func() bool { return boltstore.Checkpoints(s) > 0 })
 	if n, records := boltstore.Checkpoints(s), logged(t, s); n != 1 || records != 0 {
 		t.Errorf("after 3 records: %d checkpoints, %d in the log; want 1, none", n, records)
 	}
@@ -267,9 +266,7 @@ func TestCheckpointUnderWay(t *testing.T) {
 	check(open(t, copyDir(t, dir), boltstore.Options{SweepInterval: -1}), "after a crash during the checkpoint")
 	checkpoints := boltstore.Checkpoints(s)
 	release.Do(func() { close(hold) })
-	for deadline := time.Now().Add(10 * time.Second); boltstore.Checkpoints(s) == checkpoints && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(t, "the checkpoint held until now", func() bool { return boltstore.Checkpoints(s) > checkpoints })
 	claim("g") // appended after the checkpoint, in the segment it did not release
 	want["g"] = struct{ state, settle string }{record.StateInProgress, ""}
 	check(s, "after the checkpoint")
@@ -334,10 +331,9 @@ func TestFailedCheckpointKeepsItsWrites(t *testing.T) {
 		t.Fatal("Ping after a failed checkpoint: no error")
 	}
 	// The committer answered before it looked for a checkpoint to start: give it time to start
-	// one, which would have written b and c by then.
-	for deadline := time.Now().Add(time.Second); boltstore.Checkpoints(s) == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	// one, which would have written b and c by then. A window of wall time: there is no event to
+	// wait for when nothing must happen.
+	eventually.Within(time.Second, func() bool { return boltstore.Checkpoints(s) != 0 })
 	if n := boltstore.Checkpoints(s); n != 0 {
 		t.Errorf("%d checkpoints after the failed one; want none", n)
 	}
