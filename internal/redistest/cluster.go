@@ -6,7 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // CLIBinary is the name of the Redis command-line program, looked up on PATH; StartCluster runs
@@ -14,7 +15,7 @@ import (
 const CLIBinary = "redis-cli"
 
 // ClusterReadyTimeout bounds how long StartCluster waits for every node to report cluster_state:ok.
-const ClusterReadyTimeout = 20 * time.Second
+const ClusterReadyTimeout = eventually.Ceiling
 
 // Cluster is a Redis Cluster of masters without replicas, each a Server owned by one test.
 type Cluster struct {
@@ -61,7 +62,7 @@ func StartCluster(tb testing.TB, masters int, opts Options) *Cluster {
 	}
 	for _, n := range c.Nodes {
 		var last string
-		ok := poll(ClusterReadyTimeout, func() bool {
+		ok := eventually.Within(ClusterReadyTimeout, func() bool {
 			reply, err := n.do("CLUSTER", "INFO")
 			info, _ := reply.(string)
 			last = fmt.Sprint(strings.TrimSpace(info), err)

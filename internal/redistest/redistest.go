@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/internal/childproc"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // Binary is the name of the Redis server program, looked up on PATH.
@@ -33,8 +34,9 @@ const Binary = "redis-server"
 
 // Timeouts used by Start, Restart and Stop.
 const (
-	// ReadyTimeout bounds how long Start and Restart poll PING before they fail the test.
-	ReadyTimeout = 15 * time.Second
+	// ReadyTimeout bounds how long Start and Restart poll PING before they fail the test: long,
+	// for a machine busy with other work.
+	ReadyTimeout = eventually.Ceiling
 	// StopTimeout bounds how long Stop waits after SIGTERM before it sends SIGKILL.
 	StopTimeout = 10 * time.Second
 	// pollInterval is the pause between two readiness probes.
@@ -155,7 +157,7 @@ func (s *Server) waitReplicaSynced() {
 	s.tb.Helper()
 	var last string
 	online := fmt.Sprintf(",port=%d,state=online,", s.port)
-	ok := poll(ReadyTimeout, func() bool {
+	ok := eventually.Within(ReadyTimeout, func() bool {
 		info, err := s.info("replication")
 		last = fmt.Sprint(info, err)
 		if err != nil || infoField(info, "master_link_status") != "up" || infoField(info, "master_sync_in_progress") != "0" {
@@ -203,21 +205,6 @@ func (s *Server) clientTLS() *tls.Config {
 		return nil
 	}
 	return ClientTLSConfig(s.tb)
-}
-
-// poll calls cond every pollInterval until it returns true (poll returns true) or timeout passes
-// (poll returns false).
-func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(pollInterval)
-	}
 }
 
 // Addr returns the server's address, "127.0.0.1:<port>".

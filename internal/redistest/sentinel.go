@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // SentinelOptions configure StartSentinels. The zero value is a fast-failing setup for tests:
@@ -40,7 +42,7 @@ type Sentinels struct {
 
 // SentinelReadyTimeout bounds how long StartSentinels waits for the sentinels to discover the
 // replicas and each other.
-const SentinelReadyTimeout = 20 * time.Second
+const SentinelReadyTimeout = eventually.Ceiling
 
 // StartSentinels starts n sentinels (redis-server --sentinel, each with a generated configuration
 // file in its own temporary directory) that monitor primary, and waits until each sentinel knows
@@ -102,7 +104,7 @@ func StartSentinels(tb testing.TB, primary *Server, n int, opts SentinelOptions)
 	}
 	for _, srv := range ss.Servers {
 		var last map[string]string
-		ok := poll(SentinelReadyTimeout, func() bool {
+		ok := eventually.Within(SentinelReadyTimeout, func() bool {
 			reply, err := srv.do("SENTINEL", "MASTER", opts.MasterName)
 			last = pairs(reply)
 			return err == nil && last["num-other-sentinels"] == strconv.Itoa(n-1) && last["num-slaves"] == replicas
@@ -150,7 +152,7 @@ func (ss *Sentinels) WaitFailover(old string, timeout time.Duration) string {
 	tb := ss.Servers[0].tb
 	tb.Helper()
 	var addrs []string
-	ok := poll(timeout, func() bool {
+	ok := eventually.Within(timeout, func() bool {
 		addrs = addrs[:0]
 		for i := range ss.Servers {
 			addr, err := ss.Master(i)
