@@ -43,7 +43,7 @@ func leaseRenewals(result string) string {
 }
 
 // TestC02_LeaseRenewedDuringLongCall: the upstream call outlasts the lock lease (create_ticket_lease
-// has 500ms) many times; a retry after 2 leases finds the call still in progress, not lost, and
+// has 2s) several times; a retry after 2 leases finds the call still in progress, not lost, and
 // the receipt is committed at the end. The call is held until the retry has been answered, and
 // "after 2 leases" is the gateway's own count: 6 renewals, one every third of a lease, cannot
 // happen in less than 2 leases. Nothing depends on how fast the machine is (audit T4).

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/faultproxy"
 )
 
@@ -138,11 +139,11 @@ func (l *lostReplies) injectOne(ctx context.Context, rng *rand.Rand, op string, 
 		})
 		l.proxy.Add(rule)
 		for !taken.Load() && ctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // a poll's pace: the rule is taken, or the run ends, at any time
 		}
 		// Its reply comes at once, or never: Redis went away with the command.
-		for deadline := time.Now().Add(5 * time.Second); taken.Load() && !rule.Lost() && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
+		if taken.Load() {
+			eventually.Within(5*time.Second, rule.Lost)
 		}
 		retired.Store(true)
 		l.mu.Lock()

@@ -22,6 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/faultproxy"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/routes"
@@ -717,21 +718,19 @@ func (c *chaosRun) inject(phase context.Context) {
 // busiest waits up to timeout for a gateway with slow requests in flight and returns the one with
 // the most (or, failing that, slot 0) and their number.
 func (c *chaosRun) busiest(timeout time.Duration) (*chaosGateway, int) {
-	deadline := time.Now().Add(timeout)
-	for {
+	var best *chaosGateway
+	eventually.Within(timeout, func() bool {
 		c.mu.RLock()
-		best := c.slots[0]
+		defer c.mu.RUnlock()
+		best = c.slots[0]
 		for _, g := range c.slots {
 			if g.slow.Load() > best.slow.Load() {
 				best = g
 			}
 		}
-		c.mu.RUnlock()
-		if n := int(best.slow.Load()); n > 0 || time.Now().After(deadline) {
-			return best, n
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return best.slow.Load() > 0
+	})
+	return best, int(best.slow.Load())
 }
 
 // victim waits up to timeout for a gateway that has upstream calls in flight by its own
@@ -740,12 +739,15 @@ func (c *chaosRun) busiest(timeout time.Duration) (*chaosGateway, int) {
 // the one with the most, with its metrics. Failing that it returns the one with the most calls
 // in flight, possibly none; the kill is then reported and fails the run.
 func (c *chaosRun) victim(timeout time.Duration) (g *chaosGateway, inFlight, slow int, m map[string]float64) {
-	deadline := time.Now().Add(timeout)
-	for {
+	var best *chaosGateway
+	var bestM map[string]float64
+	bestN := 0
+	eventually.Within(timeout, func() bool {
 		c.mu.RLock()
 		slots := slices.Clone(c.slots)
 		c.mu.RUnlock()
-		best, bestM, bestN, bestSlow := slots[0], map[string]float64(nil), math.MinInt, false
+		bestSlow := false
+		best, bestM, bestN = slots[0], nil, math.MinInt
 		for _, g := range slots {
 			m, err := scrapeMetrics(g.gateway)
 			if err != nil {
@@ -758,14 +760,12 @@ func (c *chaosRun) victim(timeout time.Duration) (g *chaosGateway, inFlight, slo
 				best, bestM, bestN, bestSlow = g, m, n, slow
 			}
 		}
-		if bestSlow || time.Now().After(deadline) {
-			if bestN == math.MinInt { // no gateway answered
-				bestN = 0
-			}
-			return best, bestN, int(best.slow.Load()), bestM
-		}
-		time.Sleep(5 * time.Millisecond)
+		return bestSlow
+	})
+	if bestN == math.MinInt { // no gateway answered
+		bestN = 0
 	}
+	return best, bestN, int(best.slow.Load()), bestM
 }
 
 // killGateway kills (SIGKILL) a gateway with slow upstream calls in flight, waits down, and starts
@@ -782,7 +782,7 @@ func (c *chaosRun) killGateway(down time.Duration) {
 	}
 	c.logf("kill -9 %s (pid %d) with %d upstream calls in flight (%d slow requests sent through it); a new process in %s",
 		g, g.cmd.Process.Pid, n, slow, down)
-	time.Sleep(down)
+	time.Sleep(down) // the outage's length, in wall time as an operator's would be
 	ng := &chaosGateway{gateway: startGateway(t, c.routes, c.env(g.slot)), slot: g.slot, gen: g.gen + 1}
 	c.mu.Lock()
 	c.slots[g.slot] = ng
@@ -806,7 +806,7 @@ func (c *chaosRun) restartRedis(sigkill bool, down time.Duration) {
 	}
 	from := c.since()
 	c.logf("redis stopped (%s) with %d slow requests in flight on the busiest gateway; down for %s", how, n, down)
-	time.Sleep(down)
+	time.Sleep(down) // the outage's length, in wall time as an operator's would be
 	c.redis.Restart()
 	c.outages = append(c.outages, [2]time.Duration{from, c.since()})
 	c.logf("redis restarted from its AOF")
@@ -818,7 +818,7 @@ func (c *chaosRun) restartRedis(sigkill bool, down time.Duration) {
 // or died acts on its own time.
 func (c *chaosRun) quiesce() {
 	c.t.Helper()
-	eventually(c.t, 20*time.Second, "the gateways and the sandbox to finish their calls", func() bool {
+	eventually.True(c.t, "the gateways and the sandbox to finish their calls", func() bool {
 		if c.sb.inFlight(c.t) != 0 {
 			return false
 		}
@@ -865,7 +865,7 @@ func (c *chaosRun) verify() {
 				}
 				break
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the retries' pace, as a client's: each may change the record
 		}
 		// On the reconcile route the final check may be the request that reconciles (found:
 		// committed from the lookup; not found: executed again): the record is what it left.
@@ -944,7 +944,7 @@ func (c *chaosRun) sandboxEffects() []sandboxLine {
 	t := c.t
 	t.Helper()
 	var lines []sandboxLine
-	eventually(t, 10*time.Second, "the sandbox's log to show every side effect it counted", func() bool {
+	eventually.True(t, "the sandbox's log to show every side effect it counted", func() bool {
 		want := c.sb.stats(t).ByEndpoint[ticketsEndpoint]
 		lines = lines[:0]
 		effects := 0

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // client is the agent's HTTP client. Its transport is shared by all tests; requests that must
@@ -28,7 +30,7 @@ const (
 	pathOptional = "/optional/v1/tickets" // create_ticket_optional: key not required
 	pathRelease  = "/release/v1/tickets"  // create_ticket_release: on_unknown_outcome release
 	pathWait     = "/wait/v1/tickets"     // create_ticket_wait: concurrency wait
-	pathLease    = "/lease/v1/tickets"    // create_ticket_lease: lock_lease 500ms
+	pathLease    = "/lease/v1/tickets"    // create_ticket_lease: lock_lease 2s
 	pathSlow     = "/slow/v1/tickets"     // create_ticket_slow: upstream timeout 300ms
 	pathDead     = "/dead/v1/tickets"     // create_ticket_dead: upstream refuses connections
 	pathDeclined = "/declined/v1/tickets" // create_ticket_committed_402: a 402 is committed
@@ -215,7 +217,7 @@ func (g *gateway) mustRecord(t *testing.T, tool, key string) receipt {
 // waitState polls the record of the default tenant until its state is state.
 func (g *gateway) waitState(t *testing.T, tool, key, state string) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("record %s/%s to be %s", tool, key, state), func() bool {
+	eventually.True(t, fmt.Sprintf("record %s/%s to be %s", tool, key, state), func() bool {
 		rec, found := g.record(t, "default", tool, key)
 		return found && rec.State == state
 	})

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // The rows of the decision table of docs/contract.md §4, one test each, top to bottom.
@@ -413,7 +415,7 @@ func TestContract_StoreUnreachable(t *testing.T) {
 		t.Errorf("read_only route answered Idempotency-Decision %q", d)
 	}
 	// /readyz keeps a probe's result for a second: the 503 may come that much later.
-	eventually(t, 10*time.Second, "/readyz to answer 503 with the store down", func() bool {
+	eventually.True(t, "/readyz to answer 503 with the store down", func() bool {
 		status, _ := e.gw.adminDo(t, http.MethodGet, "/readyz", "")
 		return status == http.StatusServiceUnavailable
 	})

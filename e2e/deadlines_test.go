@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // The deadline and admin tests of audit F3 and F14 against the built binary, with raw sockets. The
@@ -138,7 +140,7 @@ func TestF3Deadlines(t *testing.T) {
 		// 16 MiB, more than the kernel's buffers hold, never read; the upstream's timeout is 60 s.
 		io.WriteString(conn, "GET /rest/api/3/issue/DL-1 HTTP/1.1\r\nHost: a\r\nX-Sandbox-Body-Bytes: 16777216\r\n\r\n")
 		// The handler returns, and writes its access line, only once a write is given up.
-		eventually(t, connBound, "the access line of the download", func() bool {
+		eventually.True(t, "the access line of the download", func() bool {
 			return strings.Contains(e.gw.out.String(), `"path":"/rest/api/3/issue/DL-1"`)
 		})
 	})

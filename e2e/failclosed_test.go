@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
 
@@ -74,7 +75,7 @@ func TestC15_UnsafeRedisFailsClosed(t *testing.T) {
 			}
 
 			redisDo(t, raw, tc.unsafe...)
-			eventually(t, readyTimeout, "the store's check to find Redis unsafe", func() bool { return e.gw.metric(t, storeSafe) == 0 })
+			eventually.True(t, "the store's check to find Redis unsafe", func() bool { return e.gw.metric(t, storeSafe) == 0 })
 			for _, key := range []string{"c15-new", "c15-new", "c15-other"} {
 				r := e.gw.do(t, request{Key: key, Body: ticketBody})
 				expectProblem(t, r, http.StatusServiceUnavailable, "store-unavailable", "", true)
@@ -96,7 +97,7 @@ func TestC15_UnsafeRedisFailsClosed(t *testing.T) {
 			}
 
 			redisDo(t, raw, tc.safe...)
-			eventually(t, readyTimeout, "the store's check to find Redis safe again", func() bool { return e.gw.metric(t, storeSafe) == 1 })
+			eventually.True(t, "the store's check to find Redis safe again", func() bool { return e.gw.metric(t, storeSafe) == 1 })
 			expectCreated(t, e.gw.do(t, request{Key: "c15-new", Body: ticketBody}))
 			expectReplayOf(t, e.gw.do(t, done), first)
 			expectUp(t, e.sb, 2)

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgateway/idemgateway/internal/childproc"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
 
@@ -120,27 +121,26 @@ func TestC13_FailoverClaimOnNewPrimary(t *testing.T) {
 // primary) are retried. It returns the held request.
 func claimHeld(t *testing.T, sb *sandbox, g *gateway, req request, name string) *pending {
 	t.Helper()
-	deadline := time.Now().Add(holdTimeout)
-	for {
+	var held *pending
+	eventually.True(t, "a claim on the new primary", func() bool {
 		p := goSend(g, req)
 		if waitHeldOrDone(t, sb, name, p) {
-			return p
+			held = p
+			return true
 		}
 		if r := p.wait(t); r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("claim on the new primary: %d %q, want the call to reach the upstream; body %.300s", r.Status, r.decision(), r.Body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no claim on the new primary within %s", holdTimeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
+	return held
 }
 
 // waitStoreSwitched waits until the gateway writes to the new primary: a claim under key succeeds
 // (the sandbox answers it 422 without effect, so the key is released and nothing is executed).
 func waitStoreSwitched(t *testing.T, g *gateway, key string) {
 	t.Helper()
-	eventually(t, holdTimeout, "the gateway to claim on the new primary", func() bool {
+	eventually.True(t, "the gateway to claim on the new primary", func() bool {
 		r := g.do(t, request{Key: key, Body: ticketBody, Header: map[string]string{"X-Sandbox-Status": "422"}})
 		return r.Status == http.StatusUnprocessableEntity && r.decision() == "execute"
 	})
@@ -151,7 +151,7 @@ func waitReplicaOf(t *testing.T, old, primary *redistest.Server) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: old.Addr()})
 	defer c.Close()
-	eventually(t, 30*time.Second, old.Addr()+" to replicate "+primary.Addr(), func() bool {
+	eventually.True(t, old.Addr()+" to replicate "+primary.Addr(), func() bool {
 		info, err := c.Info(context.Background(), "replication").Result()
 		return err == nil && strings.Contains(info, "role:slave") &&
 			strings.Contains(info, "master_port:"+strconv.Itoa(primary.Port())+"\r\n") &&
@@ -300,7 +300,7 @@ func startSentinels(t *testing.T, addr string, n int) []string {
 	}
 	for _, a := range addrs {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: a})
-		eventually(t, 30*time.Second, "sentinel "+a+" to know the others and the replica", func() bool {
+		eventually.True(t, "sentinel "+a+" to know the others and the replica", func() bool {
 			m, err := sc.Master(context.Background(), sentinelMaster).Result()
 			return err == nil && m["num-other-sentinels"] == strconv.Itoa(n-1) && m["num-slaves"] == "1"
 		})
@@ -347,7 +347,7 @@ func waitSentinelsReport(t *testing.T, sentinels []string, want string) {
 	t.Helper()
 	for _, a := range sentinels {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: a})
-		eventually(t, 30*time.Second, "sentinel "+a+" to report the primary at "+want, func() bool {
+		eventually.True(t, "sentinel "+a+" to report the primary at "+want, func() bool {
 			got, err := sc.GetMasterAddrByName(context.Background(), sentinelMaster).Result()
 			return err == nil && len(got) == 2 && net.JoinHostPort(got[0], got[1]) == want
 		})

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // Headers of the sandbox's detach mode and holds (cmd/sandbox, faults.go and holds.go).
@@ -52,7 +54,7 @@ func (sb *sandbox) releaseHold(name string) error {
 // upstream and waits there.
 func (sb *sandbox) waitHeld(t *testing.T, name string, n int) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("%d requests held on %q by the sandbox", n, name), func() bool {
+	eventually.True(t, fmt.Sprintf("%d requests held on %q by the sandbox", n, name), func() bool {
 		return sb.holding(t, name) == n
 	})
 }
@@ -78,7 +80,7 @@ func (sb *sandbox) holding(t *testing.T, name string) int {
 // after its caller left does so on its own time), then checks that there are exactly that many.
 func waitUp(t *testing.T, sb *sandbox, want int) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("the sandbox to perform Up×%d", want), func() bool {
+	eventually.True(t, fmt.Sprintf("the sandbox to perform Up×%d", want), func() bool {
 		return sb.stats(t).ByEndpoint[ticketsEndpoint] >= want
 	})
 	expectUp(t, sb, want)
@@ -215,7 +217,7 @@ func (g *gateway) metricValue(series string) (float64, error) {
 // waitMetric polls the gateway's /metrics until series is at least min.
 func (g *gateway) waitMetric(t *testing.T, series string, min float64) {
 	t.Helper()
-	eventually(t, holdTimeout, fmt.Sprintf("%s >= %v", series, min), func() bool {
+	eventually.True(t, fmt.Sprintf("%s >= %v", series, min), func() bool {
 		return g.metric(t, series) >= min
 	})
 }

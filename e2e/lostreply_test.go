@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/faultproxy"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
@@ -59,7 +59,7 @@ func TestC14_LostStoreReplies(t *testing.T) {
 				// still being sorted out in the background): the replay when the first executed,
 				// else the one execution, which the next retry replays.
 				var r response
-				eventually(t, 15*time.Second, "a retry answered 201", func() bool {
+				eventually.True(t, "a retry answered 201", func() bool {
 					r = gw.do(t, request{Key: key, Body: ticketBody})
 					if r.Status == http.StatusConflict && r.decision() == "in_progress" {
 						return false

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // The MCP side of the end-to-end tests: go-sdk clients through the gateway's kind: mcp routes
@@ -317,7 +319,7 @@ func (sb *sandbox) expectSince(t *testing.T, tool string, before mcpCounts, effe
 // waitIdle waits until the sandbox serves nothing: a tool that outlived its client has finished.
 func (sb *sandbox) waitIdle(t *testing.T) {
 	t.Helper()
-	eventually(t, 15*time.Second, "the sandbox to finish its calls", func() bool {
+	eventually.True(t, "the sandbox to finish its calls", func() bool {
 		st := sb.stats(t)
 		return st.InFlight != nil && *st.InFlight == 0
 	})

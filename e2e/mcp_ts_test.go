@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // The official TypeScript MCP client (e2e/mcpts) through the gateway: it numbers its ids 0, 1, 2…
@@ -207,15 +209,12 @@ func releaseOnceRefused(e *env, hold, refused string, before float64) <-chan err
 	done := make(chan error, 1)
 	go func() {
 		var err error
-		for deadline := time.Now().Add(holdTimeout); ; time.Sleep(10 * time.Millisecond) {
+		if !eventually.Within(holdTimeout, func() bool {
 			var v float64
-			if v, err = e.gw.metricValue(refused); err != nil || v > before {
-				break
-			}
-			if time.Now().After(deadline) {
-				err = fmt.Errorf("%s stayed at %v for %s: no duplicate was refused while the call was held", refused, before, holdTimeout)
-				break
-			}
+			v, err = e.gw.metricValue(refused)
+			return err != nil || v > before
+		}) {
+			err = fmt.Errorf("%s stayed at %v for %s: no duplicate was refused while the call was held", refused, before, holdTimeout)
 		}
 		if rerr := e.sb.releaseHold(hold); err == nil {
 			err = rerr

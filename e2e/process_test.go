@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/internal/childproc"
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
 
@@ -254,7 +255,7 @@ func gatewayEnv(extra []string) []string {
 // waitReady polls GET /readyz until it answers 200.
 func (g *gateway) waitReady(t *testing.T) {
 	t.Helper()
-	eventually(t, readyTimeout, "the gateway's /readyz to answer 200", func() bool {
+	eventually.True(t, "the gateway's /readyz to answer 200", func() bool {
 		resp, err := http.Get(g.admin + "/readyz")
 		if err != nil {
 			return false
@@ -262,18 +263,6 @@ func (g *gateway) waitReady(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-}
-
-// eventually polls cond every 10 ms until it is true, and fails the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // storeKind names a store the gateway can run on.

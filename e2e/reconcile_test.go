@@ -6,7 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // The sandbox's lookup endpoint, the reconcile block's GET /v1/tickets?external_id=.
@@ -69,7 +70,7 @@ func TestIssue4_ReconcileRacesTheCallItReconciles(t *testing.T) {
 	if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the gateway to reload its routes", func() bool {
+	eventually.True(t, "the gateway to reload its routes", func() bool {
 		return strings.Count(g.out.String(), `"msg":"routes reloaded"`) > reloads
 	})
 
@@ -77,7 +78,7 @@ func TestIssue4_ReconcileRacesTheCallItReconciles(t *testing.T) {
 	// claim's started_at and one store timeout, docs/unknown-outcomes.md), the lookup finds the first
 	// call's ticket: a replay of it. Until then, 409 in_progress.
 	var settled response
-	eventually(t, 10*time.Second, "reconcile.after to pass", func() bool {
+	eventually.True(t, "reconcile.after to pass", func() bool {
 		settled = g.do(t, req)
 		return settled.Status != http.StatusConflict || settled.decision() != "in_progress"
 	})

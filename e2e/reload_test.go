@@ -8,7 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // TestReload: on SIGHUP the gateway loads its routes file as it is; a file that does not validate
@@ -101,7 +102,7 @@ func (p *process) logCount(msg string) int {
 // waitLog polls the process's output until it holds n JSON log lines whose msg is msg.
 func (p *process) waitLog(t *testing.T, msg string, n int) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("%d log lines %q of %s", n, msg, p.name), func() bool {
+	eventually.True(t, fmt.Sprintf("%d log lines %q of %s", n, msg, p.name), func() bool {
 		return p.logCount(msg) >= n
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // TestShutdownGraceRunsOut: SIGTERM while an upstream call is held longer than the shutdown grace
@@ -50,7 +52,7 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 
 		// The upstream acts after the gateway left.
 		e.sb.release(t, "grace-1")
-		eventually(t, holdTimeout, "the released call to reach the sandbox", func() bool {
+		eventually.True(t, "the released call to reach the sandbox", func() bool {
 			return e.sb.stats(t).ByEndpoint[ticketsEndpoint] == 1
 		})
 		r := g.do(t, req)

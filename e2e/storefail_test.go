@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
 
@@ -13,7 +14,7 @@ import (
 // is still down then, so the client gets the upstream's answer (the effect happened) marked
 // Idempotency-Receipt: pending, and the gateway logs at error level that the record was not
 // settled, naming the key. It keeps writing the receipt in the background: once Redis is back the
-// record is committed (though its 500 ms lease lapsed meanwhile, no claim observed it), and a retry
+// record is committed (though its 2 s lease lapsed meanwhile, no claim observed it), and a retry
 // replays the first answer without executing again. (docs/guarantees.md, "Pending receipts";
 // issue 15. Before it, the record read outcome_unknown and the receipt was never stored.)
 func TestStoreDownAtCommit(t *testing.T) {
@@ -37,7 +38,7 @@ func TestStoreDownAtCommit(t *testing.T) {
 		Level, Msg, Key, Op, Tool string
 		Pending                   bool
 	}
-	eventually(t, holdTimeout, "the error line of the failed commit", func() bool {
+	eventually.True(t, "the error line of the failed commit", func() bool {
 		for _, l := range strings.Split(e.gw.out.String(), "\n") {
 			if json.Unmarshal([]byte(l), &line) == nil && line.Msg == notSettled {
 				return true
