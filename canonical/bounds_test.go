@@ -4,20 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/idemgateway/idemgateway/internal/allocs"
 )
 
-// allocated returns the bytes f allocates (runtime.MemStats.TotalAlloc): every allocation, so an
-// upper bound of what f holds at its peak.
+// allocated returns the bytes f allocates (internal/allocs: the least of three calls): every
+// allocation, so an upper bound of what f holds at its peak.
 func allocated(f func()) int64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return int64(after.TotalAlloc - before.TotalAlloc)
+	return int64(allocs.Bytes(3, f))
 }
 
 // arrayBody returns a JSON array of about size bytes whose elements are each the JSON text elem.

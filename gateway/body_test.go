@@ -1,31 +1,13 @@
 package gateway
 
 import (
-	"math"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"testing"
-)
 
-// allocatedBytes returns the fewest bytes that one call of f allocated, over runs calls made with
-// one P (as testing.AllocsPerRun does). The count is process-wide, but goroutines left by other
-// tests (servers, sweepers) can only add to a call's count, never take from it: the least of
-// several calls is f's own allocation (audit T8).
-func allocatedBytes(runs int, f func()) uint64 {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	f() // warm up: first-use allocations are not f's
-	least := uint64(math.MaxUint64)
-	var before, after runtime.MemStats
-	for range runs {
-		runtime.ReadMemStats(&before)
-		f()
-		runtime.ReadMemStats(&after)
-		least = min(least, after.TotalAlloc-before.TotalAlloc)
-	}
-	return least
-}
+	"github.com/idemgateway/idemgateway/internal/allocs"
+)
 
 // TestReadBodyDeclaredLengthHoldsNoMemory: a request that declares a large Content-Length but
 // sends one byte makes readBody allocate at most preallocMax up front, not the declared length
@@ -36,7 +18,7 @@ func TestReadBodyDeclaredLengthHoldsNoMemory(t *testing.T) {
 		body []byte
 		err  error
 	)
-	n := allocatedBytes(10, func() {
+	n := allocs.Bytes(10, func() {
 		r := httptest.NewRequest(http.MethodPost, "/v1/tickets", strings.NewReader("x"))
 		r.ContentLength = limit
 		body, err = readBody(httptest.NewRecorder(), r, limit)
@@ -60,7 +42,7 @@ func TestReadBodyDeclaredLengthBoundsGrowth(t *testing.T) {
 			body []byte
 			err  error
 		)
-		n := allocatedBytes(5, func() {
+		n := allocs.Bytes(5, func() {
 			r := httptest.NewRequest(http.MethodPost, "/v1/tickets", strings.NewReader(payload))
 			if !declared {
 				r.ContentLength = -1

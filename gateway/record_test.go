@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgateway/idemgateway/internal/allocs"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -253,7 +254,7 @@ func TestRecordTimes(t *testing.T) {
 // the payload.
 func TestDecodeRecordBoundedAllocation(t *testing.T) {
 	allocated := func(payload []byte) uint64 {
-		return allocatedBytes(5, func() { _, _ = decodeRecord(record.StateCommitted, payload) })
+		return allocs.Bytes(5, func() { _, _ = decodeRecord(record.StateCommitted, payload) })
 	}
 	big := fullRecord()
 	big.Response.Body = bytes.Repeat([]byte("x"), 1<<20)
