@@ -93,6 +93,7 @@ import (
 // in one run is evidence, not proof; the schedule is random across runs. docs/guarantees.md says
 // which test covers what is left out here.
 func TestChaos(t *testing.T) {
+	t.Parallel()
 	cfg := chaosSettings(t)
 	seed := chaosSeed(t)
 	t.Logf("chaos seed %d (rerun with E2E_CHAOS_SEED=%d); %d operations, %d workers, %d gateways, short=%v",
