@@ -10,7 +10,7 @@ import (
 )
 
 // TestStoreDownAtCommit: Redis stops while the upstream call is held, then the call completes.
-// The gateway retries the commit while the client waits (the route's upstream timeout, 5 s); Redis
+// The gateway retries the commit while the client waits (the route's upstream timeout, 10 s); Redis
 // is still down then, so the client gets the upstream's answer (the effect happened) marked
 // Idempotency-Receipt: pending, and the gateway logs at error level that the record was not
 // settled, naming the key. It keeps writing the receipt in the background: once Redis is back the

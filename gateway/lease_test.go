@@ -297,7 +297,8 @@ func TestLeaseRenewedWhileCallHeld(t *testing.T) {
 			t.Parallel()
 			up := newHeldUpstream(t, nil)
 			reg := gateway.NewRegistry()
-			srv, store, _ := newGateway(t, kind.open, up.URL, gateway.Options{Metrics: reg}, fmt.Sprintf("{lock_lease: %s}", kind.lease))
+			// The call is held for over two leases: its upstream timeout is far longer.
+			srv, store, _ := newGatewayOn(t, kind.open(t), settleYAML(up.URL, time.Minute, kind.lease), gateway.Options{Metrics: reg})
 			call := sendAsync(srv.URL, "long", `{}`)
 			up.awaitCalls(t, 1)
 			// Seven renewals, a third of a lease apart at least: the call has been held over two
