@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build demo test redis-server mcpts fuzz vet clean chart-test image-binary helm-lint mutate stress
+.PHONY: build demo test unit slowest test-busy redis-server mcpts fuzz vet clean chart-test image-binary helm-lint mutate mutate-all stress
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
@@ -14,11 +14,40 @@ build:
 demo: build
 	./bin/demo -bin bin
 
+# The flags of every test run. The tests mostly wait (on servers, processes, leases), so a package
+# runs eight at a time: go test's default, GOMAXPROCS (two here), left both cores idle while tests
+# slept (docs/contributing.md, "Running the tests").
+TESTFLAGS ?= -race -count=1 -parallel 8
+
 # The tests start their own redis-server processes on free ports; this only makes sure the program
 # is installed (from Debian's packages when running as root). The chart's tests are a Go module of
 # their own (Helm and Kubernetes stay out of the gateway's module); chart-test runs them.
 test: redis-server mcpts chart-test
-	$(GO) test -race -count=1 ./...
+	$(GO) test $(TESTFLAGS) ./...
+
+# The inner loop: every package but the end-to-end tests of the built binaries (e2e/). Under two
+# minutes on two cores.
+unit: redis-server
+	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/e2e$$')
+
+# Where make test's time goes: each package's time and the 15 slowest tests (internal/slowest).
+slowest: redis-server mcpts
+	$(GO) test $(TESTFLAGS) -json ./... | $(GO) run ./internal/slowest -n 15
+
+# The proof under load (docs/contributing.md, "Under load"): while two busy loops keep both cores
+# full, the store conformance suites and the gateway package run ten times each, then the whole
+# make test twice. Nothing is run again on failure. About 35 minutes on two cores.
+BUSY_COUNT ?= 10
+test-busy: redis-server mcpts
+	@while :; do :; done & b1=$$!; while :; do :; done & b2=$$!; \
+	trap 'kill $$b1 $$b2' EXIT INT TERM; \
+	start=$$(date +%s); \
+	echo "test-busy: two busy loops (pids $$b1 $$b2); conformance and gateway, -count=$(BUSY_COUNT)"; \
+	$(GO) test $(TESTFLAGS) -count=$(BUSY_COUNT) -run 'Conformance|^TestCluster$$' ./boltstore ./redisstore && \
+	$(GO) test $(TESTFLAGS) -count=$(BUSY_COUNT) ./gateway && \
+	echo "test-busy: make test, first run" && $(MAKE) --no-print-directory test && \
+	echo "test-busy: make test, second run" && $(MAKE) --no-print-directory test && \
+	echo "test-busy: passed in $$(( $$(date +%s) - start )) s"
 
 # The bounds of a request's work on a real gateway process (docs/performance.md#bounded-work): peak
 # RSS with 16 concurrent 1 MiB JSON and 8 concurrent 1 MiB GraphQL bodies, and an unrelated read's
