@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -52,6 +53,8 @@ func validate(ms []Mutant) error {
 			return fmt.Errorf("mutant %s: To equals From", m.Name)
 		case len(m.Tests) == 0:
 			return fmt.Errorf("mutant %s: no Tests", m.Name)
+		case m.Core && slices.ContainsFunc(m.Tests, func(t Target) bool { return t.Pkg == "./e2e" }):
+			return fmt.Errorf("mutant %s: a core row's targets are unit tests, not ./e2e (make mutate's time)", m.Name)
 		}
 		seen[m.Name] = true
 		for _, t := range m.Tests {
@@ -68,23 +71,21 @@ func validate(ms []Mutant) error {
 	return nil
 }
 
-// selectMutants returns the mutants whose name matches pattern (all of them for "").
-func selectMutants(ms []Mutant, pattern string) ([]Mutant, error) {
-	if pattern == "" {
-		return ms, nil
-	}
+// selectMutants returns the mutants whose name matches pattern (every one matches ""), only the
+// Core ones when core is set.
+func selectMutants(ms []Mutant, pattern string, core bool) ([]Mutant, error) {
 	re, err := regexp.Compile(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("-run: %w", err)
 	}
 	var out []Mutant
 	for _, m := range ms {
-		if re.MatchString(m.Name) {
+		if re.MatchString(m.Name) && (m.Core || !core) {
 			out = append(out, m)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("-run %q matches no mutant", pattern)
+		return nil, fmt.Errorf("-run %q matches no mutant (core only: %v)", pattern, core)
 	}
 	return out, nil
 }

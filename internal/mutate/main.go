@@ -13,8 +13,10 @@
 //
 // Each target is `go test -race -count=1 -timeout T -run RUN PKG`, run in the copy with
 // E2E_MODULE_ROOT set to it, so that the e2e tests build the binaries from the mutated tree.
+// With -core, only the rows marked Core run: the tier of make mutate (about a quarter of an hour
+// on two cores); without it, every row (make mutate-all).
 //
-//	go run ./internal/mutate [-run REGEXP] [-list] [-timeout 10m] [-v]
+//	go run ./internal/mutate [-core] [-run REGEXP] [-list] [-timeout 10m] [-v]
 package main
 
 import (
@@ -40,6 +42,7 @@ func main() {
 // options are the command's flags.
 type options struct {
 	run     string
+	core    bool
 	list    bool
 	timeout time.Duration
 	verbose bool
@@ -50,6 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.run, "run", "", "run only the mutants whose name matches this regexp")
+	fs.BoolVar(&o.core, "core", false, "run only the mutants of the core promises (the rows marked Core)")
 	fs.BoolVar(&o.list, "list", false, "print the table of mutants, and whether each still applies, without running them")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "go test -timeout of each target")
 	fs.BoolVar(&o.verbose, "v", false, "stream the output of every go command to stderr")
@@ -60,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mutate: the table is wrong:", err)
 		return 2
 	}
-	ms, err := selectMutants(mutants, o.run)
+	ms, err := selectMutants(mutants, o.run, o.core)
 	if err != nil {
 		fmt.Fprintln(stderr, "mutate:", err)
 		return 2
@@ -140,7 +144,7 @@ func (d *driver) runAll(root string, ms []Mutant) ([]result, error) {
 	d.logf("copied %d files of %s to %s", n, root, dir)
 
 	// The unmutated copy: it builds, and every target passes.
-	if out, err := d.build(); err != nil {
+	if out, err := d.build("./..."); err != nil {
 		return nil, fmt.Errorf("the unmutated copy does not build: %v\n%s", err, out)
 	}
 	for _, t := range groupTargets(uniqueTargets(ms)) {
@@ -199,7 +203,7 @@ func (d *driver) runOne(m Mutant) (r result) {
 		}
 	}()
 
-	if out, err := d.build(); err != nil {
+	if out, err := d.build(packageOf(d.dir, m.File)); err != nil {
 		r.Result, r.By = invalid, "does not build: "+firstLines(out, 3)
 		return r
 	}
@@ -221,10 +225,25 @@ func (d *driver) runOne(m Mutant) (r result) {
 	return r
 }
 
-// build compiles every package of the copy, with -race as the tests do (so that the tests reuse
-// what it compiled).
-func (d *driver) build() (string, error) {
-	return d.goCmd(10*time.Minute, "build", "-race", "./...")
+// build compiles pkg ("./...": every package) in the copy, with -race as the tests do (so that
+// the tests reuse what it compiled).
+func (d *driver) build(pkg string) (string, error) {
+	return d.goCmd(10*time.Minute, "build", "-race", pkg)
+}
+
+// packageOf is the package that holds file (a path from the root of the tree at dir) or, for a
+// file that is no Go source (a Lua script), embeds it: the nearest directory up from it with Go
+// files. Building it is what a mutant of file can break; the packages that import it do not see
+// the edit but through its exported API, which no mutant changes.
+func packageOf(dir, file string) string {
+	rel := filepath.Dir(filepath.FromSlash(file))
+	for rel != "." {
+		if gofiles, _ := filepath.Glob(filepath.Join(dir, rel, "*.go")); len(gofiles) > 0 {
+			break
+		}
+		rel = filepath.Dir(rel)
+	}
+	return "./" + filepath.ToSlash(rel)
 }
 
 // test runs target t in the copy; passed is go test's exit status 0. err is for a go command that

@@ -7,9 +7,14 @@ type Target struct{ Pkg, Run string }
 // Mutant is one small edit of the product that breaks one behaviour: From, which must occur
 // exactly once in File (a path from the repository's root), becomes To. Tests are the targets
 // that should catch it, cheapest and likeliest first: the driver stops at the first that fails.
+// Core marks the mutants of the core promises (fencing, leases, the receipt stored before the
+// response, replay, conflict, failing closed, transitions safe to send twice), which make mutate
+// runs; make mutate-all runs every row. A core row's targets are unit tests (no e2e), the fewest
+// that catch it.
 type Mutant struct {
 	Name, Behaviour, File, From, To string
 	Tests                           []Target
+	Core                            bool
 }
 
 // mutants is the list `make mutate` runs. The first group breaks the eight core behaviours of
@@ -19,25 +24,25 @@ var mutants = []Mutant{
 	// Atomic claim: of concurrent claims of a free key, one wins.
 	{Name: "claim-decides-outside-its-transaction-bolt", Behaviour: "Claim decides on the read-only transaction's view, not on the record in its write transaction: concurrent claims (and a lapsed record) all win",
 		File: "boltstore/boltstore.go", From: "r, err := load(b, key, now)\n\t\tswitch {", To: "r, err := found, error(nil) // mutant: the view of the read-only transaction\n\t\tswitch {",
-		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^(ConcurrentClaimsOneWins|LapsedLeaseBecomesUnknownNeverFreed)$"}, {Pkg: "./gateway", Run: "^TestConcurrentDuplicates$"}}},
+		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^(ConcurrentClaimsOneWins|LapsedLeaseBecomesUnknownNeverFreed)$"}, {Pkg: "./gateway", Run: "^TestConcurrentDuplicates$"}}, Core: true},
 	{Name: "claim-takes-over-in-progress-redis", Behaviour: "claim.lua claims a live in_progress record again: a duplicate in flight executes too",
 		File: "redisstore/scripts/claim.lua", From: "if not rec then", To: "if not rec or rec.state == 'in_progress' then",
-		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^(SecondClaimReturnsStoredRecord|ConcurrentClaimsOneWins)$"}}},
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^(SecondClaimReturnsStoredRecord|ConcurrentClaimsOneWins)$"}}, Core: true},
 
 	// Replay without the upstream.
 	{Name: "replay-calls-upstream", Behaviour: "a retry of a committed record executes again instead of replaying the receipt",
 		File: "gateway/effect.go", From: "case actReplay:\n\t\t\tx.replay(prev)", To: "case actReplay:\n\t\t\tx.execute()",
-		Tests: []Target{{Pkg: "./gateway", Run: "^(TestDecisionMetrics|TestSpanAttributes)$"}, {Pkg: "./e2e", Run: "^TestContract_CommittedSameFingerprint$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^(TestDecisionMetrics|TestSpanAttributes)$"}}, Core: true},
 
 	// 422 on a changed fingerprint.
 	{Name: "changed-fingerprint-replayed", Behaviour: "a known key with another effect fingerprint is not refused with 422: it gets the first request's replay",
 		File: "gateway/decide.go", From: "case !f.sameEffect:", To: "case false && !f.sameEffect:",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestDecide$"}, {Pkg: "./gateway", Run: "^TestDecisionMetrics$"}, {Pkg: "./e2e", Run: "^TestContract_DifferentFingerprint$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestDecide$"}, {Pkg: "./gateway", Run: "^TestDecisionMetrics$"}}, Core: true},
 
 	// Lease renewal while the upstream call runs.
 	{Name: "lease-never-renewed", Behaviour: "the gateway never renews the lease of a call under way: a long call lapses to outcome_unknown",
 		File: "gateway/effect.go", From: "\tx.holdLease()\n\tdefer x.dropLease()\n\tx.front.call(x)", To: "\tx.front.call(x)",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestLeaseRenewedWhileCallHeld$"}, {Pkg: "./e2e", Run: "^TestC02_LeaseRenewedDuringLongCall$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestLeaseRenewedWhileCallHeld$"}}, Core: true},
 	{Name: "renewal-timer-never-fires", Behaviour: "holdLease arms a timer that never renews",
 		File: "gateway/lease.go", From: "func() { l.run(x.claimSent) })", To: "func() {})",
 		Tests: []Target{{Pkg: "./gateway", Run: "^(TestLeaseRenewedWhileCallHeld|TestDeployMetricsAreRegistered)$"}}},
@@ -46,23 +51,23 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}}},
 	{Name: "renew-keeps-lease-bolt", Behaviour: "Renew answers ok but leaves the lease where it was",
 		File: "boltstore/boltstore.go", From: "\t\tr.leaseUntil = now + record.Millis(lease)\n\t\treturn true\n", To: "\t\treturn true\n",
-		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^RenewExtendsLease$"}}},
+		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^RenewExtendsLease$"}}, Core: true},
 	{Name: "renew-keeps-lease-redis", Behaviour: "renew.lua answers 1 but leaves lease_until where it was",
 		File: "redisstore/scripts/renew.lua", From: "redis.call('HSET', KEYS[1], 'lease_until', ms(now_ms() + tonumber(ARGV[2])))", To: "-- mutant: lease not extended",
-		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^RenewExtendsLease$"}}},
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^RenewExtendsLease$"}}, Core: true},
 
 	// A lapsed lease is never a free key.
 	{Name: "lapsed-lease-freed-bolt", Behaviour: "Claim of an in_progress record whose lease lapsed claims it afresh instead of turning it outcome_unknown",
 		File: "boltstore/boltstore.go", From: "case r == nil:", To: "case r == nil || r.lapsed(now):",
-		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^LapsedLeaseBecomesUnknownNeverFreed$"}, {Pkg: "./e2e", Run: "^TestKill9InFlight$"}}},
+		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^LapsedLeaseBecomesUnknownNeverFreed$"}}, Core: true},
 	{Name: "lapsed-lease-freed-redis", Behaviour: "claim.lua claims an in_progress record whose lease lapsed afresh instead of turning it outcome_unknown",
 		File: "redisstore/scripts/claim.lua", From: "if not rec then", To: "if not rec or (rec.state == 'in_progress' and now_ms() >= rec.lease_until) then",
-		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^LapsedLeaseBecomesUnknownNeverFreed$"}}},
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^LapsedLeaseBecomesUnknownNeverFreed$"}}, Core: true},
 
 	// The receipt is stored before the first byte of the response reaches the client.
 	{Name: "commit-after-response", Behaviour: "the receipt is committed asynchronously, while the response is already on its way to the client",
 		File: "gateway/proxy.go", From: "\tx.settle(opCommit)\n", To: "\tgo x.settle(opCommit)\n",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestReceiptStoredBeforeResponse$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestReceiptStoredBeforeResponse$"}}, Core: true},
 
 	// No Set-Cookie (nor any other never-replayed header) is replayed.
 	{Name: "receipt-keeps-every-header", Behaviour: "the receipt stores every response header, Set-Cookie included, and replays repeat them",
@@ -75,10 +80,10 @@ var mutants = []Mutant{
 	// A stale owner's writes are refused (fencing).
 	{Name: "finish-ignores-owner-bolt", Behaviour: "Commit and MarkUnknown settle an in_progress record whoever owns it",
 		File: "boltstore/boltstore.go", From: "if !r.ownedInProgress(owner) && !r.lapsedUnder(owner) {\n\t\t\treturn false", To: "if r.state != record.StateInProgress {\n\t\t\treturn false",
-		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^FencingRefusesOtherOwnersAndStates$"}, {Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}}},
+		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^FencingRefusesOtherOwnersAndStates$"}, {Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}}, Core: true},
 	{Name: "commit-ignores-owner-redis", Behaviour: "commit.lua commits an in_progress record whoever owns it",
 		File: "redisstore/scripts/commit.lua", From: "if not rec or rec.owner ~= ARGV[1] then", To: "if not rec then",
-		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^FencingRefusesOtherOwnersAndStates$"}, {Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}, {Pkg: "./e2e", Run: "^TestC13_FailoverClaimOnNewPrimary$"}}},
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^FencingRefusesOtherOwnersAndStates$"}, {Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}}, Core: true},
 
 	// The mutants that survived every test at 62d8848 (issue 11).
 	{Name: "settle-wakes-no-waiter", Behaviour: "an in-process settle wakes no waiting duplicate: they wait for the 500 ms poll",
@@ -119,7 +124,7 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestCheckpointUnderWay$"}}},
 	{Name: "changed-fingerprint-on-unknown-is-409", Behaviour: "another effect fingerprint under a key whose outcome is unknown gets 409 outcome_unknown instead of 422",
 		File: "gateway/decide.go", From: "case !f.sameEffect:", To: "case !f.sameEffect && f.state != record.StateUnknown:",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestDecide$"}, {Pkg: "./gateway", Run: "^TestConflictInEveryState$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestDecide$"}, {Pkg: "./gateway", Run: "^TestConflictInEveryState$"}}, Core: true},
 	{Name: "wait-ignores-wait-timeout", Behaviour: "a duplicate with concurrency: wait waits up to an hour, whatever wait_timeout says",
 		File: "gateway/effect.go", From: "time.Now().Add(x.rt.WaitTimeout)", To: "time.Now().Add(time.Hour)",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestWaitTimeout$"}}},
@@ -127,7 +132,7 @@ var mutants = []Mutant{
 		File:  "gateway/settle.go",
 		From:  "\tdefault:\n\t\tx.w.Header().Set(receiptHeader, receiptPending)\n",
 		To:    "\tdefault:\n\t\t_, _ = x.g.store.Release(context.Background(), x.skey, x.owner) // mutant\n\t\tx.w.Header().Set(receiptHeader, receiptPending)\n",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$/^redis_refuses_the_write$"}, {Pkg: "./e2e", Run: "^TestStoreDownAtCommit$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$/^redis_refuses_the_write$"}}, Core: true},
 	{Name: "stale-commit-not-logged", Behaviour: "a commit the store refuses to a stale owner (lease lost) is not logged",
 		File:  "gateway/settle.go",
 		From:  "\t\tx.logger().Error(\"record not settled: the store refused a stale owner (lease lost)\", \"op\", op.String())\n",
@@ -145,7 +150,7 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestC02_LeaseRenewedDuringLongCall$"}}},
 	{Name: "in-progress-executes-again", Behaviour: "a duplicate that finds the key in progress executes too",
 		File: "gateway/decide.go", From: "case f.claimed:", To: "case f.claimed || f.state == record.StateInProgress:",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestDecide$"}, {Pkg: "./e2e", Run: "^(TestC01_SimultaneousDuplicates|TestConcurrentDuplicates|TestTwoReplicasShareRedis)$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestDecide$"}}, Core: true},
 	{Name: "replay-also-calls-upstream", Behaviour: "a replay calls the upstream first and discards its answer (the replay itself looks right)",
 		File: "gateway/exchange.go", From: "func (x *exchange) decide(decision string) {\n\tx.decision = decision",
 		To:    "func (x *exchange) decide(decision string) {\n\tif decision == DecisionReplay {\n\t\tx.owner = \"\"\n\t\tww := middleware.NewWrapResponseWriter(x.w, 1)\n\t\tww.Discard()\n\t\tx.g.proxy.ServeHTTP(ww, x.request())\n\t}\n\tx.decision = decision",
@@ -339,7 +344,7 @@ var mutants = []Mutant{
 	// Fail closed on an unsafe store (issue 15, docs/cases.md C15).
 	{Name: "claim-on-unsafe-store", Behaviour: "the gateway claims and executes keyed requests while the store reports it could evict their records",
 		File: "gateway/effect.go", From: "if err := x.g.claimRefused(); err != nil {", To: "if err := x.g.claimRefused(); false && err != nil {",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestC15_EvictingPolicyRefusesClaims$"}, {Pkg: "./e2e", Run: "^TestC15_UnsafeRedisFailsClosed$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestC15_EvictingPolicyRefusesClaims$"}}, Core: true},
 	{Name: "out-of-memory-refuses-replays", Behaviour: "a store out of memory gets no claim at all: committed keys no longer replay",
 		File: "gateway/safety.go", From: "if err == nil || errors.Is(err, record.ErrWritesRefused) {", To: "if err == nil || errors.Is(err, record.ErrCorrupt) {",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestC15_OutOfMemoryStillReplays$"}}},
@@ -360,7 +365,7 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSafe$"}, {Pkg: "./gateway", Run: "^TestC15_OutOfMemoryStillReplays$"}}},
 	{Name: "safety-unreachable-is-safe", Behaviour: "a Redis the check cannot reach is reported safe (fail open)",
 		File: "redisstore/safety.go", From: `return verdict{"unreachable", fmt.Errorf("redisstore: safety check: ping: %w", err)}`, To: `return verdict{"safe", nil}`,
-		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSafe$"}}},
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSafe$"}}, Core: true},
 	{Name: "safety-hook-never-wakes", Behaviour: "a script's OOM or NOPERM does not wake the safety check: the verdict waits for the interval",
 		File: "redisstore/safety.go", From: `!strings.HasPrefix(cmd.Name(), "eval")`, To: `!strings.HasPrefix(cmd.Name(), "mutant")`,
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSafeCheckedAtOnceAfterAScriptError$"}}},
@@ -383,11 +388,11 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestLeaseHoldsThroughStalledRenewal$"}}},
 	{Name: "renewal-not-hedged", Behaviour: "a renewal that goes unanswered is waited for until its context ends, never sent again meanwhile",
 		File: "gateway/lease.go", From: "waiting = false // no answer yet", To: "waiting = true // mutant",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestLeaseHoldsThroughStalledRenewal$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestLeaseHoldsThroughStalledRenewal$"}}, Core: true},
 	// Settles that survive a store's faults (issue 15).
 	{Name: "orphaned-claim-kept", Behaviour: "a claim whose reply was lost is not released: it blocks its key until its lease lapses, then reads outcome_unknown",
 		File: "gateway/effect.go", From: "\t\tx.releaseOrphan(err)\n", To: "",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestOrphanedClaimReleased$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestOrphanedClaimReleased$"}}, Core: true},
 	{Name: "background-settle-tried-once", Behaviour: "a background settle gives up after its first failure: an orphaned claim or a pending receipt is never written once the store is back",
 		File: "gateway/settle.go", From: "\t\tp.timer.Reset(p.backoff.wait())\n\t\treturn\n", To: "\t\t_ = 0 // mutant\n",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestOrphanedClaimReleased$"}, {Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$/^pending$"}}},
@@ -399,13 +404,13 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$/^pending$"}}},
 	{Name: "pending-receipt-dropped", Behaviour: "a commit still failing when the client's wait ends is never retried: the receipt is not stored once the store is back",
 		File: "gateway/settle.go", From: "x.g.retryInBackground(p, p.backoff.wait())", To: "p.end() // mutant",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$/^pending$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$/^pending$"}}, Core: true},
 	{Name: "receipts-pending-uncounted", Behaviour: "idemgateway_receipts_pending never counts a pending settle",
 		File: "gateway/settle.go", From: "\tg.metrics.pending.WithLabelValues(p.op.String()).Inc()\n", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$/^pending$"}}},
 	{Name: "pending-settle-drops-lease", Behaviour: "the lease stops when the record's final write starts: a receipt pending for longer than the lease reads outcome_unknown to duplicates",
 		File: "gateway/settle.go", From: "\t\tp.lease.settling.Store(true)\n", To: "\t\tp.lease.stop()\n",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestPendingSettleHoldsLease$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestPendingSettleHoldsLease$"}}, Core: true},
 	{Name: "shutdown-settle-not-tried", Behaviour: "SettlePending gives every pending settle up without trying it once more",
 		File: "gateway/shutdown.go", From: "err := g.storeWrite(ctx, p.op.String(), p.write)", To: "err := error(context.DeadlineExceeded) // mutant",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestSettlePendingAtShutdown$"}}},
@@ -428,7 +433,7 @@ var mutants = []Mutant{
 	// Every transition is safe to send twice: its second copy answers as the first (issue 15).
 	{Name: "claim-sent-twice-not-claimed-redis", Behaviour: "claim.lua answers a claim sent again after its answer was lost with the record, in_progress: the gateway takes its own claim for another's (409, then outcome_unknown)",
 		File: "redisstore/scripts/claim.lua", From: "if rec.owner == ARGV[1] and rec.payload == ARGV[2] then", To: "if false then",
-		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}, {Pkg: "./e2e", Run: "^TestC14_LostStoreReplies$"}}},
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}}, Core: true},
 	{Name: "claim-sent-twice-ignores-payload-redis", Behaviour: "claim.lua claims again for its owner whatever the payload: an owner's second, different claim is taken for its first",
 		File: "redisstore/scripts/claim.lua", From: "if rec.owner == ARGV[1] and rec.payload == ARGV[2] then", To: "if rec.owner == ARGV[1] then",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^SecondClaimReturnsStoredRecord$"}}},
@@ -440,7 +445,7 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}}},
 	{Name: "commit-sent-twice-refused-redis", Behaviour: "commit.lua refuses a commit sent again after its answer was lost: logged at error as a lost lease, though the receipt is stored",
 		File: "redisstore/scripts/commit.lua", From: "if rec.state == 'committed' and rec.settle == ARGV[2] and ARGV[2] ~= '' then", To: "if false then",
-		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}, {Pkg: "./e2e", Run: "^TestC14_LostStoreReplies$"}}},
+		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}}, Core: true},
 	{Name: "commit-sent-twice-any-receipt-redis", Behaviour: "commit.lua answers ok to its owner's commit of another receipt over a committed record",
 		File: "redisstore/scripts/commit.lua", From: "if rec.state == 'committed' and rec.settle == ARGV[2] and ARGV[2] ~= '' then", To: "if rec.state == 'committed' then",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}}},
@@ -452,13 +457,13 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^(TransitionSentTwice|ReleaseFreesKey)$"}}},
 	{Name: "claim-sent-twice-not-claimed-bolt", Behaviour: "Claim answers a claim sent again with the record, in_progress",
 		File: "boltstore/boltstore.go", From: "\t\tcase r.claimedBy(owner, payload):", To: "\t\tcase false:",
-		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^TransitionSentTwice$"}}},
+		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^TransitionSentTwice$"}}, Core: true},
 	{Name: "reclaim-sent-twice-refused-bolt", Behaviour: "Reclaim refuses a reclaim sent again",
 		File: "boltstore/boltstore.go", From: "\t\tif r.claimedBy(owner, payload) {", To: "\t\tif false {",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^TransitionSentTwice$"}}},
 	{Name: "finish-sent-twice-refused-bolt", Behaviour: "Commit and MarkUnknown refuse a call sent again",
 		File: "boltstore/boltstore.go", From: "if r.owner == owner && r.state == state && len(settle) > 0 && bytes.Equal(r.settle, settle) {", To: "if false && bytes.Equal(r.settle, settle) {",
-		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^TransitionSentTwice$"}}},
+		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^TransitionSentTwice$"}}, Core: true},
 	{Name: "release-of-missing-refused-bolt", Behaviour: "Release refuses to release a record that is gone",
 		File: "boltstore/boltstore.go", From: "\t\t\tok = true // gone already", To: "\t\t\tok = false // gone already",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^(TransitionSentTwice|ReleaseFreesKey)$"}}},
@@ -482,7 +487,7 @@ var mutants = []Mutant{
 	// Group commit on the embedded store (issue 15).
 	{Name: "batch-answered-before-fsync-bolt", Behaviour: "each member of a group commit is answered as soon as its transition has run, before the batch is appended to the write-ahead log and synced: a power cut loses acknowledged transitions",
 		File: "boltstore/commit.go", From: "if err := run(t, b); err != nil && !errors.Is(err, errNoWrite) {", To: "if err := run(t, b); err == nil {\n\t\t\t\tt.done <- nil // mutant: answered before the append\n\t\t\t} else if !errors.Is(err, errNoWrite) {",
-		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConcurrentTransitionsSurvivePowerLoss$"}, {Pkg: "./boltstore", Run: "^TestTransitionsSurvivePowerLoss$"}}},
+		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConcurrentTransitionsSurvivePowerLoss$"}, {Pkg: "./boltstore", Run: "^TestTransitionsSurvivePowerLoss$"}}, Core: true},
 	{Name: "batch-failure-answers-every-member-bolt", Behaviour: "a member of a group commit that fails makes the whole batch fail: every other caller gets its error, and nothing is committed",
 		File: "boltstore/commit.go", From: "if failed >= 0 {", To: "if failed >= 0 && false {",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestGroupCommitKeepsResultsApart$"}}},
@@ -666,7 +671,7 @@ var mutants = []Mutant{
 	// MCP tool calls (issue 14, docs/contract.md §7).
 	{Name: "mcp-replay-under-the-first-id", Behaviour: "an MCP replay carries the stored call's JSON-RPC id, not the retry's: a client drops the answer and hangs",
 		File: "gateway/mcprespond.go", From: "		parts := mcpwire.EnvelopeParts(m.msg.ID, member)\n", To: "		parts := mcpwire.EnvelopeParts([]byte(\"1\"), member)\n",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPRetryReplaysWithRetryID$"}, {Pkg: "./e2e", Run: "^TestC16_RetryKeepsItsOwnID$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPRetryReplaysWithRetryID$"}}, Core: true},
 	{Name: "mcp-is-error-committed", Behaviour: "an isError tool result is committed by default: the retry replays a failure instead of trying again",
 		File: "gateway/decide.go", From: "	case f.IsError:\n		return notCommitted", To: "	case f.IsError:\n		return committed",
 		Tests: []Target{{Pkg: "./gateway", Run: "^(TestFinalClass|TestMCPIsErrorNotStored)$"}}},

@@ -102,6 +102,7 @@ func TestValidate(t *testing.T) {
 		{"package not relative", func(m *Mutant) { m.Tests = []Target{{Pkg: "gateway", Run: "^T$"}} }, nil},
 		{"bad regexp", func(m *Mutant) { m.Tests = []Target{{Pkg: "./p", Run: "^T($"}} }, nil},
 		{"name twice", func(m *Mutant) {}, func(m Mutant) []Mutant { return []Mutant{m, m} }},
+		{"core row with an e2e target", func(m *Mutant) { m.Core, m.Tests = true, []Target{{Pkg: "./e2e", Run: "^TestE$"}} }, nil},
 	} {
 		m := ok
 		tc.edit(&m)
@@ -133,19 +134,44 @@ func TestMutantsApplyToTheTree(t *testing.T) {
 
 func TestSelectMutants(t *testing.T) {
 	t.Parallel()
-	ms := []Mutant{{Name: "claim-a"}, {Name: "claim-b"}, {Name: "renew"}}
-	got, err := selectMutants(ms, "^claim-")
+	ms := []Mutant{{Name: "claim-a"}, {Name: "claim-b", Core: true}, {Name: "renew"}}
+	got, err := selectMutants(ms, "^claim-", false)
 	if err != nil || len(got) != 2 || got[0].Name != "claim-a" || got[1].Name != "claim-b" {
 		t.Errorf("selectMutants(^claim-) = %v, %v", got, err)
 	}
-	if got, err := selectMutants(ms, ""); err != nil || len(got) != 3 {
+	if got, err := selectMutants(ms, "", false); err != nil || len(got) != 3 {
 		t.Errorf("selectMutants(\"\") = %v, %v", got, err)
 	}
-	if _, err := selectMutants(ms, "nothing"); err == nil {
+	if got, err := selectMutants(ms, "", true); err != nil || len(got) != 1 || got[0].Name != "claim-b" {
+		t.Errorf("selectMutants(\"\", core) = %v, %v; want claim-b alone", got, err)
+	}
+	if _, err := selectMutants(ms, "nothing", false); err == nil {
 		t.Error("a pattern that matches no mutant was accepted")
 	}
-	if _, err := selectMutants(ms, "("); err == nil {
+	if _, err := selectMutants(ms, "(", false); err == nil {
 		t.Error("a bad pattern was accepted")
+	}
+}
+
+func TestPackageOf(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for _, f := range []string{"redisstore/store.go", "redisstore/scripts/claim.lua", "gateway/proxy.go"} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for file, want := range map[string]string{
+		"gateway/proxy.go":              "./gateway",
+		"redisstore/scripts/claim.lua":  "./redisstore", // embedded by the package above it
+		"redisstore/scripts/commit.lua": "./redisstore",
+	} {
+		if got := packageOf(root, file); got != want {
+			t.Errorf("packageOf(%s) = %q, want %q", file, got, want)
+		}
 	}
 }
 
