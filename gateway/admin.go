@@ -123,9 +123,9 @@ func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
 	if err == nil && state == "" {
 		err = fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord)
 	}
-	var rec *storedRecord
+	var rec *record.Record
 	if err == nil {
-		rec, err = decodeStored(state, stored)
+		rec, err = record.Decode(state, stored)
 	}
 	if err != nil {
 		newProblem(err, "", "").write(w, 1)
@@ -231,7 +231,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*rec
 	case state == record.StateCommitted:
 		return nil, fmt.Errorf("%w: the record is committed already", errResolve)
 	}
-	rec, err := decodeStored(state, stored)
+	rec, err := record.Decode(state, stored)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +243,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*rec
 	rec.Owner = newToken()
 	var ok bool
 	if err := g.storeOp(ctx, func(ctx context.Context) (err error) {
-		ok, err = g.store.Reclaim(ctx, key, from, rec.Owner, rec.encode(), lease, ttl)
+		ok, err = g.store.Reclaim(ctx, key, from, rec.Owner, rec.Encode(), lease, ttl)
 		return err
 	}); err != nil {
 		return nil, err
@@ -264,7 +264,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*rec
 	rec.Response, rec.ResponseBodyKept = nil, false
 	rec.Detail = "resolved as committed by an operator"
 	err = g.storeOp(ctx, func(ctx context.Context) error {
-		_, err := g.store.Commit(ctx, key, rec.Owner, rec.encodeSettle(), ttl)
+		_, err := g.store.Commit(ctx, key, rec.Owner, rec.EncodeSettle(), ttl)
 		return err
 	})
 	return &rec.Receipt, err
@@ -344,7 +344,7 @@ func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 	}
 	page := recordPage{Records: []record.Receipt{}}
 	for i, p := range stored {
-		rec, err := decodeStored(record.StateUnknown, p)
+		rec, err := record.Decode(record.StateUnknown, p)
 		if err != nil {
 			g.log.Error("listing records: an unreadable record", "key", keys[i], "err", err)
 			continue

@@ -9,6 +9,17 @@ import (
 	"github.com/idemgateway/idemgateway/routes"
 )
 
+// Decisions, as sent in the Idempotency-Decision header and the agent.idempotency.decision span
+// attribute (docs/contract.md §4, §6).
+const (
+	DecisionExecute        = "execute"
+	DecisionReplay         = "replay"
+	DecisionConflict       = "conflict"
+	DecisionInProgress     = "in_progress"
+	DecisionOutcomeUnknown = "outcome_unknown"
+	DecisionRejected       = "rejected"
+)
+
 // The decision table (docs/contract.md §4) as two pure functions: decide, what a request gets once
 // its key is claimed or read, and outcomeOf, what an executed call did upstream and what the record
 // becomes. The request path calls them and does what they say (effect.go); waiting, leases, the

@@ -92,7 +92,7 @@ func (x *exchange) noteChurn() {
 
 // reexecute takes over prev, whose executor died or lost its lease before settling, and executes
 // again (on_unknown_outcome: release).
-func (x *exchange) reexecute(prev *storedRecord) {
+func (x *exchange) reexecute(prev *record.Record) {
 	if x.reclaim(prev, prev.Executions+1) {
 		x.execute()
 		return
@@ -101,7 +101,7 @@ func (x *exchange) reexecute(prev *storedRecord) {
 }
 
 // outcomeUnknownError says why prev's outcome is unknown and how it ends.
-func outcomeUnknownError(prev *storedRecord) error {
+func outcomeUnknownError(prev *record.Record) error {
 	why := prev.Detail
 	if why == "" {
 		why = "the execution's lease lapsed before it settled (its gateway died or lost the store)"
@@ -135,13 +135,13 @@ func (x *exchange) limitBody() bool {
 // store is known to be unfit to keep it (claimRefused). prev is the record it found, when this
 // claim did not create one. A claim that fails may have landed (its reply lost): it is released
 // in the background (settle.go), and the client gets 503.
-func (x *exchange) claim() (prev *storedRecord, f found, err error) {
+func (x *exchange) claim() (prev *record.Record, f found, err error) {
 	if err := x.g.claimRefused(); err != nil { // a store that could lose the claim (safety.go)
 		return nil, f, err
 	}
 	x.owner = newToken()
 	now := x.g.now().UTC() // the clock reconcile.after is measured on
-	x.rec = &storedRecord{
+	x.rec = &record.Record{
 		Receipt: record.Receipt{
 			IdempotencyKey:    x.key,
 			Tenant:            x.tenant,
@@ -157,14 +157,14 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 		StartedAt: now,
 		Caller:    x.caller,
 	}
-	if len(x.doc) <= MaxRecordDocumentBytes {
+	if len(x.doc) <= record.MaxDocumentBytes {
 		x.rec.Document = x.doc
 	}
 	var state string
 	var stored record.Payload
 	x.claimSent = time.Now() // the lease runs from here at the latest
 	err = x.storeCall("claim", func(ctx context.Context) (err error) {
-		f.claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.encode(), x.rt.LockLease, x.claimTTL())
+		f.claimed, state, stored, err = x.g.store.Claim(ctx, x.skey, x.owner, x.rec.Encode(), x.rt.LockLease, x.claimTTL())
 		return err
 	})
 	switch {
@@ -179,7 +179,7 @@ func (x *exchange) claim() (prev *storedRecord, f found, err error) {
 	case f.claimed:
 		return nil, f, nil
 	}
-	if prev, err = decodeStored(state, stored); err != nil {
+	if prev, err = record.Decode(state, stored); err != nil {
 		return nil, f, err
 	}
 	f.state, f.sameEffect = state, prev.EffectFingerprint == x.fp
@@ -205,11 +205,11 @@ func (x *exchange) commitKeepsTTL() bool {
 // reclaim takes over prev, a record whose outcome is unknown, for a new execution or a
 // reconciliation;
 // executions is what the record counts once taken over.
-func (x *exchange) reclaim(prev *storedRecord, executions int) bool {
+func (x *exchange) reclaim(prev *record.Record, executions int) bool {
 	x.rec.Executions = executions
 	x.claimSent = time.Now()
 	err := x.storeCall("reclaim", func(ctx context.Context) error {
-		return refused(x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.encode(), x.rt.LockLease, x.claimTTL()))
+		return refused(x.g.store.Reclaim(ctx, x.skey, prev.Owner, x.owner, x.rec.Encode(), x.rt.LockLease, x.claimTTL()))
 	})
 	if err != nil && !errors.Is(err, errRefused) {
 		x.logger().Warn("reclaim failed", "err", err)

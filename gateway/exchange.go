@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -50,7 +51,7 @@ type exchange struct {
 
 	// Set for an execution under a claimed key; settled once the record's final write started.
 	owner     string
-	rec       *storedRecord
+	rec       *record.Record
 	claimSent time.Time // when the claim (or reclaim) was sent: the lease runs from then at the latest
 	settled   bool
 	lease     *lease // renews the lease of an execution (lease.go); nil once a settle took it over

@@ -42,12 +42,12 @@ func (g *Gateway) SetWaitTimers(poll, watch time.Duration) {
 
 // storedRecordOf reads and decodes the record of tenant, tool and key from the gateway's store;
 // nil when there is none.
-func (g *Gateway) storedRecordOf(ctx context.Context, tenant, tool, key string) (state string, rec *storedRecord, err error) {
+func (g *Gateway) storedRecordOf(ctx context.Context, tenant, tool, key string) (state string, rec *record.Record, err error) {
 	state, stored, err := g.store.Get(ctx, record.ScopeKey{Tenant: tenant, Tool: tool, Key: key}.String())
 	if err != nil || state == "" {
 		return state, nil, err
 	}
-	rec, err = decodeStored(state, stored)
+	rec, err = record.Decode(state, stored)
 	return state, rec, err
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -117,7 +118,7 @@ func (m *mcpTool) settleFinal(x *exchange, f *mcpwire.Final) {
 	rec.MCPProtocolVersion = m.version
 	rec.CommittedAt = &now
 	rec.ExpiresAt = now.Add(x.rt.TTL)
-	rec.Response = &storedResponse{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
+	rec.Response = &record.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
 	if int64(len(f.Member)) <= x.g.opts.MaxReceiptBodyBytes {
 		rec.Response.Body, rec.ResponseBodyKept = f.Member, true
 	}

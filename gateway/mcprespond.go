@@ -89,7 +89,7 @@ func (m *mcpTool) call(x *exchange) {
 // otherwise; a record that kept none (over the receipt limit, or resolved by an operator) replays
 // a tool result that says the call took effect, with its remote id. Never Mcp-Session-Id: the
 // answer is the gateway's, valid in any session.
-func (m *mcpTool) replay(x *exchange, prev *storedRecord) {
+func (m *mcpTool) replay(x *exchange, prev *record.Record) {
 	x.w.Header()["Idempotent-Replayed"] = replayed // shared, as writeJSONRPC's values are
 	if resp := prev.Response; prev.ResponseBodyKept && resp != nil && isMember(resp.Body) {
 		member := resp.Body

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -170,7 +171,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	rec.ResponseStatus = resp.StatusCode
 	rec.CommittedAt = &now
 	rec.ExpiresAt = now.Add(x.rt.TTL)
-	rec.Response = &storedResponse{Status: resp.StatusCode, Header: storedHeader(resp.Header, x.rt.Receipt.ReplayHeaders)}
+	rec.Response = &record.Response{Status: resp.StatusCode, Header: storedHeader(resp.Header, x.rt.Receipt.ReplayHeaders)}
 	if whole {
 		rec.Response.Body, rec.ResponseBodyKept = kept, true
 		if x.rt.Fingerprint.Format() == canonical.FormatJSONRPC {

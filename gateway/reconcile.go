@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -57,7 +58,7 @@ func (x *exchange) inject() error {
 // reconciles it), asks the upstream whether the effect exists, then
 // commits a receipt made from the answer and replays it (found), executes the call again (not
 // found), or leaves the record outcome_unknown (the lookup failed).
-func (x *exchange) reconcile(prev *storedRecord) {
+func (x *exchange) reconcile(prev *record.Record) {
 	// The upstream may still be working on the call whose outcome is unknown (the gateway stopped
 	// waiting, or died; the upstream did not). A lookup now could miss an effect that lands a
 	// moment later, and the re-execution would make it twice: wait reconcile.after from the latest
@@ -93,7 +94,7 @@ func (x *exchange) reconcile(prev *storedRecord) {
 		now := time.Now().UTC()
 		rec := x.rec
 		rec.ResponseStatus, rec.CommittedAt, rec.ExpiresAt = rc.Status, &now, now.Add(x.rt.TTL)
-		rec.Response = &storedResponse{Status: rc.Status, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(found)}
+		rec.Response = &record.Response{Status: rc.Status, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(found)}
 		rec.ResponseBodyKept = true
 		ids := canonical.LookupPrefixes(answer, rc.RemoteID, rc.RemoteURL)
 		rec.RemoteID, rec.RemoteURL = ids[0], ids[1]

@@ -21,7 +21,7 @@ type responder interface {
 	// call's outcome (outcomeOf, then x.settle) before the answer reaches the client.
 	call(x *exchange)
 	// replay answers with prev's stored response.
-	replay(x *exchange, prev *storedRecord)
+	replay(x *exchange, prev *record.Record)
 	// refuse answers with ref: a decision that called no upstream.
 	refuse(x *exchange, ref *refusal)
 }
@@ -48,7 +48,7 @@ type conflict struct {
 }
 
 // replay answers with the stored response, without calling the upstream.
-func (x *exchange) replay(prev *storedRecord) {
+func (x *exchange) replay(prev *record.Record) {
 	x.decide(DecisionReplay)
 	x.setRemoteID(prev.RemoteID)
 	x.front.replay(x, prev)
@@ -58,7 +58,7 @@ func (x *exchange) replay(prev *storedRecord) {
 // tells of the record (its fingerprint, remote id and the fields that differ) is the first
 // caller's data: with clients, only the caller who claimed the key gets it
 // (docs/security.md#who-is-calling).
-func (x *exchange) conflict(prev *storedRecord) {
+func (x *exchange) conflict(prev *record.Record) {
 	c := &conflict{receivedFingerprint: x.fp}
 	if x.caller == "" || x.caller == prev.Caller {
 		c.existingFingerprint, c.existingRemoteID = prev.EffectFingerprint, prev.RemoteID
@@ -107,7 +107,7 @@ type httpRoute struct{}
 // replay writes prev's stored status, headers and body, with Idempotent-Replayed: true. A receipt
 // that kept no body (over MaxReceiptBodyBytes, or resolved by an operator) replays none, and says
 // so in Idempotency-Replay-Body: omitted.
-func (httpRoute) replay(x *exchange, prev *storedRecord) {
+func (httpRoute) replay(x *exchange, prev *record.Record) {
 	h := x.w.Header()
 	status := prev.ResponseStatus
 	var body [3][]byte // the body, in pieces written as they are (withRetryID)
@@ -139,11 +139,11 @@ func (httpRoute) replay(x *exchange, prev *storedRecord) {
 // withRetryID is resp's body, a stored JSON-RPC response, under the id of req, the retry's
 // JSON-RPC request (mcpwire.SpliceID's pieces): a client matches responses to its requests by id,
 // and a retry is a new request with a new id (docs/contract.md §7, plain JSON-RPC routes). The id
-// is spliced where the commit found it (storedResponse.IDSpan), or, in a record without the span
+// is spliced where the commit found it (record.Response.IDSpan), or, in a record without the span
 // (an earlier build's) or whose span holds no id member SpliceID can check (an escaped name), where
 // a read of the body finds it. A body or request that is not one JSON-RPC message is replayed as
 // stored.
-func withRetryID(resp *storedResponse, req []byte) [3][]byte {
+func withRetryID(resp *record.Response, req []byte) [3][]byte {
 	msg, err := mcpwire.Parse(req)
 	if err != nil || msg.Kind != mcpwire.Request {
 		return [3][]byte{resp.Body}

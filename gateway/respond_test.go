@@ -3,10 +3,12 @@ package gateway
 import (
 	"bytes"
 	"testing"
+
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // TestWithRetryID: a plain JSON-RPC route's replay puts the retry's id where the commit found the
-// stored response's (storedResponse.IDSpan) without reading the rest of the body, which may be
+// stored response's (record.Response.IDSpan) without reading the rest of the body, which may be
 // too large to read on every replay; a record without the span (an earlier build's) is read to
 // find it; what is not a JSON-RPC request and response is replayed as stored.
 func TestWithRetryID(t *testing.T) {
@@ -28,7 +30,7 @@ func TestWithRetryID(t *testing.T) {
 		{"not a request", stored, `{"jsonrpc":"2.0","method":"create"}`, [2]int{22, 23}, stored},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			pieces := withRetryID(&storedResponse{Body: []byte(tt.body), IDSpan: tt.span}, []byte(tt.req))
+			pieces := withRetryID(&record.Response{Body: []byte(tt.body), IDSpan: tt.span}, []byte(tt.req))
 			if got := string(bytes.Join(pieces[:], nil)); got != tt.want {
 				t.Errorf("withRetryID = %s, want %s", got, tt.want)
 			}

@@ -111,7 +111,7 @@ func (x *exchange) settle(op settleOp) {
 	}
 	x.lease = nil // the settle stops it
 	if op != opRelease {
-		p.payload = x.rec.encode()
+		p.payload = x.rec.Encode()
 	}
 	p.backoff = x.g.newBackoff(x.rt.LockLease, p.until)
 	if p.lease != nil {

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // execution is an upstream call under way, as Abandon needs it: the record's key, owner and
 // claimed state.
 type execution struct {
 	key, owner string
-	rec        storedRecord // as claimed; encoded only if Abandon needs it
+	rec        record.Record // as claimed; encoded only if Abandon needs it
 	ttl        time.Duration
 }
 
@@ -35,7 +37,7 @@ func (g *Gateway) Abandon(ctx context.Context) int {
 			defer cancel()
 			rec := e.rec
 			rec.Detail = "the gateway shut down before the upstream call finished"
-			ok, err := g.store.MarkUnknown(sctx, e.key, e.owner, rec.encodeSettle(), e.ttl)
+			ok, err := g.store.MarkUnknown(sctx, e.key, e.owner, rec.EncodeSettle(), e.ttl)
 			if err != nil {
 				g.log.Error("abandoning a call: store failed; its lease will lapse to outcome_unknown", "err", err)
 			}

@@ -1,7 +1,8 @@
 // Package record is the vocabulary that the gateway and its stores share: the record states, the
 // Store contract that every store implements (checked by the conformance suite in package
 // recordtest) with the argument checks the stores share, ErrCorrupt for a record that cannot be
-// read, the Receipt the admin API serves, the ScopeKey a record is stored under, the rule of a
+// read, the Receipt the admin API serves, the Record the gateway keeps under a key and its binary
+// form (codec.go, docs/record-format.md), the ScopeKey a record is stored under, the rule of a
 // valid idempotency key (CheckKey), and Encrypted, which keeps payloads encrypted at rest in any
 // Store. It imports nothing else of idemgateway's, so a store or an admin client can use it
 // without the gateway's HTTP, metrics and tracing dependencies.

@@ -1,4 +1,4 @@
-package gateway
+package record
 
 import (
 	"bytes"
@@ -14,23 +14,22 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/internal/allocs"
-	"github.com/idemgateway/idemgateway/record"
 )
 
 // fullRecord is a committed record with every field set, odd bytes included.
-func fullRecord() *storedRecord {
+func fullRecord() *Record {
 	committed := time.Date(2026, 11, 30, 5, 30, 0, 123456789, time.UTC)
-	return &storedRecord{
-		Receipt: record.Receipt{
+	return &Record{
+		Receipt: Receipt{
 			IdempotencyKey: "k\x00\"é", Tenant: "acme", Tool: "create_ticket", CredentialScope: "c0ffee",
-			EffectFingerprint: "sha256:" + strings.Repeat("ab", 32), State: record.StateCommitted, Actor: "agent-7",
+			EffectFingerprint: "sha256:" + strings.Repeat("ab", 32), State: StateCommitted, Actor: "agent-7",
 			RemoteSystem: "jira", RemoteID: "T-1", RemoteURL: "https://t/1", ResponseStatus: 201,
 			CommittedAt: &committed, ExpiresAt: committed.Add(24 * time.Hour), Executions: 2,
 			ResponseBodyKept: true, Detail: "upstream answered 502",
 		},
 		Owner:     "0123456789abcdef0123456789abcdef",
 		StartedAt: committed.Add(-time.Second),
-		Response: &storedResponse{
+		Response: &Response{
 			Status: 201,
 			Header: http.Header{"Content-Type": {"application/json"}, "Link": {"<a>", "<b>"}, "X-Empty": {""}},
 			Body:   []byte("{\"id\":\"T-1\"}\x00\xff"),
@@ -42,16 +41,16 @@ func fullRecord() *storedRecord {
 // TestRecordRoundTrip: decode gives back what encode was given, for a full record, a fresh claim
 // (no response, no commit time) and a committed record whose body was not kept.
 func TestRecordRoundTrip(t *testing.T) {
-	claim := &storedRecord{Receipt: record.Receipt{IdempotencyKey: "k", Tenant: "default", Tool: "t", EffectFingerprint: "sha256:00",
-		State: record.StateInProgress, ExpiresAt: time.Unix(1700000000, 0).UTC(), Executions: 1}, Owner: "o", StartedAt: time.Unix(1699990000, 5).UTC()}
+	claim := &Record{Receipt: Receipt{IdempotencyKey: "k", Tenant: "default", Tool: "t", EffectFingerprint: "sha256:00",
+		State: StateInProgress, ExpiresAt: time.Unix(1700000000, 0).UTC(), Executions: 1}, Owner: "o", StartedAt: time.Unix(1699990000, 5).UTC()}
 	bodiless := fullRecord()
 	bodiless.Response.Body, bodiless.ResponseBodyKept, bodiless.Response.Header = nil, false, nil
 	withCaller := fullRecord()
 	withCaller.Caller = "sha256:0123456789abcdef0123456789abcdef"
 	withIDSpan := fullRecord()
 	withIDSpan.Response.IDSpan = [2]int{6, 11}
-	for name, rec := range map[string]*storedRecord{"full": fullRecord(), "claim": claim, "bodiless": bodiless, "caller": withCaller, "id span": withIDSpan} {
-		got, err := decodeRecord(rec.State, rec.encode())
+	for name, rec := range map[string]*Record{"full": fullRecord(), "claim": claim, "bodiless": bodiless, "caller": withCaller, "id span": withIDSpan} {
+		got, err := decodePart(rec.State, rec.Encode())
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -61,7 +60,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
-// TestRecordInTwoParts: a record stored as a claim part and a settle part (record.Payload) decodes
+// TestRecordInTwoParts: a record stored as a claim part and a settle part (Payload) decodes
 // to the whole record: the settle part carries everything but the document, which only the claim
 // part holds, so a commit does not send it again. A claim part alone, or a whole record of a
 // gateway before the split (version 1) in the claim part, decodes as it is.
@@ -69,33 +68,33 @@ func TestRecordInTwoParts(t *testing.T) {
 	rec := fullRecord()
 	claim := *rec
 	claim.Response, claim.CommittedAt, claim.RemoteID, claim.ResponseStatus = nil, nil, "", 0
-	claimPart, settlePart := claim.encode(), rec.encodeSettle()
+	claimPart, settlePart := claim.Encode(), rec.EncodeSettle()
 	if bytes.Contains(settlePart, rec.Document) {
 		t.Errorf("the settle part %q holds the document again", settlePart)
 	}
-	if len(settlePart) != len(rec.encode())-len(rec.Document) {
-		t.Errorf("the settle part is %d bytes, want the whole record's %d less the document's %d", len(settlePart), len(rec.encode()), len(rec.Document))
+	if len(settlePart) != len(rec.Encode())-len(rec.Document) {
+		t.Errorf("the settle part is %d bytes, want the whole record's %d less the document's %d", len(settlePart), len(rec.Encode()), len(rec.Document))
 	}
-	got, err := decodeStored(rec.State, record.Payload{Claim: claimPart, Settle: settlePart})
+	got, err := Decode(rec.State, Payload{Claim: claimPart, Settle: settlePart})
 	if err != nil || !reflect.DeepEqual(got, rec) {
-		t.Errorf("decodeStored(claim, settle) = %+v, %v\nwant %+v", got, err, rec)
+		t.Errorf("Decode(claim, settle) = %+v, %v\nwant %+v", got, err, rec)
 	}
 
-	v1 := rec.encode()
+	v1 := rec.Encode()
 	v1[3] = recordVersion1
-	if got, err := decodeStored(rec.State, record.Payload{Claim: v1}); err != nil || !reflect.DeepEqual(got, rec) {
-		t.Errorf("decodeStored(version 1 record) = %+v, %v\nwant %+v", got, err, rec)
+	if got, err := Decode(rec.State, Payload{Claim: v1}); err != nil || !reflect.DeepEqual(got, rec) {
+		t.Errorf("Decode(version 1 record) = %+v, %v\nwant %+v", got, err, rec)
 	}
-	if got, err := decodeStored(record.StateInProgress, record.Payload{Claim: claimPart}); err != nil || got.Response != nil || !bytes.Equal(got.Document, rec.Document) {
-		t.Errorf("decodeStored(claim) = %+v, %v; want the claim with its document", got, err)
+	if got, err := Decode(StateInProgress, Payload{Claim: claimPart}); err != nil || got.Response != nil || !bytes.Equal(got.Document, rec.Document) {
+		t.Errorf("Decode(claim) = %+v, %v; want the claim with its document", got, err)
 	}
 	// A damaged part is refused, whichever it is.
-	for name, p := range map[string]record.Payload{
+	for name, p := range map[string]Payload{
 		"claim":  {Claim: claimPart[:10], Settle: settlePart},
 		"settle": {Claim: claimPart, Settle: settlePart[:10]},
 	} {
-		if _, err := decodeStored(rec.State, p); !errors.Is(err, record.ErrCorrupt) {
-			t.Errorf("decodeStored with a cut %s part = %v, want record.ErrCorrupt", name, err)
+		if _, err := Decode(rec.State, p); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Decode with a cut %s part = %v, want ErrCorrupt", name, err)
 		}
 	}
 }
@@ -103,15 +102,15 @@ func TestRecordInTwoParts(t *testing.T) {
 // TestRecordEncodeOneAllocation: encode sizes its buffer first and allocates once.
 func TestRecordEncodeOneAllocation(t *testing.T) {
 	rec := fullRecord()
-	if n := testing.AllocsPerRun(100, func() { rec.encode() }); n != 1 {
+	if n := testing.AllocsPerRun(100, func() { rec.Encode() }); n != 1 {
 		t.Errorf("encode allocates %v times, want 1", n)
 	}
 }
 
-// TestDecodeRecordCorrupt: every damaged payload is refused as record.ErrCorrupt naming the
+// TestDecodeRecordCorrupt: every damaged payload is refused as ErrCorrupt naming the
 // problem, never decoded into a record that could be replayed.
 func TestDecodeRecordCorrupt(t *testing.T) {
-	valid := fullRecord().encode()
+	valid := fullRecord().Encode()
 	cases := map[string]struct {
 		payload []byte
 		detail  string
@@ -123,9 +122,9 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 		"trailing byte":   {append(bytes.Clone(valid), 0), "1 bytes after the response body"},
 		"fields too long": {[]byte("idr\x01\xe8\x03\x00\x00"), "1000 bytes of fields, with 0 bytes left"},
 		"string too long": {[]byte("idr\x01\x02\x00\x00\x00\x7e\x00"), "idempotency_key at byte 0: 63, with 1 bytes left"},
-		"bad status":      {recordWith(func(r *storedRecord) { r.ResponseStatus = 1000 }), "response_status"},
+		"bad status":      {recordWith(func(r *Record) { r.ResponseStatus = 1000 }), "response_status"},
 		"bad bool":        {patchBodyKept(valid), "response_body_kept"},
-		"negative count":  {recordWith(func(r *storedRecord) { r.Executions = -1 }), "executions"},
+		"negative count":  {recordWith(func(r *Record) { r.Executions = -1 }), "executions"},
 	}
 	// Every cut-off prefix of a valid record.
 	for i := range len(valid) {
@@ -135,9 +134,9 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 		}{valid[:i], ""}
 	}
 	for name, c := range cases {
-		rec, err := decodeRecord(record.StateCommitted, c.payload)
-		if !errors.Is(err, record.ErrCorrupt) || rec != nil {
-			t.Errorf("%s: decodeRecord = %v, %v; want record.ErrCorrupt", name, rec, err)
+		rec, err := decodePart(StateCommitted, c.payload)
+		if !errors.Is(err, ErrCorrupt) || rec != nil {
+			t.Errorf("%s: decodePart = %v, %v; want ErrCorrupt", name, rec, err)
 			continue
 		}
 		if !strings.Contains(err.Error(), c.detail) {
@@ -160,18 +159,18 @@ func TestRecordCallerIsOptional(t *testing.T) {
 		"7d7d7b226964223a22542d31227d00ff"
 	rec := fullRecord()
 	rec.Response.Header = http.Header{"Content-Type": {"application/json"}} // one header: map order
-	if got := hex.EncodeToString(rec.encode()); got != before {
+	if got := hex.EncodeToString(rec.Encode()); got != before {
 		t.Fatalf("a record without a caller is no longer the earlier form:\n got %s\nwant %s", got, before)
 	}
 	rec.Caller = "sha256:0123456789abcdef0123456789abcdef"
-	got, err := decodeRecord(record.StateCommitted, rec.encode())
+	got, err := decodePart(StateCommitted, rec.Encode())
 	if err != nil || got.Caller != rec.Caller || !bytes.Equal(got.Response.Body, rec.Response.Body) {
 		t.Fatalf("with a caller: %+v, %v", got, err)
 	}
 	// The MCP revision of a tools/call's receipt comes after the caller, with or without one.
 	for _, caller := range []string{"", rec.Caller} {
 		rec.Caller, rec.MCPProtocolVersion = caller, "2026-07-28"
-		got, err := decodeRecord(record.StateCommitted, rec.encode())
+		got, err := decodePart(StateCommitted, rec.Encode())
 		if err != nil || got.Caller != caller || got.MCPProtocolVersion != "2026-07-28" || !bytes.Equal(got.Response.Body, rec.Response.Body) {
 			t.Fatalf("with caller %q and an MCP revision: %+v, %v", caller, got, err)
 		}
@@ -181,7 +180,7 @@ func TestRecordCallerIsOptional(t *testing.T) {
 	for _, caller := range []string{"", "sha256:0123456789abcdef0123456789abcdef"} {
 		for _, version := range []string{"", "2026-07-28"} {
 			rec.Caller, rec.MCPProtocolVersion = caller, version
-			got, err := decodeRecord(record.StateCommitted, rec.encode())
+			got, err := decodePart(StateCommitted, rec.Encode())
 			if err != nil || got.Caller != caller || got.MCPProtocolVersion != version || got.Response.IDSpan != rec.Response.IDSpan {
 				t.Fatalf("with caller %q, MCP revision %q and an id span: %+v, %v", caller, version, got, err)
 			}
@@ -192,25 +191,25 @@ func TestRecordCallerIsOptional(t *testing.T) {
 // TestDecodeRecordIDSpanBounds: a response id span must lie inside the response body, which must
 // exist: one that does not is a damaged record, never a splice out of bounds.
 func TestDecodeRecordIDSpanBounds(t *testing.T) {
-	for name, change := range map[string]func(*storedRecord){
-		"past the body": func(r *storedRecord) { r.Response.IDSpan = [2]int{6, len(r.Response.Body) + 1} },
-		"empty":         func(r *storedRecord) { r.Response.IDSpan = [2]int{6, 6} },
-		"at byte 0":     func(r *storedRecord) { r.Response.IDSpan = [2]int{0, 4} },
-		"no body": func(r *storedRecord) {
+	for name, change := range map[string]func(*Record){
+		"past the body": func(r *Record) { r.Response.IDSpan = [2]int{6, len(r.Response.Body) + 1} },
+		"empty":         func(r *Record) { r.Response.IDSpan = [2]int{6, 6} },
+		"at byte 0":     func(r *Record) { r.Response.IDSpan = [2]int{0, 4} },
+		"no body": func(r *Record) {
 			r.Response.Body, r.ResponseBodyKept, r.Response.IDSpan = nil, false, [2]int{1, 2}
 		},
 	} {
-		if _, err := decodeRecord(record.StateCommitted, recordWith(change)); !errors.Is(err, record.ErrCorrupt) {
-			t.Errorf("%s: err %v, want record.ErrCorrupt", name, err)
+		if _, err := decodePart(StateCommitted, recordWith(change)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: err %v, want ErrCorrupt", name, err)
 		}
 	}
 }
 
 // recordWith encodes fullRecord changed by change.
-func recordWith(change func(*storedRecord)) []byte {
+func recordWith(change func(*Record)) []byte {
 	rec := fullRecord()
 	change(rec)
-	return rec.encode()
+	return rec.Encode()
 }
 
 // patchSmall returns payload with the byte at offset at of its small fields set to b.
@@ -239,7 +238,7 @@ func TestRecordTimes(t *testing.T) {
 	rec.CommittedAt = &epoch
 	rec.ExpiresAt = time.Date(2277, 5, 1, 0, 0, 0, 1, time.UTC) // past time.Time.UnixNano's range
 	rec.StartedAt = time.Time{}
-	got, err := decodeRecord(rec.State, rec.encode())
+	got, err := decodePart(rec.State, rec.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,11 +253,11 @@ func TestRecordTimes(t *testing.T) {
 // the payload.
 func TestDecodeRecordBoundedAllocation(t *testing.T) {
 	allocated := func(payload []byte) uint64 {
-		return allocs.Bytes(5, func() { _, _ = decodeRecord(record.StateCommitted, payload) })
+		return allocs.Bytes(5, func() { _, _ = decodePart(StateCommitted, payload) })
 	}
 	big := fullRecord()
 	big.Response.Body = bytes.Repeat([]byte("x"), 1<<20)
-	if n := allocated(big.encode()); n > 16<<10 {
+	if n := allocated(big.Encode()); n > 16<<10 {
 		t.Errorf("decoding a record with a 1 MiB body allocated %d bytes; its body must not be copied", n)
 	}
 	// A header count as large as the bytes left: refused, with the map's size hint capped.
@@ -271,8 +270,8 @@ func TestDecodeRecordBoundedAllocation(t *testing.T) {
 	small = append(small, make([]byte, 1<<20)...)
 	payload := binary.LittleEndian.AppendUint32(append([]byte(nil), recordMagic[:]...), uint32(len(small)))
 	payload = append(payload, small...)
-	if _, err := decodeRecord(record.StateCommitted, payload); !errors.Is(err, record.ErrCorrupt) {
-		t.Fatalf("crafted header count: %v, want record.ErrCorrupt", err)
+	if _, err := decodePart(StateCommitted, payload); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("crafted header count: %v, want ErrCorrupt", err)
 	}
 	if n := allocated(payload); n > 4<<20 {
 		t.Errorf("a crafted 1 MiB record made the decoder allocate %d bytes", n)
@@ -285,27 +284,27 @@ func TestDecodeRecordJSON(t *testing.T) {
 	committed := time.Date(2026, 11, 30, 5, 30, 0, 123456789, time.UTC)
 	full := `{"idempotency_key":"k-1","tenant":"acme","tool":"create_ticket","credential_scope":"sha256:c0ffee","effect_fingerprint":"sha256:ab","state":"","actor":"agent-7","remote_system":"jira","remote_id":"T-1","remote_url":"https://t/1","response_status":201,"committed_at":"2026-11-30T05:30:00.123456789Z","expires_at":"2026-12-01T05:30:00.123456789Z","executions":2,"response_body_kept":true,"detail":"reconciled","owner":"0123456789abcdef0123456789abcdef","started_at":"2026-11-30T05:29:59.123456789Z","response":{"status":201,"header":{"Content-Type":["application/json"],"Link":["\u003ca\u003e","\u003cb\u003e"]},"body":"eyJpZCI6IlQtMSJ9"},"document":{"body":{"title":"a"}}}`
 	claim := `{"idempotency_key":"k-2","tenant":"default","tool":"t","effect_fingerprint":"sha256:00","state":"","remote_system":"","expires_at":"2026-11-30T05:30:00.123456789Z","executions":1,"response_body_kept":false,"owner":"o","started_at":"2026-11-30T05:30:00.123456789Z"}`
-	want := map[string]*storedRecord{
+	want := map[string]*Record{
 		full: {
-			Receipt: record.Receipt{IdempotencyKey: "k-1", Tenant: "acme", Tool: "create_ticket", CredentialScope: "sha256:c0ffee",
-				EffectFingerprint: "sha256:ab", State: record.StateCommitted, Actor: "agent-7", RemoteSystem: "jira", RemoteID: "T-1",
+			Receipt: Receipt{IdempotencyKey: "k-1", Tenant: "acme", Tool: "create_ticket", CredentialScope: "sha256:c0ffee",
+				EffectFingerprint: "sha256:ab", State: StateCommitted, Actor: "agent-7", RemoteSystem: "jira", RemoteID: "T-1",
 				RemoteURL: "https://t/1", ResponseStatus: 201, CommittedAt: &committed, ExpiresAt: committed.Add(24 * time.Hour),
 				Executions: 2, ResponseBodyKept: true, Detail: "reconciled"},
 			Owner:     "0123456789abcdef0123456789abcdef",
 			StartedAt: committed.Add(-time.Second),
-			Response: &storedResponse{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Link": {"<a>", "<b>"}},
+			Response: &Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Link": {"<a>", "<b>"}},
 				Body: []byte(`{"id":"T-1"}`)},
 			Document: []byte(`{"body":{"title":"a"}}`),
 		},
 		claim: {
-			Receipt: record.Receipt{IdempotencyKey: "k-2", Tenant: "default", Tool: "t", EffectFingerprint: "sha256:00",
-				State: record.StateCommitted, ExpiresAt: committed, Executions: 1},
+			Receipt: Receipt{IdempotencyKey: "k-2", Tenant: "default", Tool: "t", EffectFingerprint: "sha256:00",
+				State: StateCommitted, ExpiresAt: committed, Executions: 1},
 			Owner:     "o",
 			StartedAt: committed,
 		},
 	}
 	for payload, rec := range want {
-		got, err := decodeRecord(record.StateCommitted, []byte(payload))
+		got, err := decodePart(StateCommitted, []byte(payload))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,26 +314,26 @@ func TestDecodeRecordJSON(t *testing.T) {
 	}
 }
 
-// FuzzDecodeRecord: decodeRecord never panics, refuses with record.ErrCorrupt or decodes a record
+// FuzzDecodeRecord: decodePart never panics, refuses with ErrCorrupt or decodes a record
 // that encodes and decodes again to the same record, whose response id span lies in its body.
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add(fullRecord().encode())
-	f.Add(recordWith(func(r *storedRecord) { r.Response.IDSpan = [2]int{6, 11} }))
-	f.Add((&storedRecord{}).encode())
+	f.Add(fullRecord().Encode())
+	f.Add(recordWith(func(r *Record) { r.Response.IDSpan = [2]int{6, 11} }))
+	f.Add((&Record{}).Encode())
 	f.Add([]byte("idr\x01\x00\x00\x00\x00"))
 	f.Add([]byte(`{"idempotency_key":"k","response":{"status":201,"body":"eA=="}}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		rec, err := decodeRecord(record.StateCommitted, payload)
+		rec, err := decodePart(StateCommitted, payload)
 		if err != nil {
-			if !errors.Is(err, record.ErrCorrupt) {
-				t.Fatalf("error %v does not wrap record.ErrCorrupt", err)
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
 			}
 			return
 		}
 		if resp := rec.Response; resp != nil && resp.IDSpan != [2]int{} && (resp.IDSpan[0] < 1 || resp.IDSpan[0] >= resp.IDSpan[1] || resp.IDSpan[1] > len(resp.Body)) {
 			t.Fatalf("id span %v of a %d-byte body", resp.IDSpan, len(resp.Body))
 		}
-		again, err := decodeRecord(record.StateCommitted, rec.encode())
+		again, err := decodePart(StateCommitted, rec.Encode())
 		if err != nil {
 			t.Fatalf("re-encoded record does not decode: %v", err)
 		}
@@ -351,14 +350,14 @@ func BenchmarkRecordCodec(b *testing.B) {
 	rec := fullRecord()
 	rec.Document = bytes.Repeat([]byte(`{"a":"b"}`), 114)
 	rec.Response.Body = bytes.Repeat([]byte(`{"a":"b"}`), 114)
-	payload := rec.encode()
+	payload := rec.Encode()
 	jsonPayload, _ := json.Marshal(rec)
 	var jsonNs float64
 	b.Run("json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			p, _ := json.Marshal(rec)
-			var r storedRecord
+			var r Record
 			_ = json.Unmarshal(jsonPayload, &r)
 			_ = p
 		}
@@ -367,8 +366,8 @@ func BenchmarkRecordCodec(b *testing.B) {
 	b.Run("framed", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = rec.encode()
-			if _, err := decodeRecord(record.StateCommitted, payload); err != nil {
+			_ = rec.Encode()
+			if _, err := decodePart(StateCommitted, payload); err != nil {
 				b.Fatal(err)
 			}
 		}

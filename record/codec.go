@@ -1,4 +1,4 @@
-package gateway
+package record
 
 import (
 	"encoding/binary"
@@ -8,44 +8,32 @@ import (
 	"math"
 	"net/http"
 	"time"
-
-	"github.com/idemgateway/idemgateway/record"
 )
 
-// Decisions, as sent in the Idempotency-Decision header and the agent.idempotency.decision span
-// attribute (docs/contract.md §4, §6).
-const (
-	DecisionExecute        = "execute"
-	DecisionReplay         = "replay"
-	DecisionConflict       = "conflict"
-	DecisionInProgress     = "in_progress"
-	DecisionOutcomeUnknown = "outcome_unknown"
-	DecisionRejected       = "rejected"
-)
-
-// storedRecord is the payload the gateway keeps in the store for one key: the receipt (without its
+// Record is the payload the gateway keeps in the store for one key: the receipt (without its
 // state, which the store owns), the owner token of the current execution, and the stored response.
-// It is kept in the framed binary form of encode, not JSON: a replay decodes it on every request.
-type storedRecord struct {
-	record.Receipt
+// It is kept in the framed binary form of Encode (docs/record-format.md), not JSON: a replay
+// decodes it on every request.
+type Record struct {
+	Receipt
 	Owner     string
 	StartedAt time.Time
-	Response  *storedResponse
+	Response  *Response
 	// Document is the canonical document of the request that claimed the key, kept so that a
-	// conflict can name the fields that differ; nil when larger than MaxRecordDocumentBytes.
+	// conflict can name the fields that differ; nil when larger than MaxDocumentBytes.
 	Document []byte
-	// Caller names who claimed the key, with clients configured (principal.caller): only that
-	// caller's conflicts tell of the record (respond.go). "" without clients, and in records
-	// written before it was kept.
+	// Caller names who claimed the key, when the gateway authenticates its callers
+	// (docs/security.md#who-is-calling): only that caller's conflicts tell of the record. "" without
+	// clients, and in records written before it was kept.
 	Caller string
 }
 
-// MaxRecordDocumentBytes bounds the canonical document a record keeps (64 KiB). A request whose
+// MaxDocumentBytes bounds the canonical document a record keeps (64 KiB). A request whose
 // document is larger still gets its fingerprint checked; its conflicts carry no differing_fields.
-const MaxRecordDocumentBytes = 64 << 10
+const MaxDocumentBytes = 64 << 10
 
-// storedResponse is what a replay sends: the upstream's status, filtered headers and body.
-type storedResponse struct {
+// Response is what a replay sends: the upstream's status, filtered headers and body.
+type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
@@ -57,11 +45,11 @@ type storedResponse struct {
 }
 
 // recordMagic starts every encoded record: "idr" and the format version. A version this gateway
-// does not know is refused as record.ErrCorrupt, so a newer format is never misread; the magic also
+// does not know is refused as ErrCorrupt, so a newer format is never misread; the magic also
 // differs from the encryption wrapper's, so a record in the clear is never taken for a sealed one.
 //
 // Version 2 has the layout of version 1, which is still read; it marks a record stored in two
-// parts (record.Payload: the claim's, and the settle's without the document, see encodeSettle), so
+// parts (Payload: the claim's, and the settle's without the document, see EncodeSettle), so
 // that a gateway of version 1, which reads the claim part alone, refuses a settled record as
 // corrupt rather than replay it without its response.
 var recordMagic = [4]byte{'i', 'd', 'r', 2}
@@ -85,7 +73,7 @@ const recordHead = len(recordMagic) + 4
 // small fields, each written only when set, so that a record without them is the same bytes as
 // before they existed: the caller (a string), the MCP protocol version (a string) and the span
 // of the response body's JSON-RPC id (two integers).
-func (rec *storedRecord) encode() []byte {
+func (rec *Record) Encode() []byte {
 	var body []byte
 	if rec.Response != nil {
 		body = rec.Response.Body
@@ -101,27 +89,27 @@ func (rec *storedRecord) encode() []byte {
 	return append(e.buf, body...)
 }
 
-// encodeSettle returns the record's settle part (record.Payload.Settle), which Commit and
+// EncodeSettle returns the record's settle part (Payload.Settle), which Commit and
 // MarkUnknown store: its stored form without the document, which the claim part holds already, so
-// that a settle does not send it to the store again (decodeStored puts it back).
-func (rec *storedRecord) encodeSettle() []byte {
+// that a settle does not send it to the store again (Decode puts it back).
+func (rec *Record) EncodeSettle() []byte {
 	r := *rec
 	r.Document = nil
-	return r.encode()
+	return r.Encode()
 }
 
-// decodeStored decodes the record the store keeps in stored, with state as the store reports it:
+// Decode decodes the record the store keeps in stored, with state as the store reports it:
 // the claim part alone while nothing settled the record (or when a gateway before the split stored
 // the whole record there), else the settle part with the document of the claim part.
-func decodeStored(state string, stored record.Payload) (*storedRecord, error) {
+func Decode(state string, stored Payload) (*Record, error) {
 	if len(stored.Settle) == 0 {
-		return decodeRecord(state, stored.Claim)
+		return decodePart(state, stored.Claim)
 	}
-	rec, err := decodeRecord(state, stored.Settle)
+	rec, err := decodePart(state, stored.Settle)
 	if err != nil {
 		return nil, err
 	}
-	claim, err := decodeRecord(state, stored.Claim)
+	claim, err := decodePart(state, stored.Claim)
 	if err != nil {
 		return nil, err
 	}
@@ -130,8 +118,8 @@ func decodeStored(state string, stored record.Payload) (*storedRecord, error) {
 }
 
 // fields walks the record's small fields in their stored order for e; bodyLen is the length of
-// the response body. decodeRecord reads them in the same order.
-func (rec *storedRecord) fields(e *recordEncoder, bodyLen int) {
+// the response body. decodePart reads them in the same order.
+func (rec *Record) fields(e *recordEncoder, bodyLen int) {
 	r := &rec.Receipt
 	for _, s := range [...]string{r.IdempotencyKey, r.Tenant, r.Tool, r.CredentialScope, r.EffectFingerprint,
 		r.Actor, r.RemoteSystem, r.RemoteID, r.RemoteURL, r.Detail, rec.Owner} {
@@ -229,32 +217,32 @@ func (e *recordEncoder) time(t time.Time) {
 	}
 }
 
-// decodeRecord decodes a stored record, with state as the store reports it: the framed form of
+// decodePart decodes a stored record, with state as the store reports it: the framed form of
 // encode or, from gateways before it, the JSON form of jsonRecord. A framed record's strings share
 // one copy of its small fields, and its Document and response body are slices of payload itself,
 // which the caller must not change afterwards. A payload that is cut off, has bytes after its last
 // field, holds an impossible value or starts with another magic is an error wrapping
-// record.ErrCorrupt that names the field.
-func decodeRecord(state string, payload []byte) (*storedRecord, error) {
+// ErrCorrupt that names the field.
+func decodePart(state string, payload []byte) (*Record, error) {
 	if len(payload) > 0 && payload[0] == '{' {
 		return decodeJSONRecord(state, payload)
 	}
 	if len(payload) < len(recordMagic) || [3]byte(payload[:3]) != [3]byte(recordMagic[:3]) {
-		return nil, fmt.Errorf("%w: not a record (no %q magic)", record.ErrCorrupt, recordMagic[:3])
+		return nil, fmt.Errorf("%w: not a record (no %q magic)", ErrCorrupt, recordMagic[:3])
 	}
 	if v := payload[3]; v != recordMagic[3] && v != recordVersion1 {
-		return nil, fmt.Errorf("%w: record format version %d; this gateway reads versions %d and %d", record.ErrCorrupt, v, recordVersion1, recordMagic[3])
+		return nil, fmt.Errorf("%w: record format version %d; this gateway reads versions %d and %d", ErrCorrupt, v, recordVersion1, recordMagic[3])
 	}
 	if len(payload) < recordHead {
-		return nil, fmt.Errorf("%w: record cut off in its header", record.ErrCorrupt)
+		return nil, fmt.Errorf("%w: record cut off in its header", ErrCorrupt)
 	}
 	n := binary.LittleEndian.Uint32(payload[len(recordMagic):])
 	if uint64(n) > uint64(len(payload)-recordHead) {
-		return nil, fmt.Errorf("%w: %d bytes of fields, with %d bytes left", record.ErrCorrupt, n, len(payload)-recordHead)
+		return nil, fmt.Errorf("%w: %d bytes of fields, with %d bytes left", ErrCorrupt, n, len(payload)-recordHead)
 	}
 	small := payload[recordHead : recordHead+int(n)]
 	d := recordDecoder{raw: small, str: string(small)}
-	rec := &storedRecord{Receipt: record.Receipt{State: state}}
+	rec := &Record{Receipt: Receipt{State: state}}
 	r := &rec.Receipt
 	for _, f := range [...]struct {
 		name string
@@ -273,7 +261,7 @@ func decodeRecord(state string, payload []byte) (*storedRecord, error) {
 	r.ExpiresAt = d.time("expires_at")
 	rec.StartedAt = d.time("started_at")
 	if d.bool("response") {
-		resp := &storedResponse{Status: d.intIn("response status", 100, 999)}
+		resp := &Response{Status: d.intIn("response status", 100, 999)}
 		// Each header takes at least two bytes (its name's length and its values' count).
 		if headers := d.count("response header count", 2); headers > 0 {
 			resp.Header = make(http.Header, min(headers, 32))
@@ -315,7 +303,7 @@ func decodeRecord(state string, payload []byte) (*storedRecord, error) {
 		d.err = errors.New("a response id without a response")
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("%w: %v", record.ErrCorrupt, d.err)
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, d.err)
 	}
 	if docLen > 0 {
 		rec.Document = large[:docLen:docLen]
@@ -405,10 +393,10 @@ func (d *recordDecoder) time(field string) time.Time {
 }
 
 // jsonRecord is the JSON form in which gateways before the framed form (commit 8e113c4) stored
-// records; decodeRecord still reads it, so that those records replay after an upgrade. Nothing
+// records; decodePart still reads it, so that those records replay after an upgrade. Nothing
 // writes it.
 type jsonRecord struct {
-	record.Receipt
+	Receipt
 	Owner     string    `json:"owner"`
 	StartedAt time.Time `json:"started_at"`
 	Response  *struct {
@@ -420,16 +408,16 @@ type jsonRecord struct {
 }
 
 // decodeJSONRecord decodes a record in the form of jsonRecord.
-func decodeJSONRecord(state string, payload []byte) (*storedRecord, error) {
+func decodeJSONRecord(state string, payload []byte) (*Record, error) {
 	var j jsonRecord
 	if err := json.Unmarshal(payload, &j); err != nil {
-		return nil, fmt.Errorf("%w: a JSON record that does not decode: %v", record.ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: a JSON record that does not decode: %v", ErrCorrupt, err)
 	}
-	rec := &storedRecord{Receipt: j.Receipt, Owner: j.Owner, StartedAt: j.StartedAt, Document: j.Document}
+	rec := &Record{Receipt: j.Receipt, Owner: j.Owner, StartedAt: j.StartedAt, Document: j.Document}
 	if j.Response != nil {
-		rec.Response = &storedResponse{Status: j.Response.Status, Header: j.Response.Header, Body: j.Response.Body}
+		rec.Response = &Response{Status: j.Response.Status, Header: j.Response.Header, Body: j.Response.Body}
 	}
 	// Read back in the framed form, so that both forms pass the same checks (a response status
 	// out of range, say).
-	return decodeRecord(state, rec.encode())
+	return decodePart(state, rec.Encode())
 }
