@@ -16,6 +16,7 @@ import (
 	"github.com/idemgateway/idemgateway/adminclient"
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -103,7 +104,7 @@ func (tg *testGateway) client(t *testing.T, tok string) *adminclient.Client {
 func wantProblem(t *testing.T, err error, status int, typ string) {
 	t.Helper()
 	var p *adminclient.Problem
-	if !errors.As(err, &p) || p.Status != status || p.Type != gateway.ProblemTypePrefix+typ || p.Title == "" || p.Detail == "" {
+	if !errors.As(err, &p) || p.Status != status || p.Type != problem.TypePrefix+typ || p.Title == "" || p.Detail == "" {
 		t.Fatalf("error %v (%#v); want a %d %s problem", err, p, status, typ)
 	}
 }
@@ -217,7 +218,7 @@ func TestListAgainstGateway(t *testing.T) {
 	tg.send(t, "globex", "lost-elsewhere", true)
 
 	page, err := c.List(ctx, adminclient.ListQuery{Tenant: "acme", Tool: "create_ticket", Limit: 2})
-	if p := (*adminclient.Problem)(nil); errors.As(err, &p) && p.Type == gateway.ProblemTypePrefix+"no-route" {
+	if p := (*adminclient.Problem)(nil); errors.As(err, &p) && p.Type == problem.TypePrefix+"no-route" {
 		t.Fatalf("GET /v1/records answered no-route: the gateway lost its list endpoint: %v", err)
 	}
 	got := map[string]bool{}

@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -53,12 +54,12 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
 		err := g.storeSafety() // the verdict keyed requests are served by (safety.go)
 		if err != nil {
-			err = fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+			err = fmt.Errorf("%w: %v", problem.ErrStoreUnavailable, err)
 		} else {
 			err = g.ready(req.Context())
 		}
 		if err != nil {
-			newProblem(err, "", "").write(w, 1)
+			problem.New(err, "", "").Write(w, 1)
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -73,13 +74,13 @@ func (g *Gateway) AdminHandler(token string) http.Handler {
 		r.Post("/v1/records/{tenant}/{tool}/{key}/resolve", g.resolveRecord)
 	})
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
-		err := fmt.Errorf("%w at %s", ErrNoRoute, req.URL.EscapedPath())
+		err := fmt.Errorf("%w at %s", problem.ErrNoRoute, req.URL.EscapedPath())
 		if strings.HasPrefix(req.URL.Path, "/v1/records/") {
 			// The likeliest cause: a key (or tenant) holding "/", sent unescaped, which makes
 			// more segments than the routes have.
 			err = fmt.Errorf("%w: tenant, tool and key are one path segment each; escape a \"/\" in them as %%2F", err)
 		}
-		newProblem(err, "", "").write(w, 0)
+		problem.New(err, "", "").Write(w, 0)
 	})
 	return r
 }
@@ -95,8 +96,8 @@ func requireBearer(token string) func(http.Handler) http.Handler {
 			// The scheme is case-insensitive (RFC 9110 §11.1); the token is compared in constant time.
 			if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="idemgateway-admin"`)
-				(&problem{Type: ProblemTypePrefix + "unauthorized", Title: "Unauthorized", Status: http.StatusUnauthorized,
-					Detail: "the records API needs the admin bearer token"}).write(w, 0)
+				(&problem.Problem{Type: problem.TypePrefix + "unauthorized", Title: "Unauthorized", Status: http.StatusUnauthorized,
+					Detail: "the records API needs the admin bearer token"}).Write(w, 0)
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -121,14 +122,14 @@ func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	if err == nil && state == "" {
-		err = fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord)
+		err = fmt.Errorf("%w for that tenant, tool and key", problem.ErrNoRecord)
 	}
 	var rec *record.Record
 	if err == nil {
 		rec, err = record.Decode(state, stored)
 	}
 	if err != nil {
-		newProblem(err, "", "").write(w, 1)
+		problem.New(err, "", "").Write(w, 1)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -146,11 +147,11 @@ func (g *Gateway) deleteRecord(w http.ResponseWriter, r *http.Request) {
 		})
 		switch {
 		case err != nil && !errors.Is(err, record.ErrCorrupt): // an unreadable record may be deleted
-			newProblem(err, "", "").write(w, 1)
+			problem.New(err, "", "").Write(w, 1)
 			return
 		case state == record.StateInProgress:
-			(&problem{Type: ProblemTypePrefix + "record-in-progress", Title: "Record in progress", Status: http.StatusConflict,
-				Detail: "a call under this key is under way (its lease is live): deleting the record would let a retry execute it again; wait for it, or add ?force=true"}).write(w, 0)
+			(&problem.Problem{Type: problem.TypePrefix + "record-in-progress", Title: "Record in progress", Status: http.StatusConflict,
+				Detail: "a call under this key is under way (its lease is live): deleting the record would let a retry execute it again; wait for it, or add ?force=true"}).Write(w, 0)
 			return
 		}
 	}
@@ -160,10 +161,10 @@ func (g *Gateway) deleteRecord(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	if err == nil && !existed {
-		err = fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord)
+		err = fmt.Errorf("%w for that tenant, tool and key", problem.ErrNoRecord)
 	}
 	if err != nil {
-		newProblem(err, "", "").write(w, 1)
+		problem.New(err, "", "").Write(w, 1)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -186,25 +187,25 @@ func (g *Gateway) resolveRecord(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&res); err != nil {
-		newProblem(fmt.Errorf("%w: resolve: %v", ErrInvalidBody, err), "", "").write(w, 0)
+		problem.New(fmt.Errorf("%w: resolve: %v", problem.ErrInvalidBody, err), "", "").Write(w, 0)
 		return
 	}
 	switch {
 	case res.Outcome != "committed" && res.Outcome != "not_committed":
-		newProblem(fmt.Errorf("%w: resolve: outcome %q: want committed or not_committed", ErrInvalidBody, res.Outcome), "", "").write(w, 0)
+		problem.New(fmt.Errorf("%w: resolve: outcome %q: want committed or not_committed", problem.ErrInvalidBody, res.Outcome), "", "").Write(w, 0)
 		return
 	case res.ResponseStatus == 0:
 		res.ResponseStatus = http.StatusOK
 	case res.ResponseStatus < 200 || res.ResponseStatus > 399:
-		newProblem(fmt.Errorf("%w: resolve: response_status %d: a committed call answers 2xx or 3xx", ErrInvalidBody, res.ResponseStatus), "", "").write(w, 0)
+		problem.New(fmt.Errorf("%w: resolve: response_status %d: a committed call answers 2xx or 3xx", problem.ErrInvalidBody, res.ResponseStatus), "", "").Write(w, 0)
 		return
 	}
 	receipt, err := g.resolve(r.Context(), key, res)
 	switch {
 	case errors.Is(err, errResolve):
-		(&problem{Type: ProblemTypePrefix + "cannot-resolve", Title: "Cannot resolve", Status: http.StatusConflict, Detail: err.Error()}).write(w, 0)
+		(&problem.Problem{Type: problem.TypePrefix + "cannot-resolve", Title: "Cannot resolve", Status: http.StatusConflict, Detail: err.Error()}).Write(w, 0)
 	case err != nil:
-		newProblem(err, "", "").write(w, 1)
+		problem.New(err, "", "").Write(w, 1)
 	case receipt == nil:
 		w.WriteHeader(http.StatusNoContent)
 	default:
@@ -227,7 +228,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*rec
 	case err != nil:
 		return nil, err
 	case state == "":
-		return nil, fmt.Errorf("%w for that tenant, tool and key", ErrNoRecord)
+		return nil, fmt.Errorf("%w for that tenant, tool and key", problem.ErrNoRecord)
 	case state == record.StateCommitted:
 		return nil, fmt.Errorf("%w: the record is committed already", errResolve)
 	}
@@ -270,7 +271,7 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*rec
 	return &rec.Receipt, err
 }
 
-// storeOp runs one admin store call, bounded by StoreTimeout; errors wrap ErrStoreUnavailable, but
+// storeOp runs one admin store call, bounded by StoreTimeout; errors wrap problem.ErrStoreUnavailable, but
 // for record.ErrCorrupt (a record that exists but cannot be read), which is returned as it is.
 func (g *Gateway) storeOp(ctx context.Context, call func(ctx context.Context) error) error {
 	ctx, cancel := g.storeContext(ctx)
@@ -280,7 +281,7 @@ func (g *Gateway) storeOp(ctx context.Context, call func(ctx context.Context) er
 	case err == nil, errors.Is(err, record.ErrCorrupt): // a record that cannot be read is not a store outage
 		return err
 	}
-	return fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+	return fmt.Errorf("%w: %v", problem.ErrStoreUnavailable, err)
 }
 
 // probeStore checks that the store can be reached, is fit (Ping) and takes writes: it claims and
@@ -309,7 +310,7 @@ type recordPage struct {
 func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	bad := func(format string, args ...any) {
-		newProblem(fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...), "", "").write(w, 0)
+		problem.New(fmt.Errorf("%w: "+format, append([]any{problem.ErrInvalidRequest}, args...)...), "", "").Write(w, 0)
 	}
 	if state := q.Get("state"); state != "" && state != record.StateUnknown {
 		bad("state %q: only %s records are listed", state, record.StateUnknown)
@@ -339,7 +340,7 @@ func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	if err != nil {
-		newProblem(err, "", "").write(w, 1)
+		problem.New(err, "", "").Write(w, 1)
 		return
 	}
 	page := recordPage{Records: []record.Receipt{}}

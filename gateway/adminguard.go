@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/idemgateway/idemgateway/problem"
 )
 
 // CheckHost wraps an admin handler so that it answers only requests whose Host header (RFC 9110
@@ -43,8 +45,8 @@ func CheckHost(next http.Handler, listen string, names []string) (http.Handler, 
 			next.ServeHTTP(w, r)
 			return
 		}
-		(&problem{Type: ProblemTypePrefix + "misdirected-request", Title: "Misdirected request", Status: http.StatusMisdirectedRequest,
-			Detail: fmt.Sprintf("the admin listener does not answer for the host %q: address it by IP, localhost, or a name it is configured with", r.Host)}).write(w, 0)
+		(&problem.Problem{Type: problem.TypePrefix + "misdirected-request", Title: "Misdirected request", Status: http.StatusMisdirectedRequest,
+			Detail: fmt.Sprintf("the admin listener does not answer for the host %q: address it by IP, localhost, or a name it is configured with", r.Host)}).Write(w, 0)
 	}), nil
 }
 
@@ -67,8 +69,8 @@ func requireJSON(next http.Handler) http.Handler {
 		switch r.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch:
 			if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-				(&problem{Type: ProblemTypePrefix + "unsupported-media-type", Title: "Unsupported media type", Status: http.StatusUnsupportedMediaType,
-					Detail: fmt.Sprintf("the records API takes Content-Type: application/json, not %q", r.Header.Get("Content-Type"))}).write(w, 0)
+				(&problem.Problem{Type: problem.TypePrefix + "unsupported-media-type", Title: "Unsupported media type", Status: http.StatusUnsupportedMediaType,
+					Detail: fmt.Sprintf("the records API takes Content-Type: application/json, not %q", r.Header.Get("Content-Type"))}).Write(w, 0)
 				return
 			}
 		}

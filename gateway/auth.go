@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/time/rate"
 
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -144,7 +145,7 @@ func (a *authenticator) close() {
 // authError is a request refused for its credential: a 401 whose WWW-Authenticate carries
 // challenges (RFC 9110 §11.6.1; for Bearer, RFC 6750 §3).
 type authError struct {
-	err        error // wraps ErrUnauthenticated
+	err        error // wraps problem.ErrUnauthenticated
 	challenges []string
 }
 
@@ -153,7 +154,7 @@ func (e *authError) Unwrap() error { return e.err }
 
 // authenticate finds the client of r's credential: the first of the clients' credential headers
 // that r carries must hold a credential one of them accepts. A credential header sent twice is an
-// error wrapping ErrInvalidRequest; a missing or refused credential an *authError.
+// error wrapping problem.ErrInvalidRequest; a missing or refused credential an *authError.
 func (a *authenticator) authenticate(r *http.Request) (*principal, error) {
 	for _, h := range a.headers {
 		values := r.Header.Values(h)
@@ -162,15 +163,15 @@ func (a *authenticator) authenticate(r *http.Request) (*principal, error) {
 			continue
 		case 1:
 		default:
-			return nil, fmt.Errorf("%w: credential header %s sent %d times", ErrInvalidRequest, h, len(values))
+			return nil, fmt.Errorf("%w: credential header %s sent %d times", problem.ErrInvalidRequest, h, len(values))
 		}
 		p, err := a.verify(h, values[0])
 		if err != nil {
-			return nil, a.refuse(fmt.Errorf("%w: %s: %v", ErrUnauthenticated, h, err), true)
+			return nil, a.refuse(fmt.Errorf("%w: %s: %v", problem.ErrUnauthenticated, h, err), true)
 		}
 		return p, nil
 	}
-	return nil, a.refuse(fmt.Errorf("%w: no credential; send one in %s", ErrUnauthenticated, strings.Join(a.headers, " or ")), false)
+	return nil, a.refuse(fmt.Errorf("%w: no credential; send one in %s", problem.ErrUnauthenticated, strings.Join(a.headers, " or ")), false)
 }
 
 // refuse is the authError for err, with a challenge per credential header: Bearer for

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -67,7 +68,7 @@ func (x *exchange) run() {
 			wait.await(x.r.Context())
 			continue
 		case actInProgress:
-			x.refuse(DecisionInProgress, fmt.Errorf("%w: started %s ago", ErrInProgress, time.Since(prev.StartedAt).Round(time.Millisecond)), time.Second)
+			x.refuse(DecisionInProgress, fmt.Errorf("%w: started %s ago", problem.ErrInProgress, time.Since(prev.StartedAt).Round(time.Millisecond)), time.Second)
 		case actReconcile:
 			x.reconcile(prev)
 		case actReexecute:
@@ -97,7 +98,7 @@ func (x *exchange) reexecute(prev *record.Record) {
 		x.execute()
 		return
 	}
-	x.refuse(DecisionInProgress, fmt.Errorf("%w: another request took the key over", ErrInProgress), time.Second)
+	x.refuse(DecisionInProgress, fmt.Errorf("%w: another request took the key over", problem.ErrInProgress), time.Second)
 }
 
 // outcomeUnknownError says why prev's outcome is unknown and how it ends.
@@ -107,7 +108,7 @@ func outcomeUnknownError(prev *record.Record) error {
 		why = "the execution's lease lapsed before it settled (its gateway died or lost the store)"
 	}
 	return fmt.Errorf("%w: %s; an operator must resolve it, or it expires at %s",
-		ErrOutcomeUnknown, why, prev.ExpiresAt.Format(time.RFC3339))
+		problem.ErrOutcomeUnknown, why, prev.ExpiresAt.Format(time.RFC3339))
 }
 
 // keyless passes a request without a key through: nothing is stored, and each keyless request is
@@ -175,7 +176,7 @@ func (x *exchange) claim() (prev *record.Record, f found, err error) {
 		// claim may have landed all the same, its reply lost: release it.
 		x.logger().Error("claim failed", "err", err)
 		x.releaseOrphan(err)
-		return nil, f, fmt.Errorf("%w: the claim of the key failed", ErrStoreUnavailable)
+		return nil, f, fmt.Errorf("%w: the claim of the key failed", problem.ErrStoreUnavailable)
 	case f.claimed:
 		return nil, f, nil
 	}

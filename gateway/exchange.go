@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -192,7 +193,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // refuseUnrouted answers a request that reaches no route (no route, another method, a
 // dot-segment) with err's problem, and writes its access line.
 func (g *Gateway) refuseUnrouted(w http.ResponseWriter, r *http.Request, err error) {
-	p := newProblem(err, "", "")
-	p.write(w, 0)
+	p := problem.New(err, "", "")
+	p.Write(w, 0)
 	g.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", p.Status, "detail", p.Detail)
 }

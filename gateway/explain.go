@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -50,11 +51,11 @@ type Explanation struct {
 // has no usable key, and says why in KeyProblem. With cfg's clients it authenticates r as the
 // gateway would: it reads the JWT clients' key sets, fetching those at a URL. Errors: no such
 // route, a path that does not match, a key set that cannot be read, what the gateway would answer
-// 401, 403 or 400 before the key (ErrUnauthenticated, ErrTenantMismatch, ErrActorMismatch,
-// ErrInvalidRequest: a bad tenant or path parameter, a header sent twice), a body too large or not
-// parseable where the fingerprint needs it (ErrInvalidBody); on a kind: mcp route, a body that is
-// not one JSON-RPC message or whose 2026-07-28 headers do not match it (ErrInvalidBody), a bad
-// tool name (ErrInvalidRequest), a body that is no tools/call or calls another tool, a read_only
+// 401, 403 or 400 before the key (problem.ErrUnauthenticated, problem.ErrTenantMismatch, problem.ErrActorMismatch,
+// problem.ErrInvalidRequest: a bad tenant or path parameter, a header sent twice), a body too large or not
+// parseable where the fingerprint needs it (problem.ErrInvalidBody); on a kind: mcp route, a body that is
+// not one JSON-RPC message or whose 2026-07-28 headers do not match it (problem.ErrInvalidBody), a bad
+// tool name (problem.ErrInvalidRequest), a body that is no tools/call or calls another tool, a read_only
 // tool.
 func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Explanation, error) {
 	rt, tool := explained(cfg, route)
@@ -135,13 +136,13 @@ func explainToolCall(rt *routes.Route, tool string, auth *authenticator, r *http
 		err = checkMCPHeaders(r.Header, msg, protocolVersion(r.Header, msg))
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidBody, err)
+		return nil, nil, fmt.Errorf("%w: %v", problem.ErrInvalidBody, err)
 	}
 	if msg.Kind != mcpwire.Request || msg.Method != methodToolsCall {
 		return nil, nil, fmt.Errorf("route %q: the body is no tools/call request, which alone has a fingerprint", rt.Name)
 	}
 	if err := routes.CheckToolName(msg.Tool); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		return nil, nil, fmt.Errorf("%w: %v", problem.ErrInvalidRequest, err)
 	}
 	if tool != "" && msg.Tool != tool {
 		return nil, nil, fmt.Errorf("the body calls tool %q, not %q", msg.Tool, tool)
@@ -151,7 +152,7 @@ func explainToolCall(rt *routes.Route, tool string, auth *authenticator, r *http
 		return nil, nil, fmt.Errorf("tool %q is read_only: its calls pass through and have no fingerprint", trt.Name)
 	}
 	if int64(len(body)) > trt.MaxBodyBytes {
-		return nil, nil, fmt.Errorf("%w: %d bytes, tool %s accepts at most %d", ErrBodyTooLarge, len(body), trt.Name, trt.MaxBodyBytes)
+		return nil, nil, fmt.Errorf("%w: %d bytes, tool %s accepts at most %d", problem.ErrBodyTooLarge, len(body), trt.Name, trt.MaxBodyBytes)
 	}
 	id, err := identifyCall(trt, auth, nil, r, &toolCall{body: body, msg: msg}, true)
 	return trt, id, err

@@ -8,12 +8,14 @@ import (
 	"net/textproto"
 	"strings"
 	"time"
+
+	"github.com/idemgateway/idemgateway/problem"
 )
 
 // upstreamFault is the kind of an upstream exchange that failed: all that a client's problem and a
 // receipt's detail say of it. The transport's own error names hosts, addresses and DNS resolvers,
 // and quotes the upstream's bytes back; only the log line carries it
-// (docs/security.md#error-details). It wraps ErrUpstream: 502 upstream-failed.
+// (docs/security.md#error-details). It wraps problem.ErrUpstream: 502 upstream-failed.
 type upstreamFault string
 
 const (
@@ -25,12 +27,12 @@ const (
 )
 
 func (f upstreamFault) Error() string { return string(f) }
-func (f upstreamFault) Unwrap() error { return ErrUpstream }
+func (f upstreamFault) Unwrap() error { return problem.ErrUpstream }
 
 // faultOf is what a client is told of err, the failure of an upstream exchange whose connection
 // was obtained or not (connected): a fault the gateway named itself (an upstreamFault in err's
 // chain), a streamed body that fell behind the minimum rate, a streamed body over max_body_bytes
-// (ErrBodyTooLarge), a timeout (ErrUpstreamTimeout,
+// (problem.ErrBodyTooLarge), a timeout (problem.ErrUpstreamTimeout,
 // with the upstream's timeout), or the kind of a transport error.
 func faultOf(err error, connected bool, timeout time.Duration) error {
 	var (
@@ -42,11 +44,11 @@ func faultOf(err error, connected bool, timeout time.Duration) error {
 	case errors.As(err, &named):
 		return named
 	case errors.As(err, &slow): // the client's own body, not the upstream (docs/security.md#deadlines)
-		return fmt.Errorf("%w: %w", ErrUpstream, slow)
+		return fmt.Errorf("%w: %w", problem.ErrUpstream, slow)
 	case errors.As(err, &tooLarge):
-		return fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, tooLarge.Limit)
+		return fmt.Errorf("%w: more than %d bytes", problem.ErrBodyTooLarge, tooLarge.Limit)
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%w after %s", ErrUpstreamTimeout, timeout)
+		return fmt.Errorf("%w after %s", problem.ErrUpstreamTimeout, timeout)
 	case !connected:
 		return faultUnreachable
 	case malformed(err):

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -332,7 +333,7 @@ func serveFuzz(gw http.Handler, in fuzzInput) (res fuzzResult, ok bool) {
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(body, &p)
-	switch strings.TrimPrefix(p.Type, gateway.ProblemTypePrefix) {
+	switch strings.TrimPrefix(p.Type, problem.TypePrefix) {
 	case "upstream-failed", "upstream-timeout":
 		return res, true
 	}

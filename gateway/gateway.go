@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -184,7 +185,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, seg := range strings.Split(r.URL.Path, "/") {
 		if seg == "." || seg == ".." {
-			g.refuseUnrouted(w, r, fmt.Errorf("%w: the path %q has a dot-segment", ErrInvalidRequest, r.URL.Path))
+			g.refuseUnrouted(w, r, fmt.Errorf("%w: the path %q has a dot-segment", problem.ErrInvalidRequest, r.URL.Path))
 			return
 		}
 	}

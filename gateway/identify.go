@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -30,8 +31,8 @@ type identity struct {
 	principal *principal
 	// key is the idempotency key, set once one is read (also when its scope is then refused, so
 	// that the problem names it); keySource is where it came from (header, from or derive) once
-	// it is usable, and keyErr says why there is none: it wraps ErrMissingKey, ErrInvalidKey or
-	// ErrInvalidRequest (a scope credential missing).
+	// it is usable, and keyErr says why there is none: it wraps problem.ErrMissingKey, problem.ErrInvalidKey or
+	// problem.ErrInvalidRequest (a scope credential missing).
 	key, keySource string
 	keyErr         error
 	credential     string // the credential scope of the key, "" when the route has none
@@ -46,7 +47,7 @@ type identity struct {
 // keyless reports whether the request goes on without a key: it has none and its route does not
 // require one. It is then passed through and nothing is stored (docs/cases.md C08).
 func (id *identity) keyless(rt *routes.Route) bool {
-	return errors.Is(id.keyErr, ErrMissingKey) && !rt.Key.Required
+	return errors.Is(id.keyErr, problem.ErrMissingKey) && !rt.Key.Required
 }
 
 // identify is the identify phase of docs/contract.md §4, written once for every caller: the
@@ -105,9 +106,9 @@ func identifyCall(rt *routes.Route, auth *authenticator, w http.ResponseWriter, 
 	switch {
 	case present || derivable || id.keyErr != nil:
 	case rt.Key.Required:
-		id.keyErr = fmt.Errorf("%w: %s is required on route %s", ErrMissingKey, keyPlaces(rt), rt.Name)
+		id.keyErr = fmt.Errorf("%w: %s is required on route %s", problem.ErrMissingKey, keyPlaces(rt), rt.Name)
 	default:
-		id.keyErr = fmt.Errorf("%w: no %s; route %s passes such a request through and stores nothing", ErrMissingKey, keyPlaces(rt), rt.Name)
+		id.keyErr = fmt.Errorf("%w: no %s; route %s passes such a request through and stores nothing", problem.ErrMissingKey, keyPlaces(rt), rt.Name)
 	}
 	if id.keyErr != nil && !fingerprintKeyless {
 		return id, nil
@@ -170,26 +171,26 @@ func admit(auth *authenticator, rt *routes.Route, r *http.Request, id *identity)
 	switch {
 	case p != nil:
 		if err := routes.CheckTenant(p.tenant); err != nil {
-			return fmt.Errorf("%w: the tenant of client %s: %v", ErrInvalidRequest, p.client, err)
+			return fmt.Errorf("%w: the tenant of client %s: %v", problem.ErrInvalidRequest, p.client, err)
 		}
 		if tenant != "" && tenant != p.tenant {
-			return fmt.Errorf("%w: %s names another tenant than client %s's", ErrTenantMismatch, rt.TenantHeader, p.client)
+			return fmt.Errorf("%w: %s names another tenant than client %s's", problem.ErrTenantMismatch, rt.TenantHeader, p.client)
 		}
 		id.tenant = p.tenant
 	case tenant != "":
 		id.tenant = tenant
 	case rt.TenantRequired:
-		return fmt.Errorf("%w: header %s is required on route %s", ErrMissingTenant, rt.TenantHeader, rt.Name)
+		return fmt.Errorf("%w: header %s is required on route %s", problem.ErrMissingTenant, rt.TenantHeader, rt.Name)
 	default:
 		id.tenant = routes.DefaultTenant
 	}
 	id.actor = actor
 	if p != nil && p.actor != "" {
 		if err := routes.CheckTenant(p.actor); err != nil {
-			return fmt.Errorf("%w: the actor of client %s: %v", ErrInvalidRequest, p.client, err)
+			return fmt.Errorf("%w: the actor of client %s: %v", problem.ErrInvalidRequest, p.client, err)
 		}
 		if actor != "" && actor != p.actor {
-			return fmt.Errorf("%w: %s names another actor than client %s's", ErrActorMismatch, rt.ActorHeader, p.client)
+			return fmt.Errorf("%w: %s names another actor than client %s's", problem.ErrActorMismatch, rt.ActorHeader, p.client)
 		}
 		id.actor = p.actor
 	}
@@ -197,25 +198,25 @@ func admit(auth *authenticator, rt *routes.Route, r *http.Request, id *identity)
 }
 
 // boundHeader is the value of the tenant or actor header h: "" when absent, else 1 to
-// routes.MaxTenantBytes token characters, sent once. Errors wrap ErrInvalidRequest and never quote
+// routes.MaxTenantBytes token characters, sent once. Errors wrap problem.ErrInvalidRequest and never quote
 // the value.
 func boundHeader(r *http.Request, h string) (string, error) {
 	values := r.Header.Values(h)
 	if n := len(values); n > 1 {
-		return "", fmt.Errorf("%w: %s sent %d times", ErrInvalidRequest, h, n)
+		return "", fmt.Errorf("%w: %s sent %d times", problem.ErrInvalidRequest, h, n)
 	}
 	if len(values) == 0 {
 		return "", nil
 	}
 	if err := routes.CheckTenant(values[0]); err != nil {
-		return "", fmt.Errorf("%w: %s: %v", ErrInvalidRequest, h, err)
+		return "", fmt.Errorf("%w: %s: %v", problem.ErrInvalidRequest, h, err)
 	}
 	return values[0], nil
 }
 
 // setKey sets the idempotency key and its scope: tenant, tool and key, and with scope.credential
 // a hash of the caller's credential (never the credential; credentialScope). A missing
-// credential, or one sent twice, is an error wrapping ErrInvalidRequest.
+// credential, or one sent twice, is an error wrapping problem.ErrInvalidRequest.
 func (id *identity) setKey(rt *routes.Route, r *http.Request, key, source string) error {
 	id.key = key
 	if h := rt.Scope.CredentialHeader; h != "" {
@@ -223,9 +224,9 @@ func (id *identity) setKey(rt *routes.Route, r *http.Request, key, source string
 		switch {
 		case len(creds) > 1:
 			// The scope would be one credential's, and the upstream might check another.
-			return fmt.Errorf("%w: credential header %s sent %d times", ErrInvalidRequest, h, len(creds))
+			return fmt.Errorf("%w: credential header %s sent %d times", problem.ErrInvalidRequest, h, len(creds))
 		case len(creds) == 0 || creds[0] == "":
-			return fmt.Errorf("%w: keys of route %s are scoped by the credential in %s, and it is missing", ErrInvalidRequest, rt.Name, h)
+			return fmt.Errorf("%w: keys of route %s are scoped by the credential in %s, and it is missing", problem.ErrInvalidRequest, rt.Name, h)
 		}
 		id.credential = credentialScope(h, creds[0])
 	}
@@ -242,14 +243,14 @@ func (id *identity) setKey(rt *routes.Route, r *http.Request, key, source string
 
 // canonicalRequest is what the fingerprint reads of r. A query string that does not parse (a bad
 // escape, a ';') or a Content-Type sent twice is refused: the gateway and the upstream could read
-// such a request differently. Errors wrap ErrInvalidRequest.
+// such a request differently. Errors wrap problem.ErrInvalidRequest.
 func canonicalRequest(rt *routes.Route, r *http.Request, body []byte) (*canonical.Request, error) {
 	query, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("%w: query: %v", ErrInvalidRequest, err)
+		return nil, fmt.Errorf("%w: query: %v", problem.ErrInvalidRequest, err)
 	}
 	if n := len(r.Header.Values("Content-Type")); n > 1 {
-		return nil, fmt.Errorf("%w: Content-Type sent %d times", ErrInvalidRequest, n)
+		return nil, fmt.Errorf("%w: Content-Type sent %d times", problem.ErrInvalidRequest, n)
 	}
 	return &canonical.Request{
 		Tool:       rt.Name,
@@ -261,8 +262,8 @@ func canonicalRequest(rt *routes.Route, r *http.Request, body []byte) (*canonica
 	}, nil
 }
 
-// readBody reads the whole request body, up to limit bytes. Errors wrap ErrBodyTooLarge, or
-// ErrInvalidBody when the body breaks off.
+// readBody reads the whole request body, up to limit bytes. Errors wrap problem.ErrBodyTooLarge, or
+// problem.ErrInvalidBody when the body breaks off.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if err := declaredTooLarge(r, limit); err != nil {
 		return nil, err
@@ -293,9 +294,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)
+		return nil, fmt.Errorf("%w: more than %d bytes", problem.ErrBodyTooLarge, limit)
 	case err != nil:
-		return nil, fmt.Errorf("%w: reading it failed: %v", ErrInvalidBody, err)
+		return nil, fmt.Errorf("%w: reading it failed: %v", problem.ErrInvalidBody, err)
 	}
 	return body, nil
 }
@@ -307,7 +308,7 @@ const preallocMax = 64 << 10
 // declaredTooLarge refuses a body whose Content-Length is over limit before a byte is read.
 func declaredTooLarge(r *http.Request, limit int64) error {
 	if r.ContentLength > limit {
-		return fmt.Errorf("%w: %d bytes, the route accepts at most %d", ErrBodyTooLarge, r.ContentLength, limit)
+		return fmt.Errorf("%w: %d bytes, the route accepts at most %d", problem.ErrBodyTooLarge, r.ContentLength, limit)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/dunglas/httpsfv"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -20,7 +21,7 @@ import (
 // is absent. A value that starts with a double quote is an sf-string (RFC 8941 §3.3.3): `"abc"` is
 // the key abc; any other value is taken as the raw token. The key must be valid (record.CheckKey:
 // 1 to record.MaxKeyBytes bytes of printable ASCII, not only spaces), and the header must be sent
-// once. Errors wrap ErrInvalidKey.
+// once. Errors wrap problem.ErrInvalidKey.
 func readKey(r *http.Request, h string) (key string, present bool, err error) {
 	values := r.Header.Values(h)
 	switch len(values) {
@@ -28,22 +29,22 @@ func readKey(r *http.Request, h string) (key string, present bool, err error) {
 		return "", false, nil
 	case 1:
 	default:
-		return "", true, fmt.Errorf("%w: header %s sent %d times", ErrInvalidKey, h, len(values))
+		return "", true, fmt.Errorf("%w: header %s sent %d times", problem.ErrInvalidKey, h, len(values))
 	}
 	key = values[0]
 	if strings.HasPrefix(key, `"`) {
 		item, perr := httpsfv.UnmarshalItem([]string{key})
 		s, isString := item.Value.(string)
 		if perr != nil || !isString || (item.Params != nil && len(item.Params.Names()) > 0) {
-			return "", true, fmt.Errorf("%w: quoted value is not an RFC 8941 sf-string", ErrInvalidKey)
+			return "", true, fmt.Errorf("%w: quoted value is not an RFC 8941 sf-string", problem.ErrInvalidKey)
 		}
 		key = s
 	} else if strings.Contains(key, ",") {
 		// A proxy folds a header sent twice into one line joined by commas (RFC 9110 §5.3).
-		return "", true, fmt.Errorf("%w: a comma in an unquoted key (the header may have been sent twice and folded); send a key with a comma as an sf-string", ErrInvalidKey)
+		return "", true, fmt.Errorf("%w: a comma in an unquoted key (the header may have been sent twice and folded); send a key with a comma as an sf-string", problem.ErrInvalidKey)
 	}
 	if err := record.CheckKey(key); err != nil {
-		return key, true, fmt.Errorf("%w: %v", ErrInvalidKey, err)
+		return key, true, fmt.Errorf("%w: %v", problem.ErrInvalidKey, err)
 	}
 	return key, true, nil
 }
@@ -57,16 +58,16 @@ const (
 )
 
 // metaKey reads the key of a tools/call from v, the raw value of params._meta[name]: a JSON
-// string holding a valid key (record.CheckKey). Errors wrap ErrInvalidKey and never quote v.
+// string holding a valid key (record.CheckKey). Errors wrap problem.ErrInvalidKey and never quote v.
 func metaKey(v []byte, name string) (key string, err error) {
 	switch inner := v[min(1, len(v)):max(len(v)-1, 0)]; {
 	case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(inner, '\\') < 0: // no escapes: the bytes are the key
 		key = string(inner)
 	case json.Unmarshal(v, &key) != nil:
-		return "", fmt.Errorf("%w: params._meta[%q] is not a JSON string", ErrInvalidKey, name)
+		return "", fmt.Errorf("%w: params._meta[%q] is not a JSON string", problem.ErrInvalidKey, name)
 	}
 	if err := record.CheckKey(key); err != nil {
-		return "", fmt.Errorf("%w: params._meta[%q]: %v", ErrInvalidKey, name, err)
+		return "", fmt.Errorf("%w: params._meta[%q]: %v", problem.ErrInvalidKey, name, err)
 	}
 	return key, nil
 }
@@ -101,7 +102,7 @@ func requestField(r *http.Request, tenant string, body []byte, source, name stri
 
 // deriveKey finds the key of a request that sent no key header: key.from, then key.derive.
 // A key read by key.from is checked like a header's; a derived key that would be invalid is
-// replaced by its digest (routes.KeyOrDigest). Errors wrap ErrMissingKey or ErrInvalidKey and
+// replaced by its digest (routes.KeyOrDigest). Errors wrap problem.ErrMissingKey or problem.ErrInvalidKey and
 // name the field that is missing.
 func deriveKey(rt *routes.Route, r *http.Request, tenant string, body []byte) (key, source string, err error) {
 	lookup := func(source, name string, p canonical.Pointer) (string, bool) {
@@ -111,7 +112,7 @@ func deriveKey(rt *routes.Route, r *http.Request, tenant string, body []byte) (k
 	if from := rt.Key.From; !from.IsZero() {
 		if key, ok := lookup(from.Source, from.Name, from.Pointer); ok && key != "" {
 			if err := record.CheckKey(key); err != nil {
-				return "", "", fmt.Errorf("%w: %v (key.from %s)", ErrInvalidKey, err, from)
+				return "", "", fmt.Errorf("%w: %v (key.from %s)", problem.ErrInvalidKey, err, from)
 			}
 			return key, keyFromFrom, nil
 		}
@@ -124,7 +125,7 @@ func deriveKey(rt *routes.Route, r *http.Request, tenant string, body []byte) (k
 		}
 		errs = append(errs, "key.derive: "+err.Error())
 	}
-	return "", "", fmt.Errorf("%w: no header %s, and %s", ErrMissingKey, rt.Key.Header, strings.Join(errs, "; "))
+	return "", "", fmt.Errorf("%w: no header %s, and %s", problem.ErrMissingKey, rt.Key.Header, strings.Join(errs, "; "))
 }
 
 // credentialScope is the credential part of a key's scope: "sha256:" and the first 128 bits of

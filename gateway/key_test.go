@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/idemgateway/idemgateway/problem"
 )
 
 func TestReadKey(t *testing.T) {
@@ -50,8 +52,8 @@ func TestReadKey(t *testing.T) {
 				t.Errorf("present = %v, want %v", present, tt.present)
 			}
 			if tt.invalid {
-				if !errors.Is(err, ErrInvalidKey) {
-					t.Fatalf("err = %v, want ErrInvalidKey", err)
+				if !errors.Is(err, problem.ErrInvalidKey) {
+					t.Fatalf("err = %v, want problem.ErrInvalidKey", err)
 				}
 				return
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -209,7 +210,7 @@ func (g *Gateway) serveToolCall(x *exchange, m *mcpTool, auth *authenticator, bo
 	}
 	m.traceCall(x)
 	if int64(len(body)) > x.rt.MaxBodyBytes { // the tool's bound may be tighter than the route's
-		x.reject(fmt.Errorf("%w: %d bytes, tool %s accepts at most %d", ErrBodyTooLarge, len(body), x.rt.Name, x.rt.MaxBodyBytes))
+		x.reject(fmt.Errorf("%w: %d bytes, tool %s accepts at most %d", problem.ErrBodyTooLarge, len(body), x.rt.Name, x.rt.MaxBodyBytes))
 		return
 	}
 	id, err := identifyCall(x.rt, auth, x.w, r, &toolCall{body: body, msg: msg, principal: x.principal}, false)

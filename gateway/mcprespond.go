@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -136,11 +137,11 @@ func isMember(b []byte) bool {
 // an HTTP 401 or 403, which a client's authorization flow reads.
 func (m *mcpTool) refuse(x *exchange, ref *refusal) {
 	var unauthenticated *authError
-	if errors.As(ref.err, &unauthenticated) || errors.Is(ref.err, ErrTenantMismatch) || errors.Is(ref.err, ErrActorMismatch) {
+	if errors.As(ref.err, &unauthenticated) || errors.Is(ref.err, problem.ErrTenantMismatch) || errors.Is(ref.err, problem.ErrActorMismatch) {
 		httpRoute{}.refuse(x, ref)
 		return
 	}
-	info := &metaInfo{Decision: ref.decision, Retryable: problemOf(ref.err).retryable, Key: x.key, Tool: x.rt.Name,
+	info := &metaInfo{Decision: ref.decision, Retryable: problem.Retryable(ref.err), Key: x.key, Tool: x.rt.Name,
 		RetryAfterMs: ref.retryAfter.Milliseconds()}
 	if c := ref.conflict; c != nil {
 		info.ExistingFingerprint, info.ReceivedFingerprint = c.existingFingerprint, c.receivedFingerprint
@@ -168,7 +169,7 @@ func (m *mcpTool) unsettled(x *exchange, fault error, oc outcome) []byte {
 	}
 	text := fmt.Sprintf("Unknown whether the call took effect: it reached the tool's server, but no complete answer came back (%v). "+
 		"Do not retry it with a new key: check first whether its effect exists. "+then, fault, x.key)
-	return m.answer(x, text, info, fmt.Errorf("%w: %w", ErrOutcomeUnknown, fault))
+	return m.answer(x, text, info, fmt.Errorf("%w: %w", problem.ErrOutcomeUnknown, fault))
 }
 
 // answer is the gateway's own answer to the call: a tool error (refusal: tool_error) whose text
@@ -235,17 +236,17 @@ func refusalCode(err error) (int, string) {
 		code int
 		typ  string
 	}{
-		{ErrConflict, mcpwire.Conflict, "idempotency_key_conflict"},
-		{ErrInProgress, mcpwire.InProgress, "idempotency_key_in_progress"},
-		{ErrOutcomeUnknown, mcpwire.OutcomeUnknown, "idempotency_outcome_unknown"},
-		{ErrMissingKey, mcpwire.KeyMissing, "idempotency_key_required"},
-		{ErrInvalidKey, mcpwire.KeyInvalid, "idempotency_key_invalid"},
-		{ErrStoreUnavailable, mcpwire.StoreUnavailable, "idempotency_store_unavailable"},
-		{ErrInvalidBody, mcpwire.InvalidParams, "invalid_params"},
-		{ErrBodyTooLarge, mcpwire.InvalidRequest, "body_too_large"},
-		{ErrBodyTooComplex, mcpwire.InvalidRequest, "body_too_complex"},
-		{ErrInvalidRequest, mcpwire.InvalidRequest, "invalid_request"},
-		{ErrUpstream, -32603, "upstream_failed"},
+		{problem.ErrConflict, mcpwire.Conflict, "idempotency_key_conflict"},
+		{problem.ErrInProgress, mcpwire.InProgress, "idempotency_key_in_progress"},
+		{problem.ErrOutcomeUnknown, mcpwire.OutcomeUnknown, "idempotency_outcome_unknown"},
+		{problem.ErrMissingKey, mcpwire.KeyMissing, "idempotency_key_required"},
+		{problem.ErrInvalidKey, mcpwire.KeyInvalid, "idempotency_key_invalid"},
+		{problem.ErrStoreUnavailable, mcpwire.StoreUnavailable, "idempotency_store_unavailable"},
+		{problem.ErrInvalidBody, mcpwire.InvalidParams, "invalid_params"},
+		{problem.ErrBodyTooLarge, mcpwire.InvalidRequest, "body_too_large"},
+		{problem.ErrBodyTooComplex, mcpwire.InvalidRequest, "body_too_complex"},
+		{problem.ErrInvalidRequest, mcpwire.InvalidRequest, "invalid_request"},
+		{problem.ErrUpstream, -32603, "upstream_failed"},
 	}
 	for _, c := range codes {
 		if errors.Is(err, c.err) {
@@ -259,27 +260,27 @@ func refusalCode(err error) (int, string) {
 func refusalText(x *exchange, ref *refusal) string {
 	err := ref.err
 	switch {
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, problem.ErrConflict):
 		differs := ""
 		if c := ref.conflict; c != nil && len(c.differingFields) > 0 {
 			differs = " (differs at " + strings.Join(c.differingFields, ", ") + ")"
 		}
 		return fmt.Sprintf("Not executed: idempotency key %q was first used with different arguments%s. "+
 			"For a new action use a new key; to retry the first call, resend its original arguments.", x.key, differs)
-	case errors.Is(err, ErrInProgress):
+	case errors.Is(err, problem.ErrInProgress):
 		return fmt.Sprintf("Not executed: a call with idempotency key %q is still running. Retry this same call with the same key in %s "+
 			"to get its result; do not use a new key, or the action may happen twice.", x.key, max(ref.retryAfter, time.Second))
-	case errors.Is(err, ErrOutcomeUnknown):
+	case errors.Is(err, problem.ErrOutcomeUnknown):
 		return fmt.Sprintf("Not executed: the earlier call with idempotency key %q may or may not have taken effect (%v). "+
 			"Do not retry it with a new key: check first whether its effect exists. Retries with this key are refused until an operator resolves it.", x.key, err)
-	case errors.Is(err, ErrMissingKey):
+	case errors.Is(err, problem.ErrMissingKey):
 		return fmt.Sprintf("Not executed: tool %s needs an idempotency key and this call carried none; the host or tool "+
 			"wrapper sends it in %s. Use one new key per intended action, and the same key when you retry that action.", x.rt.Name, keyPlaces(x.rt))
-	case errors.Is(err, ErrInvalidKey):
+	case errors.Is(err, problem.ErrInvalidKey):
 		return fmt.Sprintf("Not executed: the idempotency key is invalid (%v). Send a key of printable ASCII characters, the same one for every retry.", err)
-	case errors.Is(err, ErrStoreUnavailable):
+	case errors.Is(err, problem.ErrStoreUnavailable):
 		return "Not executed: the idempotency store is unavailable, so nothing was done. Retry this same call with the same key in a second."
-	case errors.Is(err, ErrOverloaded):
+	case errors.Is(err, problem.ErrOverloaded):
 		return "Not executed: the gateway is too busy to read this call, so nothing was done. Retry this same call with the same key in a second."
 	case errors.Is(err, record.ErrCorrupt):
 		return fmt.Sprintf("Not executed: the record of idempotency key %q cannot be read; an operator must delete it. Do not retry with a new key without checking whether the action happened.", x.key)

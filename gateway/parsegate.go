@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -30,7 +31,7 @@ const smallParse = 64 << 10
 // parse of a body over smallParse holds its canonical.MemoryBound of a budget of bytes
 // (IDEMGATEWAY_MAX_INFLIGHT_BYTES) and one of GOMAXPROCS-1 slots (at least one), so large parses
 // never take every core from the small requests. A parse that cannot get both within the wait
-// is refused with ErrOverloaded.
+// is refused with problem.ErrOverloaded.
 type parseGate struct {
 	maxValues int
 	capacity  int64
@@ -46,7 +47,7 @@ const (
 	parseSmall      = "small"      // under smallParse: not gated
 	parseAdmitted   = "admitted"   // gated, got in at once
 	parseWaited     = "waited"     // gated, got in after waiting
-	parseOverloaded = "overloaded" // gated, refused with ErrOverloaded
+	parseOverloaded = "overloaded" // gated, refused with problem.ErrOverloaded
 	parseTooComplex = "too_complex"
 )
 
@@ -84,7 +85,7 @@ func gatedDocument(ctx context.Context, rt *routes.Route, req *canonical.Request
 }
 
 // document returns the canonical document of req under c, once the gate lets its parse in.
-// Errors wrap ErrOverloaded, canonical.ErrBodyTooComplex or canonical.ErrInvalidBody.
+// Errors wrap problem.ErrOverloaded, canonical.ErrBodyTooComplex or canonical.ErrInvalidBody.
 func (g *parseGate) document(ctx context.Context, c *canonical.Canonicalizer, req *canonical.Request) ([]byte, error) {
 	req.MaxValues = g.maxValues
 	if len(req.Body) <= smallParse {
@@ -106,7 +107,7 @@ func (g *parseGate) document(ctx context.Context, c *canonical.Canonicalizer, re
 		defer cancel()
 		if err := g.enter(ctx, weight); err != nil {
 			g.results.WithLabelValues(parseOverloaded).Inc()
-			return nil, fmt.Errorf("%w: %d body parses are under way; retry later", ErrOverloaded, cap(g.slots))
+			return nil, fmt.Errorf("%w: %d body parses are under way; retry later", problem.ErrOverloaded, cap(g.slots))
 		}
 	}
 	g.held.Add(float64(weight))

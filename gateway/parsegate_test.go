@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/problem"
 )
 
 // boundedRoutes has a JSON route and a GraphQL route, each taking bodies of up to 4 MiB.
@@ -120,7 +121,7 @@ func TestBodyTooComplex(t *testing.T) {
 				return
 			}
 			p := problemIn(t, r)
-			if p["type"] != gateway.ProblemTypePrefix+"body-too-complex" || p["retryable"] != false {
+			if p["type"] != problem.TypePrefix+"body-too-complex" || p["retryable"] != false {
 				t.Errorf("problem %v, want body-too-complex, not retryable", p)
 			}
 			if executions.Load() != before || store.claims.Load() != claims {
@@ -182,7 +183,7 @@ func TestParseGate(t *testing.T) {
 				case i < large && r.status == http.StatusServiceUnavailable:
 					refused++
 					p := problemIn(t, r)
-					if p["type"] != gateway.ProblemTypePrefix+"overloaded" || p["retryable"] != true || r.retryAfter != "1" {
+					if p["type"] != problem.TypePrefix+"overloaded" || p["retryable"] != true || r.retryAfter != "1" {
 						t.Errorf("problem %v, Retry-After %q: want overloaded, retryable, Retry-After 1", p, r.retryAfter)
 					}
 					if again, err := sendTo(srv.URL+"/graphql", fmt.Sprintf("large-%d", i), body); err != nil || again.status != http.StatusCreated {

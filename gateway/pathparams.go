@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -18,7 +19,7 @@ import (
 // another control byte, or is not UTF-8 (an overlong "%c0%ae" reads as "." to lax decoders), or
 // that is "." or ".." once its ";" parameters are removed ("..;x", which Tomcat resolves). A
 // trailing wildcard ("*") spans segments: each is checked. Parameters the route names in
-// opaque_path_params are not checked. Errors wrap ErrInvalidRequest.
+// opaque_path_params are not checked. Errors wrap problem.ErrInvalidRequest.
 func checkPathParams(rt *routes.Route, r *http.Request) error {
 	rc := chi.RouteContext(r.Context())
 	if rc == nil {
@@ -37,7 +38,7 @@ func checkPathParams(rt *routes.Route, r *http.Request) error {
 				seg, _ = url.PathUnescape(seg) // RawPath is valid escaping: no error
 			}
 			if why := badSegment(seg); why != "" {
-				return fmt.Errorf("%w: path parameter %s %s; a route may allow it with opaque_path_params", ErrInvalidRequest, name, why)
+				return fmt.Errorf("%w: path parameter %s %s; a route may allow it with opaque_path_params", problem.ErrInvalidRequest, name, why)
 			}
 		}
 	}

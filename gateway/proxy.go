@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -228,9 +229,9 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		}
 	}
 	x.logger().Warn("upstream exchange failed", "err", err, "may_have_sent", x.mayHaveSent.Load())
-	p := newProblem(fault, x.decision, x.key)
+	p := problem.New(fault, x.decision, x.key)
 	p.Retryable = retryable
-	p.write(w, 0)
+	p.Write(w, 0)
 }
 
 // capturer is a front end that reads an executed call's 2xx answer itself (MCP tool calls,

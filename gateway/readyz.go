@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/idemgateway/idemgateway/problem"
 )
 
 // readyEvery is how long the result of a /readyz store probe is served before another probe runs.
@@ -52,6 +54,6 @@ func (g *Gateway) ready(ctx context.Context) error {
 	case <-run.done:
 		return run.err
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %v", ErrStoreUnavailable, ctx.Err())
+		return fmt.Errorf("%w: %v", problem.ErrStoreUnavailable, ctx.Err())
 	}
 }

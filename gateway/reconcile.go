@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -34,7 +35,7 @@ func (x *exchange) templateValue(source, name string, p canonical.Pointer) (stri
 
 // inject writes the route's reconcile.inject value into the body sent upstream (after the
 // fingerprint was taken: the value is the gateway's, not the client's). Errors wrap
-// ErrInvalidBody.
+// problem.ErrInvalidBody.
 func (x *exchange) inject() error {
 	if x.rt.Reconcile == nil || x.rt.Reconcile.Inject == nil {
 		return nil
@@ -42,7 +43,7 @@ func (x *exchange) inject() error {
 	in := x.rt.Reconcile.Inject
 	value, err := in.Value.Expand(x.templateValue)
 	if err != nil {
-		return fmt.Errorf("%w: reconcile.inject: %v", ErrInvalidBody, err)
+		return fmt.Errorf("%w: reconcile.inject: %v", problem.ErrInvalidBody, err)
 	}
 	body, err := canonical.SetString(x.body, in.BodyPointer, value)
 	if err != nil {
@@ -66,7 +67,7 @@ func (x *exchange) reconcile(prev *record.Record) {
 	after := x.callStartBound(prev.Executions) + x.rt.Reconcile.After
 	if wait := prev.StartedAt.Add(after).Sub(x.g.now()); wait > 0 {
 		x.refuse(DecisionInProgress, fmt.Errorf("%w: the outcome of the call is unknown; the upstream is asked %s after the call started (reconcile.after, and %s for the call to start), in %s",
-			ErrInProgress, after, after-x.rt.Reconcile.After, wait.Round(time.Millisecond)), wait)
+			problem.ErrInProgress, after, after-x.rt.Reconcile.After, wait.Round(time.Millisecond)), wait)
 		return
 	}
 	// The takeover keeps the claim's start (now), not the unknown call's: when the lookup finds
@@ -76,7 +77,7 @@ func (x *exchange) reconcile(prev *record.Record) {
 	// unknown call's start, and may be retried at once. (A kill during the lookup leaves the
 	// takeover's start: the next retry waits reconcile.after again, the safe side.)
 	if !x.reclaim(prev, prev.Executions) {
-		x.refuse(DecisionInProgress, fmt.Errorf("%w: another request is settling the key", ErrInProgress), time.Second)
+		x.refuse(DecisionInProgress, fmt.Errorf("%w: another request is settling the key", problem.ErrInProgress), time.Second)
 		return
 	}
 	x.holdLease()
@@ -89,7 +90,7 @@ func (x *exchange) reconcile(prev *record.Record) {
 		x.rec.Detail = "reconciliation failed: " + err.Error()
 		x.logger().Warn("reconciliation failed", "err", err)
 		x.settle(opMarkUnknown)
-		x.refuse(DecisionOutcomeUnknown, fmt.Errorf("%w: %s", ErrOutcomeUnknown, x.rec.Detail), 0)
+		x.refuse(DecisionOutcomeUnknown, fmt.Errorf("%w: %s", problem.ErrOutcomeUnknown, x.rec.Detail), 0)
 	case found != "":
 		now := time.Now().UTC()
 		rec := x.rec

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -246,7 +247,7 @@ func TestReconcile(t *testing.T) {
 		lookupFails = "drop"
 		mu.Unlock()
 		const detail = "reconciliation failed: lookup: upstream connection broke before its response was complete"
-		if a = retry("broken-conn"); a.status != http.StatusConflict || a.problem["detail"] != gateway.ErrOutcomeUnknown.Error()+": "+detail {
+		if a = retry("broken-conn"); a.status != http.StatusConflict || a.problem["detail"] != problem.ErrOutcomeUnknown.Error()+": "+detail {
 			t.Fatalf("lookup whose connection broke: %d %v", a.status, a.problem)
 		}
 		if code, rec := adminDo(t, admin, "GET", "/v1/records/default/create_ticket/broken-conn", "", ""); code != 200 || rec["detail"] != detail {

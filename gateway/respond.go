@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -30,7 +31,7 @@ type responder interface {
 // outcome, or a rejected request (a bad key or body, the store down).
 type refusal struct {
 	decision string // one of the Decision constants
-	// err wraps the sentinel that says which answer this is (problemOf); its message is the detail.
+	// err wraps the sentinel that says which answer this is (package problem); its message is the detail.
 	err error
 	// retryAfter is when a retry may succeed, on retryable refusals (0: not said).
 	retryAfter time.Duration
@@ -43,7 +44,7 @@ type conflict struct {
 	existingFingerprint, receivedFingerprint string
 	existingRemoteID                         string
 	// differingFields name the fields whose values differ (docs/fingerprint.md), at most
-	// maxDifferingFields; nil when the record kept no document.
+	// problem.MaxDifferingFields; nil when the record kept no document.
 	differingFields []string
 }
 
@@ -63,13 +64,13 @@ func (x *exchange) conflict(prev *record.Record) {
 	if x.caller == "" || x.caller == prev.Caller {
 		c.existingFingerprint, c.existingRemoteID = prev.EffectFingerprint, prev.RemoteID
 		if prev.Document != nil && x.doc != nil {
-			c.differingFields = x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, maxDifferingFields)
+			c.differingFields = x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, problem.MaxDifferingFields)
 		}
 	}
 	x.decide(DecisionConflict)
 	x.front.refuse(x, &refusal{
 		decision: DecisionConflict,
-		err:      fmt.Errorf("%w: key %q was first used for a request with another fingerprint", ErrConflict, x.key),
+		err:      fmt.Errorf("%w: key %q was first used for a request with another fingerprint", problem.ErrConflict, x.key),
 		conflict: c,
 	})
 }
@@ -92,7 +93,7 @@ func (x *exchange) reject(err error) {
 	x.w.Header().Del("Idempotency-Decision")
 	var retryAfter time.Duration
 	switch {
-	case errors.Is(err, ErrStoreUnavailable), errors.Is(err, ErrOverloaded):
+	case errors.Is(err, problem.ErrStoreUnavailable), errors.Is(err, problem.ErrOverloaded):
 		retryAfter = time.Second
 	case errors.Is(err, record.ErrCorrupt):
 		x.logger().Error("the key's record is unreadable: its retries are refused until it expires or an operator deletes it", "err", err)
@@ -168,11 +169,11 @@ func (httpRoute) refuse(x *exchange, ref *refusal) {
 			x.w.Header().Add("Www-Authenticate", c)
 		}
 	}
-	p := newProblem(ref.err, ref.decision, x.key)
+	p := problem.New(ref.err, ref.decision, x.key)
 	if c := ref.conflict; c != nil {
 		p.Reason = "idempotency_key_reused_with_different_effect"
 		p.ExistingFingerprint, p.ReceivedFingerprint = c.existingFingerprint, c.receivedFingerprint
 		p.ExistingRemoteID, p.DifferingFields = c.existingRemoteID, c.differingFields
 	}
-	p.write(x.w, int((ref.retryAfter+time.Second-1)/time.Second))
+	p.Write(x.w, int((ref.retryAfter+time.Second-1)/time.Second))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -45,7 +46,7 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 		}
 	}
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
-		g.refuseUnrouted(w, req, fmt.Errorf("%w matches %s %s", ErrNoRoute, req.Method, req.URL.Path))
+		g.refuseUnrouted(w, req, fmt.Errorf("%w matches %s %s", problem.ErrNoRoute, req.Method, req.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		// RFC 9110 §15.5.6: a 405 lists the methods the path has routes for.
@@ -56,7 +57,7 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 			}
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		g.refuseUnrouted(w, req, fmt.Errorf("%w: no route for %s %s", ErrMethodNotAllowed, req.Method, req.URL.Path))
+		g.refuseUnrouted(w, req, fmt.Errorf("%w: no route for %s %s", problem.ErrMethodNotAllowed, req.Method, req.URL.Path))
 	})
 	t := &routeTable{routes: make(map[string]*routes.Route, len(cfg.Routes)), auth: auth}
 	for _, rt := range cfg.Routes {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -30,7 +31,7 @@ func (g *Gateway) claimRefused() error {
 	}
 	// The store's error may name its address: the log says it once per change, the client gets
 	// what it needs to retry.
-	return fmt.Errorf("%w: the store is unfit to keep records now (it could evict them, refuses the gateway's scripts, or cannot be checked); no claim was made", ErrStoreUnavailable)
+	return fmt.Errorf("%w: the store is unfit to keep records now (it could evict them, refuses the gateway's scripts, or cannot be checked); no claim was made", problem.ErrStoreUnavailable)
 }
 
 // newStoreSafeGauge is idemgateway_store_safe, read from the store's verdict at each scrape.

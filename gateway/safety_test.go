@@ -20,6 +20,7 @@ import (
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
 )
@@ -129,7 +130,7 @@ func (w *safetyWorld) expectRefused(t *testing.T, key string, upBefore int32) {
 		Retryable bool
 	}
 	_ = json.Unmarshal([]byte(r.body), &p)
-	if r.status != http.StatusServiceUnavailable || p.Type != gateway.ProblemTypePrefix+"store-unavailable" || !p.Retryable || r.retryAfter == "" {
+	if r.status != http.StatusServiceUnavailable || p.Type != problem.TypePrefix+"store-unavailable" || !p.Retryable || r.retryAfter == "" {
 		t.Errorf("key %q on an unsafe store: %d %s (Retry-After %q), want 503 store-unavailable, retryable, with Retry-After", key, r.status, r.body, r.retryAfter)
 	}
 	if n := w.calls.Load(); n != upBefore {

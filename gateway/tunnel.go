@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -18,17 +19,17 @@ import (
 // reaches the upstream, and an upstream's 101 is answered 502 (modifyResponse); on every route the
 // upstream's interim 1xx responses stay with the gateway (finalOnly).
 
-// upgradeRefused says why rt refuses r's protocol upgrade (wrapping ErrInvalidRequest), or nil when
+// upgradeRefused says why rt refuses r's protocol upgrade (wrapping problem.ErrInvalidRequest), or nil when
 // r asks for none (no "upgrade" in Connection) or asks for the protocol rt allows, once.
 func upgradeRefused(rt *routes.Route, h http.Header) error {
 	if !asksUpgrade(h) {
 		return nil
 	}
 	if rt.Upgrade == "" {
-		return fmt.Errorf("%w: Connection: upgrade: route %s allows no protocol upgrade", ErrInvalidRequest, rt.Name)
+		return fmt.Errorf("%w: Connection: upgrade: route %s allows no protocol upgrade", problem.ErrInvalidRequest, rt.Name)
 	}
 	if proto := h.Values("Upgrade"); len(proto) != 1 || !strings.EqualFold(strings.TrimSpace(proto[0]), rt.Upgrade) {
-		return fmt.Errorf("%w: route %s allows an upgrade to %s alone, sent as one Upgrade header", ErrInvalidRequest, rt.Name, rt.Upgrade)
+		return fmt.Errorf("%w: route %s allows an upgrade to %s alone, sent as one Upgrade header", problem.ErrInvalidRequest, rt.Name, rt.Upgrade)
 	}
 	return nil
 }

@@ -159,7 +159,7 @@ var mutants = []Mutant{
 		File: "gateway/router.go", From: `w.Header().Set("Allow", strings.Join(allow, ", "))`, To: `_ = strings.Join(allow, ", ")`,
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestContract_NoRoute$"}}},
 	{Name: "method-not-allowed-as-404", Behaviour: "another method on a known path answers 404",
-		File: "gateway/router.go", From: `fmt.Errorf("%w: no route for %s %s", ErrMethodNotAllowed,`, To: `fmt.Errorf("%w: no route for %s %s", ErrNoRoute,`,
+		File: "gateway/router.go", From: `fmt.Errorf("%w: no route for %s %s", problem.ErrMethodNotAllowed,`, To: `fmt.Errorf("%w: no route for %s %s", problem.ErrNoRoute,`,
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestContract_NoRoute$"}}},
 	{Name: "commit-failure-not-error", Behaviour: "a receipt the store failed to write is logged below error level",
 		File: "gateway/settle.go", From: `x.logger().Error("record not settled: store failed", "op", op.String(), "err", err, "pending", true)`, To: `x.logger().Warn("record not settled: store failed", "op", op.String(), "err", err, "pending", true)`,
@@ -479,7 +479,7 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./record", Run: "^TestEncryptedSealsACallTwiceAlike$"}}},
 	// differing_fields as the route writes them (issue 12).
 	{Name: "conflict-differs-without-route-rules", Behaviour: "a 422 names an included field by the canonical document's spelling (/~1fields~1summary), not as the route writes it (/fields/summary)",
-		File: "gateway/respond.go", From: "x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, maxDifferingFields)", To: "func() []string { fp := x.rt.Fingerprint; fp = nil; return fp.DifferingFields(prev.Document, x.doc, maxDifferingFields) }()",
+		File: "gateway/respond.go", From: "x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, problem.MaxDifferingFields)", To: "func() []string { fp := x.rt.Fingerprint; fp = nil; return fp.DifferingFields(prev.Document, x.doc, problem.MaxDifferingFields) }()",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestIssue12DifferingFieldsAsTheRouteWritesThem$"}}},
 	{Name: "graphql-differs-at-document", Behaviour: "a 422 on a graphql route names the query document /document, a member the request body does not have, instead of /query",
 		File: "canonical/diff.go", From: `out[i] = "/query" + strings.TrimPrefix(p, "/document")`, To: `_ = p // mutant`,

@@ -1,4 +1,4 @@
-package gateway
+package problem
 
 import (
 	"encoding/json"
@@ -43,7 +43,7 @@ func TestProblemOf(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			w := httptest.NewRecorder()
-			newProblem(tt.err, DecisionRejected, "k1").write(w, 1)
+			New(tt.err, "rejected", "k1").Write(w, 1)
 			if w.Code != tt.status {
 				t.Errorf("status = %d, want %d", w.Code, tt.status)
 			}
@@ -54,9 +54,12 @@ func TestProblemOf(t *testing.T) {
 			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
 				t.Fatal(err)
 			}
-			if p["type"] != ProblemTypePrefix+tt.name || p["status"] != float64(tt.status) ||
+			if p["type"] != TypePrefix+tt.name || p["status"] != float64(tt.status) ||
 				p["retryable"] != tt.retryable || p["detail"] != tt.err.Error() || p["idempotency_key"] != "k1" {
 				t.Errorf("problem = %v", p)
+			}
+			if got := Retryable(tt.err); got != tt.retryable {
+				t.Errorf("Retryable = %v, want %v", got, tt.retryable)
 			}
 			if got := w.Header().Get("Retry-After") != ""; got != tt.retryable {
 				t.Errorf("Retry-After present = %v, want %v", got, tt.retryable)
