@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/idemgateway/idemgateway/admin"
 	"github.com/idemgateway/idemgateway/adminclient"
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
@@ -67,7 +68,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg := &testGateway{proxy: httptest.NewServer(gw), admin: httptest.NewServer(gw.AdminHandler(token)), executions: &executions}
+	tg := &testGateway{proxy: httptest.NewServer(gw), admin: httptest.NewServer(admin.Handler(admin.Options{Store: store, Pipeline: gw, Token: token})), executions: &executions}
 	t.Cleanup(tg.proxy.Close)
 	t.Cleanup(tg.admin.Close)
 	return tg

@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -140,7 +138,7 @@ func (x *exchange) claim() (prev *record.Record, f found, err error) {
 	if err := x.g.claimRefused(); err != nil { // a store that could lose the claim (safety.go)
 		return nil, f, err
 	}
-	x.owner = newToken()
+	x.owner = record.NewOwner()
 	now := x.g.now().UTC() // the clock reconcile.after is measured on
 	x.rec = &record.Record{
 		Receipt: record.Receipt{
@@ -270,11 +268,4 @@ func (x *exchange) storeCall(op string, call func(ctx context.Context) error) er
 		span.SetAttributes(attribute.String("idemgateway.store.result", result))
 	}
 	return err
-}
-
-// newToken returns a random 128-bit owner token, hex encoded.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b[:])
 }

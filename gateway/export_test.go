@@ -2,14 +2,22 @@ package gateway
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/idemgateway/idemgateway/admin"
 	"github.com/idemgateway/idemgateway/record"
 )
 
 // Seams for the tests of package gateway_test.
+
+// AdminHandler is the admin API (package admin) over g's store, with g as its pipeline and
+// bearer token token, as cmd/idemgateway serves it.
+func (g *Gateway) AdminHandler(token string) http.Handler {
+	return admin.Handler(admin.Options{Store: g.store, Pipeline: g, Token: token, Metrics: g.opts.Metrics})
+}
 
 // WakeUps reads idemgateway_wait_wakeups_total: how many waiting duplicates (concurrency: wait)
 // this gateway has woken by a settle of its own, by the store's settle notice, and how many waits
@@ -80,17 +88,6 @@ func (g *Gateway) InFlight() int {
 		return true
 	})
 	return n
-}
-
-// ReadyzWaiting returns how many /readyz callers wait for the store probe under way, besides the
-// one that runs it; 0 when none runs.
-func (g *Gateway) ReadyzWaiting() int {
-	g.readiness.mu.Lock()
-	defer g.readiness.mu.Unlock()
-	if run := g.readiness.last; run != nil && run.ended.IsZero() {
-		return run.waiting
-	}
-	return 0
 }
 
 // SetSettleRetry sets the first and the longest pause between two attempts of a settle write that

@@ -98,11 +98,10 @@ type Gateway struct {
 	// settleRetryMax; tests set them (export_test.go).
 	retryMin, retryMax time.Duration
 
-	readiness readiness  // the store probe of /readyz, shared (readyz.go)
-	parses    *parseGate // bounds the body parses under way (parsegate.go)
+	parses *parseGate // bounds the body parses under way (parsegate.go)
 
-	// now is the clock records' started_at is stamped with, reconcile.after is measured on, and
-	// the /readyz probe's result is kept by: time.Now; tests set it (export_test.go).
+	// now is the clock records' started_at is stamped with, and reconcile.after and tool lists'
+	// ttl are measured on: time.Now; tests set it (export_test.go).
 	now func() time.Time
 }
 

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/problem"
@@ -255,7 +253,7 @@ func canonicalRequest(rt *routes.Route, r *http.Request, body []byte) (*canonica
 	return &canonical.Request{
 		Tool:       rt.Name,
 		Method:     r.Method,
-		PathParams: pathParams(r),
+		PathParams: routes.PathParams(r),
 		Query:      query,
 		Header:     r.Header,
 		Body:       body,
@@ -311,26 +309,4 @@ func declaredTooLarge(r *http.Request, limit int64) error {
 		return fmt.Errorf("%w: %d bytes, the route accepts at most %d", problem.ErrBodyTooLarge, r.ContentLength, limit)
 	}
 	return nil
-}
-
-// pathParams returns the path parameters chi matched, each decoded exactly once. chi matches the
-// escaped path (r.URL.RawPath) when the URL has one, and the decoded path otherwise (Go keeps no
-// RawPath when escaping the decoded path gives the original back): so /t/a%2Fb gives "a/b",
-// /t/a%252Fb gives "a%2Fb", and /t/%41 and /t/A both give "A".
-func pathParams(r *http.Request) map[string]string {
-	rc := chi.RouteContext(r.Context())
-	if rc == nil || len(rc.URLParams.Keys) == 0 {
-		return nil
-	}
-	params := make(map[string]string, len(rc.URLParams.Keys))
-	for i, k := range rc.URLParams.Keys {
-		v := rc.URLParams.Values[i]
-		if r.URL.RawPath != "" {
-			if u, err := url.PathUnescape(v); err == nil { // RawPath is valid escaping: no error
-				v = u
-			}
-		}
-		params[k] = v
-	}
-	return params
 }

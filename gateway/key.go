@@ -89,7 +89,7 @@ func requestField(r *http.Request, tenant string, body []byte, source, name stri
 	case routes.SourceTenant:
 		return tenant, true
 	case routes.SourcePath:
-		return pathParams(r)[name], true
+		return routes.PathParams(r)[name], true
 	case routes.SourceBody:
 		return canonical.Lookup(body, p)
 	case routes.SourceQuery:

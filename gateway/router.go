@@ -89,6 +89,11 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 
 // route returns the route whose scope name is tool: a route of the file, or the tool's route of
 // a kind: mcp route ("route/tool"); nil when there is none.
+// Route returns the route in force that keeps the records of tool, a route's name or a kind: mcp
+// route's "route/tool", with the settings the tool's calls run under; nil when none names it. The
+// admin API resolves a record under it (admin.Pipeline).
+func (g *Gateway) Route(tool string) *routes.Route { return g.table.Load().route(tool) }
+
 func (t *routeTable) route(tool string) *routes.Route {
 	if rt := t.routes[tool]; rt != nil {
 		return rt

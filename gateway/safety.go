@@ -10,14 +10,8 @@ import (
 	"github.com/idemgateway/idemgateway/record"
 )
 
-// storeSafety returns the store's verdict on its own fitness to keep records
-// (record.SafetyReporter), without a round trip: nil for a store that gives none.
-func (g *Gateway) storeSafety() error {
-	if r, ok := g.store.(record.SafetyReporter); ok {
-		return r.Safe()
-	}
-	return nil
-}
+// storeSafety returns the store's verdict on its own fitness to keep records (record.Safety).
+func (g *Gateway) storeSafety() error { return record.Safety(g.store) }
 
 // claimRefused returns the 503 of a keyed request while the store is known to be unfit to keep
 // records (docs/stores.md, "Fail closed"): Redis could evict them, refuses the store's scripts, or

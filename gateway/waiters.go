@@ -149,6 +149,10 @@ func (w *waiters) end(key string, k *keyWaiters) (stop func()) {
 }
 
 // settled wakes every waiter of key.
+// Settled wakes the requests that wait for the record at the store key key (concurrency: wait):
+// the admin API's resolve has settled it (admin.Pipeline).
+func (g *Gateway) Settled(key string) { g.waiters.settled(key) }
+
 func (w *waiters) settled(key string) {
 	w.wake(key, nil, w.bySettle)
 }

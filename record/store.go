@@ -2,6 +2,8 @@ package record
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"time"
 )
@@ -170,6 +172,22 @@ type SafetyReporter interface {
 	// what the store's own check last found and does not ask the store, except that the first
 	// call may wait for the first check. It is safe for concurrent use.
 	Safe() error
+}
+
+// Safety returns s's verdict on its own fitness to keep records (SafetyReporter.Safe) without a
+// round trip: nil for a store that gives none.
+func Safety(s Store) error {
+	if r, ok := s.(SafetyReporter); ok {
+		return r.Safe()
+	}
+	return nil
+}
+
+// NewOwner returns a new owner token: 128 random bits, hex encoded, for a Claim or a Reclaim.
+func NewOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }
 
 // ErrWritesRefused is wrapped by the error of SafetyReporter.Safe when the store keeps its records

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -126,4 +127,26 @@ func patternKey(path string) string {
 		}
 	}
 	return b.String()
+}
+
+// PathParams returns the path parameters chi matched, each decoded exactly once. chi matches the
+// escaped path (r.URL.RawPath) when the URL has one, and the decoded path otherwise (Go keeps no
+// RawPath when escaping the decoded path gives the original back): so /t/a%2Fb gives "a/b",
+// /t/a%252Fb gives "a%2Fb", and /t/%41 and /t/A both give "A".
+func PathParams(r *http.Request) map[string]string {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil || len(rc.URLParams.Keys) == 0 {
+		return nil
+	}
+	params := make(map[string]string, len(rc.URLParams.Keys))
+	for i, k := range rc.URLParams.Keys {
+		v := rc.URLParams.Values[i]
+		if r.URL.RawPath != "" {
+			if u, err := url.PathUnescape(v); err == nil { // RawPath is valid escaping: no error
+				v = u
+			}
+		}
+		params[k] = v
+	}
+	return params
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemgateway/idemgateway/admin"
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/record"
@@ -317,8 +318,8 @@ func matchServing(t *testing.T, routesYAML string, cases []servingCase) {
 	}
 	serving := httptest.NewServer(gw)
 	t.Cleanup(serving.Close)
-	admin := httptest.NewServer(gw.AdminHandler(""))
-	t.Cleanup(admin.Close)
+	adminSrv := httptest.NewServer(admin.Handler(admin.Options{Store: store, Pipeline: gw, Token: ""}))
+	t.Cleanup(adminSrv.Close)
 
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -363,7 +364,7 @@ func matchServing(t *testing.T, routesYAML string, cases []servingCase) {
 			if name, _, _ := strings.Cut(tc.route, "/"); e.Route != tc.route && !strings.HasPrefix(e.Route, name+"/") {
 				t.Fatalf("the command printed route %q for %q", e.Route, tc.route)
 			}
-			u := admin.URL + "/v1/records/" + url.PathEscape(e.Tenant) + "/" + url.PathEscape(e.Route) + "/" + url.PathEscape(e.Key)
+			u := adminSrv.URL + "/v1/records/" + url.PathEscape(e.Tenant) + "/" + url.PathEscape(e.Route) + "/" + url.PathEscape(e.Key)
 			if e.CredentialScope != "" {
 				u += "?credential=" + url.QueryEscape(e.CredentialScope)
 			}

@@ -3,11 +3,16 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idemgateway/idemgateway/admin"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // checkLimits reports every connection or body limit that is not positive, an
@@ -38,7 +43,7 @@ func (s *settings) checkLimits() error {
 	if s.MaxInflightBytes < minInflightBytes {
 		problems = append(problems, fmt.Sprintf("IDEMGATEWAY_MAX_INFLIGHT_BYTES %d is under %d (1 MiB)", s.MaxInflightBytes, minInflightBytes))
 	}
-	if _, err := gateway.CheckHost(http.NotFoundHandler(), s.AdminListen, s.AdminHosts); err != nil {
+	if _, err := admin.CheckHost(http.NotFoundHandler(), s.AdminListen, s.AdminHosts); err != nil {
 		problems = append(problems, "IDEMGATEWAY_ADMIN_HOSTS: "+err.Error())
 	}
 	if len(problems) > 0 {
@@ -63,18 +68,21 @@ func (s *settings) limits() gateway.Limits {
 	}
 }
 
-// servers builds the proxy listener's server for gw and the admin listener's, whose handler
-// answers only for the hosts that name it (gateway.CheckHost), both under the settings' limits.
-func (s *settings) servers(gw *gateway.Gateway) (proxy, admin *http.Server, err error) {
-	adminHandler, err := gateway.CheckHost(gw.AdminHandler(s.AdminToken), s.AdminListen, s.AdminHosts)
+// servers builds the proxy listener's server for gw and the admin listener's, the admin API over
+// store and the metrics of reg, whose handler answers only for the hosts that name it
+// (admin.CheckHost), both under the settings' limits.
+func (s *settings) servers(gw *gateway.Gateway, store record.Store, reg *prometheus.Registry, log *slog.Logger) (proxy, adminServer *http.Server, err error) {
+	adminHandler, err := admin.CheckHost(admin.Handler(admin.Options{
+		Store: store, Pipeline: gw, Token: s.AdminToken, Metrics: reg, Logger: log,
+	}), s.AdminListen, s.AdminHosts)
 	if err != nil {
 		return nil, nil, err
 	}
 	if proxy, err = gateway.NewServer(gw, s.limits()); err != nil {
 		return nil, nil, err
 	}
-	if admin, err = gateway.NewServer(adminHandler, s.limits()); err != nil {
+	if adminServer, err = gateway.NewServer(adminHandler, s.limits()); err != nil {
 		return nil, nil, err
 	}
-	return proxy, admin, nil
+	return proxy, adminServer, nil
 }

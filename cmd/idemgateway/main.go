@@ -110,7 +110,8 @@ func serve(s *settings) error {
 		return err
 	}
 	defer closeStore()
-	gw, err := gateway.New(cfg, store, gateway.Options{Logger: log, TracerProvider: tracerProvider,
+	reg := gateway.NewRegistry()
+	gw, err := gateway.New(cfg, store, gateway.Options{Logger: log, TracerProvider: tracerProvider, Metrics: reg,
 		MaxBodyValues: s.MaxBodyValues, MaxInflightBytes: s.MaxInflightBytes})
 	if err != nil {
 		return err
@@ -128,7 +129,7 @@ func serve(s *settings) error {
 		log.Info("routes reloaded", "routes", len(cfg.Routes))
 	})
 
-	proxy, admin, err := s.servers(gw)
+	proxy, admin, err := s.servers(gw, store, reg, log)
 	if err != nil {
 		return err
 	}

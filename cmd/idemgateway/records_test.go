@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemgateway/idemgateway/admin"
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/routes"
@@ -47,9 +48,9 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := httptest.NewServer(gw.AdminHandler(token))
-	t.Cleanup(admin.Close)
-	t.Setenv("IDEMGATEWAY_ADMIN_URL", admin.URL)
+	adminSrv := httptest.NewServer(admin.Handler(admin.Options{Store: store, Pipeline: gw, Token: token}))
+	t.Cleanup(adminSrv.Close)
+	t.Setenv("IDEMGATEWAY_ADMIN_URL", adminSrv.URL)
 	call := func(key string, fail bool) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, "/v1/tickets", strings.NewReader(`{}`))

@@ -1,6 +1,7 @@
-package gateway
+package admin
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"mime"
 	"net"
@@ -76,4 +77,26 @@ func requireJSON(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// requireBearer refuses a request of the records API without the bearer token, when there is one,
+// with 401 unauthorized.
+func requireBearer(token string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		if token == "" {
+			return next
+		}
+		want := []byte(token)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			// The scheme is case-insensitive (RFC 9110 §11.1); the token is compared in constant time.
+			if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="idemgateway-admin"`)
+				(&problem.Problem{Type: problem.TypePrefix + "unauthorized", Title: "Unauthorized", Status: http.StatusUnauthorized,
+					Detail: "the records API needs the admin bearer token"}).Write(w, 0)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -31,18 +31,18 @@ type probeRun struct {
 }
 
 // ready runs the store probe, or shares one under way or just ended (readiness).
-func (g *Gateway) ready(ctx context.Context) error {
-	rd := &g.readiness
+func (a *admin) ready(ctx context.Context) error {
+	rd := &a.readiness
 	rd.mu.Lock()
 	run := rd.last
 	switch {
-	case run == nil, !run.ended.IsZero() && g.now().Sub(run.ended) >= readyEvery:
+	case run == nil, !run.ended.IsZero() && a.now().Sub(run.ended) >= readyEvery:
 		run = &probeRun{done: make(chan struct{})}
 		rd.last = run
 		rd.mu.Unlock()
-		err := g.storeOp(ctx, g.probeStore) // bounded by StoreTimeout, detached from ctx's end
+		err := a.storeOp(ctx, a.probeStore) // bounded by StoreTimeout, detached from ctx's end
 		rd.mu.Lock()
-		run.err, run.ended = err, g.now()
+		run.err, run.ended = err, a.now()
 		rd.mu.Unlock()
 		close(run.done)
 		return err

@@ -1,124 +1,34 @@
-package gateway
+package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
-
-	"github.com/go-chi/chi/v5"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-// AdminHandler serves the admin listener (docs/contract.md §1, §5):
-//
-//	GET    /healthz                          200 while the process runs
-//	GET    /readyz                           200 while the store is reachable, fit and takes writes, and its
-//	       own safety check (record.SafetyReporter) finds it so, else 503; the store probe runs at
-//	       most once a second, shared by concurrent callers (readyz.go)
-//	GET    /metrics                          Prometheus exposition of Options.Metrics
-//	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped), 404 if none;
-//	       ?credential=<credential_scope> on every records path addresses a credential-scoped key
-//	GET    /v1/records?state=outcome_unknown[&tenant=T[&tool=X]][&limit=N][&cursor=C]
-//	       {"records":[receipt…],"next_cursor":"…"}: the outcome_unknown records, in key order,
-//	       limit 1 to 1000 (default 100), from the store's index (no keyspace scan)
-//	DELETE /v1/records/{tenant}/{tool}/{key} removes the record, 204; 404 if none; 409 while a
-//	       call is under way (its lease is live) unless ?force=true
-//	POST   /v1/records/{tenant}/{tool}/{key}/resolve
-//	       settles an outcome_unknown record (or one whose executor's lease lapsed):
-//	       {"outcome":"committed","remote_id":"…","remote_url":"…","response_status":201}
-//	       stores it as committed (replays then answer response_status, default 200, with no
-//	       body); {"outcome":"not_committed"} frees the key. 200 with the receipt, or 204.
-//	       409 when the record is committed, or in progress with a live lease.
-//
-// When token is not empty, the records API requires `Authorization: Bearer <token>`, compared in
-// constant time; health endpoints never do. A resolve's body must be sent as application/json
-// (415 otherwise). Errors are RFC 9457 problems. CheckHost guards the handler against DNS
-// rebinding (docs/security.md#admin-listener).
-func (g *Gateway) AdminHandler(token string) http.Handler {
-	r := chi.NewRouter()
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
-		err := g.storeSafety() // the verdict keyed requests are served by (safety.go)
-		if err != nil {
-			err = fmt.Errorf("%w: %v", problem.ErrStoreUnavailable, err)
-		} else {
-			err = g.ready(req.Context())
-		}
-		if err != nil {
-			problem.New(err, "", "").Write(w, 1)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ready\n"))
-	})
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.opts.Metrics, promhttp.HandlerOpts{}))
-	r.Group(func(r chi.Router) {
-		r.Use(requireBearer(token), requireJSON)
-		r.Get("/v1/records", g.listRecords)
-		r.Get("/v1/records/{tenant}/{tool}/{key}", g.getRecord)
-		r.Delete("/v1/records/{tenant}/{tool}/{key}", g.deleteRecord)
-		r.Post("/v1/records/{tenant}/{tool}/{key}/resolve", g.resolveRecord)
-	})
-	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
-		err := fmt.Errorf("%w at %s", problem.ErrNoRoute, req.URL.EscapedPath())
-		if strings.HasPrefix(req.URL.Path, "/v1/records/") {
-			// The likeliest cause: a key (or tenant) holding "/", sent unescaped, which makes
-			// more segments than the routes have.
-			err = fmt.Errorf("%w: tenant, tool and key are one path segment each; escape a \"/\" in them as %%2F", err)
-		}
-		problem.New(err, "", "").Write(w, 0)
-	})
-	return r
-}
-
-func requireBearer(token string) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		if token == "" {
-			return next
-		}
-		want := []byte(token)
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-			// The scheme is case-insensitive (RFC 9110 §11.1); the token is compared in constant time.
-			if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="idemgateway-admin"`)
-				(&problem.Problem{Type: problem.TypePrefix + "unauthorized", Title: "Unauthorized", Status: http.StatusUnauthorized,
-					Detail: "the records API needs the admin bearer token"}).Write(w, 0)
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
-}
-
 // recordKey is the store key named by the admin path /v1/records/{tenant}/{tool}/{key}[/resolve],
 // whose segments are URL-escaped once (docs/contract.md §5), and by ?credential= on a route with
 // scope.credential.
 func recordKey(r *http.Request) string {
-	p := pathParams(r)
+	p := routes.PathParams(r)
 	return record.ScopeKey{Tenant: p["tenant"], Tool: p["tool"], Key: p["key"], Credential: r.URL.Query().Get("credential")}.String()
 }
 
-func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
+func (a *admin) getRecord(w http.ResponseWriter, r *http.Request) {
 	key := recordKey(r)
 	var state string
 	var stored record.Payload
-	err := g.storeOp(r.Context(), func(ctx context.Context) (err error) {
-		state, stored, err = g.store.Get(ctx, key)
+	err := a.storeOp(r.Context(), func(ctx context.Context) (err error) {
+		state, stored, err = a.store.Get(ctx, key)
 		return err
 	})
 	if err == nil && state == "" {
@@ -137,12 +47,12 @@ func (g *Gateway) getRecord(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(rec.Receipt)
 }
 
-func (g *Gateway) deleteRecord(w http.ResponseWriter, r *http.Request) {
+func (a *admin) deleteRecord(w http.ResponseWriter, r *http.Request) {
 	key := recordKey(r)
 	if r.URL.Query().Get("force") != "true" {
 		var state string
-		err := g.storeOp(r.Context(), func(ctx context.Context) (err error) {
-			state, _, err = g.store.Get(ctx, key)
+		err := a.storeOp(r.Context(), func(ctx context.Context) (err error) {
+			state, _, err = a.store.Get(ctx, key)
 			return err
 		})
 		switch {
@@ -156,8 +66,8 @@ func (g *Gateway) deleteRecord(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var existed bool
-	err := g.storeOp(r.Context(), func(ctx context.Context) (err error) {
-		existed, err = g.store.Delete(ctx, key)
+	err := a.storeOp(r.Context(), func(ctx context.Context) (err error) {
+		existed, err = a.store.Delete(ctx, key)
 		return err
 	})
 	if err == nil && !existed {
@@ -181,7 +91,7 @@ type resolution struct {
 // errResolve is a resolve request that cannot be carried out as asked: 409.
 var errResolve = errors.New("cannot resolve")
 
-func (g *Gateway) resolveRecord(w http.ResponseWriter, r *http.Request) {
+func (a *admin) resolveRecord(w http.ResponseWriter, r *http.Request) {
 	key := recordKey(r)
 	var res resolution
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
@@ -200,7 +110,7 @@ func (g *Gateway) resolveRecord(w http.ResponseWriter, r *http.Request) {
 		problem.New(fmt.Errorf("%w: resolve: response_status %d: a committed call answers 2xx or 3xx", problem.ErrInvalidBody, res.ResponseStatus), "", "").Write(w, 0)
 		return
 	}
-	receipt, err := g.resolve(r.Context(), key, res)
+	receipt, err := a.resolve(r.Context(), key, res)
 	switch {
 	case errors.Is(err, errResolve):
 		(&problem.Problem{Type: problem.TypePrefix + "cannot-resolve", Title: "Cannot resolve", Status: http.StatusConflict, Detail: err.Error()}).Write(w, 0)
@@ -217,11 +127,11 @@ func (g *Gateway) resolveRecord(w http.ResponseWriter, r *http.Request) {
 // resolve settles the record at key as res says: it takes the record over from its last owner
 // (the store refuses when the record is committed, or in progress under a live lease), then commits
 // or releases it under the new owner token, so a concurrent execution can never be overwritten.
-func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*record.Receipt, error) {
+func (a *admin) resolve(ctx context.Context, key string, res resolution) (*record.Receipt, error) {
 	var state string
 	var stored record.Payload
-	err := g.storeOp(ctx, func(ctx context.Context) (err error) {
-		state, stored, err = g.store.Get(ctx, key)
+	err := a.storeOp(ctx, func(ctx context.Context) (err error) {
+		state, stored, err = a.store.Get(ctx, key)
 		return err
 	})
 	switch {
@@ -237,14 +147,14 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*rec
 		return nil, err
 	}
 	ttl, lease := routes.DefaultTTL, routes.DefaultLockLease
-	if rt := g.table.Load().route(rec.Tool); rt != nil {
+	if rt := a.pipeline.Route(rec.Tool); rt != nil {
 		ttl, lease = rt.TTL, rt.LockLease
 	}
 	from := rec.Owner
-	rec.Owner = newToken()
+	rec.Owner = record.NewOwner()
 	var ok bool
-	if err := g.storeOp(ctx, func(ctx context.Context) (err error) {
-		ok, err = g.store.Reclaim(ctx, key, from, rec.Owner, rec.Encode(), lease, ttl)
+	if err := a.storeOp(ctx, func(ctx context.Context) (err error) {
+		ok, err = a.store.Reclaim(ctx, key, from, rec.Owner, rec.Encode(), lease, ttl)
 		return err
 	}); err != nil {
 		return nil, err
@@ -252,10 +162,10 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*rec
 	if !ok {
 		return nil, fmt.Errorf("%w: the record is in progress under a live lease, or changed meanwhile", errResolve)
 	}
-	defer g.waiters.settled(key)
+	defer a.pipeline.Settled(key)
 	if res.Outcome == "not_committed" {
-		return nil, g.storeOp(ctx, func(ctx context.Context) error {
-			_, err := g.store.Release(ctx, key, rec.Owner)
+		return nil, a.storeOp(ctx, func(ctx context.Context) error {
+			_, err := a.store.Release(ctx, key, rec.Owner)
 			return err
 		})
 	}
@@ -264,17 +174,18 @@ func (g *Gateway) resolve(ctx context.Context, key string, res resolution) (*rec
 	rec.RemoteID, rec.RemoteURL, rec.ResponseStatus = res.RemoteID, res.RemoteURL, res.ResponseStatus
 	rec.Response, rec.ResponseBodyKept = nil, false
 	rec.Detail = "resolved as committed by an operator"
-	err = g.storeOp(ctx, func(ctx context.Context) error {
-		_, err := g.store.Commit(ctx, key, rec.Owner, rec.EncodeSettle(), ttl)
+	err = a.storeOp(ctx, func(ctx context.Context) error {
+		_, err := a.store.Commit(ctx, key, rec.Owner, rec.EncodeSettle(), ttl)
 		return err
 	})
 	return &rec.Receipt, err
 }
 
-// storeOp runs one admin store call, bounded by StoreTimeout; errors wrap problem.ErrStoreUnavailable, but
-// for record.ErrCorrupt (a record that exists but cannot be read), which is returned as it is.
-func (g *Gateway) storeOp(ctx context.Context, call func(ctx context.Context) error) error {
-	ctx, cancel := g.storeContext(ctx)
+// storeOp runs one admin store call, bounded by StoreTimeout and detached from the end of ctx;
+// errors wrap problem.ErrStoreUnavailable, but for record.ErrCorrupt (a record that exists but
+// cannot be read), which is returned as it is.
+func (a *admin) storeOp(ctx context.Context, call func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.storeTimeout)
 	defer cancel()
 	err := call(ctx)
 	switch {
@@ -287,15 +198,15 @@ func (g *Gateway) storeOp(ctx context.Context, call func(ctx context.Context) er
 // probeStore checks that the store can be reached, is fit (Ping) and takes writes: it claims and
 // releases a probe key that no request key can equal (a scope key has three segments), since a
 // store can answer reads while its writes fail (a full disk).
-func (g *Gateway) probeStore(ctx context.Context) error {
-	if err := g.store.Ping(ctx); err != nil {
+func (a *admin) probeStore(ctx context.Context) error {
+	if err := a.store.Ping(ctx); err != nil {
 		return err
 	}
-	key, owner := "readyz/"+newToken(), newToken()
-	if _, _, _, err := g.store.Claim(ctx, key, owner, []byte("{}"), time.Second, 10*time.Second); err != nil {
+	key, owner := "readyz/"+record.NewOwner(), record.NewOwner()
+	if _, _, _, err := a.store.Claim(ctx, key, owner, []byte("{}"), time.Second, 10*time.Second); err != nil {
 		return fmt.Errorf("write probe: %w", err)
 	}
-	if _, err := g.store.Release(ctx, key, owner); err != nil {
+	if _, err := a.store.Release(ctx, key, owner); err != nil {
 		return fmt.Errorf("write probe: %w", err)
 	}
 	return nil
@@ -307,7 +218,7 @@ type recordPage struct {
 	NextCursor string           `json:"next_cursor,omitempty"`
 }
 
-func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
+func (a *admin) listRecords(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	bad := func(format string, args ...any) {
 		problem.New(fmt.Errorf("%w: "+format, append([]any{problem.ErrInvalidRequest}, args...)...), "", "").Write(w, 0)
@@ -335,8 +246,8 @@ func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 	var keys []string
 	var stored []record.Payload
 	var next string
-	err = g.storeOp(r.Context(), func(ctx context.Context) (err error) {
-		keys, stored, next, err = g.store.ListUnknown(ctx, prefix, string(cursor), limit)
+	err = a.storeOp(r.Context(), func(ctx context.Context) (err error) {
+		keys, stored, next, err = a.store.ListUnknown(ctx, prefix, string(cursor), limit)
 		return err
 	})
 	if err != nil {
@@ -347,7 +258,7 @@ func (g *Gateway) listRecords(w http.ResponseWriter, r *http.Request) {
 	for i, p := range stored {
 		rec, err := record.Decode(record.StateUnknown, p)
 		if err != nil {
-			g.log.Error("listing records: an unreadable record", "key", keys[i], "err", err)
+			a.log.Error("listing records: an unreadable record", "key", keys[i], "err", err)
 			continue
 		}
 		if tool == "" || rec.Tool == tool { // a tool without a tenant is filtered here

@@ -1,4 +1,4 @@
-package gateway_test
+package admin_test
 
 import (
 	"net/http"
@@ -6,16 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/admin"
 	"github.com/idemgateway/idemgateway/record"
 )
 
-// TestF14AdminHostCheck (audit F14): the admin listener answers a Host that names it (an IP
+// TestHostCheck: the admin listener answers a Host that names it (an IP
 // address, localhost, the listen address's name, a configured name) and refuses any other with
 // 421, so that a page whose name an attacker rebinds to 127.0.0.1 cannot use it.
-func TestF14AdminHostCheck(t *testing.T) {
+func TestHostCheck(t *testing.T) {
 	t.Parallel()
-	_, _, gw := newGateway(t, openEmbedded, "http://127.0.0.1:1", gateway.Options{})
+	store := openEmbedded(t)
 	names := []string{"gw-admin.ops.svc"}
 	for _, c := range []struct {
 		listen, host string
@@ -31,7 +31,7 @@ func TestF14AdminHostCheck(t *testing.T) {
 		{"127.0.0.1:9090", "gw-admin.ops.svc:9090", http.StatusOK},
 		{"127.0.0.1:9090", "GW-Admin.ops.svc.", http.StatusOK},
 		{"admin.internal:9090", "admin.internal:9090", http.StatusOK},
-		{"127.0.0.1:9090", "attacker.example:9090", http.StatusMisdirectedRequest}, // the audit's
+		{"127.0.0.1:9090", "attacker.example:9090", http.StatusMisdirectedRequest}, // a rebound name
 		{"127.0.0.1:9090", "admin.internal:9090", http.StatusMisdirectedRequest},
 		{"127.0.0.1:9090", "localhost.attacker.example", http.StatusMisdirectedRequest},
 		{"127.0.0.1:9090", "evil.localhost", http.StatusMisdirectedRequest},
@@ -39,7 +39,7 @@ func TestF14AdminHostCheck(t *testing.T) {
 		{"127.0.0.1:9090", "gw-admin", http.StatusMisdirectedRequest},
 		{"127.0.0.1:9090", "", http.StatusMisdirectedRequest},
 	} {
-		h, err := gateway.CheckHost(gw.AdminHandler(""), c.listen, names)
+		h, err := admin.CheckHost(admin.Handler(admin.Options{Store: store}), c.listen, names)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,23 +58,20 @@ func TestF14AdminHostCheck(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "gw:9090", "http://gw", "gw/admin", "[::1]"} {
-		if _, err := gateway.CheckHost(gw.AdminHandler(""), ":9090", []string{bad}); err == nil {
+		if _, err := admin.CheckHost(admin.Handler(admin.Options{Store: store}), ":9090", []string{bad}); err == nil {
 			t.Errorf("admin host %q: no error", bad)
 		}
 	}
 }
 
-// TestF14ResolveNeedsJSON (audit F14): a resolve sent as text/plain, or without a Content-Type
-// (what a page can send to another origin without asking it), is refused with 415 and leaves the
-// record as it was; application/json with parameters is taken.
-func TestF14ResolveNeedsJSON(t *testing.T) {
+// TestResolveNeedsJSON: a resolve sent as text/plain, or without a Content-Type (what a page can
+// send to another origin without asking it), is refused with 415 and leaves the record as it was;
+// application/json with parameters is taken.
+func TestResolveNeedsJSON(t *testing.T) {
 	t.Parallel()
-	up, _ := unknownUpstream(t)
-	srv, _, gw := newGateway(t, openEmbedded, up.URL, gateway.Options{})
-	admin := gw.AdminHandler("")
-	if r, err := send(srv.URL, "k", `{}`); err != nil || r.String() != "502 execute" {
-		t.Fatalf("the failing call: %v %v, want 502 execute", r, err)
-	}
+	store := openEmbedded(t)
+	markUnknown(t, store, "default", "create_ticket", "k")
+	h := admin.Handler(admin.Options{Store: store})
 	const path = "/v1/records/default/create_ticket/k"
 	resolve := func(contentType string) int {
 		req := httptest.NewRequest(http.MethodPost, path+"/resolve", strings.NewReader(`{"outcome":"not_committed"}`))
@@ -82,14 +79,14 @@ func TestF14ResolveNeedsJSON(t *testing.T) {
 			req.Header.Set("Content-Type", contentType)
 		}
 		w := httptest.NewRecorder()
-		admin.ServeHTTP(w, req)
+		h.ServeHTTP(w, req)
 		return w.Code
 	}
 	for _, ct := range []string{"text/plain", "", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx"} {
 		if code := resolve(ct); code != http.StatusUnsupportedMediaType {
 			t.Errorf("resolve as %q: %d, want 415", ct, code)
 		}
-		if code, rec := adminDo(t, admin, "GET", path, "", ""); code != 200 || rec["state"] != record.StateUnknown {
+		if code, rec := adminDo(t, h, "GET", path, "", ""); code != 200 || rec["state"] != record.StateUnknown {
 			t.Fatalf("after a resolve as %q: %d %v, want the record still outcome_unknown", ct, code, rec)
 		}
 	}

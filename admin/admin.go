@@ -1,0 +1,157 @@
+// Package admin serves the admin listener (docs/operations.md#admin-listener): /healthz,
+// /readyz, /metrics and the records API over the gateway's record.Store (docs/contract.md §5), and
+// guards the listener against DNS rebinding (CheckHost). It depends on the store contract, not on
+// the request pipeline: what it asks of the gateway that serves the records is Pipeline.
+package admin
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idemgateway/idemgateway/problem"
+
+	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// DefaultStoreTimeout bounds each store call of the admin API when Options.StoreTimeout is 0: the
+// gateway's own default (gateway.DefaultStoreTimeout).
+const DefaultStoreTimeout = 2 * time.Second
+
+// Pipeline is what the records API asks of the gateway that serves the records: *gateway.Gateway
+// implements it.
+type Pipeline interface {
+	// Route returns the route that keeps the records of tool (a route's name, or "route/tool" for
+	// a tool of a kind: mcp route), nil when no route in force names it: a record resolved as
+	// committed is kept for its ttl.
+	Route(tool string) *routes.Route
+	// Settled wakes the requests that wait for the record at key (concurrency: wait) once a
+	// resolve has settled it.
+	Settled(key string)
+}
+
+// Options configure Handler. Store is required; every other field's zero value is its default.
+type Options struct {
+	// Store holds the records the API serves.
+	Store record.Store
+	// Pipeline is the gateway that serves the records. Default: none, so that a resolve keeps a
+	// record for routes.DefaultTTL and wakes no waiting request.
+	Pipeline Pipeline
+	// Token is the bearer token of the records API; "" (the default) asks for none.
+	Token string
+	// Metrics is what /metrics serves. Default: an empty registry.
+	Metrics prometheus.Gatherer
+	// StoreTimeout bounds each store call. Default DefaultStoreTimeout.
+	StoreTimeout time.Duration
+	// Logger receives the records that a listing skips as unreadable. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves the admin listener (docs/contract.md §1, §5):
+//
+//	GET    /healthz                          200 while the process runs
+//	GET    /readyz                           200 while the store is reachable, fit and takes writes, and its
+//	       own safety check (record.SafetyReporter) finds it so, else 503; the store probe runs at
+//	       most once a second, shared by concurrent callers (readyz.go)
+//	GET    /metrics                          Prometheus exposition of Options.Metrics
+//	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped), 404 if none;
+//	       ?credential=<credential_scope> on every records path addresses a credential-scoped key
+//	GET    /v1/records?state=outcome_unknown[&tenant=T[&tool=X]][&limit=N][&cursor=C]
+//	       {"records":[receipt…],"next_cursor":"…"}: the outcome_unknown records, in key order,
+//	       limit 1 to 1000 (default 100), from the store's index (no keyspace scan)
+//	DELETE /v1/records/{tenant}/{tool}/{key} removes the record, 204; 404 if none; 409 while a
+//	       call is under way (its lease is live) unless ?force=true
+//	POST   /v1/records/{tenant}/{tool}/{key}/resolve
+//	       settles an outcome_unknown record (or one whose executor's lease lapsed):
+//	       {"outcome":"committed","remote_id":"…","remote_url":"…","response_status":201}
+//	       stores it as committed (replays then answer response_status, default 200, with no
+//	       body); {"outcome":"not_committed"} frees the key. 200 with the receipt, or 204.
+//	       409 when the record is committed, or in progress with a live lease.
+//
+// When Options.Token is not empty, the records API requires `Authorization: Bearer <token>`,
+// compared in constant time; health endpoints never do. A resolve's body must be sent as
+// application/json (415 otherwise). Errors are RFC 9457 problems. CheckHost guards the handler
+// against DNS rebinding (docs/security.md#admin-listener). opts.Store is required.
+func Handler(opts Options) http.Handler { return newAdmin(opts).handler(opts.Token, opts.Metrics) }
+
+// handler routes the admin listener's requests to a.
+func (a *admin) handler(token string, metrics prometheus.Gatherer) http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
+		err := record.Safety(a.store) // the verdict keyed requests are served by
+		if err != nil {
+			err = fmt.Errorf("%w: %v", problem.ErrStoreUnavailable, err)
+		} else {
+			err = a.ready(req.Context())
+		}
+		if err != nil {
+			problem.New(err, "", "").Write(w, 1)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	if metrics == nil {
+		metrics = prometheus.NewRegistry()
+	}
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	r.Group(func(r chi.Router) {
+		r.Use(requireBearer(token), requireJSON)
+		r.Get("/v1/records", a.listRecords)
+		r.Get("/v1/records/{tenant}/{tool}/{key}", a.getRecord)
+		r.Delete("/v1/records/{tenant}/{tool}/{key}", a.deleteRecord)
+		r.Post("/v1/records/{tenant}/{tool}/{key}/resolve", a.resolveRecord)
+	})
+	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
+		err := fmt.Errorf("%w at %s", problem.ErrNoRoute, req.URL.EscapedPath())
+		if strings.HasPrefix(req.URL.Path, "/v1/records/") {
+			// The likeliest cause: a key (or tenant) holding "/", sent unescaped, which makes
+			// more segments than the routes have.
+			err = fmt.Errorf("%w: tenant, tool and key are one path segment each; escape a \"/\" in them as %%2F", err)
+		}
+		problem.New(err, "", "").Write(w, 0)
+	})
+	return r
+}
+
+// admin is the state behind Handler.
+type admin struct {
+	store        record.Store
+	pipeline     Pipeline
+	storeTimeout time.Duration
+	log          *slog.Logger
+	readiness    readiness // the store probe of /readyz, shared (readyz.go)
+	// now is the clock the /readyz probe's result is kept by: time.Now; tests set it.
+	now func() time.Time
+}
+
+func newAdmin(opts Options) *admin {
+	a := &admin{store: opts.Store, pipeline: opts.Pipeline, storeTimeout: opts.StoreTimeout, log: opts.Logger, now: time.Now}
+	if a.pipeline == nil {
+		a.pipeline = noPipeline{}
+	}
+	if a.storeTimeout <= 0 {
+		a.storeTimeout = DefaultStoreTimeout
+	}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	return a
+}
+
+// noPipeline is the Pipeline of an admin API without a gateway: no route, nobody waiting.
+type noPipeline struct{}
+
+func (noPipeline) Route(string) *routes.Route { return nil }
+func (noPipeline) Settled(string)             {}
