@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
@@ -18,7 +19,7 @@ import (
 
 // serveEffect serves a request on an idempotent or non_idempotent HTTP route: it identifies the
 // request (identify.go), passes a keyless one through, and runs the decision table on the rest.
-func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator) {
+func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *auth.Authenticator) {
 	x := g.newExchange(w, r, rt, httpRoute{})
 	defer x.logAccess()
 	if err := upgradeRefused(rt, r.Header); err != nil { // docs/security.md#upgrades-and-tunnels

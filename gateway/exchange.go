@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
@@ -106,7 +107,7 @@ func (g *Gateway) startExchange(x *exchange, w http.ResponseWriter, r *http.Requ
 
 // admit runs the part of the identify phase that every route runs (admit, identify.go) for a
 // route that runs no other (read_only), and refuses the request when it fails.
-func (x *exchange) admit(auth *authenticator) bool {
+func (x *exchange) admit(auth *auth.Authenticator) bool {
 	id := &identity{}
 	err := admit(auth, x.rt, x.r, id)
 	x.identified(id)

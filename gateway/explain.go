@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/problem"
@@ -76,11 +77,11 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Ex
 		return nil, fmt.Errorf("%s %s does not match route %q (%s %s)", r.Method, r.URL.Path, route, method, rt.Path)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx))
-	auth, err := newAuthenticator(cfg.Clients, slog.New(slog.DiscardHandler))
+	auth, err := auth.New(cfg.Clients, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
 	}
-	defer auth.close()
+	defer auth.Close()
 	var id *identity
 	if rt.Kind == routes.KindMCP {
 		rt, id, err = explainToolCall(rt, tool, auth, r)
@@ -126,7 +127,7 @@ func explained(cfg *routes.Config, name string) (*routes.Route, string) {
 // and serveToolCall do: the body read once and parsed, the 2026-07-28 headers checked, the tool's
 // name checked, and identifyCall under the tool's route, whose key may be in params._meta. tool,
 // when not "", must be the body's. It returns the tool's route and the identity.
-func explainToolCall(rt *routes.Route, tool string, auth *authenticator, r *http.Request) (*routes.Route, *identity, error) {
+func explainToolCall(rt *routes.Route, tool string, auth *auth.Authenticator, r *http.Request) (*routes.Route, *identity, error) {
 	body, err := readBody(nil, r, rt.MaxBodyBytes)
 	if err != nil {
 		return nil, nil, err

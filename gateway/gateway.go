@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
@@ -192,7 +193,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // routeHandler serves rt's requests, authenticated by auth (nil: no clients).
-func (g *Gateway) routeHandler(rt *routes.Route, auth *authenticator) http.HandlerFunc {
+func (g *Gateway) routeHandler(rt *routes.Route, auth *auth.Authenticator) http.HandlerFunc {
 	serve := g.serveEffect
 	switch {
 	case rt.Kind == routes.KindMCP:
@@ -212,7 +213,7 @@ func (g *Gateway) routeHandler(rt *routes.Route, auth *authenticator) http.Handl
 // sets fetched from a URL (docs/security.md#who-is-calling). Requests are still served, tokens
 // verified with the keys fetched before. It always returns nil.
 func (g *Gateway) Close() error {
-	g.table.Load().auth.close()
+	g.table.Load().auth.Close()
 	return nil
 }
 

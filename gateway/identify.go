@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/problem"
@@ -26,7 +27,7 @@ type identity struct {
 	client, caller string
 	// principal is who the request authenticated as, kept so that a second admit of the same
 	// request (a tool call's, under its tool's route) does not verify its credential again.
-	principal *principal
+	principal *auth.Principal
 	// key is the idempotency key, set once one is read (also when its scope is then refused, so
 	// that the problem names it); keySource is where it came from (header, from or derive) once
 	// it is usable, and keyErr says why there is none: it wraps problem.ErrMissingKey, problem.ErrInvalidKey or
@@ -60,7 +61,7 @@ func (id *identity) keyless(rt *routes.Route) bool {
 // the limit (http.MaxBytesReader). err is a problem of the request itself (admit's, a body too
 // large, too complex or not parseable, an unparseable query, a gateway too busy to parse it),
 // wrapping the sentinel of its answer.
-func identify(rt *routes.Route, auth *authenticator, w http.ResponseWriter, r *http.Request, fingerprintKeyless bool) (id *identity, err error) {
+func identify(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter, r *http.Request, fingerprintKeyless bool) (id *identity, err error) {
 	return identifyCall(rt, auth, w, r, nil, fingerprintKeyless)
 }
 
@@ -71,13 +72,13 @@ type toolCall struct {
 	body []byte
 	msg  *mcpwire.Message
 	// principal is who the request authenticated as when its route admitted it; nil without clients.
-	principal *principal
+	principal *auth.Principal
 }
 
 // identifyCall is identify for a request whose body call holds (nil: read it here). A key that
 // no header carries is read from call's params._meta[rt.Key.Meta], a JSON string, before
 // key.from and key.derive.
-func identifyCall(rt *routes.Route, auth *authenticator, w http.ResponseWriter, r *http.Request, call *toolCall, fingerprintKeyless bool) (id *identity, err error) {
+func identifyCall(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter, r *http.Request, call *toolCall, fingerprintKeyless bool) (id *identity, err error) {
 	id = &identity{}
 	if call != nil {
 		id.principal = call.principal
@@ -146,17 +147,17 @@ func identifyCall(rt *routes.Route, auth *authenticator, w http.ResponseWriter, 
 // missing-tenant on a route with tenant_required; the actor the actor header's. Either way a
 // tenant or actor header is sent at most once, and a tenant or actor is 1 to
 // routes.MaxTenantBytes token characters (400 invalid-request), checked before any store call.
-func admit(auth *authenticator, rt *routes.Route, r *http.Request, id *identity) error {
+func admit(auth *auth.Authenticator, rt *routes.Route, r *http.Request, id *identity) error {
 	p := id.principal // already authenticated (identifyCall)
 	if auth != nil && p == nil {
 		var err error
-		if p, err = auth.authenticate(r); err != nil {
+		if p, err = auth.Authenticate(r); err != nil {
 			return err
 		}
 		id.principal = p
 	}
 	if p != nil {
-		id.client, id.caller = p.client, p.caller
+		id.client, id.caller = p.Client, p.Caller
 	}
 	tenant, err := boundHeader(r, rt.TenantHeader)
 	if err != nil {
@@ -168,13 +169,13 @@ func admit(auth *authenticator, rt *routes.Route, r *http.Request, id *identity)
 	}
 	switch {
 	case p != nil:
-		if err := routes.CheckTenant(p.tenant); err != nil {
-			return fmt.Errorf("%w: the tenant of client %s: %v", problem.ErrInvalidRequest, p.client, err)
+		if err := routes.CheckTenant(p.Tenant); err != nil {
+			return fmt.Errorf("%w: the tenant of client %s: %v", problem.ErrInvalidRequest, p.Client, err)
 		}
-		if tenant != "" && tenant != p.tenant {
-			return fmt.Errorf("%w: %s names another tenant than client %s's", problem.ErrTenantMismatch, rt.TenantHeader, p.client)
+		if tenant != "" && tenant != p.Tenant {
+			return fmt.Errorf("%w: %s names another tenant than client %s's", problem.ErrTenantMismatch, rt.TenantHeader, p.Client)
 		}
-		id.tenant = p.tenant
+		id.tenant = p.Tenant
 	case tenant != "":
 		id.tenant = tenant
 	case rt.TenantRequired:
@@ -183,14 +184,14 @@ func admit(auth *authenticator, rt *routes.Route, r *http.Request, id *identity)
 		id.tenant = routes.DefaultTenant
 	}
 	id.actor = actor
-	if p != nil && p.actor != "" {
-		if err := routes.CheckTenant(p.actor); err != nil {
-			return fmt.Errorf("%w: the actor of client %s: %v", problem.ErrInvalidRequest, p.client, err)
+	if p != nil && p.Actor != "" {
+		if err := routes.CheckTenant(p.Actor); err != nil {
+			return fmt.Errorf("%w: the actor of client %s: %v", problem.ErrInvalidRequest, p.Client, err)
 		}
-		if actor != "" && actor != p.actor {
-			return fmt.Errorf("%w: %s names another actor than client %s's", problem.ErrActorMismatch, rt.ActorHeader, p.client)
+		if actor != "" && actor != p.Actor {
+			return fmt.Errorf("%w: %s names another actor than client %s's", problem.ErrActorMismatch, rt.ActorHeader, p.Client)
 		}
-		id.actor = p.actor
+		id.actor = p.Actor
 	}
 	return checkPathParams(rt, r)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dunglas/httpsfv"
 
+	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
@@ -148,7 +149,7 @@ func credentialScope(h, credential string) string {
 // value without a space (a bare key, which some APIs take) is unchanged too: it may not be a
 // scheme.
 func canonicalCredentials(v string) string {
-	scheme, rest := splitCredentials(v)
+	scheme, rest := auth.SplitCredentials(v)
 	if rest == "" {
 		return v
 	}
@@ -156,16 +157,6 @@ func canonicalCredentials(v string) string {
 		return s + " " + rest
 	}
 	return strings.ToLower(scheme) + " " + rest
-}
-
-// splitCredentials splits an Authorization value into its scheme and what follows the spaces
-// and tabs after it.
-func splitCredentials(v string) (scheme, rest string) {
-	i := strings.IndexAny(v, " \t")
-	if i < 0 {
-		return v, ""
-	}
-	return v[:i], strings.TrimLeft(v[i:], " \t")
 }
 
 // authSchemes are the HTTP authentication schemes of the IANA registry, by their lower-case name.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/routes"
@@ -65,7 +66,7 @@ type mcpExchange struct {
 
 // serveMCP serves a request on a kind: mcp route, whose unlisted tools' metrics label is unlisted
 // (routeHandler).
-func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator, unlisted string) {
+func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *auth.Authenticator, unlisted string) {
 	c := new(mcpExchange)
 	x := g.startExchange(&c.exchange, w, r, rt, httpRoute{})
 	defer x.logAccess()
@@ -180,7 +181,7 @@ func (g *Gateway) guarded(rt *routes.Route, tool string) bool {
 // of a read_only tool passes through; any other runs the decision table under the tool's route,
 // with m as its front end, and counted under the tool's name or, for a tool the route does not
 // know, under unlisted.
-func (g *Gateway) serveToolCall(x *exchange, m *mcpTool, auth *authenticator, body []byte, version, unlisted string) {
+func (g *Gateway) serveToolCall(x *exchange, m *mcpTool, auth *auth.Authenticator, body []byte, version, unlisted string) {
 	rt, r, msg := x.rt, x.r, &m.msg
 	if err := routes.CheckToolName(msg.Tool); err != nil {
 		x.callError(msg, &mcpwire.Error{Code: mcpwire.InvalidParams, Message: "invalid params: " + err.Error()})

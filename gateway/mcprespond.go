@@ -13,6 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
@@ -136,7 +137,7 @@ func isMember(b []byte) bool {
 // refuse answers ref at HTTP 200 as the route's refusal says. An authentication failure stays
 // an HTTP 401 or 403, which a client's authorization flow reads.
 func (m *mcpTool) refuse(x *exchange, ref *refusal) {
-	var unauthenticated *authError
+	var unauthenticated *auth.Error
 	if errors.As(ref.err, &unauthenticated) || errors.Is(ref.err, problem.ErrTenantMismatch) || errors.Is(ref.err, problem.ErrActorMismatch) {
 		httpRoute{}.refuse(x, ref)
 		return

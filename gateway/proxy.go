@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/problem"
@@ -23,7 +24,7 @@ import (
 
 // serveReadOnly admits a request on a read_only route (admit) and proxies it without touching
 // the store.
-func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *authenticator) {
+func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *auth.Authenticator) {
 	x := g.newExchange(w, r, rt, httpRoute{})
 	defer x.logAccess()
 	if err := upgradeRefused(rt, r.Header); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/problem"
@@ -163,9 +164,9 @@ func withRetryID(resp *record.Response, req []byte) [3][]byte {
 // refuse writes ref as an application/problem+json answer, with Retry-After in whole seconds,
 // rounded up, on a retryable one.
 func (httpRoute) refuse(x *exchange, ref *refusal) {
-	var unauthenticated *authError
+	var unauthenticated *auth.Error
 	if errors.As(ref.err, &unauthenticated) {
-		for _, c := range unauthenticated.challenges {
+		for _, c := range unauthenticated.Challenges {
 			x.w.Header().Add("Www-Authenticate", c)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -20,7 +21,7 @@ import (
 type routeTable struct {
 	handler http.Handler
 	routes  map[string]*routes.Route
-	auth    *authenticator // the file's clients; nil without
+	auth    *auth.Authenticator // the file's clients; nil without
 }
 
 // Reload puts cfg's routes and clients in force for the requests that start after it returns;
@@ -32,7 +33,7 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 	if cfg == nil || len(cfg.Routes) == 0 {
 		return errors.New("gateway: no routes")
 	}
-	auth, err := newAuthenticator(cfg.Clients, g.log)
+	auth, err := auth.New(cfg.Clients, g.log)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
@@ -82,7 +83,7 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 	}
 	g.tools.reload(cfg.Routes)
 	if old := g.table.Swap(t); old != nil {
-		old.auth.close() // requests under way keep the keys it fetched
+		old.auth.Close() // requests under way keep the keys it fetched
 	}
 	return nil
 }

@@ -1,4 +1,8 @@
-package gateway
+// Package auth is who is calling (docs/security.md#who-is-calling): the clients of a routes
+// file's clients section, API keys checked by their SHA-256 and JWTs by their signature and
+// claims, each naming the tenant (and actor) its requests act for. The gateway admits a request
+// on a route with clients only as the Principal its credential names.
+package auth
 
 import (
 	"context"
@@ -35,20 +39,21 @@ const (
 	jwksUnknownKID = time.Minute
 )
 
-// principal is who a request authenticated as: a client of the routes file's clients section.
-type principal struct {
-	client string // the client's name
-	tenant string
-	actor  string // "" when the client binds none
-	// caller names who called, for the 422 of another caller (respond.go): the client, and for a
-	// JWT client the token's subject; sha256: and 32 hex digits, so that a record keeps a short
-	// value whatever the subject.
-	caller string
+// Principal is who a request authenticated as: a client of the routes file's clients section.
+type Principal struct {
+	Client string // the client's name
+	Tenant string
+	Actor  string // "" when the client binds none
+	// Caller names who called, for the conflicts of another caller: the client, and for a JWT
+	// client the token's subject; sha256: and 32 hex digits, so that a record keeps a short value
+	// whatever the subject.
+	Caller string
 }
 
-// authenticator checks the credential of each request against the clients of one routes file
-// (routes.Clients): API keys by the SHA-256 of the key, JWTs by their signature and claims.
-type authenticator struct {
+// Authenticator checks the credential of each request against the clients of one routes file
+// (routes.Clients): API keys by the SHA-256 of the key, JWTs by their signature and claims. It is
+// safe for concurrent use.
+type Authenticator struct {
 	// headers are the credential headers the clients read, in file order: a request
 	// authenticates with the first of them it carries.
 	headers []string
@@ -64,15 +69,15 @@ type jwtVerifier struct {
 	parser *jwt.Parser
 }
 
-// newAuthenticator builds the authenticator of c; nil when c is nil (no clients section). It reads
-// each JWT client's key set: from its file's content, or fetched from its URL now (an error when
-// the fetch fails) and every jwksRefresh after until close. Refresh failures are logged to log.
-func newAuthenticator(c *routes.Clients, log *slog.Logger) (*authenticator, error) {
+// New builds the Authenticator of c; nil when c is nil (no clients section). It reads each JWT
+// client's key set: from its file's content, or fetched from its URL now (an error when the fetch
+// fails) and every jwksRefresh after until Close. Refresh failures are logged to log.
+func New(c *routes.Clients, log *slog.Logger) (*Authenticator, error) {
 	if c == nil {
 		return nil, nil
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	a := &authenticator{keys: make(map[string]map[[32]byte]*routes.APIKeyClient), jwt: make(map[string]*jwtVerifier), stop: stop}
+	a := &Authenticator{keys: make(map[string]map[[32]byte]*routes.APIKeyClient), jwt: make(map[string]*jwtVerifier), stop: stop}
 	addHeader := func(h string) {
 		if _, ok := a.keys[h]; !ok {
 			a.keys[h] = make(map[[32]byte]*routes.APIKeyClient)
@@ -134,28 +139,28 @@ func jwtKeys(ctx context.Context, j *routes.JWTClient, log *slog.Logger) (keyfun
 	return keys, nil
 }
 
-// close ends the refreshes of the key sets fetched from URLs; tokens are still verified with the
-// keys fetched before. A nil authenticator does nothing.
-func (a *authenticator) close() {
+// Close ends the refreshes of the key sets fetched from URLs; tokens are still verified with the
+// keys fetched before. A nil Authenticator does nothing.
+func (a *Authenticator) Close() {
 	if a != nil {
 		a.stop()
 	}
 }
 
-// authError is a request refused for its credential: a 401 whose WWW-Authenticate carries
-// challenges (RFC 9110 §11.6.1; for Bearer, RFC 6750 §3).
-type authError struct {
+// Error is a request refused for its credential: a 401 whose WWW-Authenticate carries
+// Challenges (RFC 9110 §11.6.1; for Bearer, RFC 6750 §3).
+type Error struct {
 	err        error // wraps problem.ErrUnauthenticated
-	challenges []string
+	Challenges []string
 }
 
-func (e *authError) Error() string { return e.err.Error() }
-func (e *authError) Unwrap() error { return e.err }
+func (e *Error) Error() string { return e.err.Error() }
+func (e *Error) Unwrap() error { return e.err }
 
-// authenticate finds the client of r's credential: the first of the clients' credential headers
+// Authenticate finds the client of r's credential: the first of the clients' credential headers
 // that r carries must hold a credential one of them accepts. A credential header sent twice is an
-// error wrapping problem.ErrInvalidRequest; a missing or refused credential an *authError.
-func (a *authenticator) authenticate(r *http.Request) (*principal, error) {
+// error wrapping problem.ErrInvalidRequest; a missing or refused credential an *Error.
+func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
 	for _, h := range a.headers {
 		values := r.Header.Values(h)
 		switch len(values) {
@@ -174,19 +179,19 @@ func (a *authenticator) authenticate(r *http.Request) (*principal, error) {
 	return nil, a.refuse(fmt.Errorf("%w: no credential; send one in %s", problem.ErrUnauthenticated, strings.Join(a.headers, " or ")), false)
 }
 
-// refuse is the authError for err, with a challenge per credential header: Bearer for
+// refuse is the *Error of err, with a challenge per credential header: Bearer for
 // Authorization, with error="invalid_token" when a credential was sent (RFC 6750 §3.1), and for
 // any other header an ApiKey challenge that names it.
-func (a *authenticator) refuse(err error, sent bool) *authError {
-	e := &authError{err: err}
+func (a *Authenticator) refuse(err error, sent bool) *Error {
+	e := &Error{err: err}
 	for _, h := range a.headers {
 		switch {
 		case h == routes.DefaultCredentialHeader && sent:
-			e.challenges = append(e.challenges, `Bearer realm="idemgateway", error="invalid_token"`)
+			e.Challenges = append(e.Challenges, `Bearer realm="idemgateway", error="invalid_token"`)
 		case h == routes.DefaultCredentialHeader:
-			e.challenges = append(e.challenges, `Bearer realm="idemgateway"`)
+			e.Challenges = append(e.Challenges, `Bearer realm="idemgateway"`)
 		default:
-			e.challenges = append(e.challenges, `ApiKey realm="idemgateway", header="`+h+`"`)
+			e.Challenges = append(e.Challenges, `ApiKey realm="idemgateway", header="`+h+`"`)
 		}
 	}
 	return e
@@ -194,17 +199,17 @@ func (a *authenticator) refuse(err error, sent bool) *authError {
 
 // verify checks the credential value v of header h: an API key of h, or in Authorization a
 // Bearer token that is an API key or a JWT.
-func (a *authenticator) verify(h, v string) (*principal, error) {
+func (a *Authenticator) verify(h, v string) (*Principal, error) {
 	cred := v
 	if h == routes.DefaultCredentialHeader {
-		scheme, rest := splitCredentials(v)
+		scheme, rest := SplitCredentials(v)
 		if !strings.EqualFold(scheme, "Bearer") || rest == "" {
 			return nil, errors.New("not Bearer credentials (RFC 6750 §2.1)")
 		}
 		cred = rest
 	}
 	if k := a.keys[h][sha256.Sum256([]byte(cred))]; k != nil {
-		return &principal{client: k.Name, tenant: k.Tenant, actor: k.Actor, caller: callerID("key", k.Name)}, nil
+		return &Principal{Client: k.Name, Tenant: k.Tenant, Actor: k.Actor, Caller: callerID("key", k.Name)}, nil
 	}
 	if h != routes.DefaultCredentialHeader || len(a.jwt) == 0 || strings.Count(cred, ".") != 2 {
 		return nil, errors.New("no client has this key")
@@ -218,7 +223,7 @@ var unverified = jwt.NewParser()
 
 // verifyJWT verifies token with the JWT client of its issuer, and reads its subject, tenant and
 // actor.
-func (a *authenticator) verifyJWT(token string) (*principal, error) {
+func (a *Authenticator) verifyJWT(token string) (*Principal, error) {
 	claims := jwt.MapClaims{}
 	if _, _, err := unverified.ParseUnverified(token, claims); err != nil {
 		return nil, jwtProblem(err)
@@ -236,13 +241,13 @@ func (a *authenticator) verifyJWT(token string) (*principal, error) {
 	if sub == "" {
 		return nil, errors.New("the token has no sub claim")
 	}
-	p := &principal{client: v.client.Name, caller: callerID("jwt", v.client.Name, sub)}
+	p := &Principal{Client: v.client.Name, Caller: callerID("jwt", v.client.Name, sub)}
 	var ok bool
-	if p.tenant, ok = claims[v.client.TenantClaim].(string); !ok {
+	if p.Tenant, ok = claims[v.client.TenantClaim].(string); !ok {
 		return nil, fmt.Errorf("the token has no string claim %q (the client's tenant_claim)", v.client.TenantClaim)
 	}
 	if c := v.client.ActorClaim; c != "" {
-		if p.actor, ok = claims[c].(string); !ok {
+		if p.Actor, ok = claims[c].(string); !ok {
 			return nil, fmt.Errorf("the token has no string claim %q (the client's actor_claim)", c)
 		}
 	}
@@ -285,4 +290,14 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// SplitCredentials splits an Authorization value into its scheme and what follows the spaces and
+// tabs after it (RFC 9110 §11.6.2).
+func SplitCredentials(v string) (scheme, rest string) {
+	i := strings.IndexAny(v, " \t")
+	if i < 0 {
+		return v, ""
+	}
+	return v[:i], strings.TrimLeft(v[i:], " \t")
 }
