@@ -18,14 +18,15 @@ import (
 
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/eventually"
+	"github.com/idemgateway/idemgateway/server"
 )
 
-// Tests of the deadlines of docs/security.md#deadlines (audit F3), on servers built by
-// gateway.NewServer, the constructor of both of the command's listeners. Their limits are set
+// Tests of the deadlines of docs/security.md#deadlines, on servers built by server.New, the
+// constructor of both of the command's listeners. Their limits are set
 // small; every bound a test waits for is hangTimeout, far above them, so that a loaded machine
 // does not make them fail: a bound catches a connection held for good, not a slow one.
 
-// limitedServer is a gateway.NewServer server on a loopback port that notes the connections it
+// limitedServer is a server.New server on a loopback port that notes the connections it
 // has closed, and those that went idle (their answer written whole, kept alive).
 type limitedServer struct {
 	*httptest.Server
@@ -33,9 +34,9 @@ type limitedServer struct {
 	states map[string]map[http.ConnState]bool // by remote address
 }
 
-func serveLimited(t *testing.T, h http.Handler, l gateway.Limits) *limitedServer {
+func serveLimited(t *testing.T, h http.Handler, l server.Limits) *limitedServer {
 	t.Helper()
-	srv, err := gateway.NewServer(h, l)
+	srv, err := server.New(h, l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestF3SlowBodyIsCut(t *testing.T) {
 	t.Parallel()
 	up, calls := countingUpstream(t)
 	_, _, gw := newGateway(t, openEmbedded, up.URL, gateway.Options{})
-	ls := serveLimited(t, gw, gateway.Limits{BodyTimeout: 300 * time.Millisecond, MinRate: 1000})
+	ls := serveLimited(t, gw, server.Limits{BodyTimeout: 300 * time.Millisecond, MinRate: 1000})
 	for _, c := range []struct {
 		name    string
 		length  int
@@ -178,7 +179,7 @@ func TestF3SteadyBodyIsNotCut(t *testing.T) {
 	t.Parallel()
 	up, calls := countingUpstream(t)
 	_, _, gw := newGateway(t, openEmbedded, up.URL, gateway.Options{})
-	ls := serveLimited(t, gw, gateway.Limits{BodyTimeout: time.Second, MinRate: 500})
+	ls := serveLimited(t, gw, server.Limits{BodyTimeout: time.Second, MinRate: 500})
 	body := `{"pad":"` + strings.Repeat("x", 12000) + `"}`
 	conn := dial(t, ls, 0)
 	fmt.Fprintf(conn, "POST /v1/tickets HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nIdempotency-Key: steady\r\nContent-Length: %d\r\n\r\n", len(body))
@@ -232,7 +233,7 @@ func TestF3NonReadingClientIsCut(t *testing.T) {
 	const size = 8 << 20
 	up := bigUpstream(t, size)
 	_, _, gw := newGatewayYAML(t, openEmbedded, fmt.Sprintf(bigRoutes, up.URL), gateway.Options{MaxReceiptBodyBytes: 2 * size})
-	ls := serveLimited(t, gw, gateway.Limits{WriteTimeout: 300 * time.Millisecond, MinRate: 1 << 20})
+	ls := serveLimited(t, gw, server.Limits{WriteTimeout: 300 * time.Millisecond, MinRate: 1 << 20})
 	if r, err := send(ls.URL, "big", "{}"); err != nil || r.status != http.StatusCreated || len(r.body) != size {
 		t.Fatalf("the execution: %v %v (%d bytes), want 201 with %d bytes", r, err, len(r.body), size)
 	}
@@ -271,7 +272,7 @@ func TestF3SteadyReaderIsNotCut(t *testing.T) {
 	const size = 8 << 20
 	up := bigUpstream(t, size)
 	_, _, gw := newGatewayYAML(t, openEmbedded, fmt.Sprintf(bigRoutes, up.URL), gateway.Options{MaxReceiptBodyBytes: 2 * size})
-	ls := serveLimited(t, gw, gateway.Limits{WriteTimeout: time.Second, MinRate: 200_000})
+	ls := serveLimited(t, gw, server.Limits{WriteTimeout: time.Second, MinRate: 200_000})
 	if r, err := send(ls.URL, "big", "{}"); err != nil || r.status != http.StatusCreated || len(r.body) != size {
 		t.Fatalf("the execution: %v %v (%d bytes), want 201 with %d bytes", r, err, len(r.body), size)
 	}
@@ -332,7 +333,7 @@ routes:
   - {name: keyless, upstream: up, method: POST, path: /v1/notes, class: idempotent}
   - {name: search, upstream: up, method: POST, path: /v1/search, class: read_only}
 `, up.URL), gateway.Options{})
-	ls := serveLimited(t, gw, gateway.Limits{BodyTimeout: time.Minute})
+	ls := serveLimited(t, gw, server.Limits{BodyTimeout: time.Minute})
 	for _, path := range []string{"/v1/notes", "/v1/search"} {
 		t.Run(path, func(t *testing.T) {
 			t.Parallel()
@@ -367,7 +368,7 @@ routes:
   - {name: keyless, upstream: up, method: POST, path: /v1/notes, class: idempotent}
   - {name: search, upstream: up, method: POST, path: /v1/search, class: read_only}
 `, up.URL), gateway.Options{})
-	ls := serveLimited(t, gw, gateway.Limits{BodyTimeout: 300 * time.Millisecond, MinRate: 1000})
+	ls := serveLimited(t, gw, server.Limits{BodyTimeout: 300 * time.Millisecond, MinRate: 1000})
 	for _, path := range []string{"/v1/notes", "/v1/search"} {
 		t.Run(path, func(t *testing.T) {
 			t.Parallel()
@@ -391,12 +392,12 @@ routes:
 	}
 }
 
-// TestServerLimits: NewServer's connections are bounded by the limits net/http enforces: the
+// TestServerLimits: server.New's connections are bounded by the limits net/http enforces: the
 // size of the headers (64 KiB by default, not Go's 1 MiB), the time to send them, and the time a
 // keep-alive connection may wait idle. Negative limits are refused.
 func TestServerLimits(t *testing.T) {
 	t.Parallel()
-	srv, err := gateway.NewServer(http.NotFoundHandler(), gateway.Limits{})
+	srv, err := server.New(http.NotFoundHandler(), server.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,16 +406,16 @@ func TestServerLimits(t *testing.T) {
 		t.Errorf("defaults: MaxHeaderBytes %d, ReadHeaderTimeout %s, IdleTimeout %s, ReadTimeout %s, WriteTimeout %s; want 64 KiB, 10s, 2m and no fixed read or write timeout",
 			srv.MaxHeaderBytes, srv.ReadHeaderTimeout, srv.IdleTimeout, srv.ReadTimeout, srv.WriteTimeout)
 	}
-	for _, l := range []gateway.Limits{{BodyTimeout: -1}, {WriteTimeout: -1}, {ReadHeaderTimeout: -1}, {IdleTimeout: -1}, {MinRate: -1}, {MaxHeaderBytes: -1}} {
-		if _, err := gateway.NewServer(http.NotFoundHandler(), l); err == nil {
-			t.Errorf("NewServer(%+v): no error", l)
+	for _, l := range []server.Limits{{BodyTimeout: -1}, {WriteTimeout: -1}, {ReadHeaderTimeout: -1}, {IdleTimeout: -1}, {MinRate: -1}, {MaxHeaderBytes: -1}} {
+		if _, err := server.New(http.NotFoundHandler(), l); err == nil {
+			t.Errorf("server.New(%+v): no error", l)
 		}
 	}
 
 	ls := serveLimited(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }),
 		// Headers that are sent get two seconds, which no stall of a loaded machine eats; a connection
 		// left idle is closed after 300 ms.
-		gateway.Limits{ReadHeaderTimeout: 2 * time.Second, IdleTimeout: 300 * time.Millisecond, MaxHeaderBytes: 8 << 10})
+		server.Limits{ReadHeaderTimeout: 2 * time.Second, IdleTimeout: 300 * time.Millisecond, MaxHeaderBytes: 8 << 10})
 	t.Run("headers over MaxHeaderBytes", func(t *testing.T) {
 		t.Parallel()
 		conn := dial(t, ls, 0)

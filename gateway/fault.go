@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/problem"
+	"github.com/idemgateway/idemgateway/server"
 )
 
 // upstreamFault is the kind of an upstream exchange that failed: all that a client's problem and a
@@ -38,7 +39,7 @@ func faultOf(err error, connected bool, timeout time.Duration) error {
 	var (
 		named    upstreamFault
 		tooLarge *http.MaxBytesError
-		slow     *slowBodyError
+		slow     *server.SlowBodyError
 	)
 	switch {
 	case errors.As(err, &named):

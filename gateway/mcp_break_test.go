@@ -20,6 +20,7 @@ import (
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/routes"
+	"github.com/idemgateway/idemgateway/server"
 )
 
 // rawSession opens a session on the gateway's /mcp by raw HTTP, speaking version, and returns
@@ -241,10 +242,11 @@ func TestMCPShutdownEndsGETStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := gateway.NewServer(gw, gateway.Limits{})
+	srv, err := server.New(gw, server.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.RegisterOnShutdown(gw.EndStreams) // as cmd/idemgateway registers it
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -95,7 +95,7 @@ func (c *mcpCalls) wait(ctx context.Context, session string) {
 	}
 }
 
-// mcpStreams ends the GET streams of kind: mcp routes when the server shuts down (NewServer), once
+// mcpStreams ends the GET streams of kind: mcp routes when the server shuts down (EndStreams), once
 // the POSTs in flight on them have ended. A GET stream carries only the server's own messages and
 // lasts as long as the client keeps it, so http.Server.Shutdown would wait for it until its
 // deadline; ended before the calls in flight, it would end a go-sdk client's session with them.
@@ -149,6 +149,11 @@ func (s *mcpStreams) end() {
 	s.context()
 	s.cancel()
 }
+
+// EndStreams ends the streams that would hold a graceful shutdown to its deadline: the GET
+// streams of kind: mcp routes, once their POSTs in flight have ended (mcpStreams.end). Register it
+// on the proxy listener's server (http.Server.RegisterOnShutdown).
+func (g *Gateway) EndStreams() { g.mcpStreams.end() }
 
 // endQuiet is how long no MCP POST must be in flight before shutdown ends the GET streams.
 const endQuiet = 200 * time.Millisecond

@@ -20,6 +20,7 @@ import (
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
+	"github.com/idemgateway/idemgateway/server"
 )
 
 // serveReadOnly admits a request on a read_only route (admit) and proxies it without touching
@@ -277,4 +278,40 @@ func storedHeader(h http.Header, extra []string) http.Header {
 		}
 	}
 	return out
+}
+
+// closeLinger is how long a connection closed after a failed streamed exchange still reads (and
+// drops) the client's body: time for the answer to reach the client before the close, as net/http
+// gives it when it closes a connection with unread body (a TCP reset can lose the answer).
+const closeLinger = 500 * time.Millisecond
+
+// closeOnFailure wraps the reverse proxy's error handler. When the request's body streams to the
+// upstream (keyless and read_only calls) and the exchange fails, the answer says Connection: close
+// (RFC 9112 §9.6), and the rest of the body is not read: net/http would otherwise read a body of
+// up to 256 KiB to its end before it writes the answer, so a client still sending would never see
+// it. The connection is closed once the answer is written.
+//
+// When the exchange failed because the body fell behind the minimum rate, the error says so,
+// rather than what the transport saw of it (often the request's context, cancelled).
+func closeOnFailure(h func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		x := exchangeFrom(r.Context())
+		if x == nil || x.body != nil || r.ContentLength == 0 { // the body was read whole, or there is none
+			h(w, r, err)
+			return
+		}
+		body := server.BodyOf(w)
+		if body != nil {
+			if slow := body.FellBehind(); slow != nil {
+				err = slow
+			}
+		}
+		w.Header().Set("Connection", "close")
+		h(w, r, err)
+		if body != nil { // so that no later read moves the deadline again
+			body.Stop(closeLinger)
+		} else {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(closeLinger))
+		}
+	}
 }

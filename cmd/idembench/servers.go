@@ -20,6 +20,7 @@ import (
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
 	"github.com/idemgateway/idemgateway/routes"
+	gwserver "github.com/idemgateway/idemgateway/server"
 )
 
 // Body sizes, in bytes, of the requests and of the upstream's responses.
@@ -196,10 +197,10 @@ func serve(h http.Handler) (*server, error) {
 	return listen(&http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute})
 }
 
-// serveGateway serves the gateway as cmd/idemgateway does: gateway.NewServer, whose per-request
+// serveGateway serves the gateway as cmd/idemgateway does: server.New, whose per-request
 // deadlines (docs/security.md#deadlines) are part of its cost, with the default limits.
 func serveGateway(h http.Handler) (*server, error) {
-	srv, err := gateway.NewServer(h, gateway.Limits{})
+	srv, err := gwserver.New(h, gwserver.Limits{})
 	if err != nil {
 		return nil, err
 	}

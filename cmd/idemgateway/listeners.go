@@ -13,6 +13,7 @@ import (
 	"github.com/idemgateway/idemgateway/admin"
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/server"
 )
 
 // checkLimits reports every connection or body limit that is not positive, an
@@ -57,8 +58,8 @@ func (s *settings) checkLimits() error {
 const minInflightBytes = 1 << 20
 
 // limits are the connection limits of both listeners.
-func (s *settings) limits() gateway.Limits {
-	return gateway.Limits{
+func (s *settings) limits() server.Limits {
+	return server.Limits{
 		ReadHeaderTimeout: s.ReadHeaderTimeout,
 		BodyTimeout:       s.BodyTimeout,
 		WriteTimeout:      s.WriteTimeout,
@@ -78,10 +79,11 @@ func (s *settings) servers(gw *gateway.Gateway, store record.Store, reg *prometh
 	if err != nil {
 		return nil, nil, err
 	}
-	if proxy, err = gateway.NewServer(gw, s.limits()); err != nil {
+	if proxy, err = server.New(gw, s.limits()); err != nil {
 		return nil, nil, err
 	}
-	if adminServer, err = gateway.NewServer(adminHandler, s.limits()); err != nil {
+	proxy.RegisterOnShutdown(gw.EndStreams) // else MCP clients' GET streams hold Shutdown to its deadline
+	if adminServer, err = server.New(adminHandler, s.limits()); err != nil {
 		return nil, nil, err
 	}
 	return proxy, adminServer, nil

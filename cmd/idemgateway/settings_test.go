@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/server"
 )
 
 func TestLoadSettings(t *testing.T) {
@@ -90,7 +91,7 @@ func TestLoadSettings(t *testing.T) {
 		{name: "long wait timeout without wait", env: map[string]string{"IDEMGATEWAY_REDIS_WAIT_TIMEOUT": "1m"},
 			check: func(s *settings) bool { return s.RedisWaitTimeout == time.Minute }},
 		{name: "connection limits by default", check: func(s *settings) bool {
-			return s.limits() == gateway.Limits{ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 10 * time.Second,
+			return s.limits() == server.Limits{ReadHeaderTimeout: 10 * time.Second, BodyTimeout: 10 * time.Second,
 				WriteTimeout: 10 * time.Second, MinRate: 4096, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute} && len(s.AdminHosts) == 0
 		}},
 		{name: "connection limits", env: map[string]string{
@@ -98,7 +99,7 @@ func TestLoadSettings(t *testing.T) {
 			"IDEMGATEWAY_MIN_TRANSFER_RATE": "100", "IDEMGATEWAY_MAX_HEADER_BYTES": "8192", "IDEMGATEWAY_IDLE_TIMEOUT": "4s",
 			"IDEMGATEWAY_ADMIN_HOSTS": "gw-admin,gw-admin.ops.svc"},
 			check: func(s *settings) bool {
-				return s.limits() == gateway.Limits{ReadHeaderTimeout: time.Second, BodyTimeout: 2 * time.Second,
+				return s.limits() == server.Limits{ReadHeaderTimeout: time.Second, BodyTimeout: 2 * time.Second,
 					WriteTimeout: 3 * time.Second, MinRate: 100, MaxHeaderBytes: 8192, IdleTimeout: 4 * time.Second} &&
 					strings.Join(s.AdminHosts, " ") == "gw-admin gw-admin.ops.svc"
 			}},

@@ -1,4 +1,4 @@
-package gateway
+package server
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// deadlines is the handler of NewServer: it holds each request's body and answer to the read and
+// deadlines is the handler of New: it holds each request's body and answer to the read and
 // write deadlines of Limits (docs/security.md#deadlines), set per read and per write through
 // http.ResponseController, so that a transfer that keeps its pace is never cut.
 type deadlines struct {
@@ -25,7 +25,7 @@ func (d *deadlines) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	dw := &deadlineWriter{ResponseWriter: w, rc: rc, allowance: d.limits.WriteTimeout, rate: d.limits.MinRate}
 	if r.Body != nil && r.Body != http.NoBody {
-		dw.body = &deadlineBody{ReadCloser: r.Body, rc: rc, allowance: d.limits.BodyTimeout, rate: d.limits.MinRate}
+		dw.body = &Body{ReadCloser: r.Body, rc: rc, allowance: d.limits.BodyTimeout, rate: d.limits.MinRate}
 		r.Body = dw.body
 	}
 	d.next.ServeHTTP(dw, r)
@@ -58,7 +58,7 @@ type deadlineWriter struct {
 	rc        *http.ResponseController
 	allowance time.Duration
 	rate      int64
-	body      *deadlineBody // the request body; nil when the request has none
+	body      *Body // the request body; nil when the request has none
 
 	// Written by one goroutine at a time: the handler's, or the reverse proxy's flusher, which
 	// holds a lock around its writes and flushes.
@@ -112,11 +112,11 @@ func (w *deadlineWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) { return 
 // Unwrap is for http.ResponseController.
 func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// deadlineBody sets the connection's read deadline before each read of the request body: the body
-// may keep the gateway waiting the allowance, plus one second per rate bytes received so far. Only
-// the time spent in Read counts, so that an upstream slow to take a streamed body is not held
-// against the client.
-type deadlineBody struct {
+// Body is the request body of a request New's server serves: it sets the connection's read
+// deadline before each read. The body may keep the gateway waiting the allowance, plus one second
+// per rate bytes received so far. Only the time spent in Read counts, so that an upstream slow to
+// take a streamed body is not held against the client.
+type Body struct {
 	io.ReadCloser
 	rc        *http.ResponseController
 	allowance time.Duration
@@ -127,25 +127,26 @@ type deadlineBody struct {
 
 	mu    sync.Mutex     // held while the read deadline changes, and for ended and slow
 	ended bool           // stop was called: no more reads
-	slow  *slowBodyError // set once the body fell behind
+	slow  *SlowBodyError // set once the body fell behind
 }
 
-// errBodyStopped is a read of a body whose exchange has failed (stopReading).
+// errBodyStopped is a read of a body that Stop ended: its exchange has failed.
 var errBodyStopped = errors.New("request body: no longer read: the exchange failed")
 
-// slowBodyError is a request body that fell behind the minimum rate.
-type slowBodyError struct {
+// SlowBodyError is a request body that fell behind the minimum rate: the error of its Read, and of
+// an exchange that streamed it (Body.FellBehind).
+type SlowBodyError struct {
 	n                 int64
 	waited, allowance time.Duration
 	rate              int64
 }
 
-func (e *slowBodyError) Error() string {
+func (e *SlowBodyError) Error() string {
 	return fmt.Sprintf("the request body came too slowly: %d bytes in %s of waiting, where the gateway waits %s plus 1s per %d bytes",
 		e.n, e.waited.Round(time.Millisecond), e.allowance, e.rate)
 }
 
-func (b *deadlineBody) Read(p []byte) (int, error) {
+func (b *Body) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	if b.ended {
 		b.mu.Unlock()
@@ -173,14 +174,15 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		if b.ended {
 			return n, errBodyStopped
 		}
-		b.slow = &slowBodyError{n: b.n, waited: b.waited, allowance: b.allowance, rate: b.rate}
+		b.slow = &SlowBodyError{n: b.n, waited: b.waited, allowance: b.allowance, rate: b.rate}
 		return n, b.slow
 	}
 	return n, err
 }
 
-// fellBehind returns the error of a body that fell behind the minimum rate, or nil.
-func (b *deadlineBody) fellBehind() error {
+// FellBehind returns the error of a body that fell behind the minimum rate (a *SlowBodyError), or
+// nil.
+func (b *Body) FellBehind() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.slow == nil {
@@ -189,53 +191,17 @@ func (b *deadlineBody) fellBehind() error {
 	return b.slow
 }
 
-// stop ends the reading of the body: reads under way end within linger, later ones fail at once.
-func (b *deadlineBody) stop(linger time.Duration) {
+// Stop ends the reading of the body: reads under way end within linger, later ones fail at once.
+func (b *Body) Stop(linger time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ended = true
 	_ = b.rc.SetReadDeadline(time.Now().Add(linger))
 }
 
-// closeLinger is how long a connection closed after a failed streamed exchange still reads (and
-// drops) the client's body: time for the answer to reach the client before the close, as net/http
-// gives it when it closes a connection with unread body (a TCP reset can lose the answer).
-const closeLinger = 500 * time.Millisecond
-
-// closeOnFailure wraps the reverse proxy's error handler. When the request's body streams to the
-// upstream (keyless and read_only calls) and the exchange fails, the answer says Connection: close
-// (RFC 9112 §9.6), and the rest of the body is not read: net/http would otherwise read a body of
-// up to 256 KiB to its end before it writes the answer, so a client still sending would never see
-// it. The connection is closed once the answer is written.
-//
-// When the exchange failed because the body fell behind the minimum rate, the error says so,
-// rather than what the transport saw of it (often the request's context, cancelled).
-func closeOnFailure(h func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
-	return func(w http.ResponseWriter, r *http.Request, err error) {
-		x := exchangeFrom(r.Context())
-		if x == nil || x.body != nil || r.ContentLength == 0 { // the body was read whole, or there is none
-			h(w, r, err)
-			return
-		}
-		body := bodyOf(w)
-		if body != nil {
-			if slow := body.fellBehind(); slow != nil {
-				err = slow
-			}
-		}
-		w.Header().Set("Connection", "close")
-		h(w, r, err)
-		if body != nil { // so that no later read moves the deadline again
-			body.stop(closeLinger)
-		} else {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(closeLinger))
-		}
-	}
-}
-
-// bodyOf is the request body NewServer's handler wrapped, found through w's Unwrap chain; nil when
-// w was not served by it, or the request has no body.
-func bodyOf(w http.ResponseWriter) *deadlineBody {
+// BodyOf is the request body New's handler wrapped, found through w's Unwrap chain; nil when w was
+// not served by it, or the request has no body.
+func BodyOf(w http.ResponseWriter) *Body {
 	for {
 		if dw, ok := w.(*deadlineWriter); ok {
 			return dw.body

@@ -1,4 +1,8 @@
-package gateway
+// Package server builds the listeners' http.Server (New) and holds each connection to the limits
+// of docs/security.md#deadlines: the size and time of a request's headers, a body or an answer
+// that keeps the gateway waiting only as long as its pace allows, and idle keep-alive connections.
+// Both of the idemgateway command's listeners use it.
+package server
 
 import (
 	"errors"
@@ -19,7 +23,7 @@ const (
 
 // Limits bound how long, and with how much, one client connection can hold a listener
 // (docs/security.md#deadlines). The zero value of a field means its default; a negative one is an
-// error of NewServer.
+// error of New.
 type Limits struct {
 	// ReadHeaderTimeout bounds the reading of a request's line and headers.
 	// Default DefaultReadHeaderTimeout.
@@ -55,7 +59,7 @@ func (l Limits) withDefaults() (Limits, error) {
 	duration := func(name string, d *time.Duration, def time.Duration) {
 		switch {
 		case *d < 0:
-			errs = append(errs, fmt.Errorf("gateway: Limits.%s %s is negative", name, *d))
+			errs = append(errs, fmt.Errorf("server: Limits.%s %s is negative", name, *d))
 		case *d == 0:
 			*d = def
 		}
@@ -66,24 +70,24 @@ func (l Limits) withDefaults() (Limits, error) {
 	duration("IdleTimeout", &l.IdleTimeout, DefaultIdleTimeout)
 	switch {
 	case l.MinRate < 0:
-		errs = append(errs, fmt.Errorf("gateway: Limits.MinRate %d is negative", l.MinRate))
+		errs = append(errs, fmt.Errorf("server: Limits.MinRate %d is negative", l.MinRate))
 	case l.MinRate == 0:
 		l.MinRate = DefaultMinRate
 	}
 	switch {
 	case l.MaxHeaderBytes < 0:
-		errs = append(errs, fmt.Errorf("gateway: Limits.MaxHeaderBytes %d is negative", l.MaxHeaderBytes))
+		errs = append(errs, fmt.Errorf("server: Limits.MaxHeaderBytes %d is negative", l.MaxHeaderBytes))
 	case l.MaxHeaderBytes == 0:
 		l.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	return l, errors.Join(errs...)
 }
 
-// NewServer returns the http.Server that serves h under l: the proxy listener and the admin
-// listener of the idemgateway command are both built with it. The request body and answer
-// deadlines are set per request (http.ResponseController), since a fixed ReadTimeout or
-// WriteTimeout would cut a large upload or a long download that is slow but steady.
-func NewServer(h http.Handler, l Limits) (*http.Server, error) {
+// New returns the http.Server that serves h under l: the proxy listener and the admin listener of
+// the idemgateway command are both built with it. The request body and answer deadlines are set
+// per request (http.ResponseController), since a fixed ReadTimeout or WriteTimeout would cut a
+// large upload or a long download that is slow but steady. An error names every negative field of l.
+func New(h http.Handler, l Limits) (*http.Server, error) {
 	l, err := l.withDefaults()
 	if err != nil {
 		return nil, err
@@ -93,9 +97,6 @@ func NewServer(h http.Handler, l Limits) (*http.Server, error) {
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		IdleTimeout:       l.IdleTimeout,
-	}
-	if g, ok := h.(*Gateway); ok {
-		s.RegisterOnShutdown(g.mcpStreams.end) // else MCP clients' GET streams hold Shutdown to its deadline
 	}
 	return s, nil
 }
