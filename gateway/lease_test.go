@@ -417,22 +417,26 @@ func TestLeaseHoldsThroughStalledRenewal(t *testing.T) {
 	for _, kind := range []struct {
 		name string
 		// open returns the gateway's store, the store the duplicate claims on, and stall, which
-		// makes the gateway's next renewal stall and returns whether it has stalled.
-		open func(t *testing.T) (gwStore, direct record.Store, stall func() (stalled func() bool))
+		// makes the gateway's next renewal of the record at the store key skey stall and returns
+		// whether it has stalled.
+		open func(t *testing.T) (gwStore, direct record.Store, stall func(skey string) (stalled func() bool))
 	}{
-		{"embedded", func(t *testing.T) (record.Store, record.Store, func() func() bool) {
+		{"embedded", func(t *testing.T) (record.Store, record.Store, func(string) func() bool) {
 			direct := openEmbedded(t)
 			s := &stallingRenewals{Store: direct, end: t.Context().Done()}
-			return s, direct, func() func() bool {
+			return s, direct, func(string) func() bool {
 				s.armed.Store(true)
 				return func() bool { return !s.armed.Load() }
 			}
 		}},
-		{"redis", func(t *testing.T) (record.Store, record.Store, func() func() bool) {
+		{"redis", func(t *testing.T) (record.Store, record.Store, func(string) func() bool) {
 			srv := redistest.Start(t, redistest.Options{})
 			proxy := newFaultProxy(t, srv)
-			// Two idle connections kept open: a renewal sent again need not dial.
-			return proxy.store(t, 2), redisStoreOn(t, srv), proxy.stallNextCommand
+			// Two idle connections kept open: a renewal sent again need not dial. Only the
+			// record's commands stall: the store's safety check goes on.
+			return proxy.store(t, 2), redisStoreOn(t, srv), func(skey string) func() bool {
+				return proxy.stallNextCommandOn(redisRecordKey(skey))
+			}
 		}},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
@@ -458,7 +462,7 @@ func TestLeaseHoldsThroughStalledRenewal(t *testing.T) {
 
 // stalledRenewalsRun runs the scenario of TestLeaseHoldsThroughStalledRenewal once, on key, with
 // a gateway of its own on gwStore. It returns how the lease was lost, or "" when it held.
-func stalledRenewalsRun(t *testing.T, gwStore, direct record.Store, stall func() func() bool, key string, stalls int) (lost string) {
+func stalledRenewalsRun(t *testing.T, gwStore, direct record.Store, stall func(skey string) func() bool, key string, stalls int) (lost string) {
 	t.Helper()
 	skey := "default/create_ticket/" + key
 	up := newHeldUpstream(t, nil)
@@ -522,7 +526,7 @@ func stalledRenewalsRun(t *testing.T, gwStore, direct record.Store, stall func()
 		if !renewed(renewals("ok")) {
 			return notTaken("between stalls")
 		}
-		eventually.True(t, "the renewal to stall", stall())
+		eventually.True(t, "the renewal to stall", stall(skey))
 	}
 	if !renewed(renewals("ok")) {
 		return notTaken("after the last stall")

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -193,7 +194,7 @@ type faultProxy struct {
 	conns     []*proxiedConn
 	loseReply bool // the next reply is lost, and then the proxy partitions
 	partition bool // nothing passes, either way, on any connection
-	stallNext bool // the next connection to send a command stalls
+	stallNext []byte // the next connection to send a command that holds these bytes stalls; nil: none
 	closed    chan struct{}
 }
 
@@ -261,7 +262,7 @@ func (p *faultProxy) pipe(c *proxiedConn, from, to net.Conn, replies bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := from.Read(buf)
-		if n > 0 && p.passes(c, replies) {
+		if n > 0 && p.passes(c, replies, buf[:n]) {
 			if _, werr := to.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -274,7 +275,7 @@ func (p *faultProxy) pipe(c *proxiedConn, from, to net.Conn, replies bool) {
 
 // passes says whether bytes read on c in one direction go on; a stalled connection holds them
 // until the proxy closes.
-func (p *faultProxy) passes(c *proxiedConn, replies bool) bool {
+func (p *faultProxy) passes(c *proxiedConn, replies bool, sent []byte) bool {
 	if c.stalled.Load() {
 		<-p.closed
 		return false
@@ -287,8 +288,8 @@ func (p *faultProxy) passes(c *proxiedConn, replies bool) bool {
 	case replies && p.loseReply:
 		p.loseReply, p.partition = false, true
 		return false
-	case !replies && p.stallNext:
-		p.stallNext = false
+	case !replies && p.stallNext != nil && bytes.Contains(sent, p.stallNext):
+		p.stallNext = nil
 		c.stalled.Store(true)
 		return false
 	}
@@ -314,17 +315,19 @@ func (p *faultProxy) heal() {
 	p.loseReply, p.partition = false, false
 }
 
-// stallNextCommand stalls the connection that carries the next command, for good: the command
-// never reaches Redis, no byte passes either way any more, and the connection stays open; the
-// other connections work. It returns whether a command has stalled.
-func (p *faultProxy) stallNextCommand() (stalled func() bool) {
+// stallNextCommandOn stalls the connection that carries the next command holding the bytes of
+// rkey (a record's Redis key: a transition of that record), for good: the command never reaches
+// Redis, no byte passes either way any more, and the connection stays open; the other connections,
+// and the commands of other keys (the store's safety check), work. It returns whether a command
+// has stalled.
+func (p *faultProxy) stallNextCommandOn(rkey string) (stalled func() bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.stallNext = true
+	p.stallNext = []byte(rkey)
 	return func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return !p.stallNext
+		return p.stallNext == nil
 	}
 }
 
