@@ -31,8 +31,9 @@ var lostReplyRequired = lostReplyOps[:5]
 var lostReplyFaults = []faultproxy.Fault{faultproxy.Close, faultproxy.Stall}
 
 // scriptSHAs returns the SHA1 by which EVALSHA names each transition's script. redisstore/scripts.go
-// builds every script as record.lua followed by the transition's own file; a change there leaves
-// the rules matching nothing, which the run's assertion that every transition lost replies catches.
+// builds every script as record.lua followed by the transition's own file (settle.lua for a commit
+// and a mark-unknown, told apart by their state argument: scriptCall); a change there leaves the
+// rules matching nothing, which the run's assertion that every transition lost replies catches.
 func scriptSHAs() (map[string]string, error) {
 	dir := filepath.Join(moduleRoot(), "redisstore", "scripts")
 	common, err := os.ReadFile(filepath.Join(dir, "record.lua"))
@@ -40,16 +41,19 @@ func scriptSHAs() (map[string]string, error) {
 		return nil, err
 	}
 	shas := map[string]string{}
-	for _, op := range lostReplyOps {
-		own, err := os.ReadFile(filepath.Join(dir, op+".lua"))
+	for _, script := range []string{"claim", "reclaim", "renew", "settle", "release"} {
+		own, err := os.ReadFile(filepath.Join(dir, script+".lua"))
 		if err != nil {
 			return nil, err
 		}
 		sum := sha1.Sum(append(bytes.Clone(common), own...))
-		shas[hex.EncodeToString(sum[:])] = op
+		shas[hex.EncodeToString(sum[:])] = script
 	}
 	return shas, nil
 }
+
+// settleOps are the transitions of the settle script, by its state argument.
+var settleOps = map[string]string{"committed": "commit", "outcome_unknown": "mark_unknown"}
 
 // lostReplies loses the replies of store transitions between the gateways and Redis: one
 // faultproxy.Proxy in front of the redis-server, which every gateway uses as its Redis, and one
@@ -94,6 +98,12 @@ func scriptCall(shas map[string]string, args [][]byte) (op, key string) {
 	case "eval":
 		sum := sha1.Sum(args[1])
 		op = shas[hex.EncodeToString(sum[:])]
+	}
+	if op == "settle" { // ARGV[5], after the script, the key count, the key and four ARGV
+		op = ""
+		if len(args) == 9 {
+			op = settleOps[string(args[8])]
+		}
 	}
 	if op == "" {
 		return "", ""

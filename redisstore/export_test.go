@@ -21,16 +21,16 @@ func Subscriptions(s *Store) int {
 }
 
 // ScriptSHA returns the SHA1 that EVALSHA names the script of op by: "claim", "reclaim", "renew",
-// "commit", "mark_unknown", "release" or "get".
+// "settle" (a commit's and a mark-unknown's), "release" or "get".
 func ScriptSHA(op string) string {
-	return map[string]*redis.Script{"claim": claimScript, "reclaim": reclaimScript, "renew": renewScript, "commit": commitScript,
-		"mark_unknown": markUnknownScript, "release": releaseScript, "get": getScript}[op].Hash()
+	return map[string]*redis.Script{"claim": claimScript, "reclaim": reclaimScript, "renew": renewScript, "settle": settleScript,
+		"release": releaseScript, "get": getScript}[op].Hash()
 }
 
 // LoadScripts loads every script into the Redis of c (every master, for a cluster client), so that
 // the store's next calls are EVALSHAs.
 func LoadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, s := range []*redis.Script{claimScript, reclaimScript, renewScript, commitScript, markUnknownScript, releaseScript, getScript} {
+	for _, s := range []*redis.Script{claimScript, reclaimScript, renewScript, settleScript, releaseScript, getScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}

@@ -31,11 +31,20 @@ import (
 // machine (the tests count the copies).
 const lostReplyReadTimeout = time.Second
 
-// scriptOf matches the EVALSHA of op's script on the record at rkey.
+// scriptOf matches the EVALSHA of op's script on the record at rkey: "commit" and "mark_unknown"
+// are the settle script to their state (its fifth argument).
 func scriptOf(op, rkey string) func(args [][]byte) bool {
-	sha := redisstore.ScriptSHA(op)
+	script, state := op, ""
+	switch op {
+	case "commit":
+		script, state = "settle", record.StateCommitted
+	case "mark_unknown":
+		script, state = "settle", record.StateUnknown
+	}
+	sha := redisstore.ScriptSHA(script)
 	return func(args [][]byte) bool {
-		return len(args) >= 4 && strings.EqualFold(string(args[0]), "evalsha") && string(args[1]) == sha && string(args[3]) == rkey
+		return len(args) >= 4 && strings.EqualFold(string(args[0]), "evalsha") && string(args[1]) == sha && string(args[3]) == rkey &&
+			(state == "" || len(args) == 9 && string(args[8]) == state)
 	}
 }
 

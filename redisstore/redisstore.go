@@ -255,24 +255,24 @@ func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duratio
 	return s.run(ctx, false, "renew", renewScript, key, owner, record.Millis(lease))
 }
 
-// Commit implements record.Store.Commit with one script (one round trip). ttl is rounded up to
+// Commit implements record.Store.Commit with the settle script (one round trip). ttl is rounded up to
 // whole milliseconds and must not be negative (0: no PEXPIRE). With Options.WaitReplicas, WAIT follows the script in
 // the same round trip (see the package documentation).
 func (s *Store) Commit(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error) {
 	if err := record.CheckArgs(ctx, key, owner, record.NotNegative("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: commit: %w", err)
 	}
-	return s.runReplicated(ctx, true, OpCommit, commitScript, key, owner, settle, record.Millis(ttl), s.settledChannel(key))
+	return s.runReplicated(ctx, true, OpCommit, settleScript, key, owner, settle, record.Millis(ttl), s.settledChannel(key), record.StateCommitted)
 }
 
-// MarkUnknown implements record.Store.MarkUnknown with one script. ttl is rounded up to whole
+// MarkUnknown implements record.Store.MarkUnknown with the settle script. ttl is rounded up to whole
 // milliseconds and must be positive. With Options.WaitReplicas, WAIT follows the script in the same
 // round trip (see the package documentation).
 func (s *Store) MarkUnknown(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (ok bool, err error) {
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("ttl", ttl)); err != nil {
 		return false, fmt.Errorf("redisstore: mark unknown: %w", err)
 	}
-	ok, err = s.runReplicated(ctx, false, OpMarkUnknown, markUnknownScript, key, owner, settle, record.Millis(ttl), s.settledChannel(key))
+	ok, err = s.runReplicated(ctx, false, OpMarkUnknown, settleScript, key, owner, settle, record.Millis(ttl), s.settledChannel(key), record.StateUnknown)
 	if ok {
 		s.index(ctx, key)
 	}

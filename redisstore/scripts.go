@@ -6,7 +6,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The Lua sources, one per transition, each prefixed with the shared helpers of record.lua.
+// The Lua sources, one per transition (a commit and a mark-unknown are one settle, to the state
+// they are given), each prefixed with the shared helpers of record.lua.
 var (
 	//go:embed scripts/record.lua
 	recordLua string
@@ -16,10 +17,8 @@ var (
 	reclaimLua string
 	//go:embed scripts/renew.lua
 	renewLua string
-	//go:embed scripts/commit.lua
-	commitLua string
-	//go:embed scripts/mark_unknown.lua
-	markUnknownLua string
+	//go:embed scripts/settle.lua
+	settleLua string
 	//go:embed scripts/release.lua
 	releaseLua string
 	//go:embed scripts/get.lua
@@ -31,8 +30,7 @@ var (
 	claimScript       = redis.NewScript(recordLua + claimLua)
 	reclaimScript     = redis.NewScript(recordLua + reclaimLua)
 	renewScript       = redis.NewScript(recordLua + renewLua)
-	commitScript      = redis.NewScript(recordLua + commitLua)
-	markUnknownScript = redis.NewScript(recordLua + markUnknownLua)
+	settleScript      = redis.NewScript(recordLua + settleLua)
 	releaseScript     = redis.NewScript(recordLua + releaseLua)
 	getScript         = redis.NewScript(recordLua + getLua)
 )
