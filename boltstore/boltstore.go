@@ -356,13 +356,7 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 			return err
 		case r == nil:
 			claimed, state, stored = true, record.StateInProgress, record.Payload{Claim: payload}
-			put(b, key, &entry{
-				state:      record.StateInProgress,
-				owner:      owner,
-				leaseUntil: now + record.Millis(lease),
-				expiresAt:  now + record.Millis(ttl),
-				claim:      payload,
-			})
+			put(b, key, newEntry(owner, payload, now, lease, ttl))
 			return nil
 		case r.claimedBy(owner, payload):
 			// This very claim, sent again after its answer was lost (docs/guarantees.md#lost-replies):
@@ -403,13 +397,7 @@ func (s *Store) Reclaim(ctx context.Context, key, from, owner string, payload []
 		if r.owner != from || (r.state != record.StateUnknown && !r.lapsed(now)) {
 			return false
 		}
-		*r = entry{
-			state:      record.StateInProgress,
-			owner:      owner,
-			leaseUntil: now + record.Millis(lease),
-			expiresAt:  now + record.Millis(ttl),
-			claim:      payload,
-		}
+		*r = *newEntry(owner, payload, now, lease, ttl)
 		return true
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/idemgateway/idemgateway/record"
 )
@@ -28,6 +29,19 @@ type entry struct {
 	expiresAt  int64 // the record is absent from this instant on
 	claim      []byte
 	settle     []byte // empty until a Commit or MarkUnknown
+}
+
+// newEntry is the record a Claim creates, or a Reclaim takes over into, at now: in_progress,
+// owned by owner for lease, holding payload as its claim part and no settle part, expiring after
+// ttl.
+func newEntry(owner string, payload []byte, now int64, lease, ttl time.Duration) *entry {
+	return &entry{
+		state:      record.StateInProgress,
+		owner:      owner,
+		leaseUntil: now + record.Millis(lease),
+		expiresAt:  now + record.Millis(ttl),
+		claim:      payload,
+	}
 }
 
 // expired reports whether the record is gone at now.
