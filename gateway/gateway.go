@@ -136,11 +136,11 @@ func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error)
 	if opts.ParseWait <= 0 {
 		opts.ParseWait = DefaultParseWait
 	}
-	g := &Gateway{store: store, log: opts.Logger, opts: opts, metrics: newMetrics(opts.Metrics), churn: newChurn(time.Minute, 100_000), now: time.Now,
+	g := &Gateway{store: store, log: opts.Logger, opts: opts, churn: newChurn(time.Minute, 100_000), now: time.Now,
 		retryMin: settleRetryMin, retryMax: settleRetryMax}
 	g.tools.g = g
-	opts.Metrics.MustRegister(newStoreSafeGauge(g))
-	g.parses = newParseGate(&opts, opts.Metrics)
+	g.metrics = newMetrics(opts.Metrics, g.storeSafety)
+	g.parses = newParseGate(&opts, g.metrics)
 	transport := opts.Transport
 	if tp := opts.TracerProvider; tp != nil {
 		g.tracer = tp.Tracer("github.com/idemgateway/idemgateway/gateway")

@@ -8,9 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"time"
 
-	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
@@ -112,22 +110,15 @@ func (m *mcpTool) settleFinal(x *exchange, f *mcpwire.Final) {
 		x.settle(oc.op)
 		return
 	}
-	rec := x.rec
-	now := time.Now().UTC()
-	rec.ResponseStatus = http.StatusOK
-	rec.MCPProtocolVersion = m.version
-	rec.CommittedAt = &now
-	rec.ExpiresAt = now.Add(x.rt.TTL)
-	rec.Response = &record.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
-	if int64(len(f.Member)) <= x.g.opts.MaxReceiptBodyBytes {
-		rec.Response.Body, rec.ResponseBodyKept = f.Member, true
+	x.rec.MCPProtocolVersion = m.version
+	stored := &record.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
+	kept := int64(len(f.Member)) <= x.g.opts.MaxReceiptBodyBytes
+	if kept {
+		stored.Body = f.Member
 	}
 	// receipt pointers address the final message (/result/structuredContent/id): the member
 	// holds the same path.
-	ids := canonical.LookupPrefixes(f.Member, x.rt.Receipt.RemoteID, x.rt.Receipt.RemoteURL)
-	rec.RemoteID, rec.RemoteURL = ids[0], ids[1]
-	x.settle(opCommit)
-	x.setRemoteID(rec.RemoteID)
+	x.commitReceipt(stored, kept, f.Member, x.rt.Receipt.RemoteID, x.rt.Receipt.RemoteURL)
 }
 
 // finalDetail says why a final response did not commit, for the record.

@@ -17,6 +17,9 @@ type metrics struct {
 	keyChurn      *prometheus.CounterVec   // idemgateway_key_churn_total{tool}
 	wakeups       *prometheus.CounterVec   // idemgateway_wait_wakeups_total{cause}
 	pending       *prometheus.GaugeVec     // idemgateway_receipts_pending{op}
+	parses        *prometheus.CounterVec   // idemgateway_body_parses_total{result}
+	parseBytes    prometheus.Gauge         // idemgateway_body_parse_bytes
+	storeSafe     prometheus.GaugeFunc     // idemgateway_store_safe
 
 	mcpMessages  *prometheus.CounterVec // idemgateway_mcp_messages_total{route,method}
 	mcpCancels   *prometheus.CounterVec // idemgateway_mcp_cancels_absorbed_total{route}
@@ -31,61 +34,69 @@ const (
 	outcomePassThrough  = "pass_through" // read_only routes and keyless calls: nothing to settle
 )
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "idemgateway", Name: "decisions_total",
-			Help: "Decisions on side-effecting routes: execute, replay, conflict, in_progress, outcome_unknown, rejected.",
-		}, []string{"tool", "decision"}),
-		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "idemgateway", Name: "upstream_duration_seconds",
-			Help:    "Time from the upstream request to its response headers or failure, by outcome.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"tool", "outcome"}),
-		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "idemgateway", Name: "store_duration_seconds",
-			Help:    "Store calls by operation; result is ok, refused (fencing: stale owner) or error.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
-		}, []string{"op", "result"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "idemgateway", Name: "upstream_in_flight",
-			Help: "Upstream calls under way.",
-		}, []string{"tool"}),
-		leaseRenewals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "idemgateway", Name: "lease_renewals_total",
-			Help: "Lease renewals while upstream calls run; result is ok, lost (another owner holds the key) or error.",
-		}, []string{"tool", "result"}),
+// newMetrics builds the series and registers them on reg; safe is the store's verdict that
+// idemgateway_store_safe reads at each scrape.
+func newMetrics(reg prometheus.Registerer, safe func() error) *metrics {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgateway", Name: name, Help: help}, labels)
 	}
-	m.unknown = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "idemgateway", Name: "outcome_unknown_records_total",
-		Help: "Records left outcome_unknown: the upstream may or may not have acted; an operator or reconciliation must settle them.",
-	}, []string{"tool"})
-	m.keyChurn = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "idemgateway", Name: "key_churn_total",
-		Help: "Executions of an effect (tenant, tool, fingerprint) that executed under another key within a minute: a client minting a new key per retry (counted per gateway process).",
-	}, []string{"tool"})
-	m.wakeups = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "idemgateway", Name: "wait_wakeups_total",
-		Help: "Waiting duplicates (concurrency: wait) woken by a settle of this process (settle), by the store's settle notice (notice), or whose wait ended on the safety poll (poll): polls on a shared Redis mean its notices are not arriving.",
-	}, []string{"cause"})
-	m.pending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "idemgateway", Name: "receipts_pending",
-		Help: "Settle writes the store failed, retried in the background until it takes them or their records expire: commit (a receipt answered with Idempotency-Receipt: pending), release, mark_unknown (release also counts claims whose reply was lost).",
-	}, []string{"op"})
-	m.mcpMessages = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "idemgateway", Name: "mcp_messages_total",
-		Help: "JSON-RPC messages POSTed to kind: mcp routes, by method (the MCP methods of mcpMethodLabels, else other; batch, response, invalid).",
-	}, []string{"route", "method"})
-	m.mcpCancels = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "idemgateway", Name: "mcp_cancels_absorbed_total",
-		Help: "notifications/cancelled of guarded tool calls in flight answered 202 and not forwarded (cancel: finish).",
-	}, []string{"route"})
-	m.mcpToolLists = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "idemgateway", Name: "mcp_tool_list_refreshes_total",
-		Help: "Tool lists of kind: mcp routes read by the gateway's own MCP client (discover_tools) or from tools/list answers passing through (learned); result is ok or error.",
-	}, []string{"route", "result"})
-	reg.MustRegister(m.mcpMessages, m.mcpCancels, m.mcpToolLists)
-	reg.MustRegister(m.decisions, m.upstream, m.store, m.inFlight, m.leaseRenewals, m.unknown, m.keyChurn, m.wakeups, m.pending)
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "idemgateway", Name: name, Help: help}, labels)
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idemgateway", Name: name, Help: help, Buckets: buckets}, labels)
+	}
+	m := &metrics{
+		decisions: counter("decisions_total",
+			"Decisions on side-effecting routes: execute, replay, conflict, in_progress, outcome_unknown, rejected.",
+			"tool", "decision"),
+		upstream: histogram("upstream_duration_seconds",
+			"Time from the upstream request to its response headers or failure, by outcome.",
+			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}, "tool", "outcome"),
+		store: histogram("store_duration_seconds",
+			"Store calls by operation; result is ok, refused (fencing: stale owner) or error.",
+			[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}, "op", "result"),
+		inFlight: gauge("upstream_in_flight", "Upstream calls under way.", "tool"),
+		leaseRenewals: counter("lease_renewals_total",
+			"Lease renewals while upstream calls run; result is ok, lost (another owner holds the key) or error.",
+			"tool", "result"),
+		unknown: counter("outcome_unknown_records_total",
+			"Records left outcome_unknown: the upstream may or may not have acted; an operator or reconciliation must settle them.",
+			"tool"),
+		keyChurn: counter("key_churn_total",
+			"Executions of an effect (tenant, tool, fingerprint) that executed under another key within a minute: a client minting a new key per retry (counted per gateway process).",
+			"tool"),
+		wakeups: counter("wait_wakeups_total",
+			"Waiting duplicates (concurrency: wait) woken by a settle of this process (settle), by the store's settle notice (notice), or whose wait ended on the safety poll (poll): polls on a shared Redis mean its notices are not arriving.",
+			"cause"),
+		pending: gauge("receipts_pending",
+			"Settle writes the store failed, retried in the background until it takes them or their records expire: commit (a receipt answered with Idempotency-Receipt: pending), release, mark_unknown (release also counts claims whose reply was lost).",
+			"op"),
+		parses: counter("body_parses_total",
+			"Body parses by result: small (not gated), admitted, waited, overloaded (answered 503) or too_complex (over IDEMGATEWAY_MAX_BODY_VALUES, answered 413).",
+			"result"),
+		parseBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgateway", Name: "body_parse_bytes",
+			Help: "Memory bound (bytes) of the gated body parses under way, against IDEMGATEWAY_MAX_INFLIGHT_BYTES."}),
+		storeSafe: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idemgateway", Name: "store_safe",
+			Help: "1 while the store is fit to keep records; 0 while its safety check finds it unfit (an evicting Redis policy, scripts refused, unreachable: keyed requests get 503) or refusing writes (out of memory: only replays work). The reason is logged at each change and served by /readyz."},
+			func() float64 {
+				if safe() != nil {
+					return 0
+				}
+				return 1
+			}),
+		mcpMessages: counter("mcp_messages_total",
+			"JSON-RPC messages POSTed to kind: mcp routes, by method (the MCP methods of mcpMethodLabels, else other; batch, response, invalid).",
+			"route", "method"),
+		mcpCancels: counter("mcp_cancels_absorbed_total",
+			"notifications/cancelled of guarded tool calls in flight answered 202 and not forwarded (cancel: finish).",
+			"route"),
+		mcpToolLists: counter("mcp_tool_list_refreshes_total",
+			"Tool lists of kind: mcp routes read by the gateway's own MCP client (discover_tools) or from tools/list answers passing through (learned); result is ok or error.",
+			"route", "result"),
+	}
+	reg.MustRegister(m.decisions, m.upstream, m.store, m.inFlight, m.leaseRenewals, m.unknown, m.keyChurn, m.wakeups, m.pending,
+		m.parses, m.parseBytes, m.storeSafe, m.mcpMessages, m.mcpCancels, m.mcpToolLists)
 	return m
 }
 

@@ -192,8 +192,8 @@ type faultProxy struct {
 
 	mu        sync.Mutex
 	conns     []*proxiedConn
-	loseReply bool // the next reply is lost, and then the proxy partitions
-	partition bool // nothing passes, either way, on any connection
+	loseReply bool   // the next reply is lost, and then the proxy partitions
+	partition bool   // nothing passes, either way, on any connection
 	stallNext []byte // the next connection to send a command that holds these bytes stalls; nil: none
 	closed    chan struct{}
 }

@@ -51,24 +51,16 @@ const (
 	parseTooComplex = "too_complex"
 )
 
-func newParseGate(opts *Options, reg prometheus.Registerer) *parseGate {
-	g := &parseGate{
+func newParseGate(opts *Options, m *metrics) *parseGate {
+	return &parseGate{
 		maxValues: opts.MaxBodyValues,
 		capacity:  opts.MaxInflightBytes,
 		wait:      opts.ParseWait,
 		bytes:     semaphore.NewWeighted(opts.MaxInflightBytes),
 		slots:     make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)),
-		results: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "idemgateway", Name: "body_parses_total",
-			Help: "Body parses by result: small (not gated), admitted, waited, overloaded (answered 503) or too_complex (over IDEMGATEWAY_MAX_BODY_VALUES, answered 413).",
-		}, []string{"result"}),
-		held: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "idemgateway", Name: "body_parse_bytes",
-			Help: "Memory bound (bytes) of the gated body parses under way, against IDEMGATEWAY_MAX_INFLIGHT_BYTES.",
-		}),
+		results:   m.parses,
+		held:      m.parseBytes,
 	}
-	reg.MustRegister(g.results, g.held)
-	return g
 }
 
 // parseGateKey is the context key under which Gateway.ServeHTTP passes its parseGate to the

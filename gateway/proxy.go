@@ -169,27 +169,17 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	limit := g.opts.MaxReceiptBodyBytes
 	kept, readErr := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	whole := readErr == nil && int64(len(kept)) <= limit
-	rec := x.rec
-	now := time.Now().UTC()
-	rec.ResponseStatus = resp.StatusCode
-	rec.CommittedAt = &now
-	rec.ExpiresAt = now.Add(x.rt.TTL)
-	rec.Response = &record.Response{Status: resp.StatusCode, Header: storedHeader(resp.Header, x.rt.Receipt.ReplayHeaders)}
+	stored := &record.Response{Status: resp.StatusCode, Header: storedHeader(resp.Header, x.rt.Receipt.ReplayHeaders)}
 	if whole {
-		rec.Response.Body, rec.ResponseBodyKept = kept, true
+		stored.Body = kept
 		if x.rt.Fingerprint.Format() == canonical.FormatJSONRPC {
 			// Read once here, so that no replay reads it again (httpRoute.replay).
 			if start, end, err := mcpwire.IDSpan(kept); err == nil {
-				rec.Response.IDSpan = [2]int{start, end}
+				stored.IDSpan = [2]int{start, end}
 			}
 		}
 	}
-	// One pass that stops once both are read; a body cut off at the limit (or broken) still names
-	// the remote id when it comes early.
-	ids := canonical.LookupPrefixes(kept, x.rt.Receipt.RemoteID, x.rt.Receipt.RemoteURL)
-	rec.RemoteID, rec.RemoteURL = ids[0], ids[1]
-	x.settle(opCommit)
-	x.setRemoteID(rec.RemoteID)
+	x.commitReceipt(stored, whole, kept, x.rt.Receipt.RemoteID, x.rt.Receipt.RemoteURL)
 	if readErr != nil {
 		return fmt.Errorf("%w: %w", faultBodyBroke, readErr)
 	}

@@ -92,17 +92,11 @@ func (x *exchange) reconcile(prev *record.Record) {
 		x.settle(opMarkUnknown)
 		x.refuse(DecisionOutcomeUnknown, fmt.Errorf("%w: %s", problem.ErrOutcomeUnknown, x.rec.Detail), 0)
 	case found != "":
-		now := time.Now().UTC()
-		rec := x.rec
-		rec.ResponseStatus, rec.CommittedAt, rec.ExpiresAt = rc.Status, &now, now.Add(x.rt.TTL)
-		rec.Response = &record.Response{Status: rc.Status, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(found)}
-		rec.ResponseBodyKept = true
-		ids := canonical.LookupPrefixes(answer, rc.RemoteID, rc.RemoteURL)
-		rec.RemoteID, rec.RemoteURL = ids[0], ids[1]
-		rec.Detail = "reconciled: the upstream has the effect"
-		x.settle(opCommit)
+		x.rec.Detail = "reconciled: the upstream has the effect"
+		stored := &record.Response{Status: rc.Status, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(found)}
+		x.commitReceipt(stored, true, answer, rc.RemoteID, rc.RemoteURL)
 		x.w.Header().Set("Idempotency-Reconciled", "found")
-		x.replay(rec)
+		x.replay(x.rec)
 	default:
 		x.rec.Executions = prev.Executions + 1
 		x.w.Header().Set("Idempotency-Reconciled", "not-found")

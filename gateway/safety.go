@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 )
@@ -26,17 +24,4 @@ func (g *Gateway) claimRefused() error {
 	// The store's error may name its address: the log says it once per change, the client gets
 	// what it needs to retry.
 	return fmt.Errorf("%w: the store is unfit to keep records now (it could evict them, refuses the gateway's scripts, or cannot be checked); no claim was made", problem.ErrStoreUnavailable)
-}
-
-// newStoreSafeGauge is idemgateway_store_safe, read from the store's verdict at each scrape.
-func newStoreSafeGauge(g *Gateway) prometheus.GaugeFunc {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "idemgateway", Name: "store_safe",
-		Help: "1 while the store is fit to keep records; 0 while its safety check finds it unfit (an evicting Redis policy, scripts refused, unreachable: keyed requests get 503) or refusing writes (out of memory: only replays work). The reason is logged at each change and served by /readyz.",
-	}, func() float64 {
-		if g.storeSafety() != nil {
-			return 0
-		}
-		return 1
-	})
 }

@@ -10,6 +10,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // Settling a record (docs/guarantees.md, "Pending receipts" and "Orphaned claims"). The final write
@@ -93,6 +96,23 @@ func (p *pendingSettle) write(ctx context.Context) error {
 	default:
 		return refused(p.g.store.Release(ctx, p.key, p.owner))
 	}
+}
+
+// commitReceipt stores x's receipt and settles the record as committed: committed now, expiring
+// after the route's ttl, with resp the response replays send (its body kept or not), and the
+// remote id and url read by the pointers id and url from lookIn, one pass that stops once both are
+// read (a body cut off at the receipt limit still names an id that comes early). Every committed
+// call, whoever reads its answer (the reverse proxy, a front end's capture, a reconciliation),
+// commits through it.
+func (x *exchange) commitReceipt(resp *record.Response, kept bool, lookIn []byte, id, url canonical.Pointer) {
+	rec := x.rec
+	now := time.Now().UTC()
+	rec.ResponseStatus, rec.CommittedAt, rec.ExpiresAt = resp.Status, &now, now.Add(x.rt.TTL)
+	rec.Response, rec.ResponseBodyKept = resp, kept
+	ids := canonical.LookupPrefixes(lookIn, id, url)
+	rec.RemoteID, rec.RemoteURL = ids[0], ids[1]
+	x.settle(opCommit)
+	x.setRemoteID(rec.RemoteID)
 }
 
 // settle writes the execution's final state by op: commit (x.rec holds the receipt), release, or

@@ -66,7 +66,7 @@ var mutants = []Mutant{
 
 	// The receipt is stored before the first byte of the response reaches the client.
 	{Name: "commit-after-response", Behaviour: "the receipt is committed asynchronously, while the response is already on its way to the client",
-		File: "gateway/proxy.go", From: "\tx.settle(opCommit)\n", To: "\tgo x.settle(opCommit)\n",
+		File: "gateway/settle.go", From: "\tx.settle(opCommit)\n", To: "\tgo x.settle(opCommit)\n",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestReceiptStoredBeforeResponse$"}}, Core: true},
 
 	// No Set-Cookie (nor any other never-replayed header) is replayed.
@@ -697,7 +697,7 @@ var mutants = []Mutant{
 		File: "gateway/respond.go", From: "		body = withRetryID(prev.Response, x.body)", To: "		body = [3][]byte{prev.Response.Body}",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestJSONRPCRouteReplaysRetryID$"}}},
 	{Name: "jsonrpc-id-span-not-kept", Behaviour: "the commit keeps no span of the response's JSON-RPC id: every replay reads the whole stored response again to find it",
-		File: "gateway/proxy.go", From: "				rec.Response.IDSpan = [2]int{start, end}", To: "				_, _ = start, end",
+		File: "gateway/proxy.go", From: "				stored.IDSpan = [2]int{start, end}", To: "				_, _ = start, end",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestJSONRPCRouteReplaysRetryID$"}}},
 	{Name: "splice-id-span-unchecked", Behaviour: "a kept id span is spliced wherever it points: a span that holds part of the id, or another string, makes the replay garbage",
 		File: "gateway/mcpwire/envelope.go", From: " || !idMemberAround(msg, start, end):", To: ":",
