@@ -3,8 +3,9 @@
 //
 // Time is given to the suite, not raced: a lease or TTL that must still be alive when a test acts
 // on it is a minute or more, so that no stall of a loaded machine can lapse it; one that must lapse
-// is short, and the suite lets it pass on the store's clock (Subject.Advance where the test can
-// move that clock, else wall time) and then polls for the lapse with a generous ceiling. What a
+// is short, and the suite lets it pass on the store's clock: Subject.Advance where the test can
+// move that clock (the lapse must then show at once), else wall time, and then it polls for the
+// lapse with a generous ceiling. What a
 // store asked for (the TTL a transition set) is read back through Subject.TTL rather than waited
 // out; TTLExpiryRemovesRecords is the one test that sees records really expire. Subtests run in
 // parallel; each asks newSubject for its own store, so a store may share a server between subtests
@@ -57,6 +58,20 @@ func (s Subject) elapse(d time.Duration) {
 		return
 	}
 	time.Sleep(d) // only wall time moves the clock of this store (Redis's TIME)
+}
+
+// after waits for cond, which the time elapse let pass makes true: on a store whose clock the test
+// moves it holds at once (and fails at once when it does not); on real time, it is polled with
+// eventually.True's ceiling, since a store's own clock may be a little behind the test's.
+func (s Subject) after(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if s.Advance != nil {
+		if !cond() {
+			t.Fatalf("%s: not so once the store's clock has passed it", what)
+		}
+		return
+	}
+	eventually.True(t, what, cond)
 }
 
 // Run runs the conformance suite against the stores made by newSubject, as parallel named
@@ -324,7 +339,7 @@ func testLapsedLease(t *testing.T, s Subject) {
 	var claimed bool
 	var state string
 	var stored record.Payload
-	eventually.True(t, "lease lapses", func() bool {
+	s.after(t, "lease lapses", func() bool {
 		claimed, state, stored = claim(t, s, "k", "owner-b", []byte("retry"), long, long)
 		return state != record.StateInProgress
 	})
@@ -432,7 +447,7 @@ func observeLapse(t *testing.T, s Subject, key string) {
 	t.Helper()
 	mustClaim(t, s, key, "owner-a", []byte("claim"), short, long)
 	s.elapse(2 * short)
-	eventually.True(t, key+": the lease lapses and a Claim observes it", func() bool {
+	s.after(t, key+": the lease lapses and a Claim observes it", func() bool {
 		_, state, _ := claim(t, s, key, "owner-b", []byte("retry"), long, long)
 		return state == record.StateUnknown
 	})
@@ -551,7 +566,7 @@ func testRenewShortens(t *testing.T, s Subject) {
 	ok, err := s.Renew(ctx, "k", "owner-a", short)
 	wantOK(t, "Renew by owner", ok, err, true)
 	s.elapse(2 * short)
-	eventually.True(t, "renewed short lease lapses", func() bool {
+	s.after(t, "renewed short lease lapses", func() bool {
 		_, state, _ := claim(t, s, "k", "owner-b", []byte("retry"), long, long)
 		return state == record.StateUnknown
 	})
@@ -604,7 +619,7 @@ func testTTLExpiry(t *testing.T, s Subject) {
 			t.Parallel()
 			tc.setup(t, tc.name)
 			s.elapse(3 * short)
-			eventually.True(t, "record expires", func() bool {
+			s.after(t, "record expires", func() bool {
 				state, _ := get(t, s, tc.name)
 				return state == ""
 			})
@@ -829,7 +844,7 @@ func testPing(t *testing.T, s Subject) {
 func testGetLapsed(t *testing.T, s Subject) {
 	mustClaim(t, s, "k", "owner-a", []byte("claim"), short, long)
 	s.elapse(2 * short)
-	eventually.True(t, "Get reports the lapse", func() bool {
+	s.after(t, "Get reports the lapse", func() bool {
 		state, _, err := s.Get(ctx, "k")
 		return err == nil && state == record.StateUnknown
 	})
@@ -856,7 +871,7 @@ func testListUnknown(t *testing.T, s Subject) {
 	wantOK(t, "Commit a/t/4", ok, err, true)
 	mustClaim(t, s, "a/t/5", "o", []byte("lapsing"), short, long)
 	s.elapse(2 * short)
-	eventually.True(t, "a/t/5 lapses and a Claim sees it", func() bool {
+	s.after(t, "a/t/5 lapses and a Claim sees it", func() bool {
 		_, state, _ := claim(t, s, "a/t/5", "o2", []byte("retry"), long, long)
 		return state == record.StateUnknown
 	})
@@ -957,7 +972,7 @@ func testSentTwice(t *testing.T, s Subject) {
 		t.Parallel()
 		mustClaim(t, s, "k3", "owner-a", []byte("claim"), short, long)
 		s.elapse(2 * short)
-		eventually.True(t, "another claim observes the lapse", func() bool {
+		s.after(t, "another claim observes the lapse", func() bool {
 			_, state, _ := claim(t, s, "k3", "owner-b", []byte("retry"), long, long)
 			return state == record.StateUnknown
 		})
