@@ -27,10 +27,10 @@ var (
 
 // The scripts, run with Script.Run: EVALSHA, and EVAL when the server answers NOSCRIPT.
 var (
-	claimScript       = redis.NewScript(recordLua + claimLua)
-	reclaimScript     = redis.NewScript(recordLua + reclaimLua)
-	renewScript       = redis.NewScript(recordLua + renewLua)
-	settleScript      = redis.NewScript(recordLua + settleLua)
-	releaseScript     = redis.NewScript(recordLua + releaseLua)
-	getScript         = redis.NewScript(recordLua + getLua)
+	claimScript   = redis.NewScript(recordLua + claimLua)
+	reclaimScript = redis.NewScript(recordLua + reclaimLua)
+	renewScript   = redis.NewScript(recordLua + renewLua)
+	settleScript  = redis.NewScript(recordLua + settleLua)
+	releaseScript = redis.NewScript(recordLua + releaseLua)
+	getScript     = redis.NewScript(recordLua + getLua)
 )
