@@ -21,7 +21,7 @@ func TestReadBodyDeclaredLengthHoldsNoMemory(t *testing.T) {
 	n := allocs.Bytes(10, func() {
 		r := httptest.NewRequest(http.MethodPost, "/v1/tickets", strings.NewReader("x"))
 		r.ContentLength = limit
-		body, err = readBody(httptest.NewRecorder(), r, limit)
+		body, err = ReadBody(httptest.NewRecorder(), r, limit)
 	})
 	if err != nil || string(body) != "x" {
 		t.Fatalf("readBody = %q, %v", body, err)
@@ -47,7 +47,7 @@ func TestReadBodyDeclaredLengthBoundsGrowth(t *testing.T) {
 			if !declared {
 				r.ContentLength = -1
 			}
-			body, err = readBody(httptest.NewRecorder(), r, limit)
+			body, err = ReadBody(httptest.NewRecorder(), r, limit)
 		})
 		if err != nil || len(body) != size {
 			t.Fatalf("declared %v: readBody = %d bytes, %v", declared, len(body), err)

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -96,18 +95,18 @@ func isState(s string) bool {
 }
 
 // outcomeClass is what an executed call did upstream (docs/contract.md §4).
-type outcomeClass int
+type OutcomeClass int
 
 const (
-	committed    outcomeClass = iota // the upstream acted: store the receipt
-	notCommitted                     // the upstream did not act: free the key
-	unknown                          // it may have: block the key or free it, by route policy
+	Committed    OutcomeClass = iota // the upstream acted: store the receipt
+	NotCommitted                     // the upstream did not act: free the key
+	Unknown                          // it may have: block the key or free it, by route policy
 )
 
 // Labels of idemgateway_upstream_duration_seconds{outcome}.
 var outcomeClassNames = [...]string{outcomeCommitted, outcomeNotCommitted, outcomeUnknown}
 
-func (c outcomeClass) String() string { return outcomeClassNames[c] }
+func (c OutcomeClass) String() string { return outcomeClassNames[c] }
 
 // settleOp is the store write that settles an executed call's record.
 type settleOp int
@@ -123,8 +122,8 @@ var settleOpNames = [...]string{"commit", "release", "mark_unknown"}
 func (o settleOp) String() string { return settleOpNames[o] }
 
 // outcome is an executed call's class and the write that settles its record.
-type outcome struct {
-	class outcomeClass
+type Outcome struct {
+	class OutcomeClass
 	op    settleOp
 }
 
@@ -141,82 +140,44 @@ type upstreamResult struct {
 // outcome lists, then 2xx and 3xx committed, 4xx and 503 not committed, any other 5xx unknown;
 // with no response, a call that never reached the upstream is not committed and one that may have
 // is unknown.
-func outcomeOf(res upstreamResult, rt *routes.Route) outcome {
+func outcomeOf(res upstreamResult, rt *routes.Route) Outcome {
 	return settled(classOf(res, rt.Outcome), rt)
 }
 
-func classOf(res upstreamResult, o routes.Outcome) outcomeClass {
+func classOf(res upstreamResult, o routes.Outcome) OutcomeClass {
 	status := res.status
 	switch {
 	case status == 0 && res.sent:
-		return unknown
+		return Unknown
 	case status == 0:
-		return notCommitted
+		return NotCommitted
 	case status < 200: // RFC 9110 §15.2: never final; the upstream may have acted and switched
-		return unknown
+		return Unknown
 	case slices.Contains(o.Committed, status):
-		return committed
+		return Committed
 	case slices.Contains(o.NotCommitted, status):
-		return notCommitted
+		return NotCommitted
 	case slices.Contains(o.Unknown, status):
-		return unknown
+		return Unknown
 	case status < 400:
-		return committed
+		return Committed
 	case status < 500, status == http.StatusServiceUnavailable:
-		return notCommitted
+		return NotCommitted
 	default:
-		return unknown
-	}
-}
-
-// jsonrpcNotCommitted are the JSON-RPC error codes that say a tools/call was not run
-// (docs/contract.md §7 Outcome): parse error, invalid request, method not found, invalid params,
-// and MCP's header mismatch, missing required client capability, unsupported protocol version and
-// URL elicitation required.
-var jsonrpcNotCommitted = []int{-32700, -32600, -32601, -32602, -32020, -32021, -32022, -32042}
-
-// finalClass is the outcome table of MCP tool calls (docs/contract.md §7 Outcome): what the final
-// response f of a tools/call of tool t says the call did. A JSON-RPC error is classed by t's
-// error_codes, then by jsonrpcNotCommitted, else unknown; a result that asks for input
-// (resultType input_required) did nothing yet; a task handle is committed; isError: true is
-// t's tool_error; any other result is committed.
-func finalClass(f *mcpwire.Final, t *routes.Tool) outcomeClass {
-	switch {
-	case f.HasError && slices.Contains(t.ErrorCodes.Committed, f.ErrCode):
-		return committed
-	case f.HasError && slices.Contains(t.ErrorCodes.NotCommitted, f.ErrCode):
-		return notCommitted
-	case f.HasError && slices.Contains(t.ErrorCodes.Unknown, f.ErrCode):
-		return unknown
-	case f.HasError && slices.Contains(jsonrpcNotCommitted, f.ErrCode):
-		return notCommitted
-	case f.HasError:
-		return unknown
-	case f.ResultType == "input_required":
-		return notCommitted
-	case f.Task:
-		return committed
-	case f.IsError && t.ToolError == routes.OutcomeCommitted:
-		return committed
-	case f.IsError && t.ToolError == routes.OutcomeUnknown:
-		return unknown
-	case f.IsError:
-		return notCommitted
-	default:
-		return committed
+		return Unknown
 	}
 }
 
 // settled is the write that settles a call of class c on rt: commit, release, or, for an unknown
 // outcome, mark unknown (on_unknown_outcome: block) or release (release). Every front end
 // settles through it, whatever its own classes come from.
-func settled(c outcomeClass, rt *routes.Route) outcome {
+func settled(c OutcomeClass, rt *routes.Route) Outcome {
 	switch {
-	case c == committed:
-		return outcome{c, opCommit}
-	case c == unknown && rt.OnUnknownOutcome != routes.Release:
-		return outcome{c, opMarkUnknown}
+	case c == Committed:
+		return Outcome{c, opCommit}
+	case c == Unknown && rt.OnUnknownOutcome != routes.Release:
+		return Outcome{c, opMarkUnknown}
 	default:
-		return outcome{c, opRelease}
+		return Outcome{c, opRelease}
 	}
 }

@@ -3,7 +3,6 @@ package gateway
 import (
 	"testing"
 
-	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -29,14 +28,14 @@ func TestDecide(t *testing.T) {
 		{"committed, same fingerprint", found{state: record.StateCommitted, sameEffect: true}, none, false, actReplay},
 		{"committed, different fingerprint", found{state: record.StateCommitted}, none, false, actConflict},
 		{"in flight, different fingerprint (C12)", found{state: record.StateInProgress}, policy{wait: true}, true, actConflict},
-		{"outcome unknown, different fingerprint", found{state: record.StateUnknown}, policy{reconcile: true, release: true}, false, actConflict},
+		{"outcome Unknown, different fingerprint", found{state: record.StateUnknown}, policy{reconcile: true, release: true}, false, actConflict},
 		{"in flight, same fingerprint, concurrency: reject", found{state: record.StateInProgress, sameEffect: true}, none, true, actInProgress},
 		{"in flight, same fingerprint, concurrency: wait, time left", found{state: record.StateInProgress, sameEffect: true}, policy{wait: true}, true, actWait},
 		{"in flight, same fingerprint, concurrency: wait, wait_timeout passed", found{state: record.StateInProgress, sameEffect: true}, policy{wait: true}, false, actInProgress},
-		{"outcome unknown, same fingerprint, block", found{state: record.StateUnknown, sameEffect: true}, none, false, actOutcomeUnknown},
-		{"outcome unknown, same fingerprint, release", found{state: record.StateUnknown, sameEffect: true}, policy{release: true}, false, actReexecute},
-		{"outcome unknown, same fingerprint, reconcile", found{state: record.StateUnknown, sameEffect: true}, policy{reconcile: true}, false, actReconcile},
-		{"outcome unknown, same fingerprint, reconcile and release", found{state: record.StateUnknown, sameEffect: true}, policy{reconcile: true, release: true}, false, actReconcile},
+		{"outcome Unknown, same fingerprint, block", found{state: record.StateUnknown, sameEffect: true}, none, false, actOutcomeUnknown},
+		{"outcome Unknown, same fingerprint, release", found{state: record.StateUnknown, sameEffect: true}, policy{release: true}, false, actReexecute},
+		{"outcome Unknown, same fingerprint, reconcile", found{state: record.StateUnknown, sameEffect: true}, policy{reconcile: true}, false, actReconcile},
+		{"outcome Unknown, same fingerprint, reconcile and release", found{state: record.StateUnknown, sameEffect: true}, policy{reconcile: true, release: true}, false, actReconcile},
 		{"a state the gateway does not know", found{state: "pending", sameEffect: true}, none, false, actCorrupt},
 		{"a state the gateway does not know, different fingerprint", found{state: "pending"}, none, false, actCorrupt},
 	}
@@ -69,31 +68,31 @@ func TestOutcomeOf(t *testing.T) {
 		result   upstreamResult
 		outcome  routes.Outcome
 		release  bool // on_unknown_outcome: release
-		want     outcome
+		want     Outcome
 	}{
-		{"200", upstreamResult{status: 200}, none, false, outcome{committed, opCommit}},
-		{"201", upstreamResult{status: 201}, none, false, outcome{committed, opCommit}},
-		{"302", upstreamResult{status: 302}, none, false, outcome{committed, opCommit}},
-		{"400", upstreamResult{status: 400}, none, false, outcome{notCommitted, opRelease}},
-		{"409", upstreamResult{status: 409}, none, false, outcome{notCommitted, opRelease}},
-		{"429", upstreamResult{status: 429}, none, false, outcome{notCommitted, opRelease}},
-		{"503", upstreamResult{status: 503}, none, false, outcome{notCommitted, opRelease}},
-		{"500, block", upstreamResult{status: 500}, none, false, outcome{unknown, opMarkUnknown}},
-		{"500, release", upstreamResult{status: 500}, none, true, outcome{unknown, opRelease}},
-		{"502", upstreamResult{status: 502}, none, false, outcome{unknown, opMarkUnknown}},
-		{"504", upstreamResult{status: 504}, none, false, outcome{unknown, opMarkUnknown}},
-		{"507", upstreamResult{status: 507}, none, false, outcome{unknown, opMarkUnknown}},
-		{"nothing: no connection obtained", upstreamResult{}, none, false, outcome{notCommitted, opRelease}},
-		{"nothing: failed after a connection (timeout, broken)", upstreamResult{sent: true}, none, false, outcome{unknown, opMarkUnknown}},
-		{"nothing: failed after a connection, release", upstreamResult{sent: true}, none, true, outcome{unknown, opRelease}},
-		{"101 that no upgrade asked for (a protocol error)", upstreamResult{status: 101}, none, false, outcome{unknown, opMarkUnknown}},
-		{"101, listed committed (lists cannot make a 1xx final)", upstreamResult{status: 101}, routes.Outcome{Committed: []int{101}}, false, outcome{unknown, opMarkUnknown}},
-		{"101, release", upstreamResult{status: 101}, none, true, outcome{unknown, opRelease}},
-		{"402, listed committed", upstreamResult{status: 402}, lists, false, outcome{committed, opCommit}},
-		{"504, listed not_committed", upstreamResult{status: 504}, lists, false, outcome{notCommitted, opRelease}},
-		{"409, listed unknown", upstreamResult{status: 409}, lists, false, outcome{unknown, opMarkUnknown}},
-		{"500, not listed", upstreamResult{status: 500}, lists, false, outcome{unknown, opMarkUnknown}},
-		{"201, not listed", upstreamResult{status: 201}, lists, true, outcome{committed, opCommit}},
+		{"200", upstreamResult{status: 200}, none, false, Outcome{Committed, opCommit}},
+		{"201", upstreamResult{status: 201}, none, false, Outcome{Committed, opCommit}},
+		{"302", upstreamResult{status: 302}, none, false, Outcome{Committed, opCommit}},
+		{"400", upstreamResult{status: 400}, none, false, Outcome{NotCommitted, opRelease}},
+		{"409", upstreamResult{status: 409}, none, false, Outcome{NotCommitted, opRelease}},
+		{"429", upstreamResult{status: 429}, none, false, Outcome{NotCommitted, opRelease}},
+		{"503", upstreamResult{status: 503}, none, false, Outcome{NotCommitted, opRelease}},
+		{"500, block", upstreamResult{status: 500}, none, false, Outcome{Unknown, opMarkUnknown}},
+		{"500, release", upstreamResult{status: 500}, none, true, Outcome{Unknown, opRelease}},
+		{"502", upstreamResult{status: 502}, none, false, Outcome{Unknown, opMarkUnknown}},
+		{"504", upstreamResult{status: 504}, none, false, Outcome{Unknown, opMarkUnknown}},
+		{"507", upstreamResult{status: 507}, none, false, Outcome{Unknown, opMarkUnknown}},
+		{"nothing: no connection obtained", upstreamResult{}, none, false, Outcome{NotCommitted, opRelease}},
+		{"nothing: failed after a connection (timeout, broken)", upstreamResult{sent: true}, none, false, Outcome{Unknown, opMarkUnknown}},
+		{"nothing: failed after a connection, release", upstreamResult{sent: true}, none, true, Outcome{Unknown, opRelease}},
+		{"101 that no upgrade asked for (a protocol error)", upstreamResult{status: 101}, none, false, Outcome{Unknown, opMarkUnknown}},
+		{"101, listed Committed (lists cannot make a 1xx final)", upstreamResult{status: 101}, routes.Outcome{Committed: []int{101}}, false, Outcome{Unknown, opMarkUnknown}},
+		{"101, release", upstreamResult{status: 101}, none, true, Outcome{Unknown, opRelease}},
+		{"402, listed committed", upstreamResult{status: 402}, lists, false, Outcome{Committed, opCommit}},
+		{"504, listed not_committed", upstreamResult{status: 504}, lists, false, Outcome{NotCommitted, opRelease}},
+		{"409, listed unknown", upstreamResult{status: 409}, lists, false, Outcome{Unknown, opMarkUnknown}},
+		{"500, not listed", upstreamResult{status: 500}, lists, false, Outcome{Unknown, opMarkUnknown}},
+		{"201, not listed", upstreamResult{status: 201}, lists, true, Outcome{Committed, opCommit}},
 	}
 	for _, tt := range tests {
 		rt := &routes.Route{Outcome: tt.outcome, OnUnknownOutcome: routes.Block}
@@ -102,56 +101,6 @@ func TestOutcomeOf(t *testing.T) {
 		}
 		if got := outcomeOf(tt.result, rt); got != tt.want {
 			t.Errorf("upstream answered %s: outcomeOf = {%v %v}, want {%v %v}", tt.answered, got.class, got.op, tt.want.class, tt.want.op)
-		}
-	}
-}
-
-// TestFinalClass is the outcome table of MCP tool calls (docs/contract.md §7 Outcome), one row a
-// line: what a tools/call's final response says the call did, by the tool's tool_error and
-// error_codes.
-func TestFinalClass(t *testing.T) {
-	t.Parallel()
-	result := func(r string) string { return `{"jsonrpc":"2.0","id":1,"result":` + r + `}` }
-	failed := func(code string) string {
-		return `{"jsonrpc":"2.0","id":1,"error":{"code":` + code + `,"message":"m"}}`
-	}
-	moved := routes.Outcome{Committed: []int{-32001}, NotCommitted: []int{-32603}, Unknown: []int{-32602}}
-	tests := []struct {
-		name      string
-		msg       string
-		toolError routes.OutcomeName
-		codes     routes.Outcome
-		want      outcomeClass
-	}{
-		{"complete result", result(`{"content":[]}`), "", routes.Outcome{}, committed},
-		{"resultType complete", result(`{"content":[],"resultType":"complete"}`), "", routes.Outcome{}, committed},
-		{"task handle", result(`{"task":{"taskId":"t1"}}`), "", routes.Outcome{}, committed},
-		{"input required", result(`{"resultType":"input_required","inputRequests":{}}`), "", routes.Outcome{}, notCommitted},
-		{"isError, default tool_error", result(`{"content":[],"isError":true}`), routes.OutcomeNotCommitted, routes.Outcome{}, notCommitted},
-		{"isError, tool_error committed", result(`{"content":[],"isError":true}`), routes.OutcomeCommitted, routes.Outcome{}, committed},
-		{"isError, tool_error unknown", result(`{"content":[],"isError":true}`), routes.OutcomeUnknown, routes.Outcome{}, unknown},
-		{"isError false", result(`{"content":[],"isError":false}`), routes.OutcomeNotCommitted, routes.Outcome{}, committed},
-		{"parse error", failed("-32700"), "", routes.Outcome{}, notCommitted},
-		{"invalid request", failed("-32600"), "", routes.Outcome{}, notCommitted},
-		{"method not found", failed("-32601"), "", routes.Outcome{}, notCommitted},
-		{"invalid params", failed("-32602"), "", routes.Outcome{}, notCommitted},
-		{"header mismatch", failed("-32020"), "", routes.Outcome{}, notCommitted},
-		{"missing capability", failed("-32021"), "", routes.Outcome{}, notCommitted},
-		{"unsupported version", failed("-32022"), "", routes.Outcome{}, notCommitted},
-		{"URL elicitation required", failed("-32042"), "", routes.Outcome{}, notCommitted},
-		{"internal error", failed("-32603"), "", routes.Outcome{}, unknown},
-		{"server error", failed("-32001"), "", routes.Outcome{}, unknown},
-		{"error_codes committed", failed("-32001"), "", moved, committed},
-		{"error_codes not_committed", failed("-32603"), "", moved, notCommitted},
-		{"error_codes unknown", failed("-32602"), "", moved, unknown},
-	}
-	for _, tt := range tests {
-		f, err := mcpwire.ReadFinal([]byte(tt.msg))
-		if err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
-		}
-		if got := finalClass(f, &routes.Tool{ToolError: tt.toolError, ErrorCodes: tt.codes}); got != tt.want {
-			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

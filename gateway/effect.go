@@ -20,7 +20,7 @@ import (
 // serveEffect serves a request on an idempotent or non_idempotent HTTP route: it identifies the
 // request (identify.go), passes a keyless one through, and runs the decision table on the rest.
 func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *auth.Authenticator) {
-	x := g.newExchange(w, r, rt, httpRoute{})
+	x := g.newExchange(w, r, rt, auth)
 	defer x.logAccess()
 	if err := upgradeRefused(rt, r.Header); err != nil { // docs/security.md#upgrades-and-tunnels
 		x.reject(err)
@@ -28,25 +28,12 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 	}
 	id, err := identify(rt, auth, w, r, false)
 	x.identified(id)
-	switch {
-	case err != nil:
-		x.reject(err)
-	case id.keyless(rt):
-		x.keyless()
-	case id.keyErr != nil:
-		x.reject(id.keyErr)
-	default:
-		if err := x.inject(); err != nil {
-			x.reject(err)
-			return
-		}
-		x.run()
-	}
+	x.Serve(err)
 }
 
 // run claims the key, or reads what it holds, and does what the decision table (decide.go) says,
 // until a step answers: only a duplicate that waits for the record to settle claims again.
-func (x *exchange) run() {
+func (x *Exchange) run() {
 	wait := x.g.waiters.duplicate(x.skey, time.Now().Add(x.rt.WaitTimeout))
 	defer wait.stop()
 	for {
@@ -83,7 +70,7 @@ func (x *exchange) run() {
 
 // noteChurn counts and logs an execution of the same effect under another key within a minute
 // (churn.go).
-func (x *exchange) noteChurn() {
+func (x *Exchange) noteChurn() {
 	if x.g.churn.observe(x.tenant, x.rt.Name, x.fp, x.key, time.Now()) {
 		x.g.metrics.keyChurn.WithLabelValues(x.label).Inc()
 		x.logger().Warn("the same effect executed under another key within a minute: the client may mint a new key per retry")
@@ -92,7 +79,7 @@ func (x *exchange) noteChurn() {
 
 // reexecute takes over prev, whose executor died or lost its lease before settling, and executes
 // again (on_unknown_outcome: release).
-func (x *exchange) reexecute(prev *record.Record) {
+func (x *Exchange) reexecute(prev *record.Record) {
 	if x.reclaim(prev, prev.Executions+1) {
 		x.execute()
 		return
@@ -112,17 +99,17 @@ func outcomeUnknownError(prev *record.Record) error {
 
 // keyless passes a request without a key through: nothing is stored, and each keyless request is
 // its own operation; there is no shared bucket for "no key" (docs/cases.md C08).
-func (x *exchange) keyless() {
+func (x *Exchange) keyless() {
 	if x.body == nil && !x.limitBody() {
 		return
 	}
 	x.decide(DecisionExecute)
-	httpRoute{}.call(x)
+	httpRoute{}.Call(x)
 }
 
 // limitBody holds a body that streams through to the route's max_body_bytes: a declared length
 // over it is refused at once (false), a longer stream breaks off with 413 (proxyError).
-func (x *exchange) limitBody() bool {
+func (x *Exchange) limitBody() bool {
 	if err := declaredTooLarge(x.r, x.rt.MaxBodyBytes); err != nil {
 		x.reject(err)
 		return false
@@ -135,7 +122,7 @@ func (x *exchange) limitBody() bool {
 // store is known to be unfit to keep it (claimRefused). prev is the record it found, when this
 // claim did not create one. A claim that fails may have landed (its reply lost): it is released
 // in the background (settle.go), and the client gets 503.
-func (x *exchange) claim() (prev *record.Record, f found, err error) {
+func (x *Exchange) claim() (prev *record.Record, f found, err error) {
 	if err := x.g.claimRefused(); err != nil { // a store that could lose the claim (safety.go)
 		return nil, f, err
 	}
@@ -190,7 +177,7 @@ func (x *exchange) claim() (prev *record.Record, f found, err error) {
 // timeout and one store call, so that a commit sent within the upstream timeout of the claim, as
 // nearly every one is, keeps it (commitKeepsTTL) and the receipt still lives ttl after it: a
 // first execution runs one command less in Redis, the commit's PEXPIRE (docs/stores.md#redis).
-func (x *exchange) claimTTL() time.Duration {
+func (x *Exchange) claimTTL() time.Duration {
 	return x.rt.TTL + x.rt.Upstream.Timeout + x.g.opts.StoreTimeout
 }
 
@@ -198,14 +185,14 @@ func (x *exchange) claimTTL() time.Duration {
 // (claimTTL): it is sent within the upstream timeout of the claim, and lands, if it is answered,
 // within one store call, so at least ttl before the record expires. A later commit, or one sent
 // again (its first may have landed late), sets ttl from its landing.
-func (x *exchange) commitKeepsTTL() bool {
+func (x *Exchange) commitKeepsTTL() bool {
 	return time.Since(x.claimSent) <= x.rt.Upstream.Timeout
 }
 
 // reclaim takes over prev, a record whose outcome is unknown, for a new execution or a
 // reconciliation;
 // executions is what the record counts once taken over.
-func (x *exchange) reclaim(prev *record.Record, executions int) bool {
+func (x *Exchange) reclaim(prev *record.Record, executions int) bool {
 	x.rec.Executions = executions
 	x.claimSent = time.Now()
 	err := x.storeCall("reclaim", func(ctx context.Context) error {
@@ -220,14 +207,14 @@ func (x *exchange) reclaim(prev *record.Record, executions int) bool {
 // execute calls the upstream once through the front end, holding the lease (lease.go); the front
 // end settles the record from the call's outcome (settle.go). The call is detached from the
 // client: a client that goes away does not cancel it.
-func (x *exchange) execute() {
+func (x *Exchange) execute() {
 	x.decide(DecisionExecute)
 	e := &execution{key: x.skey, owner: x.owner, rec: *x.rec, ttl: x.rt.TTL} // a copy: x.rec changes as the call settles
 	x.g.inFlight.Store(e, struct{}{})
 	defer x.g.inFlight.Delete(e)
 	x.holdLease()
 	defer x.dropLease()
-	x.front.call(x)
+	x.front.Call(x)
 }
 
 // storeContext bounds one store call. It is detached from the client, so a record is settled even
@@ -249,7 +236,7 @@ func refused(ok bool, err error) error {
 
 // storeCall runs one store call on the request path: bounded by StoreTimeout, detached from the
 // client, timed into the access log and idemgateway_store_duration_seconds{op,result}.
-func (x *exchange) storeCall(op string, call func(ctx context.Context) error) error {
+func (x *Exchange) storeCall(op string, call func(ctx context.Context) error) error {
 	ctx, cancel := x.g.storeContext(x.r.Context())
 	defer cancel()
 	var span trace.Span

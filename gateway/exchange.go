@@ -31,16 +31,17 @@ var (
 	attrActor       = attribute.Key("agent.actor")
 )
 
-// exchange is the state of one request through the gateway: who asks, what was decided, and, for
+// Exchange is the state of one request through the gateway: who asks, what was decided, and, for
 // an execution, the owner token and record that the upstream's outcome settles.
-type exchange struct {
+type Exchange struct {
 	g  *Gateway
 	rt *routes.Route
-	// label is the tool label of the exchange's metrics: the route's name, but one series per
-	// kind: mcp route for the tools neither its file nor its server names (unlistedTool), so that
-	// a client cannot grow the series by making names up.
+	// label is the tool label of the exchange's metrics: the route's name, or the one a front end
+	// gives (Identify), which must take few values: a client must not grow the series by making
+	// names up.
 	label string
-	front responder // the protocol's side: how the upstream is called, how answers are written
+	front Responder           // the protocol's side: how the upstream is called, how answers are written
+	auth  *auth.Authenticator // the clients of the route's routes file; nil without
 	w     http.ResponseWriter
 	r     *http.Request
 	span  trace.Span // the server span; a no-op one without Options.TracerProvider
@@ -62,13 +63,15 @@ type exchange struct {
 	attempts    atomic.Int32 // connections obtained for this request (more than one: a safe resend)
 
 	cancelUpstream context.CancelFunc // ends the upstream exchange's context
-	// stream: a pass-through of a kind: mcp route (mcp.go). Its upstream exchange ends with the
-	// client's, and is bounded by stream_idle_timeout between reads (idle), not by the timeout.
-	stream   bool
-	idle     *time.Timer
-	learn    bool      // the stream answers a tools/list: the tool book learns from it (mcptools.go)
-	upStart  time.Time // when the upstream request was built
-	upStatus int       // the status of the upstream's response; 0 until one arrives
+	// stream: an unguarded pass-through of a front end (Stream). Its upstream exchange ends with
+	// the client's, and is bounded by streamIdle between reads (idle), not by the timeout; watch
+	// sees its answer first.
+	stream     bool
+	streamIdle time.Duration
+	idle       *time.Timer
+	watch      func(*http.Response)
+	upStart    time.Time // when the upstream request was built
+	upStatus   int       // the status of the upstream's response; 0 until one arrives
 
 	start    time.Time
 	storeDur time.Duration // time spent in store calls on the request path
@@ -76,13 +79,12 @@ type exchange struct {
 	status   func() int    // the status written to the client
 }
 
-func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes.Route, front responder) *exchange {
-	return g.startExchange(new(exchange), w, r, rt, front)
+func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes.Route, a *auth.Authenticator) *Exchange {
+	return g.Begin(new(Exchange), w, r, rt, a)
 }
 
-// startExchange starts x, a zero exchange that the caller allocated with state of its own
-// (mcpExchange), and returns it.
-func (g *Gateway) startExchange(x *exchange, w http.ResponseWriter, r *http.Request, rt *routes.Route, front responder) *exchange {
+// startExchange starts x, a zero exchange that the caller allocated (Begin), and returns it.
+func (g *Gateway) startExchange(x *Exchange, w http.ResponseWriter, r *http.Request, rt *routes.Route, front Responder) *Exchange {
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 	x.g, x.rt, x.label, x.front, x.w, x.r = g, rt, rt.Name, front, ww, r
 	x.status = ww.Status
@@ -106,10 +108,11 @@ func (g *Gateway) startExchange(x *exchange, w http.ResponseWriter, r *http.Requ
 }
 
 // admit runs the part of the identify phase that every route runs (admit, identify.go) for a
-// route that runs no other (read_only), and refuses the request when it fails.
-func (x *exchange) admit(auth *auth.Authenticator) bool {
-	id := &identity{}
-	err := admit(auth, x.rt, x.r, id)
+// route that runs no other (read_only, a front end's pass-through), and refuses the request when
+// it fails. A credential that Accept verified is not verified again.
+func (x *Exchange) admit() bool {
+	id := &identity{principal: x.principal}
+	err := admit(x.auth, x.rt, x.r, id)
 	x.identified(id)
 	if err != nil {
 		x.reject(err)
@@ -121,7 +124,7 @@ func (x *exchange) admit(auth *auth.Authenticator) bool {
 // identified takes what the identify phase read (identify.go), and shows it: the tenant and actor
 // on the span once admitted, the key once it is usable, the fingerprint on the span and in
 // Idempotency-Fingerprint once computed.
-func (x *exchange) identified(id *identity) {
+func (x *Exchange) identified(id *identity) {
 	x.identity = *id
 	if x.tenant != "" && x.traced {
 		x.span.SetAttributes(attrTenant.String(x.tenant))
@@ -140,13 +143,13 @@ func (x *exchange) identified(id *identity) {
 	}
 }
 
-func (x *exchange) setRemoteID(id string) {
+func (x *Exchange) setRemoteID(id string) {
 	if id != "" && x.traced {
 		x.span.SetAttributes(attrRemoteID.String(id))
 	}
 }
 
-func (x *exchange) decide(decision string) {
+func (x *Exchange) decide(decision string) {
 	x.decision = decision
 	x.g.metrics.decisions.WithLabelValues(x.label, decision).Inc()
 	x.w.Header().Set("Idempotency-Decision", decision)
@@ -158,7 +161,7 @@ func (x *exchange) decide(decision string) {
 // logger returns the gateway's logger with the exchange's tool, tenant and, once known, key and
 // key source: for the warnings and errors of one request. It is built on each call, since most
 // requests log nothing but their access line.
-func (x *exchange) logger() *slog.Logger {
+func (x *Exchange) logger() *slog.Logger {
 	if x.keySource == "" {
 		return x.g.log.With("tool", x.rt.Name, "tenant", x.tenant)
 	}
@@ -169,7 +172,7 @@ func (x *exchange) logger() *slog.Logger {
 // authenticated), key and key_source (once known), method, path, status, decision, actor, and the
 // durations in milliseconds of the whole request, its store calls and its upstream call; never
 // bodies nor credentials.
-func (x *exchange) logAccess() {
+func (x *Exchange) logAccess() {
 	ctx := context.Background() // the client's context may be done; the line is written anyway
 	if !x.g.log.Enabled(ctx, slog.LevelInfo) {
 		return

@@ -12,8 +12,6 @@ import (
 
 	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/canonical"
-	"github.com/idemgateway/idemgateway/gateway/mcpwire"
-	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
@@ -42,8 +40,9 @@ type Explanation struct {
 }
 
 // Explain returns the Explanation of r under the route named route in cfg. r's method and path
-// must match the route; its body is read up to the route's max_body_bytes. On a kind: mcp route,
-// r is a POST of one tools/call, and route names the route ("tickets": the tool is the body's) or
+// must match the route; its body is read up to the route's max_body_bytes. On a route of another
+// kind, readers[kind] reads the call r carries, as its front end would (kind: mcp:
+// mcpfront.ReadCall): r is a POST of one tools/call, and route names the route ("tickets": the tool is the body's) or
 // the tool ("tickets/create_ticket": the body must call it); the call is explained under its
 // tool's route, with the class the file gives the tool, else the route's (a class that trusted
 // annotations of the server would give is not known here). With steps, the
@@ -57,16 +56,20 @@ type Explanation struct {
 // parseable where the fingerprint needs it (problem.ErrInvalidBody); on a kind: mcp route, a body that is
 // not one JSON-RPC message or whose 2026-07-28 headers do not match it (problem.ErrInvalidBody), a bad
 // tool name (problem.ErrInvalidRequest), a body that is no tools/call or calls another tool, a read_only
-// tool.
-func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Explanation, error) {
+// tool; a route of a kind that readers has no reader for.
+func Explain(cfg *routes.Config, route string, r *http.Request, steps bool, readers map[routes.Kind]CallReader) (*Explanation, error) {
 	rt, tool := explained(cfg, route)
 	if rt == nil {
 		return nil, fmt.Errorf("no route named %q", route)
 	}
+	read := readers[rt.Kind]
 	method := rt.Method
-	if rt.Kind == routes.KindMCP {
-		method = http.MethodPost // only a POST carries a tools/call
-	} else if rt.Class == routes.ReadOnly {
+	switch {
+	case rt.Kind != routes.KindHTTP && rt.Kind != "" && read == nil:
+		return nil, fmt.Errorf("route %q is of kind %s, whose calls no reader was given", route, rt.Kind)
+	case read != nil:
+		method = http.MethodPost // a front end's route serves several methods; only a POST carries a call
+	case rt.Class == routes.ReadOnly:
 		return nil, fmt.Errorf("route %q is read_only: it has no fingerprint", route)
 	}
 	mux := chi.NewRouter()
@@ -82,12 +85,14 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool) (*Ex
 		return nil, err
 	}
 	defer auth.Close()
-	var id *identity
-	if rt.Kind == routes.KindMCP {
-		rt, id, err = explainToolCall(rt, tool, auth, r)
-	} else {
-		id, err = identify(rt, auth, nil, r, true)
+	var call *Call
+	if read != nil {
+		if call, err = read(rt, tool, r); err != nil {
+			return nil, err
+		}
+		rt = call.Route
 	}
+	id, err := identifyCall(rt, auth, nil, r, call, nil, true)
 	if err != nil {
 		return nil, err
 	}
@@ -121,40 +126,4 @@ func explained(cfg *routes.Config, name string) (*routes.Route, string) {
 		}
 	}
 	return nil, ""
-}
-
-// explainToolCall runs the identify phase of a tools/call on rt, a kind: mcp route, as serveMCP
-// and serveToolCall do: the body read once and parsed, the 2026-07-28 headers checked, the tool's
-// name checked, and identifyCall under the tool's route, whose key may be in params._meta. tool,
-// when not "", must be the body's. It returns the tool's route and the identity.
-func explainToolCall(rt *routes.Route, tool string, auth *auth.Authenticator, r *http.Request) (*routes.Route, *identity, error) {
-	body, err := readBody(nil, r, rt.MaxBodyBytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	msg, err := mcpwire.Parse(body)
-	if err == nil {
-		err = checkMCPHeaders(r.Header, msg, protocolVersion(r.Header, msg))
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", problem.ErrInvalidBody, err)
-	}
-	if msg.Kind != mcpwire.Request || msg.Method != methodToolsCall {
-		return nil, nil, fmt.Errorf("route %q: the body is no tools/call request, which alone has a fingerprint", rt.Name)
-	}
-	if err := routes.CheckToolName(msg.Tool); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", problem.ErrInvalidRequest, err)
-	}
-	if tool != "" && msg.Tool != tool {
-		return nil, nil, fmt.Errorf("the body calls tool %q, not %q", msg.Tool, tool)
-	}
-	trt := rt.MCP.Tool(msg.Tool, "")
-	if trt.Class == routes.ReadOnly {
-		return nil, nil, fmt.Errorf("tool %q is read_only: its calls pass through and have no fingerprint", trt.Name)
-	}
-	if int64(len(body)) > trt.MaxBodyBytes {
-		return nil, nil, fmt.Errorf("%w: %d bytes, tool %s accepts at most %d", problem.ErrBodyTooLarge, len(body), trt.Name, trt.MaxBodyBytes)
-	}
-	id, err := identifyCall(trt, auth, nil, r, &toolCall{body: body, msg: msg}, true)
-	return trt, id, err
 }

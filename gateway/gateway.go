@@ -5,9 +5,10 @@
 // Reading order: decide.go is the decision table and the outcome table as two pure functions;
 // identify.go reads a request's tenant, key and fingerprint (the identify phase, shared with
 // Explain); effect.go runs the table on a request (claim, decide, act); lease.go holds an
-// execution's lease; settle.go writes its outcome, retrying while the store fails; respond.go is the
-// seam a protocol front end plugs into (responder) and the HTTP routes' answers; proxy.go makes
-// an HTTP route's upstream call; admin.go is the admin listener.
+// execution's lease; settle.go writes its outcome, retrying while the store fails; respond.go is
+// the Responder a protocol answers through, and the HTTP routes' answers; proxy.go makes the
+// upstream call. front.go is the seam a front end of another protocol plugs into: package
+// mcpfront serves kind: mcp routes through it.
 package gateway
 
 import (
@@ -75,6 +76,10 @@ type Options struct {
 	// ParseWait bounds how long a body parse waits for room under MaxInflightBytes, within the
 	// request's own context. Default DefaultParseWait.
 	ParseWait time.Duration
+	// Fronts make the front ends of the routes of kinds other than http: a routes file with a
+	// route of a kind that has none is refused. cmd/idemgateway serves kind: mcp with
+	// mcpfront.New.
+	Fronts map[routes.Kind]NewFront
 }
 
 // Gateway is the proxy handler. Build it with New; it is safe for concurrent use.
@@ -87,13 +92,11 @@ type Gateway struct {
 	proxy   *httputil.ReverseProxy
 	table   atomic.Pointer[routeTable] // the routes in force; Reload swaps it
 
-	inFlight   sync.Map   // *execution -> struct{}: calls under way, for Abandon
-	churn      *churn     // recent executions, to count keys minted per retry
-	waiters    waiters    // duplicates waiting for a record to settle (concurrency: wait)
-	settles    settles    // settle writes retried in the background (settle.go)
-	tools      toolBook   // the tools of kind: mcp routes' servers (mcptools.go)
-	mcpCalls   mcpCalls   // guarded tools/calls in flight, for their cancels (mcp.go)
-	mcpStreams mcpStreams // GET streams of kind: mcp routes, ended at shutdown (mcp.go)
+	inFlight sync.Map              // *execution -> struct{}: calls under way, for Abandon
+	churn    *churn                // recent executions, to count keys minted per retry
+	waiters  waiters               // duplicates waiting for a record to settle (concurrency: wait)
+	settles  settles               // settle writes retried in the background (settle.go)
+	fronts   map[routes.Kind]Front // the front ends of Options.Fronts (front.go)
 
 	// retryMin and retryMax bound the pauses between a settle's attempts: settleRetryMin and
 	// settleRetryMax; tests set them (export_test.go).
@@ -138,8 +141,11 @@ func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error)
 	}
 	g := &Gateway{store: store, log: opts.Logger, opts: opts, churn: newChurn(time.Minute, 100_000), now: time.Now,
 		retryMin: settleRetryMin, retryMax: settleRetryMax}
-	g.tools.g = g
 	g.metrics = newMetrics(opts.Metrics, g.storeSafety)
+	g.fronts = make(map[routes.Kind]Front, len(opts.Fronts))
+	for kind, newFront := range opts.Fronts {
+		g.fronts[kind] = newFront(g)
+	}
 	g.parses = newParseGate(&opts, g.metrics)
 	transport := opts.Transport
 	if tp := opts.TracerProvider; tp != nil {
@@ -196,16 +202,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) routeHandler(rt *routes.Route, auth *auth.Authenticator) http.HandlerFunc {
 	serve := g.serveEffect
 	switch {
-	case rt.Kind == routes.KindMCP:
-		unlisted := rt.Name + "/" + unlistedTool // once, not on each call of a tool the route does not know
-		return func(w http.ResponseWriter, r *http.Request) {
-			g.serveMCP(w, r, rt, auth, unlisted)
-		}
+	case g.fronts[rt.Kind] != nil:
+		serve = g.fronts[rt.Kind].Serve
 	case rt.Class == routes.ReadOnly:
 		serve = g.serveReadOnly
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		serve(w, r, rt, auth)
+	}
+}
+
+// EndStreams ends the streams that would hold a graceful shutdown to its deadline, those of its
+// front ends (Front.EndStreams; mcpfront: the GET streams of kind: mcp routes, once their POSTs in
+// flight have ended). Register it on the proxy listener's server (http.Server.RegisterOnShutdown).
+func (g *Gateway) EndStreams() {
+	for _, f := range g.fronts {
+		f.EndStreams()
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/gateway/mcpfront"
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
@@ -64,7 +65,12 @@ func newGatewayYAML(t *testing.T, open storeFactory, yaml string, opts gateway.O
 	return newGatewayOn(t, open(t), yaml, opts)
 }
 
-// newGatewayOn serves a gateway on store with the routes file yaml.
+// fronts are the front ends the gateways of these tests serve kind: mcp routes with, as
+// cmd/idemgateway's does.
+var fronts = map[routes.Kind]gateway.NewFront{routes.KindMCP: mcpfront.New}
+
+// newGatewayOn serves a gateway on store with the routes file yaml (with fronts, unless opts has
+// its own).
 func newGatewayOn(t *testing.T, store record.Store, yaml string, opts gateway.Options) (*httptest.Server, record.Store, *gateway.Gateway) {
 	t.Helper()
 	cfg, err := routes.Parse("routes.yaml", []byte(yaml), nil)
@@ -73,6 +79,9 @@ func newGatewayOn(t *testing.T, store record.Store, yaml string, opts gateway.Op
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Fronts == nil {
+		opts.Fronts = fronts
 	}
 	gw, err := gateway.New(cfg, store, opts)
 	if err != nil {

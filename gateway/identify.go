@@ -10,7 +10,6 @@ import (
 
 	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/canonical"
-	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
@@ -62,39 +61,29 @@ func (id *identity) keyless(rt *routes.Route) bool {
 // large, too complex or not parseable, an unparseable query, a gateway too busy to parse it),
 // wrapping the sentinel of its answer.
 func identify(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter, r *http.Request, fingerprintKeyless bool) (id *identity, err error) {
-	return identifyCall(rt, auth, w, r, nil, fingerprintKeyless)
+	return identifyCall(rt, auth, w, r, nil, nil, fingerprintKeyless)
 }
 
-// toolCall is an MCP tools/call the MCP front end read and parsed before the identify phase
-// (mcp.go): its body is the request's, and params._meta[key.meta] may carry its key
-// (docs/contract.md §7 Key).
-type toolCall struct {
-	body []byte
-	msg  *mcpwire.Message
-	// principal is who the request authenticated as when its route admitted it; nil without clients.
-	principal *auth.Principal
-}
-
-// identifyCall is identify for a request whose body call holds (nil: read it here). A key that
-// no header carries is read from call's params._meta[rt.Key.Meta], a JSON string, before
-// key.from and key.derive.
-func identifyCall(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter, r *http.Request, call *toolCall, fingerprintKeyless bool) (id *identity, err error) {
-	id = &identity{}
-	if call != nil {
-		id.principal = call.principal
-	}
+// identifyCall is identify for a request that a front end read and parsed itself, call (nil: an
+// HTTP route's, whose body is read here), whose credential may have been verified already as
+// principal (nil: not yet). A key that no header carries is read by call.Key, before key.from and
+// key.derive.
+func identifyCall(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter, r *http.Request, call *Call, principal *auth.Principal, fingerprintKeyless bool) (id *identity, err error) {
+	id = &identity{principal: principal}
 	if err := admit(auth, rt, r, id); err != nil {
 		return id, err
 	}
 	if call != nil { // read: it goes upstream as read, with a key or without
-		id.body = call.body
+		if int64(len(call.Body)) > rt.MaxBodyBytes { // a tool's bound may be tighter than its front end's route
+			return id, fmt.Errorf("%w: %d bytes, tool %s accepts at most %d", problem.ErrBodyTooLarge, len(call.Body), rt.Name, rt.MaxBodyBytes)
+		}
+		id.body = call.Body
 	}
 	key, present, err := readKey(r, rt.Key.Header)
-	source := keyFromHeader
-	if !present && call != nil && rt.Key.Meta != "" {
-		if v := call.msg.Meta(rt.Key.Meta); v != nil {
-			key, err = metaKey(v, rt.Key.Meta)
-			present, source = true, keyFromMeta
+	source := KeyFromHeader
+	if !present && call != nil && call.Key != nil {
+		if key, present, err = call.Key(); present {
+			source = call.KeySource
 		}
 	}
 	if id.keyErr = err; err != nil && !fingerprintKeyless {
@@ -105,15 +94,15 @@ func identifyCall(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWri
 	switch {
 	case present || derivable || id.keyErr != nil:
 	case rt.Key.Required:
-		id.keyErr = fmt.Errorf("%w: %s is required on route %s", problem.ErrMissingKey, keyPlaces(rt), rt.Name)
+		id.keyErr = fmt.Errorf("%w: %s is required on route %s", problem.ErrMissingKey, keyPlaces(rt, call), rt.Name)
 	default:
-		id.keyErr = fmt.Errorf("%w: no %s; route %s passes such a request through and stores nothing", problem.ErrMissingKey, keyPlaces(rt), rt.Name)
+		id.keyErr = fmt.Errorf("%w: no %s; route %s passes such a request through and stores nothing", problem.ErrMissingKey, keyPlaces(rt, call), rt.Name)
 	}
 	if id.keyErr != nil && !fingerprintKeyless {
 		return id, nil
 	}
 	if call == nil {
-		if id.body, err = readBody(w, r, rt.MaxBodyBytes); err != nil {
+		if id.body, err = ReadBody(w, r, rt.MaxBodyBytes); err != nil {
 			return id, err
 		}
 	}
@@ -261,9 +250,10 @@ func canonicalRequest(rt *routes.Route, r *http.Request, body []byte) (*canonica
 	}, nil
 }
 
-// readBody reads the whole request body, up to limit bytes. Errors wrap problem.ErrBodyTooLarge, or
-// problem.ErrInvalidBody when the body breaks off.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+// ReadBody reads the whole body of r, up to limit bytes (a route's max_body_bytes); w, when not
+// nil, is told when it is over (http.MaxBytesReader). Errors wrap problem.ErrBodyTooLarge, or
+// problem.ErrInvalidBody when the body breaks off. A front end reads its requests' bodies with it.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if err := declaredTooLarge(r, limit); err != nil {
 		return nil, err
 	}

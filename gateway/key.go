@@ -1,10 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -50,36 +48,21 @@ func readKey(r *http.Request, h string) (key string, present bool, err error) {
 	return key, true, nil
 }
 
-// Where a request's key came from (agent.idempotency.key_source).
+// Where a request's key came from (agent.idempotency.key_source, Exchange.KeySource); a front end
+// names its own source (Call.KeySource).
 const (
-	keyFromHeader = "header"
-	keyFromMeta   = "meta" // params._meta of an MCP tools/call (docs/contract.md §7 Key)
-	keyFromFrom   = "from"
-	keyFromDerive = "derive"
+	KeyFromHeader = "header"
+	KeyFromFrom   = "from"
+	KeyFromDerive = "derive"
 )
 
-// metaKey reads the key of a tools/call from v, the raw value of params._meta[name]: a JSON
-// string holding a valid key (record.CheckKey). Errors wrap problem.ErrInvalidKey and never quote v.
-func metaKey(v []byte, name string) (key string, err error) {
-	switch inner := v[min(1, len(v)):max(len(v)-1, 0)]; {
-	case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(inner, '\\') < 0: // no escapes: the bytes are the key
-		key = string(inner)
-	case json.Unmarshal(v, &key) != nil:
-		return "", fmt.Errorf("%w: params._meta[%q] is not a JSON string", problem.ErrInvalidKey, name)
-	}
-	if err := record.CheckKey(key); err != nil {
-		return "", fmt.Errorf("%w: params._meta[%q]: %v", problem.ErrInvalidKey, name, err)
-	}
-	return key, nil
-}
-
-// keyPlaces says where rt reads a key from a request, for the problems of a request without
-// one: its header, and on a tool of a kind: mcp route params._meta.
-func keyPlaces(rt *routes.Route) string {
-	if rt.Key.Meta == "" {
+// keyPlaces names where a request on rt may carry its key: the route's key header, and the place
+// in its body a front end reads (call.KeyPlace).
+func keyPlaces(rt *routes.Route, call *Call) string {
+	if call == nil || call.KeyPlace == "" {
 		return "header " + rt.Key.Header
 	}
-	return fmt.Sprintf("header %s or params._meta[%q]", rt.Key.Header, rt.Key.Meta)
+	return "header " + rt.Key.Header + " or " + call.KeyPlace
 }
 
 // requestField is the value of one field of a key or reconcile template in a request: its tenant,
@@ -115,14 +98,14 @@ func deriveKey(rt *routes.Route, r *http.Request, tenant string, body []byte) (k
 			if err := record.CheckKey(key); err != nil {
 				return "", "", fmt.Errorf("%w: %v (key.from %s)", problem.ErrInvalidKey, err, from)
 			}
-			return key, keyFromFrom, nil
+			return key, KeyFromFrom, nil
 		}
 		errs = append(errs, fmt.Sprintf("key.from %s is missing", from))
 	}
 	if rt.Key.Derive != nil {
 		key, err := rt.Key.Derive.Render(lookup)
 		if err == nil {
-			return key, keyFromDerive, nil
+			return key, KeyFromDerive, nil
 		}
 		errs = append(errs, "key.derive: "+err.Error())
 	}

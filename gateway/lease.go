@@ -57,7 +57,7 @@ func renewTimeout(length, storeTimeout time.Duration) (timeout, hedgeAfter time.
 
 // holdLease starts renewing x's lease, unless it is renewed already (a reconciliation that goes on
 // to execute keeps its lease). Its schedule starts at the claim.
-func (x *exchange) holdLease() {
+func (x *Exchange) holdLease() {
 	if x.lease != nil {
 		return
 	}
@@ -73,7 +73,7 @@ func (x *exchange) holdLease() {
 }
 
 // dropLease stops x's renewals, unless a settle took them over (settle.go).
-func (x *exchange) dropLease() {
+func (x *Exchange) dropLease() {
 	if x.lease != nil {
 		x.lease.stop()
 		x.lease = nil

@@ -68,7 +68,7 @@ routes:
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = store.Close() })
-	gw, err := gateway.New(cfg, store, gateway.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	gw, err := gateway.New(cfg, store, gateway.Options{Fronts: fronts, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -238,7 +238,7 @@ func TestMCPShutdownEndsGETStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(cfg, openEmbedded(t), gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	gw, err := gateway.New(cfg, openEmbedded(t), gateway.Options{Fronts: fronts, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

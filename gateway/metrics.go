@@ -6,7 +6,8 @@ import (
 )
 
 // metrics are the gateway's Prometheus series, namespace idemgateway. Labels take few values:
-// tool (the routes file's names), decision, outcome, op, result.
+// tool (the routes file's names), decision, outcome, op, result. A front end registers its own
+// (mcpfront: idemgateway_mcp_*).
 type metrics struct {
 	decisions     *prometheus.CounterVec   // idemgateway_decisions_total{tool,decision}
 	upstream      *prometheus.HistogramVec // idemgateway_upstream_duration_seconds{tool,outcome}
@@ -20,10 +21,6 @@ type metrics struct {
 	parses        *prometheus.CounterVec   // idemgateway_body_parses_total{result}
 	parseBytes    prometheus.Gauge         // idemgateway_body_parse_bytes
 	storeSafe     prometheus.GaugeFunc     // idemgateway_store_safe
-
-	mcpMessages  *prometheus.CounterVec // idemgateway_mcp_messages_total{route,method}
-	mcpCancels   *prometheus.CounterVec // idemgateway_mcp_cancels_absorbed_total{route}
-	mcpToolLists *prometheus.CounterVec // idemgateway_mcp_tool_list_refreshes_total{route,result}
 }
 
 // Outcome labels of idemgateway_upstream_duration_seconds.
@@ -85,18 +82,9 @@ func newMetrics(reg prometheus.Registerer, safe func() error) *metrics {
 				}
 				return 1
 			}),
-		mcpMessages: counter("mcp_messages_total",
-			"JSON-RPC messages POSTed to kind: mcp routes, by method (the MCP methods of mcpMethodLabels, else other; batch, response, invalid).",
-			"route", "method"),
-		mcpCancels: counter("mcp_cancels_absorbed_total",
-			"notifications/cancelled of guarded tool calls in flight answered 202 and not forwarded (cancel: finish).",
-			"route"),
-		mcpToolLists: counter("mcp_tool_list_refreshes_total",
-			"Tool lists of kind: mcp routes read by the gateway's own MCP client (discover_tools) or from tools/list answers passing through (learned); result is ok or error.",
-			"route", "result"),
 	}
 	reg.MustRegister(m.decisions, m.upstream, m.store, m.inFlight, m.leaseRenewals, m.unknown, m.keyChurn, m.wakeups, m.pending,
-		m.parses, m.parseBytes, m.storeSafe, m.mcpMessages, m.mcpCancels, m.mcpToolLists)
+		m.parses, m.parseBytes, m.storeSafe)
 	return m
 }
 

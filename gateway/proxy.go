@@ -26,22 +26,22 @@ import (
 // serveReadOnly admits a request on a read_only route (admit) and proxies it without touching
 // the store.
 func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *auth.Authenticator) {
-	x := g.newExchange(w, r, rt, httpRoute{})
+	x := g.newExchange(w, r, rt, auth)
 	defer x.logAccess()
 	if err := upgradeRefused(rt, r.Header); err != nil {
 		x.reject(err)
 		return
 	}
-	if x.admit(auth) && x.limitBody() {
-		httpRoute{}.call(x)
+	if x.admit() && x.limitBody() {
+		httpRoute{}.Call(x)
 	}
 }
 
-// call is the upstream call of an HTTP route (responder): the reverse proxy for x, which then ends
+// call is the upstream call of an HTTP route (Responder): the reverse proxy for x, which then ends
 // the upstream exchange's context.
 // The deferred cancel also runs when the reverse proxy aborts the handler with
 // http.ErrAbortHandler (the client went away while the body was copied).
-func (httpRoute) call(x *exchange) {
+func (httpRoute) Call(x *Exchange) {
 	inFlight := x.g.metrics.inFlight.WithLabelValues(x.label)
 	inFlight.Inc()
 	defer func() {
@@ -96,7 +96,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		// be read from the body and replays carry a plain body.
 		out.Header.Del("Accept-Encoding")
 	}
-	if x.stream { // bounded by stream_idle_timeout once the answer starts (watchStream)
+	if x.stream { // bounded by the front end's idle timeout once the answer starts (streamAnswer)
 		ctx, x.cancelUpstream = context.WithCancel(ctx)
 		x.idle = time.AfterFunc(up.Timeout, x.cancelUpstream)
 	} else {
@@ -116,7 +116,7 @@ func ensureSlash(p string) string {
 
 // clientTrace counts the connections obtained for the upstream request and records each as a span
 // event: once one is obtained, bytes of the request may reach the upstream.
-func (x *exchange) clientTrace() *httptrace.ClientTrace {
+func (x *Exchange) clientTrace() *httptrace.ClientTrace {
 	return &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			n := x.attempts.Add(1)
@@ -147,13 +147,13 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	}
 	if x.owner == "" { // read_only, or no key: nothing to settle
 		if x.stream {
-			x.watchStream(resp)
+			x.streamAnswer(resp)
 		}
 		x.observeUpstream(outcomePassThrough)
 		return nil
 	}
-	if c, ok := x.front.(capturer); ok && resp.StatusCode/100 == 2 {
-		c.capture(x, resp)
+	if c, ok := x.front.(Capturer); ok && resp.StatusCode/100 == 2 {
+		c.Capture(x, resp)
 		return nil
 	}
 	oc := outcomeOf(upstreamResult{status: resp.StatusCode}, x.rt)
@@ -190,8 +190,30 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
-func (x *exchange) observeUpstream(outcome string) {
+func (x *Exchange) observeUpstream(outcome string) {
 	x.g.metrics.upstream.WithLabelValues(x.label, outcome).Observe(x.upDur.Seconds())
+}
+
+// streamAnswer bounds a pass-through answer of a front end (Exchange.Stream) by its idle
+// timeout between reads, and lets the front end's watch see it, and wrap its body, first.
+func (x *Exchange) streamAnswer(resp *http.Response) {
+	x.idle.Reset(x.streamIdle)
+	resp.Body = idleBody{resp.Body, x}
+	if x.watch != nil {
+		x.watch(resp)
+	}
+}
+
+// idleBody is a pass-through answer's body: each read restarts the idle timeout (streamAnswer).
+type idleBody struct {
+	io.ReadCloser
+	x *Exchange
+}
+
+func (b idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.x.idle.Reset(b.x.streamIdle)
+	return n, err
 }
 
 // proxyError answers an upstream exchange that failed, settling the record by outcomeOf: if no
@@ -214,9 +236,9 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		x.rec.Detail = fault.Error()
 		x.settle(oc.op)
 		retryable = oc.op == opRelease // the key was freed
-		if c, ok := x.front.(capturer); ok {
+		if c, ok := x.front.(Capturer); ok {
 			x.logger().Warn("upstream exchange failed", "err", err, "may_have_sent", x.mayHaveSent.Load())
-			c.failed(x, w, fault, oc)
+			c.Failed(x, w, fault, oc)
 			return
 		}
 	}
@@ -226,26 +248,26 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	p.Write(w, 0)
 }
 
-// capturer is a front end that reads an executed call's 2xx answer itself (MCP tool calls,
-// mcpcapture.go): it settles the record from what the answer says, not from its status, and
-// answers an upstream exchange that failed in its own protocol.
-type capturer interface {
-	// capture settles x's record from resp, whose body it may replace with what the client gets.
-	capture(x *exchange, resp *http.Response)
-	// failed answers the client through w after the upstream exchange failed with fault, and
+// Capturer is a Responder that reads an executed call's 2xx answer itself (MCP tool calls): it
+// settles the record from what the answer says, not from its status (Exchange.Commit,
+// Exchange.Settle), and answers an upstream exchange that failed in its own protocol.
+type Capturer interface {
+	// Capture settles x's record from resp, whose body it may replace with what the client gets.
+	Capture(x *Exchange, resp *http.Response)
+	// Failed answers the client through w after the upstream exchange failed with fault, and
 	// the record settled by oc.
-	failed(x *exchange, w http.ResponseWriter, fault error, oc outcome)
+	Failed(x *Exchange, w http.ResponseWriter, fault error, oc Outcome)
 }
 
 type exchangeKey struct{}
 
-func exchangeFrom(ctx context.Context) *exchange {
-	x, _ := ctx.Value(exchangeKey{}).(*exchange)
+func exchangeFrom(ctx context.Context) *Exchange {
+	x, _ := ctx.Value(exchangeKey{}).(*Exchange)
 	return x
 }
 
 // request is the inbound request carrying x, for the reverse proxy's hooks.
-func (x *exchange) request() *http.Request {
+func (x *Exchange) request() *http.Request {
 	return x.r.WithContext(context.WithValue(x.r.Context(), exchangeKey{}, x))
 }
 

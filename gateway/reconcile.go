@@ -21,12 +21,12 @@ import (
 // offers as {key} to reconcile templates: the scope key (tenant, tool and idempotency key,
 // URL-escaped), or its digest when longer than 255 bytes. Unlike the client's key it cannot
 // collide across tenants or tools at the upstream.
-func (x *exchange) forwardedKey() string {
+func (x *Exchange) forwardedKey() string {
 	return routes.KeyOrDigest(x.skey)
 }
 
 // templateValue looks up a field of a reconcile template for this request.
-func (x *exchange) templateValue(source, name string, p canonical.Pointer) (string, bool) {
+func (x *Exchange) templateValue(source, name string, p canonical.Pointer) (string, bool) {
 	if source == routes.SourceKey {
 		return x.forwardedKey(), true
 	}
@@ -36,7 +36,7 @@ func (x *exchange) templateValue(source, name string, p canonical.Pointer) (stri
 // inject writes the route's reconcile.inject value into the body sent upstream (after the
 // fingerprint was taken: the value is the gateway's, not the client's). Errors wrap
 // problem.ErrInvalidBody.
-func (x *exchange) inject() error {
+func (x *Exchange) inject() error {
 	if x.rt.Reconcile == nil || x.rt.Reconcile.Inject == nil {
 		return nil
 	}
@@ -59,7 +59,7 @@ func (x *exchange) inject() error {
 // reconciles it), asks the upstream whether the effect exists, then
 // commits a receipt made from the answer and replays it (found), executes the call again (not
 // found), or leaves the record outcome_unknown (the lookup failed).
-func (x *exchange) reconcile(prev *record.Record) {
+func (x *Exchange) reconcile(prev *record.Record) {
 	// The upstream may still be working on the call whose outcome is unknown (the gateway stopped
 	// waiting, or died; the upstream did not). A lookup now could miss an effect that lands a
 	// moment later, and the re-execution would make it twice: wait reconcile.after from the latest
@@ -109,7 +109,7 @@ func (x *exchange) reconcile(prev *record.Record) {
 // a reconciliation also waited for the reclaim (another store call) and the lookup (the upstream's
 // timeout). A reconciliation that counted reconcile.after from started_at alone could look up while
 // the call was still under way, when a claim's reply came late (case C14), and execute it twice.
-func (x *exchange) callStartBound(executions int) time.Duration {
+func (x *Exchange) callStartBound(executions int) time.Duration {
 	d := x.g.opts.StoreTimeout
 	if executions > 1 {
 		d += x.g.opts.StoreTimeout + x.rt.Upstream.Timeout
@@ -121,7 +121,7 @@ func (x *exchange) callStartBound(executions int) time.Duration {
 // of the value at rc.Found ("" when absent, null, or the lookup answers 404); answer is the body.
 // A transport failure is logged here; err names only its kind (faultOf), for the receipt's detail
 // and the client's problem.
-func (x *exchange) lookupEffect(rc *routes.Reconcile) (found string, answer []byte, err error) {
+func (x *Exchange) lookupEffect(rc *routes.Reconcile) (found string, answer []byte, err error) {
 	target, err := rc.Path.Expand(func(source, name string, p canonical.Pointer) (string, bool) {
 		v, ok := x.templateValue(source, name, p)
 		return strings.ReplaceAll(url.QueryEscape(v), "+", "%20"), ok // valid in a path and a query

@@ -13,79 +13,81 @@ import (
 	"github.com/idemgateway/idemgateway/record"
 )
 
-// responder is what a protocol front end adds to the decision table: how it calls the upstream
+// Responder is what a protocol front end adds to the decision table: how it calls the upstream
 // under a claimed key, and how it renders the answers that call none. The decision loop
 // (effect.go, decide.go), the store's writes and the bookkeeping of each decision (the
 // Idempotency-Decision header, metrics, the span) are shared. HTTP routes (httpRoute) answer with
-// the stored response and RFC 9457 problems; MCP tool calls answer with JSON-RPC messages.
-type responder interface {
-	// call makes x's upstream call once, under its claimed key, and settles the record from the
-	// call's outcome (outcomeOf, then x.settle) before the answer reaches the client.
-	call(x *exchange)
-	// replay answers with prev's stored response.
-	replay(x *exchange, prev *record.Record)
-	// refuse answers with ref: a decision that called no upstream.
-	refuse(x *exchange, ref *refusal)
+// the stored response and RFC 9457 problems; a front end answers in its protocol (Front).
+type Responder interface {
+	// Call makes x's upstream call once, under its claimed key, and settles the record from the
+	// call's outcome before the answer reaches the client (the reverse proxy's, Exchange.Proxy,
+	// does both).
+	Call(x *Exchange)
+	// Replay answers with prev's stored response.
+	Replay(x *Exchange, prev *record.Record)
+	// Refuse answers with ref: a decision that called no upstream.
+	Refuse(x *Exchange, ref *Refusal)
 }
 
-// refusal is an answer that calls no upstream: a conflict, a request in progress, an unknown
+// Refusal is an answer that calls no upstream: a conflict, a request in progress, an unknown
 // outcome, or a rejected request (a bad key or body, the store down).
-type refusal struct {
-	decision string // one of the Decision constants
-	// err wraps the sentinel that says which answer this is (package problem); its message is the detail.
-	err error
-	// retryAfter is when a retry may succeed, on retryable refusals (0: not said).
-	retryAfter time.Duration
-	// conflict is set on a conflict: what differs from the record the key holds.
-	conflict *conflict
+type Refusal struct {
+	Decision string // one of the Decision constants
+	// Err wraps the sentinel that says which answer this is (package problem); its message is the
+	// detail.
+	Err error
+	// RetryAfter is when a retry may succeed, on retryable refusals (0: not said).
+	RetryAfter time.Duration
+	// Conflict is set on a conflict: what differs from the record the key holds.
+	Conflict *Conflict
 }
 
-// conflict is what a conflict's answer tells of the record the key holds (docs/contract.md §4).
-type conflict struct {
-	existingFingerprint, receivedFingerprint string
-	existingRemoteID                         string
-	// differingFields name the fields whose values differ (docs/fingerprint.md), at most
+// Conflict is what a conflict's answer tells of the record the key holds (docs/contract.md §4).
+type Conflict struct {
+	ExistingFingerprint, ReceivedFingerprint string
+	ExistingRemoteID                         string
+	// DifferingFields name the fields whose values differ (docs/fingerprint.md), at most
 	// problem.MaxDifferingFields; nil when the record kept no document.
-	differingFields []string
+	DifferingFields []string
 }
 
 // replay answers with the stored response, without calling the upstream.
-func (x *exchange) replay(prev *record.Record) {
+func (x *Exchange) replay(prev *record.Record) {
 	x.decide(DecisionReplay)
 	x.setRemoteID(prev.RemoteID)
-	x.front.replay(x, prev)
+	x.front.Replay(x, prev)
 }
 
 // conflict answers that the key is known with a different effect fingerprint. What the answer
 // tells of the record (its fingerprint, remote id and the fields that differ) is the first
 // caller's data: with clients, only the caller who claimed the key gets it
 // (docs/security.md#who-is-calling).
-func (x *exchange) conflict(prev *record.Record) {
-	c := &conflict{receivedFingerprint: x.fp}
+func (x *Exchange) conflict(prev *record.Record) {
+	c := &Conflict{ReceivedFingerprint: x.fp}
 	if x.caller == "" || x.caller == prev.Caller {
-		c.existingFingerprint, c.existingRemoteID = prev.EffectFingerprint, prev.RemoteID
+		c.ExistingFingerprint, c.ExistingRemoteID = prev.EffectFingerprint, prev.RemoteID
 		if prev.Document != nil && x.doc != nil {
-			c.differingFields = x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, problem.MaxDifferingFields)
+			c.DifferingFields = x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, problem.MaxDifferingFields)
 		}
 	}
 	x.decide(DecisionConflict)
-	x.front.refuse(x, &refusal{
-		decision: DecisionConflict,
-		err:      fmt.Errorf("%w: key %q was first used for a request with another fingerprint", problem.ErrConflict, x.key),
-		conflict: c,
+	x.front.Refuse(x, &Refusal{
+		Decision: DecisionConflict,
+		Err:      fmt.Errorf("%w: key %q was first used for a request with another fingerprint", problem.ErrConflict, x.key),
+		Conflict: c,
 	})
 }
 
 // refuse answers with a decision that calls no upstream (in_progress, outcome_unknown), telling a
 // retryable one to come back after retryAfter.
-func (x *exchange) refuse(decision string, err error, retryAfter time.Duration) {
+func (x *Exchange) refuse(decision string, err error, retryAfter time.Duration) {
 	x.decide(decision)
-	x.front.refuse(x, &refusal{decision: decision, err: err, retryAfter: retryAfter})
+	x.front.Refuse(x, &Refusal{Decision: decision, Err: err, RetryAfter: retryAfter})
 }
 
 // reject answers a request that cannot be decided on (bad key, bad body, store down): no
 // Idempotency-Decision header, decision "rejected" in the answer and the span.
-func (x *exchange) reject(err error) {
+func (x *Exchange) reject(err error) {
 	x.decision = DecisionRejected
 	if x.traced {
 		x.span.SetAttributes(attrDecision.String(DecisionRejected))
@@ -99,7 +101,7 @@ func (x *exchange) reject(err error) {
 	case errors.Is(err, record.ErrCorrupt):
 		x.logger().Error("the key's record is unreadable: its retries are refused until it expires or an operator deletes it", "err", err)
 	}
-	x.front.refuse(x, &refusal{decision: DecisionRejected, err: err, retryAfter: retryAfter})
+	x.front.Refuse(x, &Refusal{Decision: DecisionRejected, Err: err, RetryAfter: retryAfter})
 }
 
 // httpRoute is the front end of HTTP routes: the upstream call goes through the reverse proxy
@@ -109,7 +111,7 @@ type httpRoute struct{}
 // replay writes prev's stored status, headers and body, with Idempotent-Replayed: true. A receipt
 // that kept no body (over MaxReceiptBodyBytes, or resolved by an operator) replays none, and says
 // so in Idempotency-Replay-Body: omitted.
-func (httpRoute) replay(x *exchange, prev *record.Record) {
+func (httpRoute) Replay(x *Exchange, prev *record.Record) {
 	h := x.w.Header()
 	status := prev.ResponseStatus
 	var body [3][]byte // the body, in pieces written as they are (withRetryID)
@@ -163,18 +165,18 @@ func withRetryID(resp *record.Response, req []byte) [3][]byte {
 
 // refuse writes ref as an application/problem+json answer, with Retry-After in whole seconds,
 // rounded up, on a retryable one.
-func (httpRoute) refuse(x *exchange, ref *refusal) {
+func (httpRoute) Refuse(x *Exchange, ref *Refusal) {
 	var unauthenticated *auth.Error
-	if errors.As(ref.err, &unauthenticated) {
+	if errors.As(ref.Err, &unauthenticated) {
 		for _, c := range unauthenticated.Challenges {
 			x.w.Header().Add("Www-Authenticate", c)
 		}
 	}
-	p := problem.New(ref.err, ref.decision, x.key)
-	if c := ref.conflict; c != nil {
+	p := problem.New(ref.Err, ref.Decision, x.key)
+	if c := ref.Conflict; c != nil {
 		p.Reason = "idempotency_key_reused_with_different_effect"
-		p.ExistingFingerprint, p.ReceivedFingerprint = c.existingFingerprint, c.receivedFingerprint
-		p.ExistingRemoteID, p.DifferingFields = c.existingRemoteID, c.differingFields
+		p.ExistingFingerprint, p.ReceivedFingerprint = c.ExistingFingerprint, c.ReceivedFingerprint
+		p.ExistingRemoteID, p.DifferingFields = c.ExistingRemoteID, c.DifferingFields
 	}
-	p.Write(x.w, int((ref.retryAfter+time.Second-1)/time.Second))
+	p.Write(x.w, int((ref.RetryAfter+time.Second-1)/time.Second))
 }

@@ -33,6 +33,11 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 	if cfg == nil || len(cfg.Routes) == 0 {
 		return errors.New("gateway: no routes")
 	}
+	for _, rt := range cfg.Routes {
+		if rt.Kind != routes.KindHTTP && rt.Kind != "" && g.fronts[rt.Kind] == nil {
+			return fmt.Errorf("gateway: route %s: no front end serves kind %s (Options.Fronts)", rt.Name, rt.Kind)
+		}
+	}
 	auth, err := auth.New(cfg.Clients, g.log)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
@@ -81,7 +86,9 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 		t.handler = otelhttp.NewHandler(r, "idemgateway", otelhttp.WithTracerProvider(tp),
 			otelhttp.WithSpanNameFormatter(func(_ string, req *http.Request) string { return req.Method }))
 	}
-	g.tools.reload(cfg.Routes)
+	for _, f := range g.fronts {
+		f.Reload(cfg)
+	}
 	if old := g.table.Swap(t); old != nil {
 		old.auth.Close() // requests under way keep the keys it fetched
 	}

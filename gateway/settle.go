@@ -104,7 +104,7 @@ func (p *pendingSettle) write(ctx context.Context) error {
 // read (a body cut off at the receipt limit still names an id that comes early). Every committed
 // call, whoever reads its answer (the reverse proxy, a front end's capture, a reconciliation),
 // commits through it.
-func (x *exchange) commitReceipt(resp *record.Response, kept bool, lookIn []byte, id, url canonical.Pointer) {
+func (x *Exchange) commitReceipt(resp *record.Response, kept bool, lookIn []byte, id, url canonical.Pointer) {
 	rec := x.rec
 	now := time.Now().UTC()
 	rec.ResponseStatus, rec.CommittedAt, rec.ExpiresAt = resp.Status, &now, now.Add(x.rt.TTL)
@@ -122,7 +122,7 @@ func (x *exchange) commitReceipt(resp *record.Response, kept bool, lookIn []byte
 // Idempotency-Receipt: pending, and the write goes on in the background. Meanwhile the record
 // stays in_progress: retries get 409 in_progress, never a free key. A write refused to a stale
 // owner (lease lost) is logged, and ends there.
-func (x *exchange) settle(op settleOp) {
+func (x *Exchange) settle(op settleOp) {
 	x.settled = true
 	p := &pendingSettle{
 		g: x.g, op: op, key: x.skey, owner: x.owner, tool: x.label, ttl: x.rt.TTL,
@@ -180,7 +180,7 @@ func (p *pendingSettle) landed() {
 // landed, and would then block the key until its lease lapsed and it read outcome_unknown. A claim
 // that never reached the store (no connection) needs nothing; nor does one of a store that fails
 // every claim while maxOrphans are pending already (its claims lapse as before).
-func (x *exchange) releaseOrphan(err error) {
+func (x *Exchange) releaseOrphan(err error) {
 	if opErr := (*net.OpError)(nil); errors.As(err, &opErr) && opErr.Op == "dial" {
 		return
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/gateway/mcpfront"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
 	"github.com/idemgateway/idemgateway/routes"
@@ -177,6 +178,7 @@ func newGateway(target *url.URL, store interface {
 	gw, err := gateway.New(cfg, store, gateway.Options{
 		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Transport: gateway.NewTransport(),
+		Fronts:    map[routes.Kind]gateway.NewFront{routes.KindMCP: mcpfront.New},
 	})
 	if err != nil {
 		closeStore()

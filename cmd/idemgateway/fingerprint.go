@@ -60,7 +60,7 @@ func fingerprint(args []string, stdin io.Reader, stdout io.Writer) error {
 			r.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
 		}
 	}
-	e, err := gateway.Explain(cfg, *route, r, *explain)
+	e, err := gateway.Explain(cfg, *route, r, *explain, readers)
 	if err != nil {
 		return err
 	}

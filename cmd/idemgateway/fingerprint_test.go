@@ -312,7 +312,7 @@ func matchServing(t *testing.T, routesYAML string, cases []servingCase) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	gw, err := gateway.New(cfg, store, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	gw, err := gateway.New(cfg, store, gateway.Options{Fronts: fronts, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,15 @@ import (
 	"syscall"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/gateway/mcpfront"
 	"github.com/idemgateway/idemgateway/routes"
+)
+
+// The front ends of the routes of kinds other than http (gateway.Options.Fronts), and how
+// `idemgateway fingerprint` reads their calls (gateway.Explain).
+var (
+	fronts  = map[routes.Kind]gateway.NewFront{routes.KindMCP: mcpfront.New}
+	readers = map[routes.Kind]gateway.CallReader{routes.KindMCP: mcpfront.ReadCall}
 )
 
 // version is stamped at build time: -ldflags "-X main.version=v1.2.3".
@@ -112,7 +120,7 @@ func serve(s *settings) error {
 	defer closeStore()
 	reg := gateway.NewRegistry()
 	gw, err := gateway.New(cfg, store, gateway.Options{Logger: log, TracerProvider: tracerProvider, Metrics: reg,
-		MaxBodyValues: s.MaxBodyValues, MaxInflightBytes: s.MaxInflightBytes})
+		MaxBodyValues: s.MaxBodyValues, MaxInflightBytes: s.MaxInflightBytes, Fronts: fronts})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package gateway
+package mcpfront
 
 import (
 	"context"
@@ -6,18 +6,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 )
 
-// The MCP exchanges the gateway keeps track of: guarded tool calls in flight (their cancels
+// The MCP exchanges the front end keeps track of: guarded tool calls in flight (their cancels
 // and session ends, docs/contract.md §7 Client gone) and GET streams to end at shutdown.
 
-// mcpCalls are the guarded tools/calls in flight on this gateway: the calls whose
+// calls are the guarded tools/calls in flight on this gateway: the calls whose
 // notifications/cancelled it absorbs, and whose session's DELETE waits for them. A call is kept
 // by its *mcpTool (its session id, "" without sessions, and JSON-RPC id), so that adding and
 // removing one, on every guarded call, allocates nothing; a cancel, which is rare, looks through
 // the calls of its session.
-type mcpCalls struct {
+type calls struct {
 	mu       sync.Mutex
 	calls    map[*mcpTool]struct{}
 	sessions map[string]int // calls in flight by session id
@@ -25,7 +26,7 @@ type mcpCalls struct {
 }
 
 // add counts m's call in flight until remove(m).
-func (c *mcpCalls) add(m *mcpTool) {
+func (c *calls) add(m *mcpTool) {
 	c.mu.Lock()
 	if c.calls == nil {
 		c.calls, c.sessions = map[*mcpTool]struct{}{}, map[string]int{}
@@ -36,7 +37,7 @@ func (c *mcpCalls) add(m *mcpTool) {
 }
 
 // remove ends what add(m) began.
-func (c *mcpCalls) remove(m *mcpTool) {
+func (c *calls) remove(m *mcpTool) {
 	c.mu.Lock()
 	delete(c.calls, m)
 	if c.sessions[m.session]--; c.sessions[m.session] <= 0 {
@@ -52,7 +53,7 @@ func (c *mcpCalls) remove(m *mcpTool) {
 // has reports whether a call of session and id is in flight. Ids are compared by value
 // (mcpwire.SameID), so that a cancel that spells the id otherwise (5.0 for 5), which the server
 // reads as the same id, is absorbed.
-func (c *mcpCalls) has(session string, id []byte) bool {
+func (c *calls) has(session string, id []byte) bool {
 	key, ok := mcpwire.IDKey(id)
 	if !ok {
 		return false
@@ -75,7 +76,7 @@ func (c *mcpCalls) has(session string, id []byte) bool {
 
 // wait returns once no call of session is in flight, or ctx ends. Each call is bounded by its
 // upstream's timeout.
-func (c *mcpCalls) wait(ctx context.Context, session string) {
+func (c *calls) wait(ctx context.Context, session string) {
 	for {
 		c.mu.Lock()
 		if c.sessions[session] == 0 {
@@ -95,11 +96,11 @@ func (c *mcpCalls) wait(ctx context.Context, session string) {
 	}
 }
 
-// mcpStreams ends the GET streams of kind: mcp routes when the server shuts down (EndStreams), once
+// streams ends the GET streams of kind: mcp routes when the server shuts down (EndStreams), once
 // the POSTs in flight on them have ended. A GET stream carries only the server's own messages and
 // lasts as long as the client keeps it, so http.Server.Shutdown would wait for it until its
 // deadline; ended before the calls in flight, it would end a go-sdk client's session with them.
-type mcpStreams struct {
+type streams struct {
 	posts  atomic.Int64 // POSTs in flight
 	mu     sync.Mutex
 	ctx    context.Context
@@ -107,7 +108,7 @@ type mcpStreams struct {
 }
 
 // context is what ends the GET streams.
-func (s *mcpStreams) context() context.Context {
+func (s *streams) context() context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx == nil {
@@ -117,15 +118,15 @@ func (s *mcpStreams) context() context.Context {
 }
 
 // post counts a POST in flight until the returned func is called.
-func (s *mcpStreams) post() (done func()) {
+func (s *streams) post() (done func()) {
 	s.posts.Add(1)
 	return func() { s.posts.Add(-1) }
 }
 
 // get makes x's request, a GET, end with the GET streams, until the returned func is called.
-func (s *mcpStreams) get(x *exchange) (stop func()) {
-	ctx, cancel := context.WithCancel(x.r.Context())
-	x.r = x.r.WithContext(ctx)
+func (s *streams) get(x *gateway.Exchange) (stop func()) {
+	ctx, cancel := context.WithCancel(x.Request().Context())
+	x.SetRequest(x.Request().WithContext(ctx))
 	unhook := context.AfterFunc(s.context(), cancel)
 	return func() {
 		unhook()
@@ -137,7 +138,7 @@ func (s *mcpStreams) get(x *exchange) (stop func()) {
 // endQuiet (each is bounded by its upstream's timeout): a POST's handler returns before its answer
 // has reached the client, and a go-sdk client whose GET stream ends first fails the calls it still
 // waits for. It polls: it runs once, at shutdown, and keeps the POSTs' path free of locks.
-func (s *mcpStreams) end() {
+func (s *streams) end() {
 	const tick = 10 * time.Millisecond
 	for quiet := time.Duration(0); quiet < endQuiet; time.Sleep(tick) {
 		if s.posts.Load() > 0 {
@@ -149,11 +150,6 @@ func (s *mcpStreams) end() {
 	s.context()
 	s.cancel()
 }
-
-// EndStreams ends the streams that would hold a graceful shutdown to its deadline: the GET
-// streams of kind: mcp routes, once their POSTs in flight have ended (mcpStreams.end). Register it
-// on the proxy listener's server (http.Server.RegisterOnShutdown).
-func (g *Gateway) EndStreams() { g.mcpStreams.end() }
 
 // endQuiet is how long no MCP POST must be in flight before shutdown ends the GET streams.
 const endQuiet = 200 * time.Millisecond

@@ -1,4 +1,4 @@
-package gateway
+package mcpfront
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
@@ -28,8 +29,8 @@ const maxEventBytes = 16 << 20
 // errNoFinal says an answer ended without the call's final response.
 var errNoFinal = errors.New("the tool server's answer ended without the call's response")
 
-// capture settles x's record from resp, a 2xx answer to the call (capturer, proxy.go).
-func (m *mcpTool) capture(x *exchange, resp *http.Response) {
+// Capture settles x's record from resp, a 2xx answer to the call (gateway.Capturer).
+func (m *mcpTool) Capture(x *gateway.Exchange, resp *http.Response) {
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch ct {
 	case "text/event-stream":
@@ -73,8 +74,8 @@ func (m *mcpTool) final(msg []byte) (*mcpwire.Final, error) {
 // answerInstead settles an answer that holds no final response (why) as an unknown outcome, and
 // replaces it by the gateway's answer, which says so, at HTTP 200 (docs/contract.md §7 Refusals):
 // a client reads no body from a 202, and a 204 has none.
-func (m *mcpTool) answerInstead(x *exchange, resp *http.Response, why error) {
-	msg := m.unsettled(x, why, m.settleWithout(x, why))
+func (m *mcpTool) answerInstead(x *gateway.Exchange, resp *http.Response, why error) {
+	msg := m.unsettled(x, why, settleWithout(x, why))
 	ct := "application/json"
 	if m.sse {
 		msg, ct = sseEvent(msg), "text/event-stream"
@@ -92,60 +93,35 @@ func replaceBody(resp *http.Response, b []byte, ct string) {
 	resp.Header.Set("Content-Type", ct)
 }
 
-// sseEvent is msg as one SSE event.
-func sseEvent(msg []byte) []byte {
-	var b bytes.Buffer
-	_ = mcpwire.WriteEvent(&b, &mcpwire.Event{Data: msg}) // a bytes.Buffer does not fail
-	return b.Bytes()
-}
-
-// settleFinal settles x's record from f, the call's final response: a committed one's receipt
-// keeps f.Member (up to MaxReceiptBodyBytes) and the remote id it names.
-func (m *mcpTool) settleFinal(x *exchange, f *mcpwire.Final) {
-	c := finalClass(f, x.rt.Tool)
-	oc := settled(c, x.rt)
-	x.observeUpstream(c.String())
-	if oc.op != opCommit {
-		x.rec.Detail = finalDetail(f, x.rt.Tool)
-		x.settle(oc.op)
+// settleFinal settles x's record from f, the call's final response (outcome.go): a committed
+// one's receipt keeps f.Member (up to the receipt limit) and the remote id it names.
+func (m *mcpTool) settleFinal(x *gateway.Exchange, f *mcpwire.Final) {
+	rt := x.Route()
+	c := finalClass(f, rt.Tool)
+	if c != gateway.Committed {
+		x.Settle(c, finalDetail(f, rt.Tool))
 		return
 	}
-	x.rec.MCPProtocolVersion = m.version
+	x.Record().MCPProtocolVersion = m.version
 	stored := &record.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
-	kept := int64(len(f.Member)) <= x.g.opts.MaxReceiptBodyBytes
+	kept := int64(len(f.Member)) <= x.ReceiptLimit()
 	if kept {
 		stored.Body = f.Member
 	}
 	// receipt pointers address the final message (/result/structuredContent/id): the member
 	// holds the same path.
-	x.commitReceipt(stored, kept, f.Member, x.rt.Receipt.RemoteID, x.rt.Receipt.RemoteURL)
-}
-
-// finalDetail says why a final response did not commit, for the record.
-func finalDetail(f *mcpwire.Final, t *routes.Tool) string {
-	switch {
-	case f.HasError:
-		return fmt.Sprintf("tool server answered JSON-RPC error %d", f.ErrCode)
-	case f.ResultType != "":
-		return "tool server asked for input (resultType " + f.ResultType + ")"
-	default:
-		return fmt.Sprintf("tool answered isError: true (tool_error: %s)", t.ToolError)
-	}
+	x.Commit(stored, kept, f.Member)
 }
 
 // settleWithout settles a call that got no final response (why) as an unknown outcome.
-func (m *mcpTool) settleWithout(x *exchange, why error) outcome {
-	oc := settled(unknown, x.rt)
-	x.observeUpstream(oc.class.String())
-	x.rec.Detail = why.Error()
-	x.settle(oc.op)
-	return oc
+func settleWithout(x *gateway.Exchange, why error) gateway.Outcome {
+	return x.Settle(gateway.Unknown, why.Error())
 }
 
 // sseCapture is the body the client gets of a guarded call's SSE answer.
 type sseCapture struct {
 	m      *mcpTool
-	x      *exchange
+	x      *gateway.Exchange
 	src    io.ReadCloser
 	events *mcpwire.Reader
 	out    bytes.Buffer // what the client gets next
@@ -173,7 +149,7 @@ func (c *sseCapture) next() {
 		if !errors.Is(err, io.EOF) {
 			why = fmt.Errorf("%w: %v", errNoFinal, err)
 		}
-		c.out.Write(sseEvent(c.m.unsettled(c.x, why, c.m.settleWithout(c.x, why))))
+		c.out.Write(sseEvent(c.m.unsettled(c.x, why, settleWithout(c.x, why))))
 		c.done = true
 		return
 	}
@@ -195,12 +171,12 @@ func (c *sseCapture) next() {
 // (docs/contract.md §7 Client gone); cancel: forward stops reading, and the outcome is unknown.
 // The proxy calls Close before the call returns, so the lease is held until then.
 func (c *sseCapture) Close() error {
-	for !c.done && c.x.rt.MCP.Cancel != routes.CancelForward {
+	for !c.done && c.x.Route().MCP.Cancel != routes.CancelForward {
 		c.out.Reset()
 		c.next()
 	}
 	if !c.done {
-		c.m.settleWithout(c.x, fmt.Errorf("%w: the client went away (cancel: forward)", errNoFinal))
+		settleWithout(c.x, fmt.Errorf("%w: the client went away (cancel: forward)", errNoFinal))
 		c.done = true
 	}
 	return c.src.Close()

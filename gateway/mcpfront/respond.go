@@ -1,4 +1,4 @@
-package gateway
+package mcpfront
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/idemgateway/idemgateway/auth"
+	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
@@ -31,20 +32,17 @@ var (
 	attrMCPClassSource = attribute.Key("agent.mcp.tool.class.source")
 )
 
-// mcpKeySources are the values of agent.idempotency.key.source, by the key source of
-// agent.idempotency.key_source.
-var mcpKeySources = map[string]string{keyFromHeader: "header", keyFromMeta: "meta", keyFromFrom: "argument", keyFromDerive: "derived"}
-
 // metaIdempotency is the member of a refusal's result._meta (refusal: tool_error) that holds
 // metaInfo.
 const metaIdempotency = "io.github.idemgateway/idempotency"
 
-// mcpTool is the front end (responder) of a guarded tools/call. The upstream call is the reverse
-// proxy's, whose 2xx answer it reads itself (capture, mcpcapture.go); a replay is the stored
+// mcpTool is the Responder of a guarded tools/call (gateway.Capturer). The upstream call is the
+// reverse proxy's, whose 2xx answer it reads itself (Capture, capture.go); a replay is the stored
 // result re-enveloped with this request's id; a refusal is a tool error or a JSON-RPC error at
 // HTTP 200, by the route's refusal (docs/contract.md §7).
 type mcpTool struct {
 	msg     mcpwire.Message // the tools/call
+	call    gateway.Call    // what the identify phase reads of it (call.go)
 	sse     bool            // the client accepts only text/event-stream: the gateway answers with one SSE event
 	session string          // Mcp-Session-Id; "" without sessions
 	version string          // the MCP revision the request names (protocolVersion); "" when none
@@ -52,23 +50,20 @@ type mcpTool struct {
 	classSource string
 }
 
-// start readies m, whose msg is x's tools/call of the MCP revision version, to answer it.
-func (m *mcpTool) start(x *exchange, version, classSource string) {
-	m.sse, m.session = onlySSE(x.r.Header), x.r.Header.Get(headerSessionID)
-	m.version, m.classSource = version, classSource
-}
-
 // traceCall names x's span "tools/call <tool>" and sets the attributes of docs/contract.md §7
-// that the request holds (the key's come with identified).
-func (m *mcpTool) traceCall(x *exchange) {
-	if !x.traced {
+// that the request holds, after Identify (which sets the tool's and the key's).
+func (m *mcpTool) traceCall(x *gateway.Exchange) {
+	span := x.Span()
+	if !span.IsRecording() {
 		return
 	}
-	x.span.SetName(methodToolsCall + " " + m.msg.Tool)
+	span.SetName(methodToolsCall + " " + m.msg.Tool)
 	attrs := []attribute.KeyValue{
-		attrTool.String(x.rt.Name), attrSideEffect.Bool(true),
 		attrMCPMethod.String(methodToolsCall), attrGenAITool.String(m.msg.Tool),
 		attrJSONRPCID.String(string(m.msg.ID)), attrMCPClassSource.String(m.classSource),
+	}
+	if source := x.KeySource(); source != "" {
+		attrs = append(attrs, attrMCPKeySource.String(keySourceNames[source]))
 	}
 	if m.version != "" {
 		attrs = append(attrs, attrMCPProtocol.String(m.version))
@@ -77,22 +72,21 @@ func (m *mcpTool) traceCall(x *exchange) {
 		sum := sha256.Sum256([]byte(m.session))
 		attrs = append(attrs, attrMCPSession.String(hex.EncodeToString(sum[:8])))
 	}
-	x.span.SetAttributes(attrs...)
+	span.SetAttributes(attrs...)
 }
 
-// call makes the upstream call through the reverse proxy (proxy.go). It returns once the
-// upstream's answer has ended: the lease is held, and the call counted in flight (mcp.go), until
-// then.
-func (m *mcpTool) call(x *exchange) {
-	httpRoute{}.call(x)
-}
+// Call makes the upstream call through the reverse proxy (gateway.Exchange.Proxy). It returns
+// once the upstream's answer has ended: the lease is held, and the call counted in flight
+// (calls.go), until then.
+func (m *mcpTool) Call(x *gateway.Exchange) { x.Proxy() }
 
-// replay answers with prev's stored result or error under this request's id, byte for byte
+// Replay answers with prev's stored result or error under this request's id, byte for byte
 // otherwise; a record that kept none (over the receipt limit, or resolved by an operator) replays
 // a tool result that says the call took effect, with its remote id. Never Mcp-Session-Id: the
 // answer is the gateway's, valid in any session.
-func (m *mcpTool) replay(x *exchange, prev *record.Record) {
-	x.w.Header()["Idempotent-Replayed"] = replayed // shared, as writeJSONRPC's values are
+func (m *mcpTool) Replay(x *gateway.Exchange, prev *record.Record) {
+	w := x.Writer()
+	w.Header()["Idempotent-Replayed"] = replayed // shared, as writeJSONRPC's values are
 	if resp := prev.Response; prev.ResponseBodyKept && resp != nil && isMember(resp.Body) {
 		member := resp.Body
 		if stateless(m.version) && !stateless(prev.MCPProtocolVersion) {
@@ -100,15 +94,15 @@ func (m *mcpTool) replay(x *exchange, prev *record.Record) {
 		}
 		// Re-enveloped under this request's id by splicing: the stored member goes out as it is.
 		parts := mcpwire.EnvelopeParts(m.msg.ID, member)
-		writeJSONRPC(x.w, http.StatusOK, m.sse, parts[:]...)
+		writeJSONRPC(w, http.StatusOK, m.sse, parts[:]...)
 		return
 	}
-	text := fmt.Sprintf("The call already took effect (idempotency key %q) and was not run again. Its result was not kept.", x.key)
+	text := fmt.Sprintf("The call already took effect (idempotency key %q) and was not run again. Its result was not kept.", x.Key())
 	if prev.RemoteID != "" {
-		text = fmt.Sprintf("The call already took effect (idempotency key %q), remote id %s, and was not run again. Its full result was not kept.", x.key, prev.RemoteID)
+		text = fmt.Sprintf("The call already took effect (idempotency key %q), remote id %s, and was not run again. Its full result was not kept.", x.Key(), prev.RemoteID)
 	}
-	info := &metaInfo{Decision: DecisionReplay, Key: x.key, Tool: x.rt.Name, ExistingRemoteID: prev.RemoteID}
-	m.write(x.w, mcpwire.Envelope(m.msg.ID, m.resultMember(text, false, info)))
+	info := &metaInfo{Decision: gateway.DecisionReplay, Key: x.Key(), Tool: x.Route().Name, ExistingRemoteID: prev.RemoteID}
+	m.write(w, mcpwire.Envelope(m.msg.ID, m.resultMember(text, false, info)))
 }
 
 // withResultType is member, a stored result, with "resultType":"complete" added when it has
@@ -134,50 +128,50 @@ func isMember(b []byte) bool {
 	return bytes.HasPrefix(b, []byte(`{"result":`)) || bytes.HasPrefix(b, []byte(`{"error":`))
 }
 
-// refuse answers ref at HTTP 200 as the route's refusal says. An authentication failure stays
+// Refuse answers ref at HTTP 200 as the route's refusal says. An authentication failure stays
 // an HTTP 401 or 403, which a client's authorization flow reads.
-func (m *mcpTool) refuse(x *exchange, ref *refusal) {
+func (m *mcpTool) Refuse(x *gateway.Exchange, ref *gateway.Refusal) {
 	var unauthenticated *auth.Error
-	if errors.As(ref.err, &unauthenticated) || errors.Is(ref.err, problem.ErrTenantMismatch) || errors.Is(ref.err, problem.ErrActorMismatch) {
-		httpRoute{}.refuse(x, ref)
+	if errors.As(ref.Err, &unauthenticated) || errors.Is(ref.Err, problem.ErrTenantMismatch) || errors.Is(ref.Err, problem.ErrActorMismatch) {
+		x.RefuseHTTP(ref)
 		return
 	}
-	info := &metaInfo{Decision: ref.decision, Retryable: problem.Retryable(ref.err), Key: x.key, Tool: x.rt.Name,
-		RetryAfterMs: ref.retryAfter.Milliseconds()}
-	if c := ref.conflict; c != nil {
-		info.ExistingFingerprint, info.ReceivedFingerprint = c.existingFingerprint, c.receivedFingerprint
-		info.DifferingFields, info.ExistingRemoteID = c.differingFields, c.existingRemoteID
+	info := &metaInfo{Decision: ref.Decision, Retryable: problem.Retryable(ref.Err), Key: x.Key(), Tool: x.Route().Name,
+		RetryAfterMs: ref.RetryAfter.Milliseconds()}
+	if c := ref.Conflict; c != nil {
+		info.ExistingFingerprint, info.ReceivedFingerprint = c.ExistingFingerprint, c.ReceivedFingerprint
+		info.DifferingFields, info.ExistingRemoteID = c.DifferingFields, c.ExistingRemoteID
 	}
-	m.write(x.w, m.answer(x, refusalText(x, ref), info, ref.err))
+	m.write(x.Writer(), m.answer(x, m.refusalText(x, ref), info, ref.Err))
 }
 
-// failed answers a call whose upstream exchange failed (proxyError) and whose record oc settled.
-func (m *mcpTool) failed(x *exchange, w http.ResponseWriter, fault error, oc outcome) {
+// Failed answers a call whose upstream exchange failed and whose record oc settled.
+func (m *mcpTool) Failed(x *gateway.Exchange, w http.ResponseWriter, fault error, oc gateway.Outcome) {
 	m.write(w, m.unsettled(x, fault, oc))
 }
 
 // unsettled is the answer to a call that got no final response (its exchange failed, or its
 // answer ended before it) and whose record oc settled: not executed, or an unknown outcome.
-func (m *mcpTool) unsettled(x *exchange, fault error, oc outcome) []byte {
-	info := &metaInfo{Decision: x.decision, Retryable: oc.op == opRelease, Key: x.key, Tool: x.rt.Name}
-	if oc.class == notCommitted {
+func (m *mcpTool) unsettled(x *gateway.Exchange, fault error, oc gateway.Outcome) []byte {
+	info := &metaInfo{Decision: x.Decision(), Retryable: oc.Released(), Key: x.Key(), Tool: x.Route().Name}
+	if oc.Class() == gateway.NotCommitted {
 		text := fmt.Sprintf("Not executed: the tool's server could not be reached (%v), so nothing was done. Retry this same call with the same key.", fault)
 		return m.answer(x, text, info, fault)
 	}
 	then := "Idempotency key %q is held until an operator resolves it."
-	if oc.op == opRelease {
+	if oc.Released() {
 		then = "A retry with the same key %q runs the call again."
 	}
 	text := fmt.Sprintf("Unknown whether the call took effect: it reached the tool's server, but no complete answer came back (%v). "+
-		"Do not retry it with a new key: check first whether its effect exists. "+then, fault, x.key)
+		"Do not retry it with a new key: check first whether its effect exists. "+then, fault, x.Key())
 	return m.answer(x, text, info, fmt.Errorf("%w: %w", problem.ErrOutcomeUnknown, fault))
 }
 
 // answer is the gateway's own answer to the call: a tool error (refusal: tool_error) whose text
 // is written for a model and whose _meta holds info, or a JSON-RPC error coded by err (refusal:
 // jsonrpc_error) whose data is info.
-func (m *mcpTool) answer(x *exchange, text string, info *metaInfo, err error) []byte {
-	if x.rt.MCP.Refusal == routes.RefuseJSONRPCError {
+func (m *mcpTool) answer(x *gateway.Exchange, text string, info *metaInfo, err error) []byte {
+	if x.Route().MCP.Refusal == routes.RefuseJSONRPCError {
 		code, typ := refusalCode(err)
 		info.Type = typ
 		return mcpwire.ErrorMessage(m.msg.ID, &mcpwire.Error{Code: code, Message: text, Data: info})
@@ -258,25 +252,25 @@ func refusalCode(err error) (int, string) {
 }
 
 // refusalText is what a refusal tells a model: what happened, and what to do next.
-func refusalText(x *exchange, ref *refusal) string {
-	err := ref.err
+func (m *mcpTool) refusalText(x *gateway.Exchange, ref *gateway.Refusal) string {
+	err, key := ref.Err, x.Key()
 	switch {
 	case errors.Is(err, problem.ErrConflict):
 		differs := ""
-		if c := ref.conflict; c != nil && len(c.differingFields) > 0 {
-			differs = " (differs at " + strings.Join(c.differingFields, ", ") + ")"
+		if c := ref.Conflict; c != nil && len(c.DifferingFields) > 0 {
+			differs = " (differs at " + strings.Join(c.DifferingFields, ", ") + ")"
 		}
 		return fmt.Sprintf("Not executed: idempotency key %q was first used with different arguments%s. "+
-			"For a new action use a new key; to retry the first call, resend its original arguments.", x.key, differs)
+			"For a new action use a new key; to retry the first call, resend its original arguments.", key, differs)
 	case errors.Is(err, problem.ErrInProgress):
 		return fmt.Sprintf("Not executed: a call with idempotency key %q is still running. Retry this same call with the same key in %s "+
-			"to get its result; do not use a new key, or the action may happen twice.", x.key, max(ref.retryAfter, time.Second))
+			"to get its result; do not use a new key, or the action may happen twice.", key, max(ref.RetryAfter, time.Second))
 	case errors.Is(err, problem.ErrOutcomeUnknown):
 		return fmt.Sprintf("Not executed: the earlier call with idempotency key %q may or may not have taken effect (%v). "+
-			"Do not retry it with a new key: check first whether its effect exists. Retries with this key are refused until an operator resolves it.", x.key, err)
+			"Do not retry it with a new key: check first whether its effect exists. Retries with this key are refused until an operator resolves it.", key, err)
 	case errors.Is(err, problem.ErrMissingKey):
 		return fmt.Sprintf("Not executed: tool %s needs an idempotency key and this call carried none; the host or tool "+
-			"wrapper sends it in %s. Use one new key per intended action, and the same key when you retry that action.", x.rt.Name, keyPlaces(x.rt))
+			"wrapper sends it in %s. Use one new key per intended action, and the same key when you retry that action.", x.Route().Name, m.keyPlaces())
 	case errors.Is(err, problem.ErrInvalidKey):
 		return fmt.Sprintf("Not executed: the idempotency key is invalid (%v). Send a key of printable ASCII characters, the same one for every retry.", err)
 	case errors.Is(err, problem.ErrStoreUnavailable):
@@ -284,7 +278,7 @@ func refusalText(x *exchange, ref *refusal) string {
 	case errors.Is(err, problem.ErrOverloaded):
 		return "Not executed: the gateway is too busy to read this call, so nothing was done. Retry this same call with the same key in a second."
 	case errors.Is(err, record.ErrCorrupt):
-		return fmt.Sprintf("Not executed: the record of idempotency key %q cannot be read; an operator must delete it. Do not retry with a new key without checking whether the action happened.", x.key)
+		return fmt.Sprintf("Not executed: the record of idempotency key %q cannot be read; an operator must delete it. Do not retry with a new key without checking whether the action happened.", key)
 	}
 	return fmt.Sprintf("Not executed: %v.", err)
 }

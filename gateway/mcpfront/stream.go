@@ -1,40 +1,40 @@
-package gateway
+package mcpfront
 
 import (
 	"bytes"
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/routes"
 )
 
-// Pass-through answers of kind: mcp routes (docs/contract.md §7): bounded between reads, and
-// read by the tool book (mcptools.go) for tool lists and list_changed.
+// Pass-through answers of kind: mcp routes (docs/contract.md §7), read by the tool book
+// (tools.go) for tool lists and list_changed. The pipeline bounds them by stream_idle_timeout
+// between reads (gateway.Exchange.Stream).
 
-// watchStream bounds a pass-through answer by the upstream's stream_idle_timeout between reads,
-// and lets the tool book learn from it (mcptools.go): a tools/list answer (x.learn) is read whole
-// first (up to maxToolListBytes), so that the client's next call meets what it says; any SSE
-// stream is watched for notifications/tools/list_changed.
-func (x *exchange) watchStream(resp *http.Response) {
-	x.idle.Reset(x.rt.Upstream.MCP.StreamIdleTimeout)
+// watch lets the tool book learn from resp, a pass-through answer on rt: a tools/list answer
+// (learn) is read whole first (up to maxToolListBytes), so that the client's next call meets what
+// it says; an SSE stream is watched for notifications/tools/list_changed when the book has
+// something to drop (it learns or lists rt's tools).
+func (f *Front) watch(rt *routes.Route, learn bool, resp *http.Response) {
 	mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
 	sse := strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
-	if x.learn && x.g.tools.learns(x.rt) {
+	learns := f.tools.learns(rt)
+	if learn && learns {
 		var read bytes.Buffer
 		if msg := toolListAnswer(io.TeeReader(io.LimitReader(resp.Body, maxToolListBytes), &read), sse); msg != nil {
-			x.g.tools.learn(x.rt, msg)
+			f.tools.learn(rt, msg)
 		}
 		resp.Body = struct {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(&read, resp.Body), resp.Body}
 	}
-	// Notifications come in SSE streams only; the book has something to drop only when it learns
-	// or lists.
-	resp.Body = &watchedBody{ReadCloser: resp.Body, x: x, idle: x.rt.Upstream.MCP.StreamIdleTimeout,
-		seen: !sse || !(x.g.tools.learns(x.rt) || x.rt.Upstream.MCP.DiscoverTools)}
+	if sse && (learns || rt.Upstream.MCP.DiscoverTools) { // notifications come in SSE streams only
+		resp.Body = &watchedBody{ReadCloser: resp.Body, book: &f.tools, rt: rt}
+	}
 }
 
 // toolListAnswer reads a tools/list answer from r up to its response: the whole of a JSON
@@ -60,18 +60,18 @@ func toolListAnswer(r io.Reader, sse bool) []byte {
 	}
 }
 
-// watchedBody is a pass-through answer's body (watchStream).
-type watchedBody struct {
-	io.ReadCloser
-	x    *exchange
-	idle time.Duration
-	tail []byte // the last bytes read, for a list_changed split across reads
-	seen bool   // list_changed seen, or not looked for
-}
-
 // maxToolListBytes bounds the tools/list answer the gateway reads whole to learn from; a longer
 // one passes through unread.
 const maxToolListBytes = 4 << 20
+
+// watchedBody is a pass-through SSE answer's body, watched for list_changed (watch).
+type watchedBody struct {
+	io.ReadCloser
+	book *toolBook
+	rt   *routes.Route
+	tail []byte // the last bytes read, for a list_changed split across reads
+	seen bool   // list_changed seen
+}
 
 // listChanged is the method as a JSON string token: quotes in a string value are escaped, so a
 // tool's result that merely names the method does not match, where the bare name would.
@@ -79,10 +79,9 @@ var listChanged = []byte(`"` + methodListChanged + `"`)
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.x.idle.Reset(b.idle)
 	if n > 0 && !b.seen && b.sees(p[:n]) {
 		b.seen = true
-		b.x.g.tools.invalidate(b.x.rt)
+		b.book.invalidate(b.rt)
 	}
 	return n, err
 }

@@ -1,9 +1,10 @@
-package gateway
+package mcpfront
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -33,7 +35,11 @@ const (
 
 // toolBook is what the gateway knows of the tools of each kind: mcp route's server.
 type toolBook struct {
-	g     *Gateway
+	now       func() time.Time // the gateway's clock (gateway.Gateway.Now): lists' ttl run on it
+	log       *slog.Logger
+	refreshes *prometheus.CounterVec // idemgateway_mcp_tool_list_refreshes_total
+	transport http.RoundTripper      // the gateway's upstream transport, for discovery
+
 	mu    sync.Mutex
 	lists map[*routes.Route]*toolList // by kind: mcp route
 }
@@ -70,7 +76,7 @@ func (b *toolBook) lookup(rt *routes.Route, tool string) (routes.Class, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.list(rt)
-	if rt.Upstream.MCP.DiscoverTools && !l.refreshing && b.g.now().After(l.expires) {
+	if rt.Upstream.MCP.DiscoverTools && !l.refreshing && b.now().After(l.expires) {
 		l.refreshing = true
 		go b.discover(rt)
 	}
@@ -127,10 +133,10 @@ func (b *toolBook) learn(rt *routes.Route, msg []byte) {
 		Result *mcp.ListToolsResult `json:"result"`
 	}
 	if json.Unmarshal(msg, &m) != nil || m.Result == nil {
-		b.g.metrics.mcpToolLists.WithLabelValues(rt.Name, "error").Inc()
+		b.refreshes.WithLabelValues(rt.Name, "error").Inc()
 		return
 	}
-	b.g.metrics.mcpToolLists.WithLabelValues(rt.Name, "learned").Inc()
+	b.refreshes.WithLabelValues(rt.Name, "learned").Inc()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.list(rt)
@@ -164,19 +170,19 @@ func (b *toolBook) discover(rt *routes.Route) {
 	up := rt.Upstream
 	ctx, cancel := context.WithTimeout(context.Background(), up.Timeout)
 	defer cancel()
-	classes, ttl, err := listTools(ctx, rt, b.g.opts.Transport)
+	classes, ttl, err := listTools(ctx, rt, b.transport)
 	result := "ok"
 	if err != nil {
 		result = "error"
-		b.g.log.Warn("tool discovery failed: tools not configured get the route's class", "route", rt.Name, "err", err)
+		b.log.Warn("tool discovery failed: tools not configured get the route's class", "route", rt.Name, "err", err)
 	}
-	b.g.metrics.mcpToolLists.WithLabelValues(rt.Name, result).Inc()
+	b.refreshes.WithLabelValues(rt.Name, result).Inc()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.list(rt)
 	l.refreshing = false
 	if err != nil {
-		l.expires = b.g.now().Add(up.MCP.ToolsTTL / 10)
+		l.expires = b.now().Add(up.MCP.ToolsTTL / 10)
 		return
 	}
 	switch {
@@ -185,7 +191,7 @@ func (b *toolBook) discover(rt *routes.Route) {
 	case ttl < minToolsTTL: // a list stale at once would be listed again at every call
 		ttl = minToolsTTL
 	}
-	l.classes, l.expires = classes, b.g.now().Add(ttl)
+	l.classes, l.expires = classes, b.now().Add(ttl)
 	b.warnUnlisted(rt, classes)
 }
 
@@ -201,7 +207,7 @@ func (b *toolBook) warnUnlisted(rt *routes.Route, classes map[string]routes.Clas
 	}
 	if len(unlisted) > 0 {
 		slices.Sort(unlisted)
-		b.g.log.Warn("tools configured for the route are not in the server's tools/list: a typo, or a tool the server renamed or dropped; their settings guard nothing",
+		b.log.Warn("tools configured for the route are not in the server's tools/list: a typo, or a tool the server renamed or dropped; their settings guard nothing",
 			"route", rt.Name, "tools", unlisted, "listed", len(classes))
 	}
 }

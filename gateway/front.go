@@ -1,0 +1,236 @@
+package gateway
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemgateway/idemgateway/auth"
+	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/routes"
+)
+
+// The seam between the pipeline and a protocol front end. A route of a kind other than http is
+// served by the Front that Options.Fronts makes for its kind (package mcpfront serves kind: mcp).
+// The front end reads its protocol and hands the pipeline each call the decision table guards
+// (Exchange.Identify, Exchange.Serve); the pipeline asks it back, through the Responder it gave, to
+// call the upstream and to render each answer. Everything else a front end needs of a request is
+// a method of Exchange below.
+
+// Front serves the routes of one kind (routes.Kind) in front of the pipeline.
+type Front interface {
+	// Serve serves r, a request on rt, a route of the front end's kind, whose clients are a
+	// (nil: none). It begins the request's Exchange with Gateway.Begin, and ends it with Done.
+	Serve(w http.ResponseWriter, r *http.Request, rt *routes.Route, a *auth.Authenticator)
+	// Reload is told each routes file that comes into force (New, Gateway.Reload).
+	Reload(cfg *routes.Config)
+	// EndStreams ends the streams that would hold a graceful shutdown to its deadline
+	// (Gateway.EndStreams).
+	EndStreams()
+}
+
+// NewFront makes the Front of one kind for g, at New: it registers its series on
+// g.Options().Metrics.
+type NewFront func(g *Gateway) Front
+
+// CallReader reads the call that r, a request on rt (a route of a front end's kind), carries, as
+// the front end's Serve would, for Explain; tool, when not "", names the tool the call must be of.
+// Its errors say why r has no fingerprint, wrapping problem's sentinels where the gateway would
+// answer with one.
+type CallReader func(rt *routes.Route, tool string, r *http.Request) (*Call, error)
+
+// Call is a request a front end has read and parsed itself, as the identify phase takes it
+// (Exchange.Identify, Explain).
+type Call struct {
+	// Route is the route the call runs under: its settings, key, fingerprint and receipt rules
+	// (a tool's route, routes.MCP.Tool).
+	Route *routes.Route
+	// Body is the request's body, read whole: it goes upstream as it is.
+	Body []byte
+	// Key reads the call's idempotency key from the body, where no header carries it: present is
+	// false when it carries none, and err is one that is not a key (wrapping
+	// problem.ErrInvalidKey). nil: the body carries none. KeySource names that source, as
+	// Exchange.KeySource reports it.
+	Key       func() (key string, present bool, err error)
+	KeySource string
+	// KeyPlace names where Key reads, for the problem of a missing key.
+	KeyPlace string
+}
+
+// Begin begins x, a zero Exchange the front end allocated (alone, or inside state of its own),
+// for r on rt with the clients a, answering with the HTTP responder until Identify names another,
+// and returns it. The front end ends it with Done.
+func (g *Gateway) Begin(x *Exchange, w http.ResponseWriter, r *http.Request, rt *routes.Route, a *auth.Authenticator) *Exchange {
+	g.startExchange(x, w, r, rt, httpRoute{})
+	x.auth = a
+	return x
+}
+
+// Done ends x: it writes its access line.
+func (x *Exchange) Done() { x.logAccess() }
+
+// Accept runs what x's request must pass before a byte of its body is read, and answers it when
+// it fails: a protocol upgrade its route does not allow is refused (tunnel.go), and its
+// credential verified against the clients of its route (docs/security.md#who-is-calling), 401
+// when none accepts it. It reports whether the request may go on; without clients, it may.
+func (x *Exchange) Accept() bool {
+	if err := upgradeRefused(x.rt, x.r.Header); err != nil {
+		x.reject(err)
+		return false
+	}
+	if x.auth == nil || x.principal != nil {
+		return true
+	}
+	p, err := x.auth.Authenticate(x.r)
+	if err != nil {
+		x.reject(err)
+		return false
+	}
+	x.principal = p
+	return true
+}
+
+// Admit runs the admission of x's request under its route (who asks: the tenant and actor, with
+// the credential Accept verified), and refuses the request when it fails. It reports
+// whether the request may go on.
+func (x *Exchange) Admit() bool { return x.admit() }
+
+// Reject refuses x's request with err, wrapping a sentinel of package problem, through its
+// responder: no Idempotency-Decision header, decision "rejected".
+func (x *Exchange) Reject(err error) { x.reject(err) }
+
+// Rejected counts x as rejected, for a front end that answers the request itself.
+func (x *Exchange) Rejected() {
+	x.decision = DecisionRejected
+	x.g.metrics.decisions.WithLabelValues(x.label, DecisionRejected).Inc()
+}
+
+// LimitBody holds the body of x's request, which streams through, to its route's max_body_bytes:
+// a declared length over it is refused at once (false), a longer stream breaks off with 413.
+func (x *Exchange) LimitBody() bool { return x.limitBody() }
+
+// Stream sends x's request upstream as a stream of its route, body (nil: the request's own body
+// streams through) and all, unguarded: tied to the client, its upstream exchange bounded by the
+// upstream's timeout until the answer starts and by idle between reads after, its answer copied
+// as it comes (flushed event by event for SSE). watch, when not nil, sees the answer first and
+// may wrap its body.
+func (x *Exchange) Stream(body []byte, idle time.Duration, watch func(resp *http.Response)) {
+	x.body, x.stream, x.streamIdle, x.watch = body, true, idle, watch
+	httpRoute{}.Call(x)
+	if x.idle != nil {
+		x.idle.Stop()
+	}
+}
+
+// Identify runs the identify phase of c (identify.go) on x: c's route becomes x's (and its span's
+// tool), front its responder, and label the tool label of its metrics. The call is admitted under
+// its route, its body bounded by the route's max_body_bytes (a tool's may be tighter than its
+// front end's route's), its key read from the header, then c.Key, then the route's key.from and
+// key.derive, and its fingerprint computed. The error is a problem of the request itself, which
+// Serve answers.
+func (x *Exchange) Identify(c *Call, front Responder, label string) error {
+	x.rt, x.front, x.label = c.Route, front, label
+	if x.traced {
+		x.span.SetAttributes(attrTool.String(x.rt.Name), attrSideEffect.Bool(x.rt.Class != routes.ReadOnly))
+	}
+	id, err := identifyCall(x.rt, x.auth, x.w, x.r, c, x.principal, false)
+	x.identified(id)
+	return err
+}
+
+// Serve answers x after Identify: it refuses err (Identify's), passes a request without a key
+// that its route does not require through, refuses one without a usable key, and runs the
+// decision table on the rest (effect.go).
+func (x *Exchange) Serve(err error) {
+	switch {
+	case err != nil:
+		x.reject(err)
+	case x.identity.keyless(x.rt):
+		x.keyless()
+	case x.keyErr != nil:
+		x.reject(x.keyErr)
+	default:
+		if err := x.inject(); err != nil { // reconcile.inject, after the fingerprint was taken
+			x.reject(err)
+			return
+		}
+		x.run()
+	}
+}
+
+// Proxy makes x's upstream call through the reverse proxy (proxy.go), which settles its record
+// from the answer (or, when x's responder is a Capturer with a 2xx answer, lets it).
+func (x *Exchange) Proxy() { httpRoute{}.Call(x) }
+
+// RefuseHTTP answers ref as an HTTP route would: an RFC 9457 problem, with WWW-Authenticate on a
+// 401 (for a front end whose protocol leaves authentication to HTTP).
+func (x *Exchange) RefuseHTTP(ref *Refusal) { httpRoute{}.Refuse(x, ref) }
+
+// Commit stores the receipt of x's call from a front end's own reading of its answer: resp is the
+// response replays send (its body kept when kept), and the route's receipt pointers read the
+// remote id and url from lookIn (commitReceipt).
+func (x *Exchange) Commit(resp *record.Response, kept bool, lookIn []byte) {
+	x.observeUpstream(Committed.String())
+	x.commitReceipt(resp, kept, lookIn, x.rt.Receipt.RemoteID, x.rt.Receipt.RemoteURL)
+}
+
+// Settle settles x's call, which a front end found of class c (not Committed: Commit stores a
+// receipt), with detail saying why in its record: the key is freed, or the record marked
+// outcome_unknown, as the route's on_unknown_outcome says (settled). It returns the outcome.
+func (x *Exchange) Settle(c OutcomeClass, detail string) Outcome {
+	oc := settled(c, x.rt)
+	x.observeUpstream(c.String())
+	x.rec.Detail = detail
+	x.settle(oc.op)
+	return oc
+}
+
+// Record is the record of x's execution, as the claim stored it and the settle will: a front end
+// may add what its protocol keeps (the MCP revision) before it commits.
+func (x *Exchange) Record() *record.Record { return x.rec }
+
+// Request is x's request.
+func (x *Exchange) Request() *http.Request { return x.r }
+
+// SetRequest makes r x's request: the same request, under another context.
+func (x *Exchange) SetRequest(r *http.Request) { x.r = r }
+
+// Writer is what x's answer is written to.
+func (x *Exchange) Writer() http.ResponseWriter { return x.w }
+
+// Route is the route x runs under.
+func (x *Exchange) Route() *routes.Route { return x.rt }
+
+// Key is x's idempotency key once read ("" before), and KeySource where it came from: header, or
+// the Call's KeySource, from or derive ("" while it is not usable).
+func (x *Exchange) Key() string { return x.key }
+
+// KeySource is where x's usable key came from (Key).
+func (x *Exchange) KeySource() string { return x.keySource }
+
+// Decision is the decision x's answer says ("" before one).
+func (x *Exchange) Decision() string { return x.decision }
+
+// Span is x's server span; a front end adds its protocol's attributes when it IsRecording.
+func (x *Exchange) Span() trace.Span { return x.span }
+
+// ReceiptLimit is the most of an answer's body a receipt keeps (Options.MaxReceiptBodyBytes).
+func (x *Exchange) ReceiptLimit() int64 { return x.g.opts.MaxReceiptBodyBytes }
+
+// Logger is the gateway's logger with x's tool, tenant and key, for a warning about x.
+func (x *Exchange) Logger() *slog.Logger { return x.logger() }
+
+// Class is what the call did upstream.
+func (o Outcome) Class() OutcomeClass { return o.class }
+
+// Released reports whether the settle freed the key: a retry executes again.
+func (o Outcome) Released() bool { return o.op == opRelease }
+
+// Now is the gateway's clock: time.Now, unless a test set another.
+func (g *Gateway) Now() time.Time { return g.now() }
+
+// Options are the options g runs with, defaults filled in: a front end registers its series on
+// Metrics, logs to Logger, and calls its upstreams through Transport.
+func (g *Gateway) Options() Options { return g.opts }
