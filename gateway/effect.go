@@ -123,7 +123,7 @@ func (x *Exchange) limitBody() bool {
 // claim did not create one. A claim that fails may have landed (its reply lost): it is released
 // in the background (settle.go), and the client gets 503.
 func (x *Exchange) claim() (prev *record.Record, f found, err error) {
-	if err := x.g.claimRefused(); err != nil { // a store that could lose the claim (safety.go)
+	if err := x.g.claimRefused(); err != nil { // a store that could lose the claim
 		return nil, f, err
 	}
 	x.owner = record.NewOwner()
@@ -256,4 +256,19 @@ func (x *Exchange) storeCall(op string, call func(ctx context.Context) error) er
 		span.SetAttributes(attribute.String("idemgateway.store.result", result))
 	}
 	return err
+}
+
+// claimRefused returns the 503 of a keyed request while the store is known to be unfit to keep
+// records (docs/stores.md, "Fail closed"): Redis could evict them, refuses the store's scripts, or
+// cannot be checked. The claim is not made, so no upstream is called. A store that only refuses
+// writes (out of memory) is still asked: a claim that finds a committed record writes nothing and
+// replays it, and one that must write fails with 503 too.
+func (g *Gateway) claimRefused() error {
+	err := g.storeSafety()
+	if err == nil || errors.Is(err, record.ErrWritesRefused) {
+		return nil
+	}
+	// The store's error may name its address: the log says it once per change, the client gets
+	// what it needs to retry.
+	return fmt.Errorf("%w: the store is unfit to keep records now (it could evict them, refuses the gateway's scripts, or cannot be checked); no claim was made", problem.ErrStoreUnavailable)
 }

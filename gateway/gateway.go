@@ -176,6 +176,9 @@ func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error)
 	return g, nil
 }
 
+// storeSafety returns the store's verdict on its own fitness to keep records (record.Safety).
+func (g *Gateway) storeSafety() error { return record.Safety(g.store) }
+
 // ServeHTTP serves one request of an agent's HTTP tool. A path with a dot-segment ("." or "..",
 // escaped or not) is refused before routing: an upstream that resolves it could serve a path no
 // route allows.

@@ -1,14 +1,21 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-// What the gateway removes from every upstream request before it sets the upstream's own headers
-// (docs/security.md#upstream-requests). httputil.ReverseProxy has already removed the hop-by-hop
+// What reaches an upstream, and what its client span shows of it: the headers the gateway removes
+// from every upstream request (docs/security.md#upstream-requests), and the query values it
+// redacts from the span (queryRedacted).
+//
+// The gateway removes headers before it sets the upstream's own. httputil.ReverseProxy has already removed the hop-by-hop
 // headers (RFC 9110 §7.6.1), Upgrade among them, Forwarded and X-Forwarded-*; it sets Connection
 // and Upgrade again only for a request that asked for an upgrade, which gets this far on a route
 // with upgrade alone (upgradeRefused).
@@ -50,4 +57,53 @@ func cleanOutbound(out *http.Request, rt *routes.Route) {
 // outboundDropped reports whether cleanOutbound drops the header canon (canonical form) on rt.
 func outboundDropped(rt *routes.Route, canon string) bool {
 	return canon == rt.Key.Header || canon == rt.Upstream.ForwardKey || ambiguousHeaders[canon]
+}
+
+// queryRedacted is the tracer provider of the upstream client spans (otelhttp's transport): the
+// span's url.full keeps the query's parameter names and replaces each value by REDACTED, since a
+// query may carry a credential (?api_key=...) that the client sent (docs/security.md#error-details).
+// The request the upstream gets is unchanged.
+type queryRedacted struct{ trace.TracerProvider }
+
+func (p queryRedacted) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return queryRedactedTracer{p.TracerProvider.Tracer(name, opts...)}
+}
+
+type queryRedactedTracer struct{ trace.Tracer }
+
+func (t queryRedactedTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	ctx, span := t.Tracer.Start(ctx, name, opts...)
+	return ctx, queryRedactedSpan{span}
+}
+
+type queryRedactedSpan struct{ trace.Span }
+
+// attrURLFull is the client span's URL (OpenTelemetry semantic conventions, url.full).
+const attrURLFull = attribute.Key("url.full")
+
+func (s queryRedactedSpan) SetAttributes(kv ...attribute.KeyValue) {
+	for i, a := range kv {
+		if a.Key == attrURLFull {
+			kv[i] = attrURLFull.String(redactQuery(a.Value.AsString()))
+		}
+	}
+	s.Span.SetAttributes(kv...)
+}
+
+// redactQuery returns rawURL with the value of every query parameter replaced by REDACTED, names
+// and order kept as sent: "/t?api_key=s3cret&x" becomes "/t?api_key=REDACTED&x". The fragment, if
+// any, is dropped.
+func redactQuery(rawURL string) string {
+	rawURL, _, _ = strings.Cut(rawURL, "#")
+	base, query, ok := strings.Cut(rawURL, "?")
+	if !ok || query == "" {
+		return rawURL
+	}
+	params := strings.Split(query, "&")
+	for i, p := range params {
+		if name, _, hasValue := strings.Cut(p, "="); hasValue {
+			params[i] = name + "=REDACTED"
+		}
+	}
+	return base + "?" + strings.Join(params, "&")
 }
