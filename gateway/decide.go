@@ -23,7 +23,8 @@ const (
 // its key is claimed or read, and outcomeOf, what an executed call did upstream and what the record
 // becomes. The request path calls them and does what they say (effect.go); waiting, leases, the
 // proxy's callbacks and the rendering of answers (respond.go) sit around them, never inside a row.
-// A second front end (MCP tool calls) calls the same two functions.
+// A front end of another protocol (Front) runs the same decide, and settles the outcome classes
+// its protocol's answers give through settled.
 
 // action is what decide says to do with a request whose key was claimed or read.
 type action int

@@ -21,12 +21,11 @@ import (
 // request (identify.go), passes a keyless one through, and runs the decision table on the rest.
 func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *auth.Authenticator) {
 	x := g.newExchange(w, r, rt, auth)
-	defer x.logAccess()
-	if err := upgradeRefused(rt, r.Header); err != nil { // docs/security.md#upgrades-and-tunnels
-		x.reject(err)
+	defer x.Done()
+	if !x.Accept() {
 		return
 	}
-	id, err := identify(rt, auth, w, r, false)
+	id, err := identify(rt, auth, w, r, nil, x.principal, false)
 	x.identified(id)
 	x.Serve(err)
 }

@@ -79,14 +79,17 @@ type Exchange struct {
 	status   func() int    // the status written to the client
 }
 
+// newExchange begins an Exchange for r, an HTTP route's request (Begin).
 func (g *Gateway) newExchange(w http.ResponseWriter, r *http.Request, rt *routes.Route, a *auth.Authenticator) *Exchange {
 	return g.Begin(new(Exchange), w, r, rt, a)
 }
 
-// startExchange starts x, a zero exchange that the caller allocated (Begin), and returns it.
-func (g *Gateway) startExchange(x *Exchange, w http.ResponseWriter, r *http.Request, rt *routes.Route, front Responder) *Exchange {
+// Begin begins x, a zero Exchange the caller allocated (alone, or inside a front end's state of
+// its own), for r on rt with the clients a, answering with the HTTP responder until Identify names
+// another, and returns it. End it with Done.
+func (g *Gateway) Begin(x *Exchange, w http.ResponseWriter, r *http.Request, rt *routes.Route, a *auth.Authenticator) *Exchange {
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-	x.g, x.rt, x.label, x.front, x.w, x.r = g, rt, rt.Name, front, ww, r
+	x.g, x.rt, x.label, x.front, x.auth, x.w, x.r = g, rt, rt.Name, httpRoute{}, a, ww, r
 	x.status = ww.Status
 	x.span = trace.SpanFromContext(r.Context())
 	x.start = time.Now()
@@ -95,7 +98,7 @@ func (g *Gateway) startExchange(x *Exchange, w http.ResponseWriter, r *http.Requ
 		return x
 	}
 	method := rt.Method
-	if method == "" { // a kind: mcp route serves several
+	if method == "" { // a front end's route serves several
 		method = r.Method
 	}
 	x.span.SetName(method + " " + rt.Path)
@@ -105,6 +108,30 @@ func (g *Gateway) startExchange(x *Exchange, w http.ResponseWriter, r *http.Requ
 		attrSideEffect.Bool(rt.Class != routes.ReadOnly),
 	)
 	return x
+}
+
+// Done ends x: it writes its access line.
+func (x *Exchange) Done() { x.logAccess() }
+
+// Accept runs what x's request must pass before a byte of its body is read, and answers it when
+// it fails: a protocol upgrade its route does not allow is refused (tunnel.go), and its
+// credential verified against the clients of its route (docs/security.md#who-is-calling), 401
+// when none accepts it. It reports whether the request may go on; without clients, it may.
+func (x *Exchange) Accept() bool {
+	if err := upgradeRefused(x.rt, x.r.Header); err != nil {
+		x.reject(err)
+		return false
+	}
+	if x.auth == nil || x.principal != nil {
+		return true
+	}
+	p, err := x.auth.Authenticate(x.r)
+	if err != nil {
+		x.reject(err)
+		return false
+	}
+	x.principal = p
+	return true
 }
 
 // admit runs the part of the identify phase that every route runs (admit, identify.go) for a

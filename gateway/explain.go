@@ -92,7 +92,7 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool, read
 		}
 		rt = call.Route
 	}
-	id, err := identifyCall(rt, auth, nil, r, call, nil, true)
+	id, err := identify(rt, auth, nil, r, call, nil, true)
 	if err != nil {
 		return nil, err
 	}
@@ -110,8 +110,8 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool, read
 	return e, nil
 }
 
-// explained returns the route of cfg that name names, and the tool it names on a kind: mcp route
-// ("route/tool"; "" when name is the route's).
+// explained returns the route of cfg that name names, and the tool it names on a route of a front
+// end's kind ("route/tool"; "" when name is the route's).
 func explained(cfg *routes.Config, name string) (*routes.Route, string) {
 	for _, rt := range cfg.Routes {
 		if rt.Name == name {
@@ -120,7 +120,7 @@ func explained(cfg *routes.Config, name string) (*routes.Route, string) {
 	}
 	if route, tool, ok := strings.Cut(name, "/"); ok {
 		for _, rt := range cfg.Routes {
-			if rt.Name == route && rt.Kind == routes.KindMCP {
+			if rt.Name == route && rt.Kind != routes.KindHTTP {
 				return rt, tool
 			}
 		}

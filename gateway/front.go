@@ -59,39 +59,6 @@ type Call struct {
 	KeyPlace string
 }
 
-// Begin begins x, a zero Exchange the front end allocated (alone, or inside state of its own),
-// for r on rt with the clients a, answering with the HTTP responder until Identify names another,
-// and returns it. The front end ends it with Done.
-func (g *Gateway) Begin(x *Exchange, w http.ResponseWriter, r *http.Request, rt *routes.Route, a *auth.Authenticator) *Exchange {
-	g.startExchange(x, w, r, rt, httpRoute{})
-	x.auth = a
-	return x
-}
-
-// Done ends x: it writes its access line.
-func (x *Exchange) Done() { x.logAccess() }
-
-// Accept runs what x's request must pass before a byte of its body is read, and answers it when
-// it fails: a protocol upgrade its route does not allow is refused (tunnel.go), and its
-// credential verified against the clients of its route (docs/security.md#who-is-calling), 401
-// when none accepts it. It reports whether the request may go on; without clients, it may.
-func (x *Exchange) Accept() bool {
-	if err := upgradeRefused(x.rt, x.r.Header); err != nil {
-		x.reject(err)
-		return false
-	}
-	if x.auth == nil || x.principal != nil {
-		return true
-	}
-	p, err := x.auth.Authenticate(x.r)
-	if err != nil {
-		x.reject(err)
-		return false
-	}
-	x.principal = p
-	return true
-}
-
 // Admit runs the admission of x's request under its route (who asks: the tenant and actor, with
 // the credential Accept verified), and refuses the request when it fails. It reports
 // whether the request may go on.
@@ -135,7 +102,7 @@ func (x *Exchange) Identify(c *Call, front Responder, label string) error {
 	if x.traced {
 		x.span.SetAttributes(attrTool.String(x.rt.Name), attrSideEffect.Bool(x.rt.Class != routes.ReadOnly))
 	}
-	id, err := identifyCall(x.rt, x.auth, x.w, x.r, c, x.principal, false)
+	id, err := identify(x.rt, x.auth, x.w, x.r, c, x.principal, false)
 	x.identified(id)
 	return err
 }

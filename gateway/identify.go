@@ -7,6 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/canonical"
@@ -49,10 +54,15 @@ func (id *identity) keyless(rt *routes.Route) bool {
 }
 
 // identify is the identify phase of docs/contract.md §4, written once for every caller: the
-// serving path, the fingerprint CLI (Explain) and each protocol front end. In order: who asks and
-// the path parameters (admit, which read_only routes run alone), the key header, the body (up to
-// max_body_bytes), a key from key.from or key.derive when no header carried one, the credential
-// scope, and the canonical document and its fingerprint.
+// serving path, the fingerprint CLI (Explain) and each protocol front end (Exchange.Identify). In
+// order: who asks and the path parameters (admit, which read_only routes run alone), the key
+// header, the body (up to max_body_bytes), a key from key.from or key.derive when no header
+// carried one, the credential scope, and the canonical document and its fingerprint.
+//
+// call is a request a front end read and parsed itself (nil: an HTTP route's, whose body is read
+// here): a key that no header carries is read by call.Key, before key.from and key.derive.
+// principal is who the request authenticated as when its credential was verified already
+// (Exchange.Accept; nil: not yet).
 //
 // A request without a usable key stops before its body is read unless fingerprintKeyless is set
 // (Explain sets it: it fingerprints a request whatever its key): id.keyErr says why, and the body
@@ -60,15 +70,7 @@ func (id *identity) keyless(rt *routes.Route) bool {
 // the limit (http.MaxBytesReader). err is a problem of the request itself (admit's, a body too
 // large, too complex or not parseable, an unparseable query, a gateway too busy to parse it),
 // wrapping the sentinel of its answer.
-func identify(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter, r *http.Request, fingerprintKeyless bool) (id *identity, err error) {
-	return identifyCall(rt, auth, w, r, nil, nil, fingerprintKeyless)
-}
-
-// identifyCall is identify for a request that a front end read and parsed itself, call (nil: an
-// HTTP route's, whose body is read here), whose credential may have been verified already as
-// principal (nil: not yet). A key that no header carries is read by call.Key, before key.from and
-// key.derive.
-func identifyCall(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter, r *http.Request, call *Call, principal *auth.Principal, fingerprintKeyless bool) (id *identity, err error) {
+func identify(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter, r *http.Request, call *Call, principal *auth.Principal, fingerprintKeyless bool) (id *identity, err error) {
 	id = &identity{principal: principal}
 	if err := admit(auth, rt, r, id); err != nil {
 		return id, err
@@ -137,7 +139,7 @@ func identifyCall(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWri
 // tenant or actor header is sent at most once, and a tenant or actor is 1 to
 // routes.MaxTenantBytes token characters (400 invalid-request), checked before any store call.
 func admit(auth *auth.Authenticator, rt *routes.Route, r *http.Request, id *identity) error {
-	p := id.principal // already authenticated (identifyCall)
+	p := id.principal // already authenticated (Exchange.Accept)
 	if auth != nil && p == nil {
 		var err error
 		if p, err = auth.Authenticate(r); err != nil {
@@ -300,4 +302,54 @@ func declaredTooLarge(r *http.Request, limit int64) error {
 		return fmt.Errorf("%w: %d bytes, the route accepts at most %d", problem.ErrBodyTooLarge, r.ContentLength, limit)
 	}
 	return nil
+}
+
+// checkPathParams refuses a path parameter that an upstream could read as another path
+// (docs/security.md#input-bounds): one whose decoded value holds "/", "\", "?", "#", NUL or
+// another control byte, or is not UTF-8 (an overlong "%c0%ae" reads as "." to lax decoders), or
+// that is "." or ".." once its ";" parameters are removed ("..;x", which Tomcat resolves). A
+// trailing wildcard ("*") spans segments: each is checked. Parameters the route names in
+// opaque_path_params are not checked. Errors wrap problem.ErrInvalidRequest.
+func checkPathParams(rt *routes.Route, r *http.Request) error {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil {
+		return nil
+	}
+	for i, name := range rc.URLParams.Keys {
+		if slices.Contains(rt.OpaquePathParams, name) {
+			continue
+		}
+		segments := []string{rc.URLParams.Values[i]}
+		if name == "*" {
+			segments = strings.Split(segments[0], "/")
+		}
+		for _, seg := range segments {
+			if r.URL.RawPath != "" { // chi matched the escaped path (see pathParams)
+				seg, _ = url.PathUnescape(seg) // RawPath is valid escaping: no error
+			}
+			if why := badSegment(seg); why != "" {
+				return fmt.Errorf("%w: path parameter %s %s; a route may allow it with opaque_path_params", problem.ErrInvalidRequest, name, why)
+			}
+		}
+	}
+	return nil
+}
+
+// badSegment says what makes the decoded path segment s unsafe to forward, or "".
+func badSegment(s string) string {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '/', c == '\\', c == '?', c == '#':
+			return fmt.Sprintf("holds %q", c)
+		case c < 0x20 || c == 0x7f:
+			return fmt.Sprintf("holds the control byte %#02x", c)
+		}
+	}
+	if !utf8.ValidString(s) {
+		return "is not UTF-8"
+	}
+	if name, _, _ := strings.Cut(s, ";"); name == "." || name == ".." {
+		return "is a dot-segment once its ';' parameters are removed"
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -106,4 +107,26 @@ func redactQuery(rawURL string) string {
 		}
 	}
 	return base + "?" + strings.Join(params, "&")
+}
+
+// canonicalPath re-encodes u's escaped path one segment at a time, each as Go writes a decoded
+// path (url.URL.EscapedPath) with "/" escaped, so that the upstream gets one spelling of each
+// path: "%41" becomes "A", "%c3%a9" "%C3%A9", and an escaped "/" in an opaque path parameter
+// stays "%2F", inside its segment. A path Go keeps no escaped form of is already written so.
+func canonicalPath(u *url.URL) {
+	if u.RawPath == "" {
+		return
+	}
+	segments := strings.Split(u.RawPath, "/")
+	for i, seg := range segments {
+		decoded, err := url.PathUnescape(seg)
+		if err != nil {
+			return // not reached: Go keeps RawPath only when it is valid escaping
+		}
+		segments[i] = strings.ReplaceAll((&url.URL{Path: decoded}).EscapedPath(), "/", "%2F")
+	}
+	u.RawPath = strings.Join(segments, "/")
+	if u.RawPath == (&url.URL{Path: u.Path}).EscapedPath() {
+		u.RawPath = ""
+	}
 }

@@ -25,16 +25,12 @@ import (
 	"github.com/idemgateway/idemgateway/server"
 )
 
-// serveReadOnly admits a request on a read_only route (admit) and proxies it without touching
-// the store.
+// serveReadOnly admits a request on a read_only route (Accept, admit) and proxies it without
+// touching the store.
 func (g *Gateway) serveReadOnly(w http.ResponseWriter, r *http.Request, rt *routes.Route, auth *auth.Authenticator) {
 	x := g.newExchange(w, r, rt, auth)
-	defer x.logAccess()
-	if err := upgradeRefused(rt, r.Header); err != nil {
-		x.reject(err)
-		return
-	}
-	if x.admit() && x.limitBody() {
+	defer x.Done()
+	if x.Accept() && x.admit() && x.limitBody() {
 		httpRoute{}.Call(x)
 	}
 }

@@ -45,7 +45,7 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 	r := chi.NewRouter()
 	var methods []string // of the routes, in file order, once each
 	for _, rt := range cfg.Routes {
-		for _, m := range routeMethods(rt) {
+		for _, m := range rt.Methods() {
 			if !slices.Contains(methods, m) {
 				methods = append(methods, m)
 			}
@@ -68,7 +68,7 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 	t := &routeTable{routes: make(map[string]*routes.Route, len(cfg.Routes)), auth: auth}
 	for _, rt := range cfg.Routes {
 		t.routes[rt.Name] = rt
-		for _, m := range routeMethods(rt) {
+		for _, m := range rt.Methods() {
 			chi.RegisterMethod(m) // a no-op for the standard methods; chi panics on others
 			r.Method(m, rt.Path, g.routeHandler(rt, auth))
 		}
@@ -95,11 +95,9 @@ func (g *Gateway) Reload(cfg *routes.Config) error {
 	return nil
 }
 
-// route returns the route whose scope name is tool: a route of the file, or the tool's route of
-// a kind: mcp route ("route/tool"); nil when there is none.
-// Route returns the route in force that keeps the records of tool, a route's name or a kind: mcp
-// route's "route/tool", with the settings the tool's calls run under; nil when none names it. The
-// admin API resolves a record under it (admin.Pipeline).
+// Route returns the route in force that keeps the records of tool: a route's name, or "route/tool"
+// on a route of many tools (routes.Route.ToolRoute), with the settings the tool's calls run under;
+// nil when none names it. The admin API resolves a record under it (admin.Pipeline).
 func (g *Gateway) Route(tool string) *routes.Route { return g.table.Load().route(tool) }
 
 func (t *routeTable) route(tool string) *routes.Route {
@@ -107,18 +105,10 @@ func (t *routeTable) route(tool string) *routes.Route {
 		return rt
 	}
 	name, toolName, ok := strings.Cut(tool, "/")
-	if rt := t.routes[name]; ok && rt != nil && rt.Kind == routes.KindMCP && routes.CheckToolName(toolName) == nil {
-		return rt.MCP.Tool(toolName, "")
+	if rt := t.routes[name]; ok && rt != nil {
+		return rt.ToolRoute(toolName)
 	}
 	return nil
-}
-
-// routeMethods are the methods rt serves: its own, or routes.MCPMethods on a kind: mcp route.
-func routeMethods(rt *routes.Route) []string {
-	if rt.Kind == routes.KindMCP {
-		return routes.MCPMethods
-	}
-	return []string{rt.Method}
 }
 
 // routingPath is the path chi routes r by: the escaped path when the URL has one (see pathParams).

@@ -12,6 +12,25 @@ import (
 // POST carries the messages, GET opens a stream, DELETE ends a session).
 var MCPMethods = []string{http.MethodPost, http.MethodGet, http.MethodDelete}
 
+// Methods are the HTTP methods rt serves on its path: its Method, or MCPMethods on a kind: mcp
+// route.
+func (rt *Route) Methods() []string {
+	if rt.Kind == KindMCP && rt.Tool == nil {
+		return MCPMethods
+	}
+	return []string{rt.Method}
+}
+
+// ToolRoute is the route the calls of the tool named tool run under on rt, a route of many tools
+// (kind: mcp: MCP.Tool, with the class the file gives the tool, else the route's); nil on a route
+// of one tool, or for a name CheckToolName refuses.
+func (rt *Route) ToolRoute(tool string) *Route {
+	if rt.Kind != KindMCP || rt.Tool != nil || CheckToolName(tool) != nil {
+		return nil
+	}
+	return rt.MCP.Tool(tool, "")
+}
+
 // Refusal says how a kind: mcp route refuses a guarded tools/call (docs/contract.md §7).
 type Refusal string
 

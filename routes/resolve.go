@@ -95,10 +95,7 @@ func (r *resolver) config(raw *rawFile) *Config {
 		}
 		route := r.route(i, rr, cfg.Upstreams, defaults)
 		cfg.Routes = append(cfg.Routes, route)
-		methods := []string{route.Method}
-		if route.Kind == KindMCP {
-			methods = MCPMethods
-		}
+		methods := route.Methods()
 		if methods[0] == "" || route.Path == "" {
 			continue // invalid, already reported
 		}

@@ -89,11 +89,7 @@ func ReadCall(rt *routes.Route, tool string, r *http.Request) (*gateway.Call, er
 	}
 	m := new(mcpTool)
 	msg := &m.msg
-	version := ""
-	if err = msg.Parse(body); err == nil {
-		version = protocolVersion(r.Header, msg)
-		err = checkHeaders(r.Header, msg, version)
-	}
+	version, err := readMessage(msg, r.Header, body)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", problem.ErrInvalidBody, err)
 	}

@@ -93,14 +93,9 @@ func (f *Front) Serve(w http.ResponseWriter, r *http.Request, rt *routes.Route, 
 		return
 	}
 	msg := &c.tool.msg
-	if err := msg.Parse(body); err != nil {
-		f.countMessage(rt, nil)
-		badMessage(x, err)
-		return
-	}
+	version, err := readMessage(msg, r.Header, body)
 	f.countMessage(rt, msg)
-	version := protocolVersion(r.Header, msg) // read once: the header check and a guarded call's answers use it
-	if err := checkHeaders(r.Header, msg, version); err != nil {
+	if err != nil {
 		badMessage(x, err)
 		return
 	}
@@ -156,11 +151,12 @@ func (f *Front) absorbs(rt *routes.Route, r *http.Request, msg *mcpwire.Message)
 		f.calls.has(r.Header.Get(headerSessionID), msg.CancelledRequestID())
 }
 
-// countMessage counts msg (nil: not a JSON-RPC message) in idemgateway_mcp_messages_total.
+// countMessage counts msg (the zero Message: not a JSON-RPC message) in
+// idemgateway_mcp_messages_total.
 func (f *Front) countMessage(rt *routes.Route, msg *mcpwire.Message) {
 	label := "other"
 	switch {
-	case msg == nil:
+	case msg.Kind == 0:
 		label = "invalid"
 	case msg.Kind == mcpwire.Batch:
 		label = "batch"

@@ -114,6 +114,17 @@ func onlySSE(h http.Header) bool {
 	return sseOK && !jsonOK
 }
 
+// readMessage reads body, POSTed with the headers h, into msg (the zero Message when it is no
+// JSON-RPC message), and checks h against it (checkHeaders). version is the MCP revision the
+// request names, read once: the header check and a guarded call's answers use it.
+func readMessage(msg *mcpwire.Message, h http.Header, body []byte) (version string, err error) {
+	if err := msg.Parse(body); err != nil {
+		return "", err
+	}
+	version = protocolVersion(h, msg)
+	return version, checkHeaders(h, msg, version)
+}
+
 // checkHeaders checks a 2026-07-28 request (version, the revision it names by protocolVersion, at
 // 2026-07-28 or later): Mcp-Method must be sent and name msg's method, and a tools/call's Mcp-Name
 // its tool, after DecodeHeader (docs/contract.md §7 Bad input). An intermediary that routed by the
