@@ -173,20 +173,21 @@ func TestF3SlowBodyIsCut(t *testing.T) {
 
 // TestF3SteadyBodyIsNotCut: a body sent steadily faster than the minimum rate is read whole,
 // however long it takes: its allowance grows with every byte (here 12 KB in 120 pieces, about
-// 2.4 s, more than twice the allowance a body gets before its first byte). The allowance before
-// the first byte is a second, so that no stall of a loaded machine eats it.
+// 2.4 s, more than twice the allowance a body gets before its first byte). The minimum rate, 50
+// bytes a second, is a hundredth of the upload's pace: a piece may take two seconds, not 20 ms,
+// before the upload falls behind it, so that no stall of a loaded machine cuts it.
 func TestF3SteadyBodyIsNotCut(t *testing.T) {
 	t.Parallel()
 	up, calls := countingUpstream(t)
 	_, _, gw := newGateway(t, openEmbedded, up.URL, gateway.Options{})
-	ls := serveLimited(t, gw, server.Limits{BodyTimeout: time.Second, MinRate: 500})
+	ls := serveLimited(t, gw, server.Limits{BodyTimeout: time.Second, MinRate: 50})
 	body := `{"pad":"` + strings.Repeat("x", 12000) + `"}`
 	conn := dial(t, ls, 0)
 	fmt.Fprintf(conn, "POST /v1/tickets HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nIdempotency-Key: steady\r\nContent-Length: %d\r\n\r\n", len(body))
 	for rest := body; rest != ""; {
 		piece := rest[:min(100, len(rest))]
 		rest = rest[len(piece):]
-		time.Sleep(20 * time.Millisecond) // the pace of the upload (5 KB/s, ten times the minimum): a read deadline runs on wall time
+		time.Sleep(20 * time.Millisecond) // the pace of the upload (5 KB/s, a hundred times the minimum): a read deadline runs on wall time
 		if _, err := io.WriteString(conn, piece); err != nil {
 			t.Fatalf("the gateway stopped the upload with %d bytes to go: %v", len(rest)+len(piece), err)
 		}

@@ -146,7 +146,7 @@ func TestPendingSettleHoldsLease(t *testing.T) {
 		up := newHeldUpstream(t, nil)
 		up.releaseAll()
 		reg := gateway.NewRegistry()
-		srv, _, gw := newGatewayOn(t, store, settleYAML(up.URL, 200*time.Millisecond, 1500*time.Millisecond), gateway.Options{Metrics: reg})
+		srv, _, gw := newGatewayOn(t, store, settleYAML(up.URL, 10*time.Second, 1500*time.Millisecond), gateway.Options{Metrics: reg})
 		gw.SetSettleRetry(10*time.Millisecond, 50*time.Millisecond)
 		if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "201 execute" || r.header.Get("Idempotency-Receipt") != "pending" {
 			t.Fatalf("the call: %s %v; want 201 execute, Idempotency-Receipt: pending", r, err)
