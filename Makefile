@@ -28,7 +28,7 @@ test: redis-server mcpts chart-test
 # The inner loop: every package but the end-to-end tests of the built binaries (e2e/). Under two
 # minutes on two cores.
 unit: redis-server
-	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/e2e$$')
+	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/e2e\(/\|$$\)')
 
 # Where make test's time goes: each package's time and the 15 slowest tests (internal/slowest).
 slowest: redis-server mcpts
@@ -136,7 +136,7 @@ lint:
 CHAOS_OPS ?= 10000
 .PHONY: chaos
 chaos: redis-server
-	E2E_CHAOS_OPS=$(CHAOS_OPS) $(GO) test -count=1 -timeout 20m -run '^TestChaos$$' -v ./e2e/
+	E2E_CHAOS_OPS=$(CHAOS_OPS) $(GO) test -count=1 -timeout 20m -run '^TestChaos$$' -v ./e2e/chaos/
 
 # The performance harness (issue 7): the gateway against a bare reverse proxy on a local
 # redis-server it starts itself, and on the embedded store, about 3 minutes; prints a Markdown table

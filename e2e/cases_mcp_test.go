@@ -27,7 +27,7 @@ func TestC16_RetryKeepsItsOwnID(t *testing.T) {
 	for i, c := range []struct{ id, decision string }{{`7`, "execute"}, {`"retry-7b"`, "replay"}, {`8`, "replay"}} {
 		body := `{"jsonrpc":"2.0","id":` + c.id + `,"method":"tools/call","params":{"name":"create_ticket",` +
 			`"arguments":{"title":"Printer on fire"},"_meta":{"` + metaKey + `":"c16"}}}`
-		decision, msg := postToolCall(t, e.gw.proxy+w.path, body)
+		decision, msg := postToolCall(t, e.gw.Proxy+w.path, body)
 		if decision != c.decision {
 			t.Errorf("call %d (id %s): Idempotency-Decision %q, want %q", i, c.id, decision, c.decision)
 		}
@@ -58,7 +58,7 @@ func postToolCall(t *testing.T, url, body string) (decision string, msg map[stri
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	resp, err := client.Do(req)
+	resp, err := Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

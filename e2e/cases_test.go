@@ -21,8 +21,8 @@ import (
 func TestC01_SimultaneousDuplicates(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		req := request{Key: "c01", Body: ticketBody}
-		resps, heldAt := sendHeldDuplicates(t, e.sb, "c01", req, []*gateway{e.gw, e.gw})
+		req := Request{Key: "c01", Body: ticketBody}
+		resps, heldAt := sendHeldDuplicates(t, e.sb, "c01", req, []*Gateway{e.gw, e.gw})
 		for i, r := range resps {
 			if i == heldAt {
 				expectCreated(t, r)
@@ -50,7 +50,7 @@ func leaseRenewals(result string) string {
 func TestC02_LeaseRenewedDuringLongCall(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		req := request{Path: pathLease, Key: "c02", Body: ticketBody}
+		req := Request{Path: pathLease, Key: "c02", Body: ticketBody}
 		first := goSend(e.gw, held(req, "c02"))
 		e.sb.waitHeld(t, "c02", 1)
 		e.gw.waitMetric(t, leaseRenewals("ok"), 6)
@@ -80,7 +80,7 @@ func TestC02_LeaseRenewedDuringLongCall(t *testing.T) {
 
 // expectUnknownExecution checks the answer to an execution whose connection broke after the
 // request was sent: 502 or 504, decision execute, not retryable.
-func expectUnknownExecution(t *testing.T, r response) {
+func expectUnknownExecution(t *testing.T, r Response) {
 	t.Helper()
 	switch r.Status {
 	case http.StatusBadGateway:
@@ -96,14 +96,14 @@ func expectUnknownExecution(t *testing.T, r response) {
 func TestC03_CommitThenConnectionDrop(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		first := e.gw.do(t, request{Key: "c03", Body: ticketBody, Header: map[string]string{"X-Sandbox-Fail-After-Commit": "drop"}})
+		first := e.gw.do(t, Request{Key: "c03", Body: ticketBody, Header: map[string]string{"X-Sandbox-Fail-After-Commit": "drop"}})
 		expectUnknownExecution(t, first)
 		rec := e.gw.mustRecord(t, "create_ticket", "c03")
 		if rec.State != "outcome_unknown" {
 			t.Errorf("record state %q, want outcome_unknown", rec.State)
 		}
 
-		r := e.gw.do(t, request{Key: "c03", Body: ticketBody})
+		r := e.gw.do(t, Request{Key: "c03", Body: ticketBody})
 		expectProblem(t, r, http.StatusConflict, "outcome-unknown", "outcome_unknown", false)
 		expectUp(t, e.sb, 1)
 		expectAttempts(t, e.sb, 1)
@@ -116,14 +116,14 @@ func TestC04_503ThenRecovery(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.sb.script(t, `[{"status":503}]`)
-		req := request{Key: "c04", Body: ticketBody}
+		req := Request{Key: "c04", Body: ticketBody}
 
 		first := e.gw.do(t, req)
 		expectDecision(t, first, http.StatusServiceUnavailable, "execute")
 		if !strings.Contains(string(first.Body), "injected by the sandbox") {
 			t.Errorf("the 503 is not the upstream's: %.300s", first.Body)
 		}
-		if rec, found := e.gw.record(t, "default", "create_ticket", "c04"); found {
+		if rec, found := e.gw.Record(t, "default", "create_ticket", "c04"); found {
 			t.Errorf("a 503 was stored: %+v", rec)
 		}
 
@@ -143,13 +143,13 @@ func TestC04_503ThenRecovery(t *testing.T) {
 func TestC05_AmountChanged(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		first := e.gw.do(t, request{Key: "c05", Body: `{"amount":"10.00"}`})
+		first := e.gw.do(t, Request{Key: "c05", Body: `{"amount":"10.00"}`})
 		id := expectCreated(t, first)
 
-		r := e.gw.do(t, request{Key: "c05", Body: `{"amount":"99.00"}`})
+		r := e.gw.do(t, Request{Key: "c05", Body: `{"amount":"99.00"}`})
 		expectConflict(t, r, first.Header.Get("Idempotency-Fingerprint"), id)
 
-		expectReplayOf(t, e.gw.do(t, request{Key: "c05", Body: `{"amount":"10.00"}`}), first)
+		expectReplayOf(t, e.gw.do(t, Request{Key: "c05", Body: `{"amount":"10.00"}`}), first)
 		expectUp(t, e.sb, 1)
 	})
 }
@@ -159,7 +159,7 @@ func TestC05_AmountChanged(t *testing.T) {
 func TestC06_ReorderedBody(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		first := e.gw.do(t, request{Key: "c06", Body: `{"event":"E1","qty":2}`})
+		first := e.gw.do(t, Request{Key: "c06", Body: `{"event":"E1","qty":2}`})
 		expectCreated(t, first)
 		for _, body := range []string{
 			"{ \"qty\": 2,\n \"event\":\"E1\" }",
@@ -167,9 +167,9 @@ func TestC06_ReorderedBody(t *testing.T) {
 			`{"qty":2.0,"event":"E1"}`,
 			`{"qty":2e0,"event":"E1"}`,
 		} {
-			r := e.gw.do(t, request{Key: "c06", Body: body})
-			if r.decision() != "replay" {
-				t.Errorf("body %q: %d %q, want a replay", body, r.Status, r.decision())
+			r := e.gw.do(t, Request{Key: "c06", Body: body})
+			if r.Decision() != "replay" {
+				t.Errorf("body %q: %d %q, want a replay", body, r.Status, r.Decision())
 				continue
 			}
 			expectReplayOf(t, r, first)
@@ -192,13 +192,13 @@ func TestC07_DefaultedMember(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, embeddedStore, envOptions{routes: tc.routes})
-			first := e.gw.do(t, request{Key: "c07", Body: `{"name":"w1"}`})
+			first := e.gw.do(t, Request{Key: "c07", Body: `{"name":"w1"}`})
 			id := expectCreated(t, first)
-			r := e.gw.do(t, request{Key: "c07", Body: `{"name":"w1","metadata":{}}`})
+			r := e.gw.do(t, Request{Key: "c07", Body: `{"name":"w1","metadata":{}}`})
 			if tc.sameEffect {
 				expectReplayOf(t, r, first)
 				// A value other than the default is another effect.
-				r := e.gw.do(t, request{Key: "c07", Body: `{"name":"w1","metadata":{"a":1}}`})
+				r := e.gw.do(t, Request{Key: "c07", Body: `{"name":"w1","metadata":{"a":1}}`})
 				expectConflict(t, r, first.Header.Get("Idempotency-Fingerprint"), id)
 			} else {
 				expectConflict(t, r, first.Header.Get("Idempotency-Fingerprint"), id)
@@ -215,13 +215,13 @@ func TestC08_NoOrBlankKey(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
 		for _, tc := range []struct {
 			name    string
-			req     request
+			req     Request
 			problem string
 		}{
-			{"no key", request{NoKey: true}, "missing-idempotency-key"},
-			{"empty key", request{Key: ""}, "invalid-idempotency-key"},
-			{"whitespace-only key", request{Key: "   "}, "invalid-idempotency-key"},
-			{"whitespace-only sf-string", request{Key: `"   "`}, "invalid-idempotency-key"},
+			{"no key", Request{NoKey: true}, "missing-idempotency-key"},
+			{"empty key", Request{Key: ""}, "invalid-idempotency-key"},
+			{"whitespace-only key", Request{Key: "   "}, "invalid-idempotency-key"},
+			{"whitespace-only sf-string", Request{Key: `"   "`}, "invalid-idempotency-key"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				for range 2 {
@@ -235,7 +235,7 @@ func TestC08_NoOrBlankKey(t *testing.T) {
 		t.Run("optional key", func(t *testing.T) {
 			var ids []string
 			for range 2 {
-				r := e.gw.do(t, request{Path: pathOptional, NoKey: true, Body: ticketBody})
+				r := e.gw.do(t, Request{Path: pathOptional, NoKey: true, Body: ticketBody})
 				expectDecision(t, r, http.StatusCreated, "execute")
 				if r.Status == http.StatusCreated {
 					id, _ := r.json(t)["id"].(string)
@@ -254,13 +254,13 @@ func TestC08_NoOrBlankKey(t *testing.T) {
 func TestC09_SetCookieNotReplayed(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		first := e.gw.do(t, request{Key: "c09", Body: ticketBody, Header: map[string]string{"X-Sandbox-Set-Cookie": "1"}})
+		first := e.gw.do(t, Request{Key: "c09", Body: ticketBody, Header: map[string]string{"X-Sandbox-Set-Cookie": "1"}})
 		expectCreated(t, first)
 		if first.Header.Get("Set-Cookie") == "" {
 			t.Errorf("the sandbox set no cookie: the test proves nothing")
 		}
 		for _, hdr := range []map[string]string{nil, {"X-Sandbox-Set-Cookie": "1"}} {
-			r := e.gw.do(t, request{Key: "c09", Body: ticketBody, Header: hdr})
+			r := e.gw.do(t, Request{Key: "c09", Body: ticketBody, Header: hdr})
 			expectReplayOf(t, r, first)
 			if v := r.Header.Values("Set-Cookie"); len(v) > 0 {
 				t.Errorf("replay carries Set-Cookie %q", v)
@@ -279,7 +279,7 @@ func TestC10_LargeResponseBody(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		const pad = 5 << 20
-		first := e.gw.do(t, request{Key: "c10", Body: ticketBody, Header: map[string]string{"X-Sandbox-Body-Bytes": "5242880"}})
+		first := e.gw.do(t, Request{Key: "c10", Body: ticketBody, Header: map[string]string{"X-Sandbox-Body-Bytes": "5242880"}})
 		id := expectCreated(t, first)
 		if len(first.Body) < pad {
 			t.Errorf("first response body %d bytes, want the whole %d-byte padding", len(first.Body), pad)
@@ -296,7 +296,7 @@ func TestC10_LargeResponseBody(t *testing.T) {
 			t.Errorf("receipt response_body_kept %v, want false", rec.ResponseBodyKept)
 		}
 
-		r := e.gw.do(t, request{Key: "c10", Body: ticketBody})
+		r := e.gw.do(t, Request{Key: "c10", Body: ticketBody})
 		expectDecision(t, r, http.StatusCreated, "replay")
 		if r.Header.Get("Idempotent-Replayed") != "true" {
 			t.Errorf("Idempotent-Replayed %q, want true", r.Header.Get("Idempotent-Replayed"))
@@ -317,9 +317,9 @@ func TestC11_KeepAliveDropNotResent(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		// An ordinary call first, so that the gateway holds a keep-alive connection to the sandbox.
-		expectCreated(t, e.gw.do(t, request{Key: "c11-warm", Body: ticketBody}))
+		expectCreated(t, e.gw.do(t, Request{Key: "c11-warm", Body: ticketBody}))
 
-		r := e.gw.do(t, request{Key: "c11", Body: ticketBody, Header: map[string]string{"X-Sandbox-Fail-After-Commit": "drop"}})
+		r := e.gw.do(t, Request{Key: "c11", Body: ticketBody, Header: map[string]string{"X-Sandbox-Fail-After-Commit": "drop"}})
 		expectUnknownExecution(t, r)
 		if rec := e.gw.mustRecord(t, "create_ticket", "c11"); rec.State != "outcome_unknown" || rec.Executions != 1 {
 			t.Errorf("record state %q, executions %d; want outcome_unknown, 1", rec.State, rec.Executions)
@@ -334,10 +334,10 @@ func TestC11_KeepAliveDropNotResent(t *testing.T) {
 func TestC12_InFlightDifferentBody(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		first := goSend(e.gw, request{Key: "c12", Body: `{"amount":"10.00"}`, Header: map[string]string{"X-Sandbox-Delay": "700ms"}})
+		first := goSend(e.gw, Request{Key: "c12", Body: `{"amount":"10.00"}`, Header: map[string]string{"X-Sandbox-Delay": "700ms"}})
 		e.gw.waitState(t, "create_ticket", "c12", "in_progress")
 
-		r := e.gw.do(t, request{Key: "c12", Body: `{"amount":"99.00"}`})
+		r := e.gw.do(t, Request{Key: "c12", Body: `{"amount":"99.00"}`})
 		fr := first.wait(t)
 		expectConflict(t, r, fr.Header.Get("Idempotency-Fingerprint"), "")
 		expectCreated(t, fr)
@@ -353,8 +353,8 @@ func TestTwoReplicasShareRedis(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, redisStore)
 	other := e.startGateway(t)
-	req := request{Key: "c13", Body: ticketBody}
-	gws := []*gateway{e.gw, other, e.gw, other, e.gw, other}
+	req := Request{Key: "c13", Body: ticketBody}
+	gws := []*Gateway{e.gw, other, e.gw, other, e.gw, other}
 	resps, heldAt := sendHeldDuplicates(t, e.sb, "c13", req, gws)
 	for i, r := range resps {
 		if i == heldAt {
@@ -364,7 +364,7 @@ func TestTwoReplicasShareRedis(t *testing.T) {
 		expectProblem(t, r, http.StatusConflict, "request-in-progress", "in_progress", true)
 		expectRetryAfter(t, r)
 	}
-	for _, g := range []*gateway{e.gw, other} {
+	for _, g := range []*Gateway{e.gw, other} {
 		expectReplayOf(t, g.do(t, req), resps[heldAt])
 	}
 	expectUp(t, e.sb, 1)
@@ -386,18 +386,18 @@ func TestC20_EncodingHeadersAndStatusesReplayed(t *testing.T) {
 			status     int
 			headers    []string // replayed verbatim, each present on the first answer
 		}{
-			{"gzip 201", pathTickets, map[string]string{"X-Sandbox-Gzip": "1"}, http.StatusCreated, []string{"Content-Type", "Location", "Etag", "Link"}},
-			{"202", pathTickets, map[string]string{"X-Sandbox-Success-Status": "202", "X-Sandbox-Gzip": "1"}, http.StatusAccepted, []string{"Content-Type", "Location", "Etag", "Link"}},
-			{"204", pathTickets, map[string]string{"X-Sandbox-Success-Status": "204"}, http.StatusNoContent, []string{"Location", "Etag", "Link"}},
+			{"gzip 201", PathTickets, map[string]string{"X-Sandbox-Gzip": "1"}, http.StatusCreated, []string{"Content-Type", "Location", "Etag", "Link"}},
+			{"202", PathTickets, map[string]string{"X-Sandbox-Success-Status": "202", "X-Sandbox-Gzip": "1"}, http.StatusAccepted, []string{"Content-Type", "Location", "Etag", "Link"}},
+			{"204", PathTickets, map[string]string{"X-Sandbox-Success-Status": "204"}, http.StatusNoContent, []string{"Location", "Etag", "Link"}},
 			{"committed 402", pathDeclined, map[string]string{"X-Sandbox-Fail-After-Commit": "402"}, http.StatusPaymentRequired, []string{"Content-Type"}},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				key := "c20-" + strings.ReplaceAll(c.name, " ", "-")
-				before := e.sb.stats(t).ByEndpoint[ticketsEndpoint]
-				call := func(acceptEncoding string, fault map[string]string) (response, []byte) {
+				before := e.sb.Stats(t).ByEndpoint[TicketsEndpoint]
+				call := func(acceptEncoding string, fault map[string]string) (Response, []byte) {
 					h := map[string]string{"Accept-Encoding": acceptEncoding}
 					maps.Copy(h, fault)
-					r := e.gw.do(t, request{Path: c.path, Key: key, Body: ticketBody, Header: h})
+					r := e.gw.do(t, Request{Path: c.path, Key: key, Body: ticketBody, Header: h})
 					return r, decodedBody(t, r, acceptEncoding)
 				}
 				first, doc := call("gzip", c.fault)
@@ -422,7 +422,7 @@ func TestC20_EncodingHeadersAndStatusesReplayed(t *testing.T) {
 						}
 					}
 				}
-				if got := e.sb.stats(t).ByEndpoint[ticketsEndpoint] - before; got != 1 {
+				if got := e.sb.Stats(t).ByEndpoint[TicketsEndpoint] - before; got != 1 {
 					t.Errorf("%d side effects, want 1", got)
 				}
 			})
@@ -433,7 +433,7 @@ func TestC20_EncodingHeadersAndStatusesReplayed(t *testing.T) {
 // decodedBody is r's body as its Content-Encoding describes it: gunzipped when gzip, else as it
 // came. An encoding the request's Accept-Encoding (accepted) did not allow, or that it cannot
 // undo, fails the test: the client could not read the answer.
-func decodedBody(t *testing.T, r response, accepted string) []byte {
+func decodedBody(t *testing.T, r Response, accepted string) []byte {
 	t.Helper()
 	switch enc := r.Header.Get("Content-Encoding"); {
 	case enc == "" || enc == "identity":
@@ -469,37 +469,37 @@ func TestC19_ClientGoneMidCallOrMidBody(t *testing.T) {
 			how := map[bool]string{false: "fin", true: "rst"}[rst]
 			t.Run("mid call, "+how, func(t *testing.T) {
 				key, hold := "c19-call-"+how, t.Name()
-				before := e.sb.stats(t).ByEndpoint[ticketsEndpoint]
-				conn, _ := rawConn(t, e.gw.proxy, 0)
+				before := e.sb.Stats(t).ByEndpoint[TicketsEndpoint]
+				conn, _ := rawConn(t, e.gw.Proxy, 0)
 				fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nIdempotency-Key: %s\r\n"+
-					"%s: %s\r\n%s: 1\r\nContent-Length: %d\r\n\r\n%s", pathTickets, key, headerHold, hold, headerDetach, len(ticketBody), ticketBody)
+					"%s: %s\r\n%s: 1\r\nContent-Length: %d\r\n\r\n%s", PathTickets, key, headerHold, hold, HeaderDetach, len(ticketBody), ticketBody)
 				e.sb.waitHeld(t, hold, 1) // the upstream call runs
 				closeConn(t, conn, rst)
 				e.sb.release(t, hold)
 				e.gw.waitState(t, "create_ticket", key, "committed")
-				r := e.gw.do(t, request{Key: key, Body: ticketBody})
+				r := e.gw.do(t, Request{Key: key, Body: ticketBody})
 				expectDecision(t, r, http.StatusCreated, "replay")
 				if id, _ := r.json(t)["id"].(string); id != e.gw.mustRecord(t, "create_ticket", key).RemoteID {
 					t.Errorf("the replay's id %q is not the receipt's", id)
 				}
-				if got := e.sb.stats(t).ByEndpoint[ticketsEndpoint] - before; got != 1 {
+				if got := e.sb.Stats(t).ByEndpoint[TicketsEndpoint] - before; got != 1 {
 					t.Errorf("%d side effects, want 1", got)
 				}
 			})
 			t.Run("mid body, "+how, func(t *testing.T) {
 				key := "c19-body-" + how
 				rejected := `idemgateway_decisions_total{decision="rejected",tool="create_ticket"}`
-				before, attempts := e.gw.metric(t, rejected), e.sb.stats(t).Requests.ByEndpoint[ticketsEndpoint]
-				conn, _ := rawConn(t, e.gw.proxy, 0)
+				before, attempts := e.gw.metric(t, rejected), e.sb.Stats(t).Requests.ByEndpoint[TicketsEndpoint]
+				conn, _ := rawConn(t, e.gw.Proxy, 0)
 				fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nIdempotency-Key: %s\r\n"+
-					"Content-Length: %d\r\n\r\n%s", pathTickets, key, len(ticketBody), ticketBody[:len(ticketBody)/2])
+					"Content-Length: %d\r\n\r\n%s", PathTickets, key, len(ticketBody), ticketBody[:len(ticketBody)/2])
 				closeConn(t, conn, rst)
 				e.gw.waitMetric(t, rejected, before+1) // the gateway has read the cut body, and refused it
-				if _, found := e.gw.record(t, "default", "create_ticket", key); found {
+				if _, found := e.gw.Record(t, "default", "create_ticket", key); found {
 					t.Errorf("the cut request left a record of %s", key)
 				}
-				expectCreated(t, e.gw.do(t, request{Key: key, Body: ticketBody}))
-				if got := e.sb.stats(t).Requests.ByEndpoint[ticketsEndpoint] - attempts; got != 1 {
+				expectCreated(t, e.gw.do(t, Request{Key: key, Body: ticketBody}))
+				if got := e.sb.Stats(t).Requests.ByEndpoint[TicketsEndpoint] - attempts; got != 1 {
 					t.Errorf("%d upstream attempts, want 1: the retry's alone", got)
 				}
 			})

@@ -17,7 +17,7 @@ func TestContract_KeyMissingRequired(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, embeddedStore) // decided before the store is asked
 
-	r := e.gw.do(t, request{NoKey: true, Body: ticketBody})
+	r := e.gw.do(t, Request{NoKey: true, Body: ticketBody})
 	expectProblem(t, r, http.StatusBadRequest, "missing-idempotency-key", "", false)
 	if r.Problem != nil && r.Problem.IdempotencyKey != "" {
 		t.Errorf("idempotency_key %q in the problem, but no key was sent", r.Problem.IdempotencyKey)
@@ -45,7 +45,7 @@ func TestContract_KeyInvalid(t *testing.T) {
 		{"unterminated sf-string", []string{`"key-1`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.gw.do(t, request{Keys: tc.keys, Body: ticketBody})
+			r := e.gw.do(t, Request{Keys: tc.keys, Body: ticketBody})
 			expectProblem(t, r, http.StatusBadRequest, "invalid-idempotency-key", "", false)
 			expectAttempts(t, e.sb, 0)
 			expectUp(t, e.sb, 0)
@@ -58,7 +58,7 @@ func TestContract_KeyLongest(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, embeddedStore)
 	key := strings.Repeat("k", 255)
-	expectCreated(t, e.gw.do(t, request{Key: key, Body: ticketBody}))
+	expectCreated(t, e.gw.do(t, Request{Key: key, Body: ticketBody}))
 	if rec := e.gw.mustRecord(t, "create_ticket", key); rec.IdempotencyKey != key {
 		t.Errorf("record key %q, want the 255-byte key", rec.IdempotencyKey)
 	}
@@ -69,13 +69,13 @@ func TestContract_KeyLongest(t *testing.T) {
 func TestContract_KeySfString(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		first := e.gw.do(t, request{Key: `"abc"`, Body: ticketBody})
+		first := e.gw.do(t, Request{Key: `"abc"`, Body: ticketBody})
 		expectCreated(t, first)
 		if rec := e.gw.mustRecord(t, "create_ticket", "abc"); rec.IdempotencyKey != "abc" {
 			t.Errorf("the sf-string key was stored as %q, want abc", rec.IdempotencyKey)
 		}
-		expectReplayOf(t, e.gw.do(t, request{Key: "abc", Body: ticketBody}), first)
-		expectReplayOf(t, e.gw.do(t, request{Key: `"abc"`, Body: ticketBody}), first)
+		expectReplayOf(t, e.gw.do(t, Request{Key: "abc", Body: ticketBody}), first)
+		expectReplayOf(t, e.gw.do(t, Request{Key: `"abc"`, Body: ticketBody}), first)
 		expectUp(t, e.sb, 1)
 	})
 }
@@ -97,13 +97,13 @@ func TestContract_BodyTooLarge(t *testing.T) {
 		{"chunked", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.gw.do(t, request{Key: "big-" + tc.name, Body: body(4097), Chunked: tc.chunked})
+			r := e.gw.do(t, Request{Key: "big-" + tc.name, Body: body(4097), Chunked: tc.chunked})
 			expectProblem(t, r, http.StatusRequestEntityTooLarge, "body-too-large", "", false)
 			expectUp(t, e.sb, 0)
 		})
 	}
 	t.Run("exactly max_body_bytes", func(t *testing.T) {
-		expectCreated(t, e.gw.do(t, request{Key: "at-limit", Body: body(4096), Chunked: true}))
+		expectCreated(t, e.gw.do(t, Request{Key: "at-limit", Body: body(4096), Chunked: true}))
 		expectUp(t, e.sb, 1)
 	})
 }
@@ -122,7 +122,7 @@ func TestContract_InvalidBody(t *testing.T) {
 		{"two documents", `{"title":"a"} {"title":"b"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.gw.do(t, request{Key: "key-" + strings.ReplaceAll(tc.name, ",", ""), Body: tc.body}) // an unquoted key may not hold a comma
+			r := e.gw.do(t, Request{Key: "key-" + strings.ReplaceAll(tc.name, ",", ""), Body: tc.body}) // an unquoted key may not hold a comma
 			expectProblem(t, r, http.StatusBadRequest, "invalid-body", "", false)
 			expectAttempts(t, e.sb, 0)
 		})
@@ -133,14 +133,14 @@ func TestContract_InvalidBody(t *testing.T) {
 func TestContract_KeyNew(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		r := e.gw.do(t, request{Key: "new-1", Body: ticketBody, Header: map[string]string{"X-Actor-ID": "agent-runtime"}})
+		r := e.gw.do(t, Request{Key: "new-1", Body: ticketBody, Header: map[string]string{"X-Actor-ID": "agent-runtime"}})
 		id := expectCreated(t, r)
 		if r.Problem != nil {
 			return
 		}
 		remoteURL, _ := r.json(t)["url"].(string)
 		rec := e.gw.mustRecord(t, "create_ticket", "new-1")
-		want := receipt{
+		want := Receipt{
 			IdempotencyKey: "new-1", Tenant: "default", Tool: "create_ticket",
 			EffectFingerprint: r.Header.Get("Idempotency-Fingerprint"), State: "committed",
 			Actor: "agent-runtime", RemoteSystem: "tickets", RemoteID: id, RemoteURL: remoteURL,
@@ -164,10 +164,10 @@ func TestContract_KeyNew(t *testing.T) {
 func TestContract_CommittedSameFingerprint(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		first := e.gw.do(t, request{Key: "same-1", Body: ticketBody})
+		first := e.gw.do(t, Request{Key: "same-1", Body: ticketBody})
 		expectCreated(t, first)
 		for range 2 {
-			expectReplayOf(t, e.gw.do(t, request{Key: "same-1", Body: ticketBody}), first)
+			expectReplayOf(t, e.gw.do(t, Request{Key: "same-1", Body: ticketBody}), first)
 		}
 		expectUp(t, e.sb, 1)
 		expectAttempts(t, e.sb, 1)
@@ -177,10 +177,10 @@ func TestContract_CommittedSameFingerprint(t *testing.T) {
 func TestContract_DifferentFingerprint(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		first := e.gw.do(t, request{Key: "diff-1", Body: ticketBody})
+		first := e.gw.do(t, Request{Key: "diff-1", Body: ticketBody})
 		id := expectCreated(t, first)
 
-		r := e.gw.do(t, request{Key: "diff-1", Body: `{"title":"Disk full on db-2","priority":"high","customer_id":"c-42"}`})
+		r := e.gw.do(t, Request{Key: "diff-1", Body: `{"title":"Disk full on db-2","priority":"high","customer_id":"c-42"}`})
 		expectConflict(t, r, first.Header.Get("Idempotency-Fingerprint"), id)
 		expectUp(t, e.sb, 1)
 	})
@@ -188,7 +188,7 @@ func TestContract_DifferentFingerprint(t *testing.T) {
 
 // expectConflict checks a 422 idempotency-key-reused with its members (docs/contract.md §4).
 // existingRemoteID "" means the member must be absent or empty (the first request is in flight).
-func expectConflict(t *testing.T, r response, existingFP, existingRemoteID string) {
+func expectConflict(t *testing.T, r Response, existingFP, existingRemoteID string) {
 	t.Helper()
 	expectProblem(t, r, http.StatusUnprocessableEntity, "idempotency-key-reused", "conflict", false)
 	p := r.Problem
@@ -220,13 +220,13 @@ func expectConflict(t *testing.T, r response, existingFP, existingRemoteID strin
 func TestContract_KeyScope(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		expectCreated(t, e.gw.do(t, request{Key: "scope-1", Body: ticketBody}))
-		expectCreated(t, e.gw.do(t, request{Key: "scope-1", Body: ticketBody, Header: map[string]string{"X-Tenant-ID": "acme"}}))
-		expectCreated(t, e.gw.do(t, request{Key: "scope-1", Body: ticketBody, Path: pathOptional}))
+		expectCreated(t, e.gw.do(t, Request{Key: "scope-1", Body: ticketBody}))
+		expectCreated(t, e.gw.do(t, Request{Key: "scope-1", Body: ticketBody, Header: map[string]string{"X-Tenant-ID": "acme"}}))
+		expectCreated(t, e.gw.do(t, Request{Key: "scope-1", Body: ticketBody, Path: pathOptional}))
 		// The actor is recorded, never part of the scope.
-		r := e.gw.do(t, request{Key: "scope-1", Body: ticketBody, Header: map[string]string{"X-Tenant-ID": "acme", "X-Actor-ID": "other-agent"}})
+		r := e.gw.do(t, Request{Key: "scope-1", Body: ticketBody, Header: map[string]string{"X-Tenant-ID": "acme", "X-Actor-ID": "other-agent"}})
 		expectDecision(t, r, http.StatusCreated, "replay")
-		if rec, found := e.gw.record(t, "acme", "create_ticket", "scope-1"); !found || rec.Tenant != "acme" {
+		if rec, found := e.gw.Record(t, "acme", "create_ticket", "scope-1"); !found || rec.Tenant != "acme" {
 			t.Errorf("record of tenant acme: found %v, %+v", found, rec)
 		}
 		expectUp(t, e.sb, 3)
@@ -236,16 +236,16 @@ func TestContract_KeyScope(t *testing.T) {
 func TestContract_InFlightSameFingerprint(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		first := goSend(e.gw, request{Key: "flight-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "700ms"}})
+		first := goSend(e.gw, Request{Key: "flight-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "700ms"}})
 		e.gw.waitState(t, "create_ticket", "flight-1", "in_progress")
 
-		r := e.gw.do(t, request{Key: "flight-1", Body: ticketBody})
+		r := e.gw.do(t, Request{Key: "flight-1", Body: ticketBody})
 		expectProblem(t, r, http.StatusConflict, "request-in-progress", "in_progress", true)
 		expectRetryAfter(t, r)
 
 		fr := first.wait(t)
 		expectCreated(t, fr)
-		expectReplayOf(t, e.gw.do(t, request{Key: "flight-1", Body: ticketBody}), fr)
+		expectReplayOf(t, e.gw.do(t, Request{Key: "flight-1", Body: ticketBody}), fr)
 		expectUp(t, e.sb, 1)
 	})
 }
@@ -254,10 +254,10 @@ func TestContract_InFlightSameFingerprint(t *testing.T) {
 func TestContract_InFlightWait(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		first := goSend(e.gw, request{Path: pathWait, Key: "wait-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "500ms"}})
+		first := goSend(e.gw, Request{Path: PathWait, Key: "wait-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "500ms"}})
 		e.gw.waitState(t, "create_ticket_wait", "wait-1", "in_progress")
 
-		r := e.gw.do(t, request{Path: pathWait, Key: "wait-1", Body: ticketBody})
+		r := e.gw.do(t, Request{Path: PathWait, Key: "wait-1", Body: ticketBody})
 		fr := first.wait(t)
 		expectCreated(t, fr)
 		expectReplayOf(t, r, fr)
@@ -269,14 +269,14 @@ func TestContract_OutcomeUnknownBlock(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		// The upstream acts, then answers 500: the gateway cannot know that it acted.
-		first := e.gw.do(t, request{Key: "unknown-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Fail-After-Commit": "500"}})
+		first := e.gw.do(t, Request{Key: "unknown-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Fail-After-Commit": "500"}})
 		expectDecision(t, first, http.StatusInternalServerError, "execute")
 		if rec := e.gw.mustRecord(t, "create_ticket", "unknown-1"); rec.State != "outcome_unknown" {
 			t.Errorf("record state %q, want outcome_unknown", rec.State)
 		}
 
 		for range 2 {
-			r := e.gw.do(t, request{Key: "unknown-1", Body: ticketBody})
+			r := e.gw.do(t, Request{Key: "unknown-1", Body: ticketBody})
 			expectProblem(t, r, http.StatusConflict, "outcome-unknown", "outcome_unknown", false)
 		}
 		expectUp(t, e.sb, 1)
@@ -289,12 +289,12 @@ func TestContract_OutcomeUnknownBlock(t *testing.T) {
 func TestContract_OutcomeUnknownRelease(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		first := e.gw.do(t, request{Path: pathRelease, Key: "release-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Fail-After-Commit": "500"}})
+		first := e.gw.do(t, Request{Path: pathRelease, Key: "release-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Fail-After-Commit": "500"}})
 		expectDecision(t, first, http.StatusInternalServerError, "execute")
-		if rec, found := e.gw.record(t, "default", "create_ticket_release", "release-1"); found {
+		if rec, found := e.gw.Record(t, "default", "create_ticket_release", "release-1"); found {
 			t.Errorf("record %+v kept after an unknown outcome on a release route", rec)
 		}
-		expectCreated(t, e.gw.do(t, request{Path: pathRelease, Key: "release-1", Body: ticketBody}))
+		expectCreated(t, e.gw.do(t, Request{Path: pathRelease, Key: "release-1", Body: ticketBody}))
 		expectUp(t, e.sb, 2)
 	})
 }
@@ -307,7 +307,7 @@ func TestContract_OutcomeUnknownRelease(t *testing.T) {
 func TestContract_UpstreamTimeout(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		req := request{Path: pathSlow, Key: "slow-1", Body: ticketBody, Header: heldDetached("slow-1")}
+		req := Request{Path: pathSlow, Key: "slow-1", Body: ticketBody, Header: heldDetached("slow-1")}
 		first := e.gw.do(t, req)
 		expectProblem(t, first, http.StatusGatewayTimeout, "upstream-timeout", "execute", false)
 		if rec := e.gw.mustRecord(t, "create_ticket_slow", "slow-1"); rec.State != "outcome_unknown" {
@@ -333,10 +333,10 @@ func TestContract_UpstreamRefused(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		for range 2 {
-			r := e.gw.do(t, request{Path: pathDead, Key: "dead-1", Body: ticketBody})
+			r := e.gw.do(t, Request{Path: pathDead, Key: "dead-1", Body: ticketBody})
 			expectProblem(t, r, http.StatusBadGateway, "upstream-failed", "execute", true)
 		}
-		if rec, found := e.gw.record(t, "default", "create_ticket_dead", "dead-1"); found {
+		if rec, found := e.gw.Record(t, "default", "create_ticket_dead", "dead-1"); found {
 			t.Errorf("record %+v kept after a refused connection", rec)
 		}
 	})
@@ -350,25 +350,25 @@ func TestContract_ResolveUnknown(t *testing.T) {
 	fault := map[string]string{"X-Sandbox-Fail-After-Commit": "500"}
 
 	t.Run("DELETE", func(t *testing.T) {
-		expectDecision(t, e.gw.do(t, request{Key: "del-1", Body: ticketBody, Header: fault}), http.StatusInternalServerError, "execute")
+		expectDecision(t, e.gw.do(t, Request{Key: "del-1", Body: ticketBody, Header: fault}), http.StatusInternalServerError, "execute")
 		if status, body := e.gw.adminDo(t, http.MethodDelete, recordPath("default", "create_ticket", "del-1"), ""); status != http.StatusNoContent {
 			t.Fatalf("DELETE record: %d %s, want 204", status, body)
 		}
-		expectCreated(t, e.gw.do(t, request{Key: "del-1", Body: ticketBody}))
+		expectCreated(t, e.gw.do(t, Request{Key: "del-1", Body: ticketBody}))
 		if status, _ := e.gw.adminDo(t, http.MethodDelete, recordPath("default", "create_ticket", "no-such-key"), ""); status != http.StatusNotFound {
 			t.Errorf("DELETE of a missing record: %d, want 404", status)
 		}
 	})
 	t.Run("resolve not_committed", func(t *testing.T) {
-		expectDecision(t, e.gw.do(t, request{Key: "res-1", Body: ticketBody, Header: fault}), http.StatusInternalServerError, "execute")
+		expectDecision(t, e.gw.do(t, Request{Key: "res-1", Body: ticketBody, Header: fault}), http.StatusInternalServerError, "execute")
 		status, body := e.gw.adminDo(t, http.MethodPost, recordPath("default", "create_ticket", "res-1")+"/resolve", `{"outcome":"not_committed"}`)
 		if status/100 != 2 {
 			t.Fatalf("POST .../resolve {\"outcome\":\"not_committed\"}: %d %s, want 2xx (docs/contract.md §5)", status, body)
 		}
-		expectCreated(t, e.gw.do(t, request{Key: "res-1", Body: ticketBody}))
+		expectCreated(t, e.gw.do(t, Request{Key: "res-1", Body: ticketBody}))
 	})
 	t.Run("resolve committed", func(t *testing.T) {
-		expectDecision(t, e.gw.do(t, request{Key: "res-2", Body: ticketBody, Header: fault}), http.StatusInternalServerError, "execute")
+		expectDecision(t, e.gw.do(t, Request{Key: "res-2", Body: ticketBody, Header: fault}), http.StatusInternalServerError, "execute")
 		status, body := e.gw.adminDo(t, http.MethodPost, recordPath("default", "create_ticket", "res-2")+"/resolve", `{"outcome":"committed","remote_id":"T-1"}`)
 		if status/100 != 2 {
 			t.Fatalf("POST .../resolve {\"outcome\":\"committed\"}: %d %s, want 2xx (docs/contract.md §5)", status, body)
@@ -377,15 +377,15 @@ func TestContract_ResolveUnknown(t *testing.T) {
 		if rec.State != "committed" || rec.RemoteID != "T-1" {
 			t.Errorf("resolved record: state %q, remote_id %q; want committed, T-1", rec.State, rec.RemoteID)
 		}
-		before := e.sb.stats(t)
-		r := e.gw.do(t, request{Key: "res-2", Body: ticketBody})
-		if r.decision() != "replay" || r.Header.Get("Idempotent-Replayed") != "true" {
+		before := e.sb.Stats(t)
+		r := e.gw.do(t, Request{Key: "res-2", Body: ticketBody})
+		if r.Decision() != "replay" || r.Header.Get("Idempotent-Replayed") != "true" {
 			t.Errorf("retry after resolve committed: %d, decision %q, Idempotent-Replayed %q; want a replay",
-				r.Status, r.decision(), r.Header.Get("Idempotent-Replayed"))
+				r.Status, r.Decision(), r.Header.Get("Idempotent-Replayed"))
 		}
 		// The replay made no upstream call (audit W11): the counts are those before the retry.
-		expectUp(t, e.sb, before.ByEndpoint[ticketsEndpoint])
-		expectAttempts(t, e.sb, before.Requests.ByEndpoint[ticketsEndpoint])
+		expectUp(t, e.sb, before.ByEndpoint[TicketsEndpoint])
+		expectAttempts(t, e.sb, before.Requests.ByEndpoint[TicketsEndpoint])
 	})
 }
 
@@ -394,7 +394,7 @@ func TestContract_StoreUnreachable(t *testing.T) {
 	e := newEnv(t, redisStore)
 
 	// An issue to read through the read_only route, created on the sandbox directly.
-	resp, err := client.Post(e.sb.url+"/rest/api/3/issue", "application/json",
+	resp, err := Client.Post(e.sb.URL+"/rest/api/3/issue", "application/json",
 		strings.NewReader(`{"fields":{"project":{"key":"OPS"},"summary":"Disk full","issuetype":{"name":"Task"}}}`))
 	if err != nil || resp.StatusCode != http.StatusCreated {
 		t.Fatalf("creating a Jira issue on the sandbox: %v %v", resp, err)
@@ -402,12 +402,12 @@ func TestContract_StoreUnreachable(t *testing.T) {
 	resp.Body.Close()
 
 	e.redis.Stop()
-	r := e.gw.do(t, request{Key: "down-1", Body: ticketBody})
+	r := e.gw.do(t, Request{Key: "down-1", Body: ticketBody})
 	expectProblem(t, r, http.StatusServiceUnavailable, "store-unavailable", "", true)
 	expectRetryAfter(t, r)
 	expectAttempts(t, e.sb, 0)
 
-	read := e.gw.do(t, request{Method: http.MethodGet, Path: "/rest/api/3/issue/OPS-1", NoKey: true})
+	read := e.gw.do(t, Request{Method: http.MethodGet, Path: "/rest/api/3/issue/OPS-1", NoKey: true})
 	if read.Status != http.StatusOK || !strings.Contains(string(read.Body), `"OPS-1"`) {
 		t.Errorf("read_only route with the store down: %d %.300s, want 200 with the issue", read.Status, read.Body)
 	}
@@ -422,7 +422,7 @@ func TestContract_StoreUnreachable(t *testing.T) {
 
 	e.redis.Restart()
 	e.gw.waitReady(t)
-	expectCreated(t, e.gw.do(t, request{Key: "down-1", Body: ticketBody}))
+	expectCreated(t, e.gw.do(t, Request{Key: "down-1", Body: ticketBody}))
 	expectUp(t, e.sb, 1)
 }
 
@@ -435,21 +435,21 @@ func TestContract_NoRoute(t *testing.T) {
 		{"prefix of a route", http.MethodPost, "/v1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := e.gw.do(t, request{Method: tc.method, Path: tc.path, Key: "nr-1", Body: ticketBody})
+			r := e.gw.do(t, Request{Method: tc.method, Path: tc.path, Key: "nr-1", Body: ticketBody})
 			expectNoRoute(t, r)
 		})
 	}
 	// A known path with another method: 405 with Allow, as README.md's decision table promises (audit W10).
 	t.Run("other method", func(t *testing.T) {
-		r := e.gw.do(t, request{Method: http.MethodGet, Path: pathTickets, NoKey: true})
+		r := e.gw.do(t, Request{Method: http.MethodGet, Path: PathTickets, NoKey: true})
 		if r.Status != http.StatusMethodNotAllowed {
 			t.Errorf("status %d, want 405; body %.300s", r.Status, r.Body)
 		}
 		if allow := r.Header.Values("Allow"); len(allow) != 1 || allow[0] != http.MethodPost {
-			t.Errorf("Allow %q, want POST, the one method of %s (RFC 9110 §15.5.6)", allow, pathTickets)
+			t.Errorf("Allow %q, want POST, the one method of %s (RFC 9110 §15.5.6)", allow, PathTickets)
 		}
 	})
-	st := e.sb.stats(t)
+	st := e.sb.Stats(t)
 	if st.Requests.Total != 0 {
 		t.Errorf("sandbox saw %d requests, want 0", st.Requests.Total)
 	}
@@ -457,7 +457,7 @@ func TestContract_NoRoute(t *testing.T) {
 
 // expectNoRoute checks a 404 no-route problem. The request is on no route, so the problem's
 // decision member (a §4 member, for requests on a route) may be absent.
-func expectNoRoute(t *testing.T, r response) {
+func expectNoRoute(t *testing.T, r Response) {
 	t.Helper()
 	if r.Problem != nil && r.Problem.Decision == "" {
 		r.Problem.Decision = "rejected"

@@ -97,7 +97,7 @@ func TestF3Deadlines(t *testing.T) {
 
 	t.Run("trickled body", func(t *testing.T) {
 		t.Parallel()
-		conn, br := rawConn(t, e.gw.proxy, 0)
+		conn, br := rawConn(t, e.gw.Proxy, 0)
 		// The audit's request, one byte every 200 ms: 29 bytes would take 6 s; 600 take 2 minutes.
 		fmt.Fprintf(conn, "POST /v1/tickets HTTP/1.1\r\nHost: a\r\nX-Tenant-ID: acme\r\nContent-Type: application/json\r\n"+
 			"Idempotency-Key: slow-b\r\nContent-Length: 600\r\n\r\n{")
@@ -114,7 +114,7 @@ func TestF3Deadlines(t *testing.T) {
 	for _, path := range []string{"/quick/v1/tickets", "/quick-read/v1/tickets"} {
 		t.Run("upstream timeout while sending "+path, func(t *testing.T) {
 			t.Parallel()
-			conn, br := rawConn(t, e.gw.proxy, 0)
+			conn, br := rawConn(t, e.gw.Proxy, 0)
 			// 1000 bytes, one every 100 ms: the upstream's 300 ms timeout fires long before the end.
 			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", path)
 			stop := make(chan struct{})
@@ -130,18 +130,18 @@ func TestF3Deadlines(t *testing.T) {
 
 	t.Run("download never read", func(t *testing.T) {
 		t.Parallel()
-		resp, err := client.Post(e.sb.url+"/rest/api/3/issue", "application/json",
+		resp, err := Client.Post(e.sb.URL+"/rest/api/3/issue", "application/json",
 			strings.NewReader(`{"fields":{"project":{"key":"DL"},"summary":"Big","issuetype":{"name":"Task"}}}`))
 		if err != nil || resp.StatusCode != http.StatusCreated {
 			t.Fatalf("creating a Jira issue on the sandbox: %v %v", resp, err)
 		}
 		resp.Body.Close()
-		conn, _ := rawConn(t, e.gw.proxy, 4096)
+		conn, _ := rawConn(t, e.gw.Proxy, 4096)
 		// 16 MiB, more than the kernel's buffers hold, never read; the upstream's timeout is 60 s.
 		io.WriteString(conn, "GET /rest/api/3/issue/DL-1 HTTP/1.1\r\nHost: a\r\nX-Sandbox-Body-Bytes: 16777216\r\n\r\n")
 		// The handler returns, and writes its access line, only once a write is given up.
 		eventually.True(t, "the access line of the download", func() bool {
-			return strings.Contains(e.gw.out.String(), `"path":"/rest/api/3/issue/DL-1"`)
+			return strings.Contains(e.gw.Out.String(), `"path":"/rest/api/3/issue/DL-1"`)
 		})
 	})
 }
@@ -152,7 +152,7 @@ func TestF3Deadlines(t *testing.T) {
 func TestF14AdminListener(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, embeddedStore, envOptions{routes: "deadlines.yaml.tmpl", env: deadlineEnv})
-	port := e.gw.admin[strings.LastIndex(e.gw.admin, ":")+1:]
+	port := e.gw.Admin[strings.LastIndex(e.gw.Admin, ":")+1:]
 	for _, c := range []struct {
 		host string
 		want int
@@ -162,9 +162,9 @@ func TestF14AdminListener(t *testing.T) {
 		{"localhost:" + port, http.StatusOK},
 		{"gw-admin.test:" + port, http.StatusOK},
 	} {
-		req, _ := http.NewRequest(http.MethodGet, e.gw.admin+"/healthz", nil)
+		req, _ := http.NewRequest(http.MethodGet, e.gw.Admin+"/healthz", nil)
 		req.Host = c.host
-		resp, err := client.Do(req)
+		resp, err := Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,12 +175,12 @@ func TestF14AdminListener(t *testing.T) {
 	}
 
 	// A record whose outcome is unknown: the upstream times out on the quick route, with a key.
-	r := e.gw.do(t, request{Path: "/quick/v1/tickets", Key: "res-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "2s"}})
+	r := e.gw.do(t, Request{Path: "/quick/v1/tickets", Key: "res-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "2s"}})
 	if r.Status != http.StatusGatewayTimeout {
 		t.Fatalf("the timed-out call: %d %s, want 504", r.Status, r.Body)
 	}
 	path := recordPath("default", "create_ticket_quick", "res-1")
-	resp, err := client.Post(e.gw.admin+path+"/resolve", "text/plain", strings.NewReader(`{"outcome":"not_committed"}`))
+	resp, err := Client.Post(e.gw.Admin+path+"/resolve", "text/plain", strings.NewReader(`{"outcome":"not_committed"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

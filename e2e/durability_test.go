@@ -38,14 +38,14 @@ func TestReceiptsSurviveKill9(t *testing.T) {
 			if tc.powerCut { // the gateway newEnv started goes; its successor's data is on the mount
 				backing = t.TempDir()
 				fsys = crashfs.MountTest(t, backing)
-				e.gw.kill9(t)
+				e.gw.Kill9(t)
 				e.storeEnv = []string{"IDEMGATEWAY_DATA_DIR=" + filepath.Join(fsys.Dir, "data")}
 				e.gw = e.startGateway(t)
 			}
-			first := e.gw.do(t, request{Key: "kill-1", Body: ticketBody})
+			first := e.gw.do(t, Request{Key: "kill-1", Body: ticketBody})
 			id := expectCreated(t, first)
 
-			e.gw.kill9(t)
+			e.gw.Kill9(t)
 			if tc.killRedis {
 				e.redis.Kill()
 				e.redis.Restart()
@@ -57,7 +57,7 @@ func TestReceiptsSurviveKill9(t *testing.T) {
 				e.storeEnv = []string{"IDEMGATEWAY_DATA_DIR=" + filepath.Join(backing, "data")}
 			}
 			g := e.startGateway(t)
-			expectReplayOf(t, g.do(t, request{Key: "kill-1", Body: ticketBody}), first)
+			expectReplayOf(t, g.do(t, Request{Key: "kill-1", Body: ticketBody}), first)
 			if rec := g.mustRecord(t, "create_ticket", "kill-1"); rec.State != "committed" || rec.RemoteID != id {
 				t.Errorf("record after the crash: state %q, remote_id %q; want committed, %q", rec.State, rec.RemoteID, id)
 			}
@@ -75,14 +75,14 @@ func TestReceiptsSurviveKill9(t *testing.T) {
 func TestKill9InFlight(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		req := request{Path: pathLease, Key: "kill-2", Body: ticketBody, Header: heldDetached("kill-2")}
+		req := Request{Path: pathLease, Key: "kill-2", Body: ticketBody, Header: heldDetached("kill-2")}
 		first := goSend(e.gw, req)
 		e.gw.waitState(t, "create_ticket_lease", "kill-2", "in_progress")
 		e.sb.waitHeld(t, "kill-2", 1) // the call is at the upstream
-		e.gw.kill9(t)
+		e.gw.Kill9(t)
 		<-first.done
 		if first.err == nil {
-			t.Errorf("the client got %d %q from a gateway killed mid-call, want a broken connection", first.resp.Status, first.resp.decision())
+			t.Errorf("the client got %d %q from a gateway killed mid-call, want a broken connection", first.resp.Status, first.resp.Decision())
 		}
 		e.sb.release(t, "kill-2")
 		waitUp(t, e.sb, 1) // the upstream acted after the gateway died
@@ -95,14 +95,14 @@ func TestKill9InFlight(t *testing.T) {
 			t.Errorf("record after the crash: %q, want in_progress or outcome_unknown", rec.State)
 		}
 		eventually.True(t, "the record to become outcome_unknown after its lease", func() bool {
-			r, err := g.send(req)
+			r, err := g.Send(req)
 			if err != nil {
 				t.Fatalf("retry: %v", err)
 			}
-			if r.decision() != "in_progress" && r.decision() != "outcome_unknown" {
-				t.Fatalf("retry after the crash: %d %q, want 409 in_progress or outcome_unknown", r.Status, r.decision())
+			if r.Decision() != "in_progress" && r.Decision() != "outcome_unknown" {
+				t.Fatalf("retry after the crash: %d %q, want 409 in_progress or outcome_unknown", r.Status, r.Decision())
 			}
-			return r.decision() == "outcome_unknown"
+			return r.Decision() == "outcome_unknown"
 		})
 		expectProblem(t, g.do(t, req), http.StatusConflict, "outcome-unknown", "outcome_unknown", false)
 		if rec := g.mustRecord(t, "create_ticket_lease", "kill-2"); rec.State != "outcome_unknown" {
@@ -118,8 +118,8 @@ func TestKill9InFlight(t *testing.T) {
 func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		req := request{Key: "dup-10", Body: ticketBody}
-		gws := make([]*gateway, 10)
+		req := Request{Key: "dup-10", Body: ticketBody}
+		gws := make([]*Gateway, 10)
 		for i := range gws {
 			gws[i] = e.gw
 		}
@@ -145,7 +145,7 @@ func TestClientDisconnectMidCall(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		gone := goSend(e.gw, request{Key: "gone-1", Body: ticketBody, Ctx: ctx, Header: map[string]string{"X-Sandbox-Delay": "500ms"}})
+		gone := goSend(e.gw, Request{Key: "gone-1", Body: ticketBody, Ctx: ctx, Header: map[string]string{"X-Sandbox-Delay": "500ms"}})
 		e.gw.waitState(t, "create_ticket", "gone-1", "in_progress") // the call is under way
 		cancel()
 		if <-gone.done; gone.err == nil {
@@ -153,7 +153,7 @@ func TestClientDisconnectMidCall(t *testing.T) {
 		}
 		e.gw.waitState(t, "create_ticket", "gone-1", "committed")
 
-		r := e.gw.do(t, request{Key: "gone-1", Body: ticketBody})
+		r := e.gw.do(t, Request{Key: "gone-1", Body: ticketBody})
 		expectDecision(t, r, http.StatusCreated, "replay")
 		rec := e.gw.mustRecord(t, "create_ticket", "gone-1")
 		if id, _ := r.json(t)["id"].(string); id == "" || id != rec.RemoteID {
@@ -168,13 +168,13 @@ func TestClientDisconnectMidCall(t *testing.T) {
 func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, embeddedStore)
-	first := goSend(e.gw, request{Key: "term-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "500ms"}})
+	first := goSend(e.gw, Request{Key: "term-1", Body: ticketBody, Header: map[string]string{"X-Sandbox-Delay": "500ms"}})
 	e.gw.waitState(t, "create_ticket", "term-1", "in_progress")
 	e.gw.stop(t)
 
 	fr := first.wait(t)
 	expectCreated(t, fr)
 	g := e.startGateway(t)
-	expectReplayOf(t, g.do(t, request{Key: "term-1", Body: ticketBody}), fr)
+	expectReplayOf(t, g.do(t, Request{Key: "term-1", Body: ticketBody}), fr)
 	expectUp(t, e.sb, 1)
 }

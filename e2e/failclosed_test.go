@@ -67,7 +67,7 @@ func TestC15_UnsafeRedisFailsClosed(t *testing.T) {
 			raw := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
 			t.Cleanup(func() { _ = raw.Close() })
 			createJiraIssue(t, e.sb)
-			done := request{Key: "c15-done", Body: ticketBody}
+			done := Request{Key: "c15-done", Body: ticketBody}
 			first := e.gw.do(t, done)
 			expectCreated(t, first)
 			if v := e.gw.metric(t, storeSafe); v != 1 {
@@ -77,7 +77,7 @@ func TestC15_UnsafeRedisFailsClosed(t *testing.T) {
 			redisDo(t, raw, tc.unsafe...)
 			eventually.True(t, "the store's check to find Redis unsafe", func() bool { return e.gw.metric(t, storeSafe) == 0 })
 			for _, key := range []string{"c15-new", "c15-new", "c15-other"} {
-				r := e.gw.do(t, request{Key: key, Body: ticketBody})
+				r := e.gw.do(t, Request{Key: key, Body: ticketBody})
 				expectProblem(t, r, http.StatusServiceUnavailable, "store-unavailable", "", true)
 				expectRetryAfter(t, r)
 			}
@@ -98,7 +98,7 @@ func TestC15_UnsafeRedisFailsClosed(t *testing.T) {
 
 			redisDo(t, raw, tc.safe...)
 			eventually.True(t, "the store's check to find Redis safe again", func() bool { return e.gw.metric(t, storeSafe) == 1 })
-			expectCreated(t, e.gw.do(t, request{Key: "c15-new", Body: ticketBody}))
+			expectCreated(t, e.gw.do(t, Request{Key: "c15-new", Body: ticketBody}))
 			expectReplayOf(t, e.gw.do(t, done), first)
 			expectUp(t, e.sb, 2)
 			if n := e.gw.logCount(logStoreSafeAgain); n != 1 {
@@ -117,9 +117,9 @@ func redisDo(t *testing.T, raw *redis.Client, args ...any) {
 }
 
 // createJiraIssue creates OPS-1 on the sandbox directly, for the read_only route to read.
-func createJiraIssue(t *testing.T, sb *sandbox) {
+func createJiraIssue(t *testing.T, sb *Sandbox) {
 	t.Helper()
-	resp, err := client.Post(sb.url+"/rest/api/3/issue", "application/json",
+	resp, err := Client.Post(sb.URL+"/rest/api/3/issue", "application/json",
 		strings.NewReader(`{"fields":{"project":{"key":"OPS"},"summary":"Disk full","issuetype":{"name":"Task"}}}`))
 	if err != nil {
 		t.Fatalf("creating a Jira issue on the sandbox: %v", err)
@@ -131,9 +131,9 @@ func createJiraIssue(t *testing.T, sb *sandbox) {
 }
 
 // expectJiraRead checks that the read_only route serves OPS-1: it never touches the store.
-func expectJiraRead(t *testing.T, g *gateway) {
+func expectJiraRead(t *testing.T, g *Gateway) {
 	t.Helper()
-	read := g.do(t, request{Method: http.MethodGet, Path: "/rest/api/3/issue/OPS-1", NoKey: true})
+	read := g.do(t, Request{Method: http.MethodGet, Path: "/rest/api/3/issue/OPS-1", NoKey: true})
 	if read.Status != http.StatusOK || !strings.Contains(string(read.Body), `"OPS-1"`) {
 		t.Errorf("read_only route while Redis is unsafe: %d %.300s, want 200 with the issue", read.Status, read.Body)
 	}

@@ -47,8 +47,8 @@ import (
 func TestC13_FailoverClaimOnNewPrimary(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sb := startSandbox(t)
-	routesFile := writeRoutes(t, "c13.yaml.tmpl", sb.url)
+	sb := StartSandbox(t)
+	routesFile := WriteRoutes(t, "c13.yaml.tmpl", sb.URL)
 
 	primary := redistest.Start(t, redistest.Options{})
 	link := startRelay(t, primary.Addr())
@@ -60,11 +60,11 @@ func TestC13_FailoverClaimOnNewPrimary(t *testing.T) {
 		"IDEMGATEWAY_REDIS_ADDRS=" + strings.Join(sentinels, ","),
 		"IDEMGATEWAY_REDIS_MASTER=" + sentinelMaster,
 	}
-	first, second := startGateway(t, routesFile, storeEnv), startGateway(t, routesFile, storeEnv)
+	first, second := StartGateway(t, routesFile, storeEnv), StartGateway(t, routesFile, storeEnv)
 
 	// The claim reaches the primary only.
 	link.freeze()
-	req := request{Key: "c13", Body: ticketBody}
+	req := Request{Key: "c13", Body: ticketBody}
 	firstCall := goSend(first, held(req, "c13-first"))
 	sb.waitHeld(t, "c13-first", 1)
 
@@ -77,7 +77,7 @@ func TestC13_FailoverClaimOnNewPrimary(t *testing.T) {
 	waitSentinelsReport(t, sentinels, replica.Addr())
 	waitReplicaOf(t, primary, replica) // the old primary resynced: its copy of the claim is gone too
 	waitStoreSwitched(t, first, "c13-probe-first")
-	attempts := sb.stats(t).Requests.ByEndpoint[ticketsEndpoint] // the first call's, and the probes'
+	attempts := sb.Stats(t).Requests.ByEndpoint[TicketsEndpoint] // the first call's, and the probes'
 
 	// The second replica claims the key on the new primary and calls the upstream.
 	secondCall := claimHeld(t, sb, second, held(req, "c13-second"), "c13-second")
@@ -107,7 +107,7 @@ func TestC13_FailoverClaimOnNewPrimary(t *testing.T) {
 	// the first's result (one effect, below).
 	expectAttempts(t, sb, attempts+1)
 
-	for _, g := range []*gateway{first, second} {
+	for _, g := range []*Gateway{first, second} {
 		expectReplayOf(t, g.do(t, req), sr)
 		if rec := g.mustRecord(t, "create_ticket", "c13"); rec.State != "committed" || rec.RemoteID != id {
 			t.Errorf("record: state %q, remote_id %q; want committed, %q", rec.State, rec.RemoteID, id)
@@ -119,7 +119,7 @@ func TestC13_FailoverClaimOnNewPrimary(t *testing.T) {
 // claimHeld sends req to g until it is claimed, which the request waiting on the sandbox's hold
 // name shows; answers 503 store-unavailable (the gateway's Redis client still switching to the new
 // primary) are retried. It returns the held request.
-func claimHeld(t *testing.T, sb *sandbox, g *gateway, req request, name string) *pending {
+func claimHeld(t *testing.T, sb *Sandbox, g *Gateway, req Request, name string) *pending {
 	t.Helper()
 	var held *pending
 	eventually.True(t, "a claim on the new primary", func() bool {
@@ -129,7 +129,7 @@ func claimHeld(t *testing.T, sb *sandbox, g *gateway, req request, name string) 
 			return true
 		}
 		if r := p.wait(t); r.Status != http.StatusServiceUnavailable {
-			t.Fatalf("claim on the new primary: %d %q, want the call to reach the upstream; body %.300s", r.Status, r.decision(), r.Body)
+			t.Fatalf("claim on the new primary: %d %q, want the call to reach the upstream; body %.300s", r.Status, r.Decision(), r.Body)
 		}
 		return false
 	})
@@ -138,11 +138,11 @@ func claimHeld(t *testing.T, sb *sandbox, g *gateway, req request, name string) 
 
 // waitStoreSwitched waits until the gateway writes to the new primary: a claim under key succeeds
 // (the sandbox answers it 422 without effect, so the key is released and nothing is executed).
-func waitStoreSwitched(t *testing.T, g *gateway, key string) {
+func waitStoreSwitched(t *testing.T, g *Gateway, key string) {
 	t.Helper()
 	eventually.True(t, "the gateway to claim on the new primary", func() bool {
-		r := g.do(t, request{Key: key, Body: ticketBody, Header: map[string]string{"X-Sandbox-Status": "422"}})
-		return r.Status == http.StatusUnprocessableEntity && r.decision() == "execute"
+		r := g.do(t, Request{Key: key, Body: ticketBody, Header: map[string]string{"X-Sandbox-Status": "422"}})
+		return r.Status == http.StatusUnprocessableEntity && r.Decision() == "execute"
 	})
 }
 
@@ -357,7 +357,7 @@ func waitSentinelsReport(t *testing.T, sentinels []string, want string) {
 
 // waitHeldOrDone waits until p's request waits on the sandbox's hold name (true) or p is answered
 // (false).
-func waitHeldOrDone(t *testing.T, sb *sandbox, name string, p *pending) bool {
+func waitHeldOrDone(t *testing.T, sb *Sandbox, name string, p *pending) bool {
 	t.Helper()
 	for {
 		if sb.holding(t, name) > 0 {

@@ -22,30 +22,30 @@ func TestC14_LostStoreReplies(t *testing.T) {
 	t.Parallel()
 	redis := redistest.Start(t, redistest.Options{})
 	proxy := faultproxy.Start(t, redis.Addr())
-	shas, err := scriptSHAs()
+	shas, err := ScriptSHAs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := startSandbox(t)
-	gw := startGateway(t, writeRoutes(t, "routes.yaml.tmpl", sb.url),
+	sb := StartSandbox(t)
+	gw := StartGateway(t, WriteRoutes(t, "routes.yaml.tmpl", sb.URL),
 		[]string{"IDEMGATEWAY_REDIS_URL=" + strings.Replace(redis.URL(), redis.Addr(), proxy.Addr(), 1)})
 	for _, op := range []string{"claim", "commit"} {
 		for _, fault := range []faultproxy.Fault{faultproxy.Close, faultproxy.Stall} {
 			t.Run(op+" "+fault.String(), func(t *testing.T) {
 				key := "c14-" + op + "-" + fault.String()
-				before := sb.stats(t).ByEndpoint[ticketsEndpoint]
+				before := sb.Stats(t).ByEndpoint[TicketsEndpoint]
 				rule := faultproxy.NewRule(fault, func(args [][]byte) bool {
-					got, recordKey := scriptCall(shas, args)
+					got, recordKey := ScriptCall(shas, args)
 					return got == op && strings.Contains(recordKey, key)
 				})
 				proxy.Add(rule)
 
-				first := gw.do(t, request{Key: key, Body: ticketBody})
+				first := gw.do(t, Request{Key: key, Body: ticketBody})
 				if !rule.Lost() {
 					t.Fatalf("no reply of the %s script was lost (answer %d): the test proves nothing", op, first.Status)
 				}
 				executed := first.Status == http.StatusCreated
-				t.Logf("the first answer: %d %s", first.Status, first.decision())
+				t.Logf("the first answer: %d %s", first.Status, first.Decision())
 				switch {
 				case executed:
 					expectDecision(t, first, http.StatusCreated, "execute")
@@ -58,26 +58,26 @@ func TestC14_LostStoreReplies(t *testing.T) {
 				// Retries until one is answered 201 (meanwhile 409: the claim, or the settle, is
 				// still being sorted out in the background): the replay when the first executed,
 				// else the one execution, which the next retry replays.
-				var r response
+				var r Response
 				eventually.True(t, "a retry answered 201", func() bool {
-					r = gw.do(t, request{Key: key, Body: ticketBody})
-					if r.Status == http.StatusConflict && r.decision() == "in_progress" {
+					r = gw.do(t, Request{Key: key, Body: ticketBody})
+					if r.Status == http.StatusConflict && r.Decision() == "in_progress" {
 						return false
 					}
 					return true
 				})
 				if !executed {
 					expectDecision(t, r, http.StatusCreated, "execute")
-					r = gw.do(t, request{Key: key, Body: ticketBody})
+					r = gw.do(t, Request{Key: key, Body: ticketBody})
 				}
 				expectDecision(t, r, http.StatusCreated, "replay")
-				if got := sb.stats(t).ByEndpoint[ticketsEndpoint] - before; got != 1 {
+				if got := sb.Stats(t).ByEndpoint[TicketsEndpoint] - before; got != 1 {
 					t.Errorf("%d side effects, want 1", got)
 				}
 			})
 		}
 	}
-	for line := range strings.Lines(gw.out.String()) {
+	for line := range strings.Lines(gw.Out.String()) {
 		var l struct{ Msg string }
 		if json.Unmarshal([]byte(line), &l) == nil && strings.Contains(l.Msg, "lease lost") {
 			t.Errorf("the gateway logged a lost lease: %s", line)

@@ -116,7 +116,7 @@ func (w *wire) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Body = io.NopCloser(bytes.NewReader(b))
 		isCall = bytes.Contains(b, []byte(`"tools/call"`))
 	}
-	resp, err := client.Transport.RoundTrip(req)
+	resp, err := Client.Transport.RoundTrip(req)
 	if err == nil && req.Method == http.MethodDelete {
 		w.mu.Lock()
 		w.deletes = append(w.deletes, resp.StatusCode)
@@ -150,13 +150,13 @@ func (w *wire) last(t *testing.T) wireAnswer {
 
 // mcpConnect connects a go-sdk client to the gateway's route of way w, in w's protocol era; the
 // session closes when the test ends.
-func (g *gateway) mcpConnect(t *testing.T, w mcpWay, opts *mcp.ClientOptions) *mcpClient {
+func (g *Gateway) mcpConnect(t *testing.T, w mcpWay, opts *mcp.ClientOptions) *mcpClient {
 	t.Helper()
 	wr := &wire{}
 	c := mcp.NewClient(&mcp.Implementation{Name: "idemgateway-e2e", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.proxy + w.path, HTTPClient: &http.Client{Transport: wr}},
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.Proxy + w.path, HTTPClient: &http.Client{Transport: wr}},
 		&mcp.ClientSessionOptions{ProtocolVersion: w.version})
 	if err != nil {
 		t.Fatalf("connect %s (%s): %v", w.path, w.version, err)
@@ -293,15 +293,15 @@ func (c *mcpClient) expectDecisionHeaders(t *testing.T, decision string) wireAns
 type mcpCounts struct{ effects, calls, cancelled int }
 
 // mcpCounts reads the counters of tool ("create_ticket").
-func (sb *sandbox) mcpCounts(t *testing.T, tool string) mcpCounts {
+func (sb *Sandbox) mcpCounts(t *testing.T, tool string) mcpCounts {
 	t.Helper()
-	st := sb.stats(t)
+	st := sb.Stats(t)
 	return mcpCounts{effects: st.ByEndpoint["mcp."+tool], calls: st.Requests.ByEndpoint["mcp."+tool],
 		cancelled: st.Cancelled.ByEndpoint["mcp."+tool]}
 }
 
 // expectSince checks how many effects and calls of tool the sandbox counted since before.
-func (sb *sandbox) expectSince(t *testing.T, tool string, before mcpCounts, effects, calls int) {
+func (sb *Sandbox) expectSince(t *testing.T, tool string, before mcpCounts, effects, calls int) {
 	t.Helper()
 	now := sb.mcpCounts(t, tool)
 	if got := now.effects - before.effects; got != effects {
@@ -317,10 +317,10 @@ func (sb *sandbox) expectSince(t *testing.T, tool string, before mcpCounts, effe
 }
 
 // waitIdle waits until the sandbox serves nothing: a tool that outlived its client has finished.
-func (sb *sandbox) waitIdle(t *testing.T) {
+func (sb *Sandbox) waitIdle(t *testing.T) {
 	t.Helper()
 	eventually.True(t, "the sandbox to finish its calls", func() bool {
-		st := sb.stats(t)
+		st := sb.Stats(t)
 		return st.InFlight != nil && *st.InFlight == 0
 	})
 }

@@ -243,7 +243,7 @@ func TestMCPReadOnlyNotStored(t *testing.T) {
 		if res := c.mustCall(t, "search_tickets", map[string]any{"query": "Disk"}, ""); res.IsError {
 			t.Errorf("search_tickets without a key: a tool error %q (a read_only tool needs no key)", texts(res))
 		}
-		if _, found := e.gw.record(t, "default", w.route+"/search_tickets", key); found {
+		if _, found := e.gw.Record(t, "default", w.route+"/search_tickets", key); found {
 			t.Error("a record of a read_only tool")
 		}
 		e.sb.expectSince(t, "search_tickets", before, 0, 3)
@@ -341,7 +341,7 @@ func TestMCPToolErrorNotStored(t *testing.T) {
 			}
 			c.expectDecisionHeaders(t, "execute")
 		}
-		if rec, found := e.gw.record(t, "default", w.route+"/failing_create", key); found {
+		if rec, found := e.gw.Record(t, "default", w.route+"/failing_create", key); found {
 			t.Errorf("a record in state %q after a tool error, want none", rec.State)
 		}
 		e.sb.expectSince(t, "failing_create", before, 0, 2)
@@ -470,7 +470,7 @@ func TestMCPTrustedAnnotations(t *testing.T) {
 			t.Errorf("Idempotency-Decision %q on a readOnlyHint tool, want none", d)
 		}
 	}
-	if _, found := e.gw.record(t, "default", annotationsWay.route+"/search_tickets", "ann-search"); found {
+	if _, found := e.gw.Record(t, "default", annotationsWay.route+"/search_tickets", "ann-search"); found {
 		t.Error("a record of a readOnlyHint tool")
 	}
 	e.sb.expectSince(t, "search_tickets", search, 0, 3)

@@ -68,7 +68,7 @@ func (c tsCall) decision() string {
 
 // runTS runs the TypeScript client with cfg against the gateway's route of way w. Without Node.js
 // or the installed client the test fails, saying what to install: it is never skipped.
-func (g *gateway) runTS(t *testing.T, w mcpWay, cfg tsConfig) tsOutput {
+func (g *Gateway) runTS(t *testing.T, w mcpWay, cfg tsConfig) tsOutput {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -78,7 +78,7 @@ func (g *gateway) runTS(t *testing.T, w mcpWay, cfg tsConfig) tsOutput {
 	if _, err := os.Stat(filepath.Join("mcpts", "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
 		t.Fatal("the TypeScript MCP client is not installed: run make mcpts (npm ci --prefix e2e/mcpts)")
 	}
-	cfg.URL, cfg.MetaKey = g.proxy+w.path, metaKey
+	cfg.URL, cfg.MetaKey = g.Proxy+w.path, metaKey
 	arg, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -31,24 +31,24 @@ const ticketsLookupEndpoint = "tickets.find_tickets"
 // are reloaded with after: 300ms, so that it has passed, and the next retry reconciles.
 func TestIssue4_ReconcileRacesTheCallItReconciles(t *testing.T) {
 	t.Parallel()
-	sb := startSandbox(t)
-	routesFile := writeRoutes(t, "reconcile.yaml.tmpl", sb.url)
-	g := startGateway(t, routesFile, []string{"IDEMGATEWAY_DATA_DIR=" + t.TempDir()})
+	sb := StartSandbox(t)
+	routesFile := WriteRoutes(t, "reconcile.yaml.tmpl", sb.URL)
+	g := StartGateway(t, routesFile, []string{"IDEMGATEWAY_DATA_DIR=" + t.TempDir()})
 	// Every attempt carries the released hold: a second execution would act at once.
-	req := request{Key: "rec-1", Body: `{"title":"disk full"}`, Header: heldDetached("rec-1")}
+	req := Request{Key: "rec-1", Body: `{"title":"disk full"}`, Header: heldDetached("rec-1")}
 
 	first := g.do(t, req)
-	if first.Status != http.StatusGatewayTimeout || first.decision() != "execute" {
-		t.Fatalf("first call: %d %q, want 504 execute (the upstream timeout fired)", first.Status, first.decision())
+	if first.Status != http.StatusGatewayTimeout || first.Decision() != "execute" {
+		t.Fatalf("first call: %d %q, want 504 execute (the upstream timeout fired)", first.Status, first.Decision())
 	}
 	retry := g.do(t, req) // the agent retries at once, while the upstream still holds the call
-	if retry.Status != http.StatusConflict || retry.decision() != "in_progress" {
-		t.Fatalf("the retry before reconcile.after: %d %q, want 409 in_progress", retry.Status, retry.decision())
+	if retry.Status != http.StatusConflict || retry.Decision() != "in_progress" {
+		t.Fatalf("the retry before reconcile.after: %d %q, want 409 in_progress", retry.Status, retry.Decision())
 	}
 	expectRetryAfter(t, retry)
-	if st := sb.stats(t); st.Requests.ByEndpoint[ticketsLookupEndpoint] != 0 || st.Requests.ByEndpoint[ticketsEndpoint] != 1 {
+	if st := sb.Stats(t); st.Requests.ByEndpoint[ticketsLookupEndpoint] != 0 || st.Requests.ByEndpoint[TicketsEndpoint] != 1 {
 		t.Fatalf("before reconcile.after: %d lookups and %d calls reached the upstream, want 0 and 1",
-			st.Requests.ByEndpoint[ticketsLookupEndpoint], st.Requests.ByEndpoint[ticketsEndpoint])
+			st.Requests.ByEndpoint[ticketsLookupEndpoint], st.Requests.ByEndpoint[TicketsEndpoint])
 	}
 
 	sb.release(t, "rec-1")
@@ -63,27 +63,27 @@ func TestIssue4_ReconcileRacesTheCallItReconciles(t *testing.T) {
 	if shorter == string(data) {
 		t.Fatal("testdata/reconcile.yaml.tmpl no longer has after: 1h")
 	}
-	reloads := strings.Count(g.out.String(), `"msg":"routes reloaded"`)
+	reloads := strings.Count(g.Out.String(), `"msg":"routes reloaded"`)
 	if err := os.WriteFile(routesFile, []byte(shorter), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := g.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	eventually.True(t, "the gateway to reload its routes", func() bool {
-		return strings.Count(g.out.String(), `"msg":"routes reloaded"`) > reloads
+		return strings.Count(g.Out.String(), `"msg":"routes reloaded"`) > reloads
 	})
 
 	// Once reconcile.after has passed from the latest moment the first call may have started (its
 	// claim's started_at and one store timeout, docs/unknown-outcomes.md), the lookup finds the first
 	// call's ticket: a replay of it. Until then, 409 in_progress.
-	var settled response
+	var settled Response
 	eventually.True(t, "reconcile.after to pass", func() bool {
 		settled = g.do(t, req)
-		return settled.Status != http.StatusConflict || settled.decision() != "in_progress"
+		return settled.Status != http.StatusConflict || settled.Decision() != "in_progress"
 	})
-	if settled.Status != http.StatusCreated || settled.decision() != "replay" || settled.Header.Get("Idempotency-Reconciled") != "found" {
-		t.Fatalf("reconciled retry: %d %q %q, want 201 replay found; body %.300s", settled.Status, settled.decision(), settled.Header.Get("Idempotency-Reconciled"), settled.Body)
+	if settled.Status != http.StatusCreated || settled.Decision() != "replay" || settled.Header.Get("Idempotency-Reconciled") != "found" {
+		t.Fatalf("reconciled retry: %d %q %q, want 201 replay found; body %.300s", settled.Status, settled.Decision(), settled.Header.Get("Idempotency-Reconciled"), settled.Body)
 	}
 	body := settled.json(t)
 	rec := g.mustRecord(t, "create_ticket", "rec-1")
@@ -92,7 +92,7 @@ func TestIssue4_ReconcileRacesTheCallItReconciles(t *testing.T) {
 	}
 	expectUp(t, sb, 1)
 	expectAttempts(t, sb, 1)
-	if n := sb.stats(t).Requests.ByEndpoint[ticketsLookupEndpoint]; n != 1 {
+	if n := sb.Stats(t).Requests.ByEndpoint[ticketsLookupEndpoint]; n != 1 {
 		t.Errorf("%d lookups, want 1", n)
 	}
 }

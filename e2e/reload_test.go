@@ -19,20 +19,20 @@ import (
 // than by which of a probe and a watcher comes first (audit T7).
 func TestReload(t *testing.T) {
 	t.Parallel()
-	sb := startSandbox(t)
-	path := writeRoutes(t, "routes.yaml.tmpl", sb.url)
-	g := startGateway(t, path, []string{"IDEMGATEWAY_DATA_DIR=" + t.TempDir(), "IDEMGATEWAY_ROUTES_POLL=0"})
+	sb := StartSandbox(t)
+	path := WriteRoutes(t, "routes.yaml.tmpl", sb.URL)
+	g := StartGateway(t, path, []string{"IDEMGATEWAY_DATA_DIR=" + t.TempDir(), "IDEMGATEWAY_ROUTES_POLL=0"})
 	original, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hangup := func() {
 		t.Helper()
-		if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		if err := g.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 	}
-	expectCreated(t, g.do(t, request{Key: "before", Body: `{"a":1}`}))
+	expectCreated(t, g.do(t, Request{Key: "before", Body: `{"a":1}`}))
 
 	// A broken file is refused: the old routes keep serving.
 	if err := os.WriteFile(path, []byte("routes: [\n"), 0o644); err != nil {
@@ -40,7 +40,7 @@ func TestReload(t *testing.T) {
 	}
 	hangup()
 	g.waitLog(t, "routes file refused; the routes in force stay", 1)
-	expectCreated(t, g.do(t, request{Key: "while-broken", Body: `{"a":1}`}))
+	expectCreated(t, g.do(t, Request{Key: "while-broken", Body: `{"a":1}`}))
 
 	// A valid file without create_ticket: the route goes away.
 	without := strings.Replace(string(original), "path: /v1/tickets\n", "path: /v2/tickets\n", 1)
@@ -52,7 +52,7 @@ func TestReload(t *testing.T) {
 	}
 	hangup()
 	g.waitLog(t, "routes reloaded", 1)
-	expectNoRoute(t, g.do(t, request{Key: "gone", Body: `{"a":1}`}))
+	expectNoRoute(t, g.do(t, Request{Key: "gone", Body: `{"a":1}`}))
 
 	// The original file again: the receipt of before replays.
 	if err := os.WriteFile(path, original, 0o644); err != nil {
@@ -60,7 +60,7 @@ func TestReload(t *testing.T) {
 	}
 	hangup()
 	g.waitLog(t, "routes reloaded", 2)
-	expectDecision(t, g.do(t, request{Key: "before", Body: `{"a":1}`}), http.StatusCreated, "replay")
+	expectDecision(t, g.do(t, Request{Key: "before", Body: `{"a":1}`}), http.StatusCreated, "replay")
 	expectUp(t, sb, 2) // before and while-broken
 	if n := g.logCount("routes reloaded") + g.logCount("routes file refused; the routes in force stay"); n != 3 {
 		t.Errorf("%d reloads logged, want 3: one per SIGHUP, none by the content checks", n)
@@ -71,9 +71,9 @@ func TestReload(t *testing.T) {
 // loaded without a signal.
 func TestReloadOnFileChange(t *testing.T) {
 	t.Parallel()
-	sb := startSandbox(t)
-	path := writeRoutes(t, "routes.yaml.tmpl", sb.url)
-	g := startGateway(t, path, []string{"IDEMGATEWAY_DATA_DIR=" + t.TempDir(), "IDEMGATEWAY_ROUTES_POLL=20ms"})
+	sb := StartSandbox(t)
+	path := WriteRoutes(t, "routes.yaml.tmpl", sb.URL)
+	g := StartGateway(t, path, []string{"IDEMGATEWAY_DATA_DIR=" + t.TempDir(), "IDEMGATEWAY_ROUTES_POLL=20ms"})
 	original, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -83,14 +83,14 @@ func TestReloadOnFileChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.waitLog(t, "routes reloaded", 1)
-	expectNoRoute(t, g.do(t, request{Key: "gone", Body: `{"a":1}`}))
+	expectNoRoute(t, g.do(t, Request{Key: "gone", Body: `{"a":1}`}))
 	expectUp(t, sb, 0)
 }
 
 // logCount counts the gateway's JSON log lines whose msg is msg.
 func (p *process) logCount(msg string) int {
 	n := 0
-	for _, line := range strings.Split(p.out.String(), "\n") {
+	for _, line := range strings.Split(p.Out.String(), "\n") {
 		var l struct{ Msg string }
 		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == msg {
 			n++

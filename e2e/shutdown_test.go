@@ -22,7 +22,7 @@ import (
 func TestShutdownGraceRunsOut(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
-		req := request{Key: "grace-1", Body: ticketBody}
+		req := Request{Key: "grace-1", Body: ticketBody}
 		first := goSend(e.gw, held(req, "grace-1"))
 		e.sb.waitHeld(t, "grace-1", 1)
 
@@ -33,7 +33,7 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 			Records    int
 		}
 		var abandoned []graceLine
-		for _, line := range strings.Split(e.gw.out.String(), "\n") {
+		for _, line := range strings.Split(e.gw.Out.String(), "\n") {
 			var l graceLine
 			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "grace period over: calls still under way are left outcome_unknown" {
 				abandoned = append(abandoned, l)
@@ -53,7 +53,7 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 		// The upstream acts after the gateway left.
 		e.sb.release(t, "grace-1")
 		eventually.True(t, "the released call to reach the sandbox", func() bool {
-			return e.sb.stats(t).ByEndpoint[ticketsEndpoint] == 1
+			return e.sb.Stats(t).ByEndpoint[TicketsEndpoint] == 1
 		})
 		r := g.do(t, req)
 		expectProblem(t, r, http.StatusConflict, "outcome-unknown", "outcome_unknown", false)
@@ -72,7 +72,7 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 // last loaded, the line prints 6s and a call held past it would be cut off and left outcome_unknown.
 func TestShutdownGraceOutlastsReloads(t *testing.T) {
 	t.Parallel()
-	sb := startSandbox(t)
+	sb := StartSandbox(t)
 	path := filepath.Join(t.TempDir(), "routes.yaml")
 	writeTimeout := func(timeout string) {
 		t.Helper()
@@ -89,31 +89,31 @@ routes:
     receipt:
       remote_id: /id
       remote_url: /url
-`, sb.url, timeout)
+`, sb.URL, timeout)
 		if err := os.WriteFile(path, []byte(routes), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	writeTimeout("1s")
 	data := "IDEMGATEWAY_DATA_DIR=" + t.TempDir()
-	g := startGateway(t, path, []string{data, "IDEMGATEWAY_ROUTES_POLL=0"})
+	g := StartGateway(t, path, []string{data, "IDEMGATEWAY_ROUTES_POLL=0"})
 	reload := func(timeout string, n int) {
 		t.Helper()
 		writeTimeout(timeout)
-		if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		if err := g.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 		g.waitLog(t, "routes reloaded", n)
 	}
 
 	reload("30s", 1)
-	req := request{Key: "grace-reload", Body: ticketBody}
+	req := Request{Key: "grace-reload", Body: ticketBody}
 	call := goSend(g, held(req, "grace-reload"))
 	sb.waitHeld(t, "grace-reload", 1)
 	reload("1s", 2) // the held call keeps the 30s it started with
 
 	g.judged = true
-	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := g.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	g.waitLog(t, "shutting down", 1)
@@ -138,7 +138,7 @@ routes:
 
 	// The next process starts on the 30s file: the file loaded at start counts too.
 	writeTimeout("30s")
-	next := startGateway(t, path, []string{data, "IDEMGATEWAY_ROUTES_POLL=0"})
+	next := StartGateway(t, path, []string{data, "IDEMGATEWAY_ROUTES_POLL=0"})
 	if rec := next.mustRecord(t, "create_ticket", "grace-reload"); rec.State != "committed" {
 		t.Errorf("record of the call in flight at SIGTERM: state %q, want committed", rec.State)
 	}
@@ -154,7 +154,7 @@ routes:
 // shutdownGraces returns the grace of each "shutting down" log line of p.
 func shutdownGraces(p *process) []string {
 	var graces []string
-	for _, line := range strings.Split(p.out.String(), "\n") {
+	for _, line := range strings.Split(p.Out.String(), "\n") {
 		var l struct{ Msg, Grace string }
 		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "shutting down" {
 			graces = append(graces, l.Grace)

@@ -21,7 +21,7 @@ func TestStoreDownAtCommit(t *testing.T) {
 	t.Parallel()
 	// AOF with fsync always: the claim survives Redis's stop and restart.
 	e := newEnv(t, redisStore, envOptions{redis: redistest.Options{AppendOnly: true, Args: []string{"--appendfsync", "always"}}})
-	req := request{Path: pathLease, Key: "commit-down", Body: ticketBody}
+	req := Request{Path: pathLease, Key: "commit-down", Body: ticketBody}
 	first := goSend(e.gw, held(req, "commit-down"))
 	e.sb.waitHeld(t, "commit-down", 1)
 
@@ -39,7 +39,7 @@ func TestStoreDownAtCommit(t *testing.T) {
 		Pending                   bool
 	}
 	eventually.True(t, "the error line of the failed commit", func() bool {
-		for _, l := range strings.Split(e.gw.out.String(), "\n") {
+		for _, l := range strings.Split(e.gw.Out.String(), "\n") {
 			if json.Unmarshal([]byte(l), &line) == nil && line.Msg == notSettled {
 				return true
 			}

@@ -79,9 +79,9 @@ func (u *switchingUpstream) awaitClosed(t *testing.T) {
 // exchangeRaw writes raw to the gateway's proxy listener on a connection of its own, reads the
 // answer's status line and header, writes then (bytes that a tunnel would carry, which the
 // gateway otherwise reads as requests of its own) and closes the connection.
-func exchangeRaw(t *testing.T, g *gateway, raw, then string) (status int) {
+func exchangeRaw(t *testing.T, g *Gateway, raw, then string) (status int) {
 	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(g.proxy, "http://"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(g.Proxy, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := startGateway(t, routes, []string{"IDEMGATEWAY_DATA_DIR=" + filepath.Join(t.TempDir(), "data")})
+	g := StartGateway(t, routes, []string{"IDEMGATEWAY_DATA_DIR=" + filepath.Join(t.TempDir(), "data")})
 
 	const tunneled = "GET /admin/delete-everything HTTP/1.1\r\nHost: x\r\n\r\n" +
 		"POST /v1/tickets/1/close HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"

@@ -1,19 +1,17 @@
-package e2e
+package chaos
 
 import (
 	"bytes"
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgateway/idemgateway/e2e"
 
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/faultproxy"
@@ -24,36 +22,10 @@ import (
 var lostReplyOps = []string{"claim", "commit", "renew", "release", "mark_unknown", "reclaim"}
 
 // lostReplyRequired are the transitions every chaos run must have lost a reply of, by close and by
-// stall (issue 15 item 8); reclaim runs only where a reconciliation finds nothing, too rarely to
-// require.
+// stall; reclaim runs only where a reconciliation finds nothing, too rarely to require.
 var lostReplyRequired = lostReplyOps[:5]
 
 var lostReplyFaults = []faultproxy.Fault{faultproxy.Close, faultproxy.Stall}
-
-// scriptSHAs returns the SHA1 by which EVALSHA names each transition's script. redisstore/scripts.go
-// builds every script as record.lua followed by the transition's own file (settle.lua for a commit
-// and a mark-unknown, told apart by their state argument: scriptCall); a change there leaves the
-// rules matching nothing, which the run's assertion that every transition lost replies catches.
-func scriptSHAs() (map[string]string, error) {
-	dir := filepath.Join(moduleRoot(), "redisstore", "scripts")
-	common, err := os.ReadFile(filepath.Join(dir, "record.lua"))
-	if err != nil {
-		return nil, err
-	}
-	shas := map[string]string{}
-	for _, script := range []string{"claim", "reclaim", "renew", "settle", "release"} {
-		own, err := os.ReadFile(filepath.Join(dir, script+".lua"))
-		if err != nil {
-			return nil, err
-		}
-		sum := sha1.Sum(append(bytes.Clone(common), own...))
-		shas[hex.EncodeToString(sum[:])] = script
-	}
-	return shas, nil
-}
-
-// settleOps are the transitions of the settle script, by its state argument.
-var settleOps = map[string]string{"committed": "commit", "outcome_unknown": "mark_unknown"}
 
 // lostReplies loses the replies of store transitions between the gateways and Redis: one
 // faultproxy.Proxy in front of the redis-server, which every gateway uses as its Redis, and one
@@ -69,46 +41,20 @@ type lostReplies struct {
 	gone  int              // rules whose command's reply never came (Redis went away first)
 }
 
-// chaosKeyIdx reads the operation's index from a record's Redis key: <prefix>{tenant/tool/chaos-<seed>-<idx>}.
-var chaosKeyIdx = regexp.MustCompile(`/chaos-\d+-(\d+)\}`)
+// keyIdx reads the operation's index from a record's Redis key: <prefix>{tenant/tool/chaos-<seed>-<idx>}.
+var keyIdx = regexp.MustCompile(`/chaos-\d+-(\d+)\}`)
 
 // transition returns the transition a command runs on an operation's record, "" for none, and the
 // record's Redis key (scriptCall).
 func (l *lostReplies) transition(args [][]byte) (op, key string) {
-	op, key = scriptCall(l.shas, args)
+	op, key = e2e.ScriptCall(l.shas, args)
 	// Only the operations' records: a lost reply of the gateway's own probes (its safety check's
 	// and /readyz's claim and release of a key of their own) makes it refuse keyed requests until
 	// its next check, which is not what the run measures.
-	if op == "" || !chaosKeyIdx.MatchString(key) {
+	if op == "" || !keyIdx.MatchString(key) {
 		return "", ""
 	}
 	return op, key
-}
-
-// scriptCall returns the transition a command runs, by the name shas (scriptSHAs) gives its
-// script, "" for none: EVALSHA of a known script, or EVAL of its source (go-redis sends it after a
-// NOSCRIPT, on a Redis restarted from its AOF); and the record's Redis key, its KEYS[1].
-func scriptCall(shas map[string]string, args [][]byte) (op, key string) {
-	if len(args) < 4 {
-		return "", ""
-	}
-	switch string(bytes.ToLower(args[0])) {
-	case "evalsha":
-		op = shas[string(args[1])]
-	case "eval":
-		sum := sha1.Sum(args[1])
-		op = shas[hex.EncodeToString(sum[:])]
-	}
-	if op == "settle" { // ARGV[5], after the script, the key count, the key and four ARGV
-		op = ""
-		if len(args) == 9 {
-			op = settleOps[string(args[8])]
-		}
-	}
-	if op == "" {
-		return "", ""
-	}
-	return op, string(args[3])
 }
 
 // inject runs one injector per transition and fault until ctx ends. Each pauses pause() between
@@ -161,7 +107,7 @@ func (l *lostReplies) injectOne(ctx context.Context, rng *rand.Rand, op string, 
 		case rule.Lost():
 			l.lost[name]++
 			if k, _ := key.Load().(string); k != "" {
-				if m := chaosKeyIdx.FindStringSubmatch(k); m != nil {
+				if m := keyIdx.FindStringSubmatch(k); m != nil {
 					idx, _ := strconv.Atoi(m[1])
 					l.byKey[idx+1] = append(l.byKey[idx+1], name)
 				}

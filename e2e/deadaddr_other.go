@@ -9,7 +9,7 @@ import (
 )
 
 // deadURL returns the URL of a loopback port that refuses connections: one that was free a moment
-// ago. (Another process could take it meanwhile; deadaddr_unix_test.go holds the port instead.)
+// ago. (Another process could take it meanwhile; deadaddr_unix.go holds the port instead.)
 func deadURL(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
