@@ -88,10 +88,10 @@ func trickleBytes(conn net.Conn, every time.Duration, stop <-chan struct{}) {
 	}
 }
 
-// TestF3Deadlines (audit F3) runs the binary with small limits: a trickled body is answered 400
+// TestDeadlines (audit F3) runs the binary with small limits: a trickled body is answered 400
 // and its connection closed; the 504 of an upstream timeout reaches a client still sending a
 // streamed body, and its connection is closed; a download its client never reads is given up.
-func TestF3Deadlines(t *testing.T) {
+func TestDeadlines(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, embeddedStore, envOptions{routes: "deadlines.yaml.tmpl", env: deadlineEnv})
 
@@ -146,10 +146,10 @@ func TestF3Deadlines(t *testing.T) {
 	})
 }
 
-// TestF14AdminListener (audit F14) against the binary: a Host that does not name the admin
+// TestAdminListener (audit F14) against the binary: a Host that does not name the admin
 // listener gets 421; its address, localhost and IDEMGATEWAY_ADMIN_HOSTS are served; a resolve sent
 // as text/plain gets 415 and leaves the record as it was.
-func TestF14AdminListener(t *testing.T) {
+func TestAdminListener(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, embeddedStore, envOptions{routes: "deadlines.yaml.tmpl", env: deadlineEnv})
 	port := e.gw.admin[strings.LastIndex(e.gw.admin, ":")+1:]

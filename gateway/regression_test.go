@@ -288,10 +288,10 @@ func TestStreamedBodyOverLimit(t *testing.T) {
 	}
 }
 
-// TestIssue12DifferingFieldsAsTheRouteWritesThem: a conflict names a body field by the pointer
+// TestDifferingFieldsAsTheRouteWritesThem: a conflict names a body field by the pointer
 // the route includes (it once read /body/~1fields~1summary, the canonical document's spelling),
 // and a part outside the body by its name without a leading slash.
-func TestIssue12DifferingFieldsAsTheRouteWritesThem(t *testing.T) {
+func TestDifferingFieldsAsTheRouteWritesThem(t *testing.T) {
 	t.Parallel()
 	up, executions := countingUpstream(t)
 	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(`
