@@ -27,8 +27,8 @@ const ticketsLookupEndpoint = "tickets.find_tickets"
 //
 // The sandbox holds the first call until the test releases it, and then performs it although the
 // gateway gave up on it (detached). reconcile.after is 1h at first, so the retry is early however
-// slow the machine (audit T10: it had to come within 1.5 s of the call's start); then the routes
-// are reloaded with after: 300ms, so that it has passed, and the next retry reconciles.
+// slow the machine; then the routes are reloaded with after: 300ms, so that it has passed, and the
+// next retry reconciles.
 func TestReconcileRacesTheCallItReconciles(t *testing.T) {
 	t.Parallel()
 	sb := startSandbox(t)

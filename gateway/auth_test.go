@@ -291,11 +291,12 @@ func TestWhoIsCallingJWT(t *testing.T) {
 	}
 }
 
-// TestConflictTellsOnlyItsFirstCaller: with clients, a 422 tells of the record (its
-// fingerprint, remote id and the fields that differ) only to the caller who first used the key;
-// another client of the same tenant learns that the key is taken, and nothing of the first
-// caller's request (audit F6: differing_fields answered one field at a time). A record written
-// before clients were configured names no caller, so it tells no one.
+// TestConflictTellsOnlyItsFirstCaller: with clients, a 422 tells of the record (its fingerprint,
+// remote id and the fields that differ) only to the caller who first used the key; another client
+// of the same tenant learns that the key is taken, and nothing of the first caller's request, not
+// even one field at a time through differing_fields
+// (docs/security.md#who-sees-a-conflicts-details). A record written before clients were configured
+// names no caller, so it tells no one.
 func TestConflictTellsOnlyItsFirstCaller(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {

@@ -125,9 +125,9 @@ func trickle(conn net.Conn, every time.Duration, stop <-chan struct{}) {
 	}
 }
 
-// TestSlowBodyIsCut (audit F3): a body trickled a byte at a time, or one that stops after its
-// first byte, is answered 400 and its connection closed once it falls behind the minimum rate,
-// and the upstream is never called. Left alone, the trickle would last a minute.
+// TestSlowBodyIsCut (docs/security.md#deadlines): a body trickled a byte at a time, or one that
+// stops after its first byte, is answered 400 and its connection closed once it falls behind the
+// minimum rate, and the upstream is never called. Left alone, the trickle would last a minute.
 func TestSlowBodyIsCut(t *testing.T) {
 	t.Parallel()
 	up, calls := countingUpstream(t)
@@ -223,11 +223,12 @@ routes:
   - {name: file, upstream: up, method: GET, path: "/v1/files/{id}", class: read_only}
 `
 
-// TestNonReadingClientIsCut (audit F3: 1 000 replay readers that never read held 410 MB): an
-// answer whose client does not read is given up, and its connection closed, once the writes have
-// waited the write timeout plus the transfer, at the minimum rate, of what the connection took:
-// a replay of a stored 8 MiB body, and an 8 MiB download streamed from the upstream. The answer
-// never completes (its connection never goes idle for the next request).
+// TestNonReadingClientIsCut (docs/security.md#deadlines: a client that never reads would hold a
+// connection and its memory for good): an answer whose client does not read is given up, and its
+// connection closed, once the writes have waited the write timeout plus the transfer, at the
+// minimum rate, of what the connection took: a replay of a stored 8 MiB body, and an 8 MiB download
+// streamed from the upstream. The answer never completes (its connection never goes idle for the
+// next request).
 func TestNonReadingClientIsCut(t *testing.T) {
 	t.Parallel()
 	const size = 8 << 20
@@ -316,10 +317,10 @@ func (p pacedReader) Read(b []byte) (int, error) {
 	return p.r.Read(b)
 }
 
-// TestStreamedFailureClosesConnection (audit F3: on streamed routes the upstream's 504 never
-// reached a client still sending): when the upstream exchange of a streamed body fails, the
-// client gets the answer at once, with Connection: close, and the connection is closed, instead
-// of the gateway reading the rest of the body first (here it would take 50 s).
+// TestStreamedFailureClosesConnection (docs/security.md#deadlines): when the upstream exchange of a
+// streamed body fails, the client gets the answer at once, with Connection: close, and the
+// connection is closed, instead of the gateway reading the rest of the body first (here it would
+// take 50 s).
 func TestStreamedFailureClosesConnection(t *testing.T) {
 	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -19,8 +19,8 @@ import (
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-// Regression tests for what a hostile first user found (issue 2's fresh-eyes review): each input
-// below once got through, or got the wrong answer.
+// Regression tests for what a hostile first user found: each input below once got through, or got
+// the wrong answer.
 
 // countingUpstream answers 201 {"id":"T-<n>"} to every request (502 when X-Fail is set) and counts.
 func countingUpstream(t *testing.T) (*httptest.Server, *atomic.Int32) {
