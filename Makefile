@@ -129,7 +129,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	$(GO) run $(STATICCHECK) ./...
 
-# The long chaos run (issue 15 item 8, docs/guarantees.md#the-chaos-suite-e2etestchaos): e2e
+# The long chaos run (docs/guarantees.md#the-chaos-suite-e2etestchaos): e2e
 # TestChaos with CHAOS_OPS operations (make test runs 550) under gateway kills, Redis stops, lost
 # store replies and short leases, without -race so that it fits in 10 minutes on two cores; prints
 # its table. Replay a run with E2E_CHAOS_SEED=<seed> from its first line.
@@ -138,9 +138,9 @@ CHAOS_OPS ?= 10000
 chaos: redis-server
 	E2E_CHAOS_OPS=$(CHAOS_OPS) $(GO) test -count=1 -timeout 20m -run '^TestChaos$$' -v ./e2e/chaos/
 
-# The performance harness (issue 7): the gateway against a bare reverse proxy on a local
-# redis-server it starts itself, and on the embedded store, about 3 minutes; prints a Markdown table
-# (docs/performance.md).
+# The performance harness: the gateway against a bare reverse proxy on a local redis-server it
+# starts itself, and on the embedded store, 4 to 5 minutes; prints a Markdown table
+# (docs/performance.md#how-to-measure).
 # Flags through BENCHFLAGS, e.g. make bench BENCHFLAGS='-reps 5 -rate 500'.
 .PHONY: bench
 bench: redis-server

@@ -202,8 +202,8 @@ func TestUnauthorized(t *testing.T) {
 }
 
 // TestListAgainstGateway lists outcome_unknown records through the real admin handler, page by
-// page. A gateway without the list endpoint (GET /v1/records answered 404 no-route) fails it: the
-// endpoint is part of the admin API (audit W4; it used to skip).
+// page. A gateway without the list endpoint (GET /v1/records answered 404 no-route) fails it, never
+// skips it: the endpoint is part of the admin API (docs/operations.md#admin-listener).
 func TestListAgainstGateway(t *testing.T) {
 	t.Parallel()
 	tg := newTestGateway(t)

@@ -98,8 +98,8 @@ var plRounds = []plRound{
 }
 
 // TestTransitionsSurvivePowerLoss: every transition the store acknowledged is there after a power
-// cut, that is after the loss of every write that no fsync covered (audit W3, F4: kill -9 keeps the
-// page cache, so TestCommitSurvivesKill9 cannot see a missing fsync). Each round mounts a crash
+// cut, that is after the loss of every write that no fsync covered (kill -9 keeps the page cache,
+// so TestCommitSurvivesKill9 cannot see a missing fsync). Each round mounts a crash
 // filesystem (internal/crashfs) over one backing directory, runs a child process that opens the
 // store on it and makes one kind of transition the last before the crash, kills the child with
 // SIGKILL once it reports the transitions acknowledged, crashes the filesystem, and opens the

@@ -54,8 +54,8 @@ func graphqlShortFields(n int) []byte {
 	return []byte(`{"query":"` + q.String() + `"}`)
 }
 
-// TestMemoryBound is issue 13's measure of a fingerprint's memory: Document allocates at most
-// MemoryBound for 1 MiB bodies of many shapes, and a body over the value budget is refused
+// TestMemoryBound measures a fingerprint's memory (docs/fingerprint.md#bounds): Document allocates
+// at most MemoryBound for 1 MiB bodies of many shapes, and a body over the value budget is refused
 // having allocated a small fraction of its size.
 func TestMemoryBound(t *testing.T) {
 	const mib = 1 << 20

@@ -65,9 +65,10 @@ func TestDifferingFields(t *testing.T) {
 	}
 }
 
-// TestDifferingFieldsNames checks, for each format and each part of a request, the names of
-// issue 12: a body field is a JSON Pointer into the request body as the route writes it, a part
-// outside the body its name without a leading slash. Rows give the rules and two requests.
+// TestDifferingFieldsNames checks, for each format and each part of a request, the names a conflict
+// gives (docs/fingerprint.md#what-a-conflict-says-differing_fields): a body field is a JSON Pointer
+// into the request body as the route writes it, a part outside the body its name without a leading
+// slash. Rows give the rules and two requests.
 func TestDifferingFieldsNames(t *testing.T) {
 	t.Parallel()
 	const (

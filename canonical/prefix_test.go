@@ -283,7 +283,7 @@ func FuzzLookupPrefixes(f *testing.F) {
 var prefixesSink = make([]string, 1)
 
 // TestLookupPrefixesAllocs: the result and the strings, nothing else (the tokenizer is pooled). It
-// runs under -race too, which is how CI runs it (audit W5): there sync.Pool drops a quarter of its
+// runs under -race too, which is how CI runs it: there sync.Pool drops a quarter of its
 // Puts at random, so the exact count is taken on a pass with a warm scan of its own (the pool not
 // involved), and the pooled path is bounded: a pool hit costs the exact count, a miss what a pass
 // on a fresh scan costs; with the race detector's drops the average stays far below halfway

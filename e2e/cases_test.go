@@ -16,7 +16,7 @@ import (
 // The field cases of docs/cases.md, one test each, named after the case.
 
 // TestC01_SimultaneousDuplicates: two identical requests at the same moment. The upstream call of
-// the one that claims the key is held until the other has been answered (audit T2: no window
+// the one that claims the key is held until the other has been answered (no time window
 // that a slow machine misses), so each answer is fixed: one 201 execute, one 409 in progress.
 func TestC01_SimultaneousDuplicates(t *testing.T) {
 	t.Parallel()
@@ -46,7 +46,7 @@ func leaseRenewals(result string) string {
 // has 2s) several times; a retry after 2 leases finds the call still in progress, not lost, and
 // the receipt is committed at the end. The call is held until the retry has been answered, and
 // "after 2 leases" is the gateway's own count: 6 renewals, one every third of a lease, cannot
-// happen in less than 2 leases. Nothing depends on how fast the machine is (audit T4).
+// happen in less than 2 leases. Nothing depends on how fast the machine is.
 func TestC02_LeaseRenewedDuringLongCall(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
@@ -347,7 +347,7 @@ func TestC12_InFlightDifferentBody(t *testing.T) {
 
 // TestTwoReplicasShareRedis: two gateway processes on one Redis get the same key at the same
 // moment: one executes, held at the upstream until the five others have been answered 409 in
-// progress (audit T2); then both replicas replay it. (Field case C13 of docs/cases.md, with a failover, is
+// progress; then both replicas replay it. (Field case C13 of docs/cases.md, with a failover, is
 // TestC13_FailoverClaimOnNewPrimary.)
 func TestTwoReplicasShareRedis(t *testing.T) {
 	t.Parallel()

@@ -299,11 +299,11 @@ func TestContract_OutcomeUnknownRelease(t *testing.T) {
 	})
 }
 
-// TestContract_UpstreamTimeout: a timeout is an unknown outcome: 504 with decision execute, and
-// the record blocks retries. The sandbox holds the call past the gateway's 300ms timeout and acts
-// once the test releases it, after the gateway gave up (detached, as most APIs finish what they
-// accepted; issue 11, audit F1): Up×1, the record outcome_unknown, and the retry refused with 409
-// outcome-unknown, without a second effect (its hold is released: an execution would act at once).
+// TestContract_UpstreamTimeout: a timeout is an unknown outcome: 504 with decision execute, and the
+// record blocks retries. The sandbox holds the call past the gateway's 300ms timeout and acts once
+// the test releases it, after the gateway gave up (detached, as most APIs finish what they
+// accepted): Up×1, the record outcome_unknown, and the retry refused with 409 outcome-unknown,
+// without a second effect (its hold is released: an execution would act at once).
 func TestContract_UpstreamTimeout(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
@@ -383,7 +383,7 @@ func TestContract_ResolveUnknown(t *testing.T) {
 			t.Errorf("retry after resolve committed: %d, decision %q, Idempotent-Replayed %q; want a replay",
 				r.Status, r.Decision(), r.Header.Get("Idempotent-Replayed"))
 		}
-		// The replay made no upstream call (audit W11): the counts are those before the retry.
+		// The replay made no upstream call: the counts are those before the retry.
 		expectUp(t, e.sb, before.ByEndpoint[TicketsEndpoint])
 		expectAttempts(t, e.sb, before.Requests.ByEndpoint[TicketsEndpoint])
 	})
@@ -439,7 +439,7 @@ func TestContract_NoRoute(t *testing.T) {
 			expectNoRoute(t, r)
 		})
 	}
-	// A known path with another method: 405 with Allow, as README.md's decision table promises (audit W10).
+	// A known path with another method: 405 with Allow, as README.md's decision table promises.
 	t.Run("other method", func(t *testing.T) {
 		r := e.gw.do(t, Request{Method: http.MethodGet, Path: PathTickets, NoKey: true})
 		if r.Status != http.StatusMethodNotAllowed {

@@ -12,7 +12,7 @@ import (
 // deadURL returns the URL of a loopback port that refuses connections until t ends: a TCP socket
 // bound to it and never put in the listening state holds the port, so no other process can take
 // it, and the kernel answers every connection attempt with a reset ("connection refused"). A port
-// that was merely freed could be taken by another process meanwhile (audit T9).
+// that was merely freed could be taken by another process meanwhile.
 func deadURL(t *testing.T) string {
 	t.Helper()
 	syscall.ForkLock.RLock() // no child inherits the socket

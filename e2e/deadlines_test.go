@@ -15,10 +15,10 @@ import (
 	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
-// The deadline and admin tests of audit F3 and F14 against the built binary, with raw sockets. The
-// gateway's limits are set small (deadlineEnv); every bound a test waits for is connBound, far
-// above them, so that a loaded machine does not make the tests fail: a bound catches a connection
-// held for good, not a slow one.
+// The deadline and admin listener tests (docs/security.md#deadlines, #admin-listener) against the
+// built binary, with raw sockets. The gateway's limits are set small (deadlineEnv); every bound a
+// test waits for is connBound, far above them, so that a loaded machine does not make the tests
+// fail: a bound catches a connection held for good, not a slow one.
 
 // deadlineEnv: a body may keep the gateway waiting 2 s plus 1 s per MiB, an answer 1 s plus 1 s
 // per MiB the client took; the admin listener also answers for gw-admin.test.
@@ -88,17 +88,17 @@ func trickleBytes(conn net.Conn, every time.Duration, stop <-chan struct{}) {
 	}
 }
 
-// TestF3Deadlines (audit F3) runs the binary with small limits: a trickled body is answered 400
-// and its connection closed; the 504 of an upstream timeout reaches a client still sending a
-// streamed body, and its connection is closed; a download its client never reads is given up.
-func TestF3Deadlines(t *testing.T) {
+// TestDeadlines runs the binary with small limits: a trickled body is answered 400 and its
+// connection closed; the 504 of an upstream timeout reaches a client still sending a streamed body,
+// and its connection is closed; a download its client never reads is given up.
+func TestDeadlines(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, embeddedStore, envOptions{routes: "deadlines.yaml.tmpl", env: deadlineEnv})
 
 	t.Run("trickled body", func(t *testing.T) {
 		t.Parallel()
 		conn, br := rawConn(t, e.gw.Proxy, 0)
-		// The audit's request, one byte every 200 ms: 29 bytes would take 6 s; 600 take 2 minutes.
+		// A slow-body attack, one byte every 200 ms: 29 bytes would take 6 s; 600 take 2 minutes.
 		fmt.Fprintf(conn, "POST /v1/tickets HTTP/1.1\r\nHost: a\r\nX-Tenant-ID: acme\r\nContent-Type: application/json\r\n"+
 			"Idempotency-Key: slow-b\r\nContent-Length: 600\r\n\r\n{")
 		stop := make(chan struct{})
@@ -146,10 +146,10 @@ func TestF3Deadlines(t *testing.T) {
 	})
 }
 
-// TestF14AdminListener (audit F14) against the binary: a Host that does not name the admin
-// listener gets 421; its address, localhost and IDEMGATEWAY_ADMIN_HOSTS are served; a resolve sent
-// as text/plain gets 415 and leaves the record as it was.
-func TestF14AdminListener(t *testing.T) {
+// TestAdminListener against the binary: a Host that does not name the admin listener gets 421; its
+// address, localhost and IDEMGATEWAY_ADMIN_HOSTS are served; a resolve sent as text/plain gets 415
+// and leaves the record as it was.
+func TestAdminListener(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, embeddedStore, envOptions{routes: "deadlines.yaml.tmpl", env: deadlineEnv})
 	port := e.gw.Admin[strings.LastIndex(e.gw.Admin, ":")+1:]

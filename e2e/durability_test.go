@@ -14,7 +14,7 @@ import (
 // TestReceiptsSurviveKill9: a committed receipt survives a crash of the gateway (SIGKILL); a new
 // gateway process on the same store replays it. In "embedded, power cut" the data directory is on
 // a crash filesystem (internal/crashfs) that also loses every write no fsync covered, as an OS
-// crash or a power cut does; kill -9 alone keeps the page cache (audit W3).
+// crash or a power cut does; kill -9 alone keeps the page cache.
 func TestReceiptsSurviveKill9(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -66,12 +66,13 @@ func TestReceiptsSurviveKill9(t *testing.T) {
 	}
 }
 
-// TestKill9InFlight: a gateway that crashes during the upstream call leaves a record that no
-// retry executes again on a block route, although the upstream acts (issue 11, audit F1): the
-// sandbox holds the call, the gateway is killed with SIGKILL while it waits, then the sandbox acts
-// (detached, as an API that finishes what it accepted): Up×1. The record is in_progress until
-// its lease lapses, then outcome_unknown, never freed; retries on a restarted gateway are refused
-// and never reach the upstream (their hold is released: an execution would act at once).
+// TestKill9InFlight: a gateway that crashes during the upstream call leaves a record that no retry
+// executes again on a block route, although the upstream acts
+// (docs/unknown-outcomes.md#executing-a-call): the sandbox holds the call, the gateway is killed
+// with SIGKILL while it waits, then the sandbox acts (detached, as an API that finishes what it
+// accepted): Up×1. The record is in_progress until its lease lapses, then outcome_unknown, never
+// freed; retries on a restarted gateway are refused and never reach the upstream (their hold is
+// released: an execution would act at once).
 func TestKill9InFlight(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
@@ -114,7 +115,7 @@ func TestKill9InFlight(t *testing.T) {
 }
 
 // TestConcurrentDuplicates: ten identical requests at the same moment: one upstream execution,
-// held until the nine others have been answered 409 in progress (audit T2).
+// held until the nine others have been answered 409 in progress.
 func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {

@@ -103,7 +103,7 @@ func TestMCPConflict(t *testing.T) {
 		res := c.mustCall(t, "create_ticket", map[string]any{"title": "Disk full on db-2"}, key)
 		m := expectRefusal(t, res, "conflict", false)
 		c.expectDecisionHeaders(t, "conflict")
-		// The text tells the model which key and which argument (issue 14, item 8).
+		// The text tells the model which key and which argument (docs/mcp.md#what-the-agent-gets).
 		if text := strings.Join(texts(res), " "); !strings.Contains(text, key) || !strings.Contains(text, "/params/arguments/title") {
 			t.Errorf("conflict text %q: want the key and the differing argument in it", text)
 		}
@@ -411,8 +411,9 @@ func TestMCPKeyMissing(t *testing.T) {
 }
 
 // TestMCPReplayAcrossEras: a receipt made under one protocol revision replays to a client of the
-// other (issue 14, item 7): the sandbox's stateless endpoint also serves 2025-11-25 clients, so one
-// route, one scope, sees both eras; the TypeScript client (2025-11-25) gets a 2026-07-28 receipt.
+// other (docs/mcp.md#fronting-an-mcp-server): the sandbox's stateless endpoint also serves
+// 2025-11-25 clients, so one route, one scope, sees both eras; the TypeScript client (2025-11-25)
+// gets a 2026-07-28 receipt.
 func TestMCPReplayAcrossEras(t *testing.T) {
 	t.Parallel()
 	e := newMCPEnv(t, embeddedStore)

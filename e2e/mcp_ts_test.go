@@ -17,7 +17,7 @@ import (
 
 // The official TypeScript MCP client (e2e/mcpts) through the gateway: it numbers its ids 0, 1, 2…
 // and matches answers by number, and it adopts any Mcp-Session-Id it sees, two ways a gateway can
-// break a client that go-sdk does not show (issue 14).
+// break a client that go-sdk does not show (docs/cases.md C18).
 
 // tsConfig is what e2e/mcpts/call.mjs does: call tool Times times with the key in _meta.
 type tsConfig struct {

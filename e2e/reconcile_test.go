@@ -13,7 +13,7 @@ import (
 // The sandbox's lookup endpoint, the reconcile block's GET /v1/tickets?external_id=.
 const ticketsLookupEndpoint = "tickets.find_tickets"
 
-// TestIssue4_ReconcileRacesTheCallItReconciles: reconciliation settles an unknown outcome by
+// TestReconcileRacesTheCallItReconciles: reconciliation settles an unknown outcome by
 // asking the upstream whether the effect exists, and executes the call again when it does not. But
 // an outcome is unknown precisely when the gateway stopped waiting while the upstream may still be
 // working: here the gateway's upstream timeout (300ms) fires during a call that the upstream
@@ -27,9 +27,9 @@ const ticketsLookupEndpoint = "tickets.find_tickets"
 //
 // The sandbox holds the first call until the test releases it, and then performs it although the
 // gateway gave up on it (detached). reconcile.after is 1h at first, so the retry is early however
-// slow the machine (audit T10: it had to come within 1.5 s of the call's start); then the routes
-// are reloaded with after: 300ms, so that it has passed, and the next retry reconciles.
-func TestIssue4_ReconcileRacesTheCallItReconciles(t *testing.T) {
+// slow the machine; then the routes are reloaded with after: 300ms, so that it has passed, and the
+// next retry reconciles.
+func TestReconcileRacesTheCallItReconciles(t *testing.T) {
 	t.Parallel()
 	sb := StartSandbox(t)
 	routesFile := WriteRoutes(t, "reconcile.yaml.tmpl", sb.URL)

@@ -15,8 +15,8 @@ import (
 // TestReload: on SIGHUP the gateway loads its routes file as it is; a file that does not validate
 // is refused with its errors logged, and the routes in force keep serving. The content checks are
 // off (IDEMGATEWAY_ROUTES_POLL=0), so only the signal can reload: a SIGHUP that is caught but not
-// acted on fails the test (audit W2), and each step is ordered by the log line it waits for rather
-// than by which of a probe and a watcher comes first (audit T7).
+// acted on fails the test, and each step is ordered by the log line it waits for rather than by
+// which of a probe and a watcher comes first.
 func TestReload(t *testing.T) {
 	t.Parallel()
 	sb := StartSandbox(t)

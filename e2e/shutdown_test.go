@@ -17,8 +17,8 @@ import (
 // TestShutdownGraceRunsOut: SIGTERM while an upstream call is held longer than the shutdown grace
 // (IDEMGATEWAY_SHUTDOWN_GRACE=1s). The process exits once the grace is over, after marking the
 // cut-off call outcome_unknown (Abandon) and saying so in its log. The upstream then acts after
-// its caller left; the next process on the store refuses the retry, so nothing executes twice.
-// (A promise of docs/operations.md, "Shutdown", that no test exercised; issue 11.)
+// its caller left; the next process on the store refuses the retry, so nothing executes twice
+// (docs/operations.md#shutdown).
 func TestShutdownGraceRunsOut(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
@@ -64,12 +64,12 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 
 // TestShutdownGraceOutlastsReloads: the default shutdown grace (IDEMGATEWAY_SHUTDOWN_GRACE=0)
 // outlasts the longest upstream timeout of every routes file in force during the process's life,
-// not only of the file loaded at start (issue 11, found while testing it). The gateway starts with
-// an upstream timeout of 1s (grace 6s), is reloaded to 30s, a call starts under it and is held by
-// the sandbox, and the file is reloaded back to 1s: the call still runs under 30s. SIGTERM must then
-// grant 35s, which the "shutting down" log line prints; the call released after it commits and the
-// process exits cleanly, abandoning nothing. With the grace of the start file, or of the file
-// last loaded, the line prints 6s and a call held past it would be cut off and left outcome_unknown.
+// not only of the file loaded at start. The gateway starts with an upstream timeout of 1s (grace
+// 6s), is reloaded to 30s, a call starts under it and is held by the sandbox, and the file is
+// reloaded back to 1s: the call still runs under 30s. SIGTERM must then grant 35s, which the
+// "shutting down" log line prints; the call released after it commits and the process exits
+// cleanly, abandoning nothing. With the grace of the start file, or of the file last loaded, the
+// line prints 6s and a call held past it would be cut off and left outcome_unknown.
 func TestShutdownGraceOutlastsReloads(t *testing.T) {
 	t.Parallel()
 	sb := StartSandbox(t)

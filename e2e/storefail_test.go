@@ -15,8 +15,7 @@ import (
 // Idempotency-Receipt: pending, and the gateway logs at error level that the record was not
 // settled, naming the key. It keeps writing the receipt in the background: once Redis is back the
 // record is committed (though its 2 s lease lapsed meanwhile, no claim observed it), and a retry
-// replays the first answer without executing again. (docs/guarantees.md, "Pending receipts";
-// issue 15. Before it, the record read outcome_unknown and the receipt was never stored.)
+// replays the first answer without executing again (docs/guarantees.md#pending-receipts).
 func TestStoreDownAtCommit(t *testing.T) {
 	t.Parallel()
 	// AOF with fsync always: the claim survives Redis's stop and restart.

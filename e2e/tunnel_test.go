@@ -104,12 +104,13 @@ func exchangeRaw(t *testing.T, g *Gateway, raw, then string) (status int) {
 	return resp.StatusCode
 }
 
-// TestTunnelNeverOpened (audit F1, F9): the built gateway in front of an upstream that answers 101
-// to everything. The audit's upgrade requests get 400 on a read_only, a keyless and a keyed route
-// and reach no upstream; requests that asked for no upgrade get 502 when the upstream switches
-// anyway, and the requests the client sends next on its connection never reach the upstream: no
-// byte arrives after the 101. A keyed call's record is outcome_unknown, and its retry is refused,
-// never a replayed 101. On the route with upgrade: websocket the tunnel does open: the control.
+// TestTunnelNeverOpened (docs/security.md#upgrades-and-tunnels): the built gateway in front of an
+// upstream that answers 101 to everything. Upgrade requests get 400 on a read_only, a keyless and a
+// keyed route and reach no upstream; requests that asked for no upgrade get 502 when the upstream
+// switches anyway, and the requests the client sends next on its connection never reach the
+// upstream: no byte arrives after the 101. A keyed call's record is outcome_unknown, and its retry
+// is refused, never a replayed 101. On the route with upgrade: websocket the tunnel does open: the
+// control.
 func TestTunnelNeverOpened(t *testing.T) {
 	t.Parallel()
 	up := startSwitchingUpstream(t)

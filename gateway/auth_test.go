@@ -43,11 +43,11 @@ routes:
   - {name: read, upstream: up, method: GET, path: "/v1/tickets/{id}", class: read_only}
 `
 
-// TestF6_WhoIsCalling_APIKeys: with API key clients, every route (keyed, keyless, read_only)
+// TestWhoIsCallingAPIKeys: with API key clients, every route (keyed, keyless, read_only)
 // refuses a request without a key the file knows (401, with a challenge per credential header),
 // the tenant and actor are the client's (a header that says otherwise gets 403), and a
 // credential header sent twice is a 400. The key itself reaches no log and no receipt.
-func TestF6_WhoIsCalling_APIKeys(t *testing.T) {
+func TestWhoIsCallingAPIKeys(t *testing.T) {
 	t.Parallel()
 	up, executions := countingUpstream(t)
 	logs := &testlog.Buffer{}
@@ -176,11 +176,11 @@ func (i *jwtIssuer) token(t *testing.T, claims jwt.MapClaims) string {
 	return s
 }
 
-// TestF6_WhoIsCalling_JWT: JWT clients verify a token against a key set from a file and from a
+// TestWhoIsCallingJWT: JWT clients verify a token against a key set from a file and from a
 // URL (fetched again when a token names a key it lacks: a rotation): issuer, audience, expiry,
 // signature, algorithm, and the tenant and actor claims, which a header may repeat but not
 // contradict.
-func TestF6_WhoIsCalling_JWT(t *testing.T) {
+func TestWhoIsCallingJWT(t *testing.T) {
 	t.Parallel()
 	fileKeys, urlKeys, rotated, stranger := newJWTIssuer(t, "f1"), newJWTIssuer(t, "u1"), newJWTIssuer(t, "u2"), newJWTIssuer(t, "f1")
 	var published atomic.Pointer[[]byte]
@@ -291,12 +291,13 @@ func TestF6_WhoIsCalling_JWT(t *testing.T) {
 	}
 }
 
-// TestF6_ConflictTellsOnlyItsFirstCaller: with clients, a 422 tells of the record (its
-// fingerprint, remote id and the fields that differ) only to the caller who first used the key;
-// another client of the same tenant learns that the key is taken, and nothing of the first
-// caller's request (audit F6: differing_fields answered one field at a time). A record written
-// before clients were configured names no caller, so it tells no one.
-func TestF6_ConflictTellsOnlyItsFirstCaller(t *testing.T) {
+// TestConflictTellsOnlyItsFirstCaller: with clients, a 422 tells of the record (its fingerprint,
+// remote id and the fields that differ) only to the caller who first used the key; another client
+// of the same tenant learns that the key is taken, and nothing of the first caller's request, not
+// even one field at a time through differing_fields
+// (docs/security.md#who-sees-a-conflicts-details). A record written before clients were configured
+// names no caller, so it tells no one.
+func TestConflictTellsOnlyItsFirstCaller(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
 		up, executions := countingUpstream(t)

@@ -40,10 +40,10 @@ func serveDirect(gw http.Handler, method, target string, header http.Header) ans
 	return a
 }
 
-// TestF8_TenantAndActorBounds: a tenant or actor is 1 to 128 bytes of token characters; any other
+// TestTenantAndActorBounds: a tenant or actor is 1 to 128 bytes of token characters; any other
 // value, sent on a keyed or a read_only route, is a 400 invalid-request before any store call or
 // upstream call, and neither the problem nor the log quotes it.
-func TestF8_TenantAndActorBounds(t *testing.T) {
+func TestTenantAndActorBounds(t *testing.T) {
 	t.Parallel()
 	up, executions := countingUpstream(t)
 	cfg, err := routes.Parse("routes.yaml", []byte(fmt.Sprintf(regressionRoutes, up.URL)), nil)
@@ -124,13 +124,13 @@ func pathUpstream(t *testing.T) (*httptest.Server, func() []string) {
 	}
 }
 
-// TestF7_PathParamsThatReadAsAnotherPath: a path parameter whose decoded value an upstream could
+// TestPathParamsThatReadAsAnotherPath: a path parameter whose decoded value an upstream could
 // read as another path (an encoded separator, query or fragment mark, backslash, NUL or control
 // byte, invalid UTF-8 such as the overlong "%c0%ae", a dot-segment behind ";" parameters) is a
 // 400, on read_only and keyed routes alike, and the upstream is not called; each segment of a
 // wildcard is checked. A parameter the route declares opaque may hold them. Whatever passes is
 // forwarded re-encoded one way: the upstream never sees two spellings of one path.
-func TestF7_PathParamsThatReadAsAnotherPath(t *testing.T) {
+func TestPathParamsThatReadAsAnotherPath(t *testing.T) {
 	t.Parallel()
 	up, calls := pathUpstream(t)
 	_, _, gw := newGatewayYAML(t, openEmbedded, fmt.Sprintf(`
@@ -188,11 +188,11 @@ routes:
 	}
 }
 
-// TestF8_StoreKeyAtEveryBound: every part of a record's store key is bounded, so no request makes
+// TestStoreKeyAtEveryBound: every part of a record's store key is bounded, so no request makes
 // a key a store refuses (bbolt refuses keys over 32 KiB, which once turned a long tenant into a
 // retryable 503): a tenant of 128 bytes and a key of 255 that each escape to three times their
 // length, the longest tool name, and a credential scope, execute and replay on both stores.
-func TestF8_StoreKeyAtEveryBound(t *testing.T) {
+func TestStoreKeyAtEveryBound(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
 		up, executions := countingUpstream(t)

@@ -19,13 +19,13 @@ import (
 	"github.com/idemgateway/idemgateway/record"
 )
 
-// TestIssue12_CorruptRecordOneAnswer: a record that exists but cannot be read gets one answer,
-// whichever store holds it and whichever layer is damaged (the store's own form of the record,
-// or the gateway's payload in it): 500 corrupt-record, not retryable, no Retry-After, logged at
-// ERROR with its key, and the upstream is not called. The admin API serves the same problem, and
-// deletes the record without ?force, after which the key executes. Before issue 12 a damaged
-// Redis hash or bbolt value answered 503 store-unavailable, retryable, though no retry can repair it.
-func TestIssue12_CorruptRecordOneAnswer(t *testing.T) {
+// TestCorruptRecordOneAnswer: a record that exists but cannot be read gets one answer, whichever
+// store holds it and whichever layer is damaged (the store's own form of the record, or the
+// gateway's payload in it): 500 corrupt-record, not retryable, no Retry-After, logged at ERROR with
+// its key, and the upstream is not called. The admin API serves the same problem, and deletes the
+// record without ?force, after which the key executes. A damaged Redis hash or bbolt value is never
+// 503 store-unavailable, retryable: no retry can repair it.
+func TestCorruptRecordOneAnswer(t *testing.T) {
 	t.Parallel()
 	const key, skey = "k", "default/create_ticket/k"
 	ctx := context.Background()

@@ -125,10 +125,10 @@ func trickle(conn net.Conn, every time.Duration, stop <-chan struct{}) {
 	}
 }
 
-// TestF3SlowBodyIsCut (audit F3): a body trickled a byte at a time, or one that stops after its
-// first byte, is answered 400 and its connection closed once it falls behind the minimum rate,
-// and the upstream is never called. Left alone, the trickle would last a minute.
-func TestF3SlowBodyIsCut(t *testing.T) {
+// TestSlowBodyIsCut (docs/security.md#deadlines): a body trickled a byte at a time, or one that
+// stops after its first byte, is answered 400 and its connection closed once it falls behind the
+// minimum rate, and the upstream is never called. Left alone, the trickle would last a minute.
+func TestSlowBodyIsCut(t *testing.T) {
 	t.Parallel()
 	up, calls := countingUpstream(t)
 	_, _, gw := newGateway(t, openEmbedded, up.URL, gateway.Options{})
@@ -171,12 +171,12 @@ func TestF3SlowBodyIsCut(t *testing.T) {
 	})
 }
 
-// TestF3SteadyBodyIsNotCut: a body sent steadily faster than the minimum rate is read whole,
+// TestSteadyBodyIsNotCut: a body sent steadily faster than the minimum rate is read whole,
 // however long it takes: its allowance grows with every byte (here 12 KB in 120 pieces, about
 // 2.4 s, more than twice the allowance a body gets before its first byte). The minimum rate, 50
 // bytes a second, is a hundredth of the upload's pace: a piece may take two seconds, not 20 ms,
 // before the upload falls behind it, so that no stall of a loaded machine cuts it.
-func TestF3SteadyBodyIsNotCut(t *testing.T) {
+func TestSteadyBodyIsNotCut(t *testing.T) {
 	t.Parallel()
 	up, calls := countingUpstream(t)
 	_, _, gw := newGateway(t, openEmbedded, up.URL, gateway.Options{})
@@ -224,12 +224,13 @@ routes:
   - {name: file, upstream: up, method: GET, path: "/v1/files/{id}", class: read_only}
 `
 
-// TestF3NonReadingClientIsCut (audit F3: 1 000 replay readers that never read held 410 MB): an
-// answer whose client does not read is given up, and its connection closed, once the writes have
-// waited the write timeout plus the transfer, at the minimum rate, of what the connection took:
-// a replay of a stored 8 MiB body, and an 8 MiB download streamed from the upstream. The answer
-// never completes (its connection never goes idle for the next request).
-func TestF3NonReadingClientIsCut(t *testing.T) {
+// TestNonReadingClientIsCut (docs/security.md#deadlines: a client that never reads would hold a
+// connection and its memory for good): an answer whose client does not read is given up, and its
+// connection closed, once the writes have waited the write timeout plus the transfer, at the
+// minimum rate, of what the connection took: a replay of a stored 8 MiB body, and an 8 MiB download
+// streamed from the upstream. The answer never completes (its connection never goes idle for the
+// next request).
+func TestNonReadingClientIsCut(t *testing.T) {
 	t.Parallel()
 	const size = 8 << 20
 	up := bigUpstream(t, size)
@@ -263,12 +264,12 @@ const (
 	bigDownload = "GET /v1/files/1 HTTP/1.1\r\nHost: a\r\n\r\n"
 )
 
-// TestF3SteadyReaderIsNotCut: a long answer read steadily, faster than the minimum rate, is never
+// TestSteadyReaderIsNotCut: a long answer read steadily, faster than the minimum rate, is never
 // cut, although it takes longer than the write timeout: its budget grows with every byte the
 // client takes. A replay is one write of 8 MiB, which the gateway makes in pieces; a download is
 // streamed from the upstream. The write timeout is a second, so that no stall of a loaded machine
 // eats the budget of the first bytes.
-func TestF3SteadyReaderIsNotCut(t *testing.T) {
+func TestSteadyReaderIsNotCut(t *testing.T) {
 	t.Parallel()
 	const size = 8 << 20
 	up := bigUpstream(t, size)
@@ -317,11 +318,11 @@ func (p pacedReader) Read(b []byte) (int, error) {
 	return p.r.Read(b)
 }
 
-// TestF3StreamedFailureClosesConnection (audit F3: on streamed routes the upstream's 504 never
-// reached a client still sending): when the upstream exchange of a streamed body fails, the
-// client gets the answer at once, with Connection: close, and the connection is closed, instead
-// of the gateway reading the rest of the body first (here it would take 50 s).
-func TestF3StreamedFailureClosesConnection(t *testing.T) {
+// TestStreamedFailureClosesConnection (docs/security.md#deadlines): when the upstream exchange of a
+// streamed body fails, the client gets the answer at once, with Connection: close, and the
+// connection is closed, instead of the gateway reading the rest of the body first (here it would
+// take 50 s).
+func TestStreamedFailureClosesConnection(t *testing.T) {
 	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body) // reads until the gateway gives up: never answers in time
@@ -353,10 +354,10 @@ routes:
 	}
 }
 
-// TestF3SlowStreamedBodyIsCut: a body that streams to the upstream (keyless, read_only) and
+// TestSlowStreamedBodyIsCut: a body that streams to the upstream (keyless, read_only) and
 // falls behind the minimum rate fails the upstream exchange: 502, Connection: close, and the
 // connection closed; the upstream's own timeout (a minute) is not what ends it.
-func TestF3SlowStreamedBodyIsCut(t *testing.T) {
+func TestSlowStreamedBodyIsCut(t *testing.T) {
 	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)

@@ -96,7 +96,7 @@ func seriesOf(types map[string]dto.MetricType, name string, inQuery bool) error 
 		}
 	}
 	// Not gathered after traffic of every decision: a family the gateway does not register, or
-	// registers but never observes (audit W7: a registered name alone proves nothing).
+	// registers but never observes (a registered name alone proves nothing).
 	return errors.New("no such series after traffic of every decision: the gateway does not register it, or never observes it")
 }
 
@@ -112,7 +112,7 @@ func registryAfterTraffic(t *testing.T) *prometheus.Registry {
 			return
 		case r.Header.Get("X-Slow") != "":
 			// Held until the lease (150ms, renewed every 50ms) was renewed, however long that
-			// takes (audit W7); the deadline only bounds a hang.
+			// takes; the deadline only bounds a hang.
 			eventually.Within(hangTimeout, func() bool {
 				n, err := gatherValue(reg, "idemgateway_lease_renewals_total", "result", "ok")
 				return err != nil || n > 0

@@ -104,7 +104,7 @@ type reply struct {
 func (r reply) String() string { return fmt.Sprintf("%d %s", r.status, r.decision) }
 
 // send posts body to url's /v1/tickets with key (none when empty) and reads the whole answer. It
-// reports failures as errors, so that goroutines other than the test's can call it (audit W13).
+// reports failures as errors, so that goroutines other than the test's can call it.
 func send(url, key, body string) (reply, error) {
 	req, err := http.NewRequest(http.MethodPost, url+"/v1/tickets", strings.NewReader(body))
 	if err != nil {
@@ -467,7 +467,7 @@ func TestSpanAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if body := string(b); resp.Header.Get("Idempotency-Decision") != "replay" || body != `{"id":"T-7"}` || executions.Load() != 1 {
-		t.Fatalf("replay: %q %s, %d upstream calls; want the replay of T-7 and 1 call (audit W12)", resp.Header.Get("Idempotency-Decision"), body, executions.Load())
+		t.Fatalf("replay: %q %s, %d upstream calls; want the replay of T-7 and 1 call", resp.Header.Get("Idempotency-Decision"), body, executions.Load())
 	}
 
 	var got tracetest.SpanStubs
@@ -512,7 +512,7 @@ func TestSpanAttributes(t *testing.T) {
 // TestConcurrentDuplicates: ten identical requests at once: one execution (docs/cases.md C01). With
 // concurrency reject the nine others get 409 in_progress; with wait they get the replay. The
 // upstream holds the execution until the nine are answered (reject) or wait (wait), so no
-// duplicate can arrive after the receipt is stored (audit T1).
+// duplicate can arrive after the receipt is stored.
 func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
@@ -577,7 +577,7 @@ func sum(m map[string]int) (n int) {
 
 // TestDecisionMetrics: every decision is counted in idemgateway_decisions_total{tool,decision},
 // outcome_unknown and in_progress too (the alerts watch them), and the replay does not call the
-// upstream (audit W12).
+// upstream.
 func TestDecisionMetrics(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
@@ -789,10 +789,10 @@ func waitingGateway(t *testing.T, store record.Store, upstream string) (*httptes
 	return srv, counted, gw
 }
 
-// TestWaitIsWokenNotPolled (audit W1): duplicates that wait (concurrency: wait) for a call held
-// upstream are woken by the settle of its receipt: the gateway counts every one of them woken by
-// its settle (or, on Redis, by the store's notice of it, which may come first). The safety poll
-// is set longer than the test, so a settle that wakes nobody leaves the waiters without an answer.
+// TestWaitIsWokenNotPolled: duplicates that wait (concurrency: wait) for a call held upstream are
+// woken by the settle of its receipt: the gateway counts every one of them woken by its settle (or,
+// on Redis, by the store's notice of it, which may come first). The safety poll is set longer than
+// the test, so a settle that wakes nobody leaves the waiters without an answer.
 func TestWaitIsWokenNotPolled(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {

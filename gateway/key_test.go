@@ -64,12 +64,12 @@ func TestReadKey(t *testing.T) {
 	}
 }
 
-// TestF12_CredentialSpellings: the credential scope reads an Authorization value as RFC 9110
+// TestCredentialSpellings: the credential scope reads an Authorization value as RFC 9110
 // §11.6.2 writes it: the scheme in any case and any run of spaces after it are one credential.
 // "Bearer <token>" with one space hashes exactly as it always did (the SHA-256 of the header's
 // text), so the scopes of stored records keep matching; a value without a space, which may be a
 // bare key, and any other header are hashed as sent.
-func TestF12_CredentialSpellings(t *testing.T) {
+func TestCredentialSpellings(t *testing.T) {
 	t.Parallel()
 	asSent := func(v string) string {
 		sum := sha256.Sum256([]byte(v))

@@ -153,9 +153,9 @@ func hasLog(t *testing.T, logs *testlog.Buffer, level, msg, key string) bool {
 	return false
 }
 
-// TestCommitAfterTakeoverIsRefused (audit W17): an executor whose lease lapsed while its upstream
-// call was held, and whose key another request took over (on_unknown_outcome: release), has its
-// commit refused by the store's owner check: counted in idemgateway_store_duration_seconds
+// TestCommitAfterTakeoverIsRefused: an executor whose lease lapsed while its upstream call was
+// held, and whose key another request took over (on_unknown_outcome: release), has its commit
+// refused by the store's owner check: counted in idemgateway_store_duration_seconds
 // {op="commit",result="refused"} and logged, and the successor's record is not overwritten. Its
 // next renewal is refused too: idemgateway_lease_renewals_total{result="lost"}. The client still
 // gets the upstream's answer, which it acted on.
@@ -401,8 +401,8 @@ func (s *stallingRenewals) Renew(ctx context.Context, key, owner string, lease t
 // after a sixth of the lease and is sent again (on Redis, on another connection: go-redis
 // discards the one that timed out), so the lease holds: a duplicate that claims the key all along,
 // directly on the store, always finds it in_progress, never turning it outcome_unknown; the call
-// commits and a retry replays it. Up×1. (Before issue 15 a renewal waited up to the store timeout,
-// and the lease lapsed under it.)
+// commits and a retry replays it. Up×1. (A renewal that waited up to the store timeout would let
+// the lease lapse under it.)
 //
 // A stalled renewal leaves the lease half of itself (a second). A renewal crosses about five
 // points where a loaded machine can make it wait (the lease's timer, the Redis client, the proxy

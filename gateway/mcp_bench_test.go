@@ -28,9 +28,9 @@ const resultBytes = "X-Result-Bytes"
 // docs/contract.md §7); and on the HTTP route as a JSON body (http-mcp-body: the fingerprint and
 // the record grow with the body, so this is the HTTP replay to hold the MCP one against).
 // The pairs (mcp÷http-mcp-body, jsonrpc÷http-mcp-body) run both replays in one loop and report
-// their ratio. Issue 14: an MCP replay costs no more than an HTTP one, and re-enveloping is a
+// their ratio. The budget: an MCP replay costs no more than an HTTP one, and re-enveloping is a
 // splice of bytes: what either JSON-RPC replay costs beyond http-mcp-body does not grow with the
-// result (docs/performance.md#mcp-tool-calls-issue-14).
+// result (docs/performance.md#mcp-tool-calls).
 func BenchmarkReplay(b *testing.B) {
 	answer := func(w http.ResponseWriter, r *http.Request) string {
 		n, err := strconv.Atoi(r.Header.Get(resultBytes))
@@ -117,7 +117,7 @@ routes:
 // pairReplays measures two replays in the same loop, one after the other, and reports the time
 // of each and their ratio (a÷b): what slows the machine down for a while (another process, the
 // collector, a slower core) slows both alike, so the ratio holds where the times of two
-// benchmarks run apart do not (docs/performance.md#mcp-tool-calls-issue-14).
+// benchmarks run apart do not (docs/performance.md#mcp-tool-calls).
 func pairReplays(b *testing.B, a, c func() *httptest.ResponseRecorder) {
 	var ta, tc time.Duration
 	for b.Loop() {

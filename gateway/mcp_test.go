@@ -662,7 +662,7 @@ func TestMCPReplayAsOneSSEEvent(t *testing.T) {
 	}
 }
 
-// TestJSONRPCRouteReplaysRetryID (issue 14 item 10): a kind: http route whose fingerprint reads
+// TestJSONRPCRouteReplaysRetryID (docs/cases.md C16): a kind: http route whose fingerprint reads
 // the body as JSON-RPC replays the stored response under the retry's id, the rest byte for byte.
 func TestJSONRPCRouteReplaysRetryID(t *testing.T) {
 	t.Parallel()

@@ -147,8 +147,8 @@ func TestReconcile(t *testing.T) {
 		}))
 		t.Cleanup(upstream.Close)
 		srv, _, gw := newGatewayYAML(t, open, reconcileYAML(upstream.URL, "10s"), gateway.Options{})
-		// reconcile.after is measured on a clock the test moves (audit T3): the retries before it
-		// are answered in_progress however slow the machine, those after it reconcile.
+		// reconcile.after is measured on a clock the test moves: the retries before it are answered
+		// in_progress however slow the machine, those after it reconcile.
 		var ahead atomic.Int64 // how far the gateway's clock is ahead of time.Now
 		gw.SetClock(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
 		admin := gw.AdminHandler("")

@@ -19,8 +19,8 @@ import (
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-// Regression tests for what a hostile first user found (issue 2's fresh-eyes review): each input
-// below once got through, or got the wrong answer.
+// Regression tests for what a hostile first user found: each input below once got through, or got
+// the wrong answer.
 
 // countingUpstream answers 201 {"id":"T-<n>"} to every request (502 when X-Fail is set) and counts.
 func countingUpstream(t *testing.T) (*httptest.Server, *atomic.Int32) {
@@ -288,10 +288,10 @@ func TestStreamedBodyOverLimit(t *testing.T) {
 	}
 }
 
-// TestIssue12DifferingFieldsAsTheRouteWritesThem: a conflict names a body field by the pointer
+// TestDifferingFieldsAsTheRouteWritesThem: a conflict names a body field by the pointer
 // the route includes (it once read /body/~1fields~1summary, the canonical document's spelling),
 // and a part outside the body by its name without a leading slash.
-func TestIssue12DifferingFieldsAsTheRouteWritesThem(t *testing.T) {
+func TestDifferingFieldsAsTheRouteWritesThem(t *testing.T) {
 	t.Parallel()
 	up, executions := countingUpstream(t)
 	srv, _, _ := newGatewayYAML(t, openEmbedded, fmt.Sprintf(`

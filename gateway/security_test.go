@@ -76,8 +76,9 @@ routes:
 		if a := send("acme", "alice-s3cret", "k", `{}`); a.header.Get("Idempotency-Decision") != "replay" {
 			t.Fatalf("alice again: %s", a.header.Get("Idempotency-Decision"))
 		}
-		// Audit F12: another spelling of alice's credential is alice's scope; two credentials are
-		// refused, since the upstream might check the one the scope did not hash.
+		// Another spelling of alice's credential is alice's scope (docs/keys.md#scope-credential);
+		// two credentials are refused, since the upstream might check the one the scope did not
+		// hash.
 		h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k"}, "X-Tenant-Id": {"acme"}}
 		h.Set("Authorization", "bearer   alice-s3cret")
 		if a := do(t, "POST", srv.URL+"/v1/tickets", h, `{}`); a.header.Get("Idempotency-Decision") != "replay" {
@@ -122,9 +123,9 @@ idemgateway_key_churn_total{tool="create"} 1
 	})
 }
 
-// Defences of the upstream request, upgrades, framing and error details (issue 13; the audit of
-// 2026-12-01, findings F1, F4, F5, F9, F10, F11, F13, F15, F16): each is tested on every route class,
-// with the requests the audit sent, raw where framing matters.
+// Defences of the upstream request, upgrades, framing and error details (docs/security.md:
+// "Upstream requests", "Upgrades and tunnels", "Framing", "Error details"): each is tested on every
+// route class, with the requests an attacker sends, raw where framing matters.
 
 // seenRequest is what a loggingUpstream received of one request.
 type seenRequest struct {
@@ -277,11 +278,11 @@ func (c *rawConn) closed(t *testing.T) bool {
 	return false
 }
 
-// TestUpstreamRequestsAreClean (F4, F5, F13, F16): whatever a client adds, on every route class the
-// upstream gets no request trailer (declared or not), no Trailer header, the upstream's configured
-// headers and not the client's, no client key header, a forward_key header only from an execution
-// under a key, no header name holding "_", no X-Real-IP or method override, and, where the gateway
-// holds the body, the body with its Content-Length, never chunked.
+// TestUpstreamRequestsAreClean (docs/security.md#upstream-requests): whatever a client adds, on
+// every route class the upstream gets no request trailer (declared or not), no Trailer header, the
+// upstream's configured headers and not the client's, no client key header, a forward_key header
+// only from an execution under a key, no header name holding "_", no X-Real-IP or method override,
+// and, where the gateway holds the body, the body with its Content-Length, never chunked.
 func TestUpstreamRequestsAreClean(t *testing.T) {
 	t.Parallel()
 	up := newLoggingUpstream(t)
@@ -292,7 +293,7 @@ func TestUpstreamRequestsAreClean(t *testing.T) {
 		// check returns what is wrong with the upstream request seen for a call of class c.
 		check func(c routeClass, seen seenRequest) string
 	}{
-		{"no request trailers (F4)", func(_ routeClass, seen seenRequest) string {
+		{"no request trailers", func(_ routeClass, seen seenRequest) string {
 			if len(seen.trailer) > 0 || seen.header["Trailer"] != nil {
 				return fmt.Sprintf("trailers %v, Trailer %q", seen.trailer, seen.header["Trailer"])
 			}
@@ -304,20 +305,20 @@ func TestUpstreamRequestsAreClean(t *testing.T) {
 			}
 			return ""
 		}},
-		{"no client key header (F5)", func(_ routeClass, seen seenRequest) string {
+		{"no client key header", func(_ routeClass, seen seenRequest) string {
 			if v := seen.header["Idempotency-Key"]; v != nil {
 				return fmt.Sprintf("Idempotency-Key %q", v)
 			}
 			return ""
 		}},
-		{"forward_key only from an execution under a key (F5)", func(c routeClass, seen seenRequest) string {
+		{"forward_key only from an execution under a key", func(c routeClass, seen seenRequest) string {
 			got := seen.header["X-Upstream-Idem"]
 			if c.keyed && !slices.Equal(got, []string{"default/keyed/k-clean"}) || !c.keyed && got != nil {
 				return fmt.Sprintf("X-Upstream-Idem %q", got)
 			}
 			return ""
 		}},
-		{"no header name with _ (F13)", func(_ routeClass, seen seenRequest) string {
+		{"no header name with _", func(_ routeClass, seen seenRequest) string {
 			for name := range seen.header {
 				if strings.Contains(name, "_") {
 					return "header " + name
@@ -325,7 +326,7 @@ func TestUpstreamRequestsAreClean(t *testing.T) {
 			}
 			return ""
 		}},
-		{"no X-Real-IP or method override (F13)", func(_ routeClass, seen seenRequest) string {
+		{"no X-Real-IP or method override", func(_ routeClass, seen seenRequest) string {
 			for _, name := range []string{"X-Real-Ip", "X-Http-Method-Override", "X-Method-Override", "X-Http-Method"} {
 				if v := seen.header[name]; v != nil {
 					return fmt.Sprintf("%s %q", name, v)
@@ -333,7 +334,7 @@ func TestUpstreamRequestsAreClean(t *testing.T) {
 			}
 			return ""
 		}},
-		{"the body whole; a held body with its Content-Length (F16)", func(c routeClass, seen seenRequest) string {
+		{"the body whole; a held body with its Content-Length", func(c routeClass, seen seenRequest) string {
 			switch {
 			case seen.body != body:
 				return fmt.Sprintf("body %q", seen.body)
@@ -344,7 +345,7 @@ func TestUpstreamRequestsAreClean(t *testing.T) {
 		}},
 	}
 	for _, c := range routeClasses {
-		// The audit's requests in one: a chunked body with a declared trailer and an undeclared
+		// Every attack in one request: a chunked body with a declared trailer and an undeclared
 		// one, a client credential and injected-header value, a forged forward_key header, the
 		// tenant with underscores, a client address and method overrides.
 		raw := c.head("k-clean") +
@@ -375,10 +376,11 @@ func TestUpstreamRequestsAreClean(t *testing.T) {
 	}
 }
 
-// TestUpstreamFailuresAreQuiet (F10): a client's problem and a receipt's detail name the kind of an
-// upstream failure, never the transport's error (an address, a resolver, the upstream's bytes); the
-// log line keeps it. On every route class, for an upstream that cannot be reached, one that sends
-// a malformed header line, and one that closes the connection without answering.
+// TestUpstreamFailuresAreQuiet (docs/security.md#error-details): a client's problem and a receipt's
+// detail name the kind of an upstream failure, never the transport's error (an address, a resolver,
+// the upstream's bytes); the log line keeps it. On every route class, for an upstream that cannot
+// be reached, one that sends a malformed header line, and one that closes the connection without
+// answering.
 func TestUpstreamFailuresAreQuiet(t *testing.T) {
 	t.Parallel()
 	rawUpstream := func(answer string) string { // reads one request, writes answer, closes
@@ -453,10 +455,10 @@ func TestUpstreamFailuresAreQuiet(t *testing.T) {
 	}
 }
 
-// TestUpgradeRefused (F1): a request that asks for a protocol upgrade gets 400 invalid-request on
-// every route that does not allow one, and on the route that allows websocket when it asks for
-// another protocol; none reaches the upstream. Upgrade without Connection: upgrade is proxied
-// without it.
+// TestUpgradeRefused (docs/security.md#upgrades-and-tunnels): a request that asks for a protocol
+// upgrade gets 400 invalid-request on every route that does not allow one, and on the route that
+// allows websocket when it asks for another protocol; none reaches the upstream. Upgrade without
+// Connection: upgrade is proxied without it.
 func TestUpgradeRefused(t *testing.T) {
 	t.Parallel()
 	up := newLoggingUpstream(t)
@@ -560,11 +562,11 @@ func (u *switchingUpstream) awaitClosed(t *testing.T, n int) {
 	}
 }
 
-// TestUpstream101NeverRelayed (F1, F9): an upstream that answers 101 to a request that asked for no
-// upgrade gets no tunnel on any route class: the client gets 502 upstream-failed, the bytes it
-// sends next reach no upstream, and on a keyed route the record is outcome_unknown (never a
-// committed 101 that replays). On the route that allows websocket, an upgrade the client asked for
-// does make a tunnel: the test's control.
+// TestUpstream101NeverRelayed (docs/security.md#upgrades-and-tunnels): an upstream that answers 101
+// to a request that asked for no upgrade gets no tunnel on any route class: the client gets 502
+// upstream-failed, the bytes it sends next reach no upstream, and on a keyed route the record is
+// outcome_unknown (never a committed 101 that replays). On the route that allows websocket, an
+// upgrade the client asked for does make a tunnel: the test's control.
 func TestUpstream101NeverRelayed(t *testing.T) {
 	t.Parallel()
 	up := newSwitchingUpstream(t)
@@ -655,12 +657,12 @@ func TestInterimResponsesNotRelayed(t *testing.T) {
 	}
 }
 
-// TestChunkedRequestClosesConnection (F11): a request with both Content-Length and
-// Transfer-Encoding, or Transfer-Encoding alone, is read by its chunks and answered with
-// Connection: close, and what follows it on the connection is never read as a request, on every
-// route class and on no route at all; a request framed by Content-Length alone keeps the
-// connection. net/http removes Content-Length from such a request before the gateway sees it, so
-// the two cannot be told apart (docs/security.md#framing).
+// TestChunkedRequestClosesConnection: a request with both Content-Length and Transfer-Encoding, or
+// Transfer-Encoding alone, is read by its chunks and answered with Connection: close, and what
+// follows it on the connection is never read as a request, on every route class and on no route at
+// all; a request framed by Content-Length alone keeps the connection. net/http removes
+// Content-Length from such a request before the gateway sees it, so the two cannot be told apart
+// (docs/security.md#framing).
 func TestChunkedRequestClosesConnection(t *testing.T) {
 	t.Parallel()
 	up := newLoggingUpstream(t)
@@ -696,8 +698,9 @@ func TestChunkedRequestClosesConnection(t *testing.T) {
 	}
 }
 
-// TestClientSpanQueryRedacted (F15): the upstream client span's url.full keeps the query's names
-// and no value; no span holds a query value; the upstream gets the query as sent.
+// TestClientSpanQueryRedacted (docs/security.md#error-details): the upstream client span's url.full
+// keeps the query's names and no value; no span holds a query value; the upstream gets the query as
+// sent.
 func TestClientSpanQueryRedacted(t *testing.T) {
 	t.Parallel()
 	up := newLoggingUpstream(t)

@@ -22,9 +22,9 @@ var (
 // storeFactory opens a new, empty store for the test t; the store is closed when t ends.
 type storeFactory func(t *testing.T) record.Store
 
-// storeKinds are the stores the gateway's behaviour tests run on (audit F2): the embedded store,
-// and Redis (a redis-server of the test's own, started by internal/redistest), whose settle notices
-// wake the waiters of other gateway processes.
+// storeKinds are the stores the gateway's behaviour tests run on: the embedded store, and Redis (a
+// redis-server of the test's own, started by internal/redistest), whose settle notices wake the
+// waiters of other gateway processes.
 var storeKinds = []struct {
 	name string
 	open storeFactory

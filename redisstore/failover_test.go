@@ -51,7 +51,7 @@ func (r *failoverRun) count() int {
 // promoted the replica. Redis replicates asynchronously, so commits acknowledged just before the
 // kill may be lost, and so may claims (a retry then executes again: a duplicate), which
 // docs/guarantees.md says of a store without WAIT. The test counts those losses into its report
-// and asserts what the page does promise (audit W9: the losses used to be only logged):
+// and asserts what the page does promise:
 //
 //   - both stores recover: they commit on the new primary;
 //   - no write the new primary served is lost (a claim sent after the old primary died);
@@ -188,7 +188,7 @@ func TestSentinelFailover(t *testing.T) {
 		r.mu.Lock()
 		acked, unconfirmed := r.acked, r.unconfirmed
 		r.mu.Unlock()
-		// Audit every acknowledged commit as a retry would: Claim with a new owner. A replay means
+		// Check every acknowledged commit as a retry would: Claim with a new owner. A replay means
 		// the receipt survived; in_progress means the claim survived but not the commit (the retry
 		// is refused with 409, not executed); claimed means both were lost and the retry would
 		// execute the upstream call again: a duplicate effect.
@@ -208,7 +208,7 @@ func TestSentinelFailover(t *testing.T) {
 			}
 			claimed, state, _, err := r.store.Claim(ctx, a.key, "auditor", nil, time.Minute, time.Minute)
 			if err != nil {
-				t.Fatalf("%s: audit claim %q: %v", r.name, a.key, err)
+				t.Fatalf("%s: checking claim %q: %v", r.name, a.key, err)
 			}
 			exists[i] = !claimed
 			if state == record.StateCommitted && !claimed {

@@ -79,7 +79,7 @@ var markers atomic.Int64
 // the marker, and then requires ns empty. Redis delivers the messages of one node to a subscribed
 // connection in the order it ran the PUBLISHes, and the store delivers a connection's notices in
 // order from one goroutine, so an unwanted notice would have been delivered before the marker:
-// no time window (audit W15, T6).
+// no time window.
 func expectNoNotice(t *testing.T, listener *redisstore.Store, pub redis.Cmdable, what string, ns ...notices) {
 	t.Helper()
 	key := fmt.Sprintf("marker/%d", markers.Add(1))
@@ -360,10 +360,10 @@ var hourlyChecks = redisstore.Options{CheckInterval: time.Hour}
 // its SUBSCRIBEs with NOPERM, and never confirms a subscription.
 var noSubscribeACL = []string{"--user", "gw", "on", ">pw", "~*", "&*", "+@all", "-subscribe"}
 
-// TestWatchSettledWithoutSubscribeACL (review of 60b8dd5: "leak without SUBSCRIBE permission"): for
-// a Redis user without +subscribe, whose subscriptions are never confirmed, WatchSettled fails
-// when its context ends, and the subscriptions end with their last watch all the same: none is
-// left behind (to be subscribed again at every reconnection) however many watches come and go.
+// TestWatchSettledWithoutSubscribeACL: no subscription leaks without SUBSCRIBE permission. For a
+// Redis user without +subscribe, whose subscriptions are never confirmed, WatchSettled fails when
+// its context ends, and the subscriptions end with their last watch all the same: none is left
+// behind (to be subscribed again at every reconnection) however many watches come and go.
 func TestWatchSettledWithoutSubscribeACL(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{Args: noSubscribeACL})
@@ -647,12 +647,11 @@ func (c *countingStore) counts() (claims map[string]int, watches, stops, notices
 // concurrency: wait in one are woken by a settle notice, not by the 500 ms poll, and get the
 // replay. The waiting process subscribes to the key once, while they wait.
 //
-// Nothing is timed (audit T5: the test slept 50 ms and required each duplicate to answer within
-// 250 ms of the first). The test waits until every duplicate waits (it has read the record a
-// second time, after the watch started), then PUBLISHes a notice on the key's channel without a
-// settle: a notice wakes every waiter of the key, and each reads the record again and watches
-// afresh, which the poll never does, so the second watch shows the wake-up. Then the first
-// request commits, and its notice (the second one delivered) wakes them for the replay.
+// Nothing is timed. The test waits until every duplicate waits (it has read the record a second
+// time, after the watch started), then PUBLISHes a notice on the key's channel without a settle: a
+// notice wakes every waiter of the key, and each reads the record again and watches afresh, which
+// the poll never does, so the second watch shows the wake-up. Then the first request commits, and
+// its notice (the second one delivered) wakes them for the replay.
 func TestWaitAcrossGateways(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{})

@@ -242,7 +242,7 @@ func mustClaim(t *testing.T, s *redisstore.Store, key string, ttl time.Duration,
 // TestPingEvictionPolicy: the store is not ready while maxmemory-policy could evict records, also
 // when Redis refuses CONFIG (a managed Redis with CONFIG renamed, or an ACL user without
 // +config|get): Ping then reads the policy from INFO memory, and fails closed when Redis refuses
-// INFO too (audit W8: this test used to require a ready store on allkeys-lru with CONFIG renamed).
+// INFO too.
 func TestPingEvictionPolicy(t *testing.T) {
 	t.Parallel()
 	noConfig := []string{"--rename-command", "CONFIG", ""}
@@ -479,8 +479,8 @@ func TestRoundTrips(t *testing.T) {
 
 // TestCommandsPerExecution: the commands the scripts run (INFO commandstats, less the EVALSHAs
 // that carry them) for a first execution, a claim of a new key and its prompt commit (ttl 0,
-// gateway.exchange.commitKeepsTTL), and for a replay: issue 15 item 6 budgets 6 for the first
-// (docs/performance.md#redis-work-per-execution-issue-15).
+// gateway.exchange.commitKeepsTTL), and for a replay: the budget is 6 for the first
+// (docs/performance.md#redis-work-per-execution).
 func TestCommandsPerExecution(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{})

@@ -1,5 +1,6 @@
 // Command idembench measures what the idempotency gateway costs over a bare reverse proxy, on one
-// machine, and prints the result as a Markdown table against the performance budget of issue 7.
+// machine, and prints the result as a Markdown table against its performance budget
+// (docs/performance.md).
 //
 // It starts, on 127.0.0.1 only, a redis-server on a free port (--save "", --appendonly no; stopped
 // at the end; redis-server must be on PATH), and in its own process an upstream that reads the
@@ -36,15 +37,17 @@
 //   - allocations per request from testing.Benchmark of the gateway's and the bare proxy's
 //     ServeHTTP (httptest.NewRecorder, real upstream and Redis), gateway minus bare proxy;
 //   - R1 for 256 B and 64 KiB request and response bodies, and 64 KiB R1 ÷ 256 B R1;
-//   - R1 and R2 of the gateway on the embedded store (budget of issue 15: R1 ≥ 0.4);
-//   - the budget of issue 15 item 6: Redis commands inside the scripts per first execution (≤ 6),
-//     Redis CPU per first execution ÷ per replay (≤ 1.6), and the gateway process's CPU per first
-//     execution ÷ the bare proxy's per request (≤ 1.35);
-//   - MCP tool calls (issue 14, mcp.go): a tools/call of a real go-sdk MCP server (stateless,
-//     answering with JSON on one path and an SSE stream on another, in the harness's process)
-//     through the bare proxy and through a kind: mcp route of the gateway, executed and replayed,
-//     and the budget of issue 14: an MCP replay costs no more than an HTTP replay (throughput and
-//     the gateway process's CPU per request, MCP replay ÷ HTTP replay in the same repetition);
+//   - R1 and R2 of the gateway on the embedded store (budget: R1 ≥ 0.4);
+//   - the budget of the Redis store's work (docs/performance.md#redis-work-per-execution): Redis
+//     commands inside the scripts per first execution (≤ 6), Redis CPU per first execution ÷ per
+//     replay (≤ 1.6), and the gateway process's CPU per first execution ÷ the bare proxy's per
+//     request (≤ 1.35);
+//   - MCP tool calls (mcp.go, docs/performance.md#mcp-tool-calls): a tools/call of a real go-sdk
+//     MCP server (stateless, answering with JSON on one path and an SSE stream on another, in the
+//     harness's process) through the bare proxy and through a kind: mcp route of the gateway,
+//     executed and replayed, and the budget that an MCP replay costs no more than an HTTP replay
+//     (throughput and the gateway process's CPU per request, MCP replay ÷ HTTP replay in the same
+//     repetition);
 //
 // with the machine it ran on, each budget marked met or not met, and the CPU time per request in
 // each throughput run of the proxies' process (getrusage in the child) and of Redis (INFO cpu),
@@ -77,11 +80,11 @@
 //	-profile-only        skip the table: only the profiled run (needs -cpuprofile or -memprofile)
 //	-data-dir dir        where the embedded store's directory is made (default: the system's
 //	                     temporary directory); the embedded store's figures are its disk's fsync
-//	-redis-only          only the rows of the Redis store's work (issue 15): commands per request,
+//	-redis-only          only the rows of the Redis store's work: commands per request,
 //	                     and the closed loops of the bare proxy, execute and replay at 1 KiB, with
 //	                     their CPU per request (no allocations, latency, floor, embedded store or
 //	                     other sizes); about a fifth of the time
-//	-mcp                 only the rows of MCP tool calls (issue 14): the closed loops of the bare
+//	-mcp                 only the rows of MCP tool calls: the closed loops of the bare
 //	                     proxy, execute and replay at 1 KiB, over HTTP and as tools/calls with JSON
 //	                     and SSE answers, with their CPU per request, and Redis round trips per
 //	                     request; about half the time
@@ -139,8 +142,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.profile, "profile", "execute", "the run -cpuprofile and -memprofile profile: execute, replay, bare, embedded, embedded-replay or mcp-replay (a tools/call with JSON answers)")
 	fs.IntVar(&c.profileSize, "profile-size", mediumBody, "body size in bytes of the profiled run of execute or bare: 256, 1024 or 65536 (replay: 1024)")
 	fs.BoolVar(&c.profileOnly, "profile-only", false, "skip the table: only the profiled run")
-	fs.BoolVar(&c.redisOnly, "redis-only", false, "measure only the Redis store's work (issue 15): commands per request, and closed loops of the bare proxy, execute and replay at 1 KiB, on the plain and on the auto-pipelined Redis store")
-	fs.BoolVar(&c.mcpOnly, "mcp", false, "measure only MCP tool calls (issue 14): closed loops of the bare proxy, execute and replay at 1 KiB, over HTTP and as tools/calls with JSON and SSE answers")
+	fs.BoolVar(&c.redisOnly, "redis-only", false, "measure only the Redis store's work: commands per request, and closed loops of the bare proxy, execute and replay at 1 KiB, on the plain and on the auto-pipelined Redis store")
+	fs.BoolVar(&c.mcpOnly, "mcp", false, "measure only MCP tool calls: closed loops of the bare proxy, execute and replay at 1 KiB, over HTTP and as tools/calls with JSON and SSE answers")
 	fs.StringVar(&c.dataDir, "data-dir", "", "directory in which the embedded store's directory is made (default: the system's temporary directory); its disk's fsync is measured")
 	if err := fs.Parse(args); err != nil {
 		return c, err

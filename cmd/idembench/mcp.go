@@ -12,11 +12,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// MCP tool calls (issue 14, docs/mcp.md): a tools/call of create_ticket through a kind: mcp route
-// of the gateway, against the same call through the bare proxy, to a real go-sdk MCP server in the
-// harness's process (beside the upstream). The server is stateless, so that every request is a
-// raw POST without initialize, as a 2025-11-25 client with a session sends its calls after it; it
-// answers with JSON on one path and with an SSE stream on the other.
+// MCP tool calls (docs/mcp.md, docs/performance.md#mcp-tool-calls): a tools/call of create_ticket
+// through a kind: mcp route of the gateway, against the same call through the bare proxy, to a real
+// go-sdk MCP server in the harness's process (beside the upstream). The server is stateless, so
+// that every request is a raw POST without initialize, as a 2025-11-25 client with a session sends
+// its calls after it; it answers with JSON on one path and with an SSE stream on the other.
 
 // The paths of the MCP server, on the gateway, the bare proxy and the upstream: kind: mcp routes
 // of the gateway (routesYAML), answered application/json and text/event-stream.

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// budget is one bound of issue 7's performance budget.
+// budget is one bound of the performance budget (docs/performance.md).
 type budget struct {
 	op    string // ">=", "<=" or "=="
 	limit float64
@@ -158,7 +158,7 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	t.add("R2 of the floor (reference: the best R2 on this machine)", "%.2f", ratios(th("floor-replay", mediumBody), th("bare", mediumBody)), nil)
 	t.add("Embedded store: gateway execute throughput (req/s)", "%.0f", th("embedded", mediumBody), nil)
 	t.add("Embedded store: gateway replay throughput (req/s)", "%.0f", th("embedded-replay", mediumBody), nil)
-	t.add("**R1 on the embedded store** = execute ÷ bare (issue 15)", "%.2f", ratios(th("embedded", mediumBody), th("bare", mediumBody)), ptr(atLeast(0.4)))
+	t.add("**R1 on the embedded store** = execute ÷ bare", "%.2f", ratios(th("embedded", mediumBody), th("bare", mediumBody)), ptr(atLeast(0.4)))
 	t.add("R2 on the embedded store = replay ÷ bare", "%.2f", ratios(th("embedded-replay", mediumBody), th("bare", mediumBody)), nil)
 	for _, who := range []string{"bare", "execute", "replay", "floor", "embedded"} {
 		label := map[string]string{"bare": "Bare proxy", "execute": "Gateway execute", "replay": "Gateway replay", "floor": "Floor execute",
@@ -203,9 +203,10 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	writeWarnings(w, r)
 }
 
-// redisWork adds the rows of issue 15 item 6's budget: the Redis commands inside the scripts per
-// first execution, Redis's CPU per first execution against a replay's, and the gateway process's
-// CPU per first execution against the bare proxy's per request, each within one repetition.
+// redisWork adds the rows of the Redis store's budget
+// (docs/performance.md#redis-work-per-execution): the Redis commands inside the scripts per first
+// execution, Redis's CPU per first execution against a replay's, and the gateway process's CPU per
+// first execution against the bare proxy's per request, each within one repetition.
 func redisWork(t *table, r *results) {
 	var inside, all float64
 	for name, n := range r.cmdsExecute {
@@ -215,34 +216,34 @@ func redisWork(t *table, r *results) {
 		}
 	}
 	t.add("Redis commands per execute, EVALSHA included", "%.2f", []float64{all}, nil)
-	t.add("**Redis commands inside the scripts** per execute (issue 15)", "%.2f", []float64{inside}, ptr(atMost(6)))
+	t.add("**Redis commands inside the scripts** per execute", "%.2f", []float64{inside}, ptr(atMost(6)))
 	t.add("Bare proxy process CPU per request (µs)", "%.0f", at1KiB(r.cpuProxy, "bare"), nil)
-	cpuRows(t, r, "", " (issue 15)", "execute", "replay")
+	cpuRows(t, r, "", "execute", "replay")
 	// The same gateway with IDEMGATEWAY_REDIS_AUTO_PIPELINE, in the same repetitions.
 	t.add("Auto-pipelined: execute ÷ bare throughput", "%.2f", ratios(at1KiB(r.throughput, "pipelined"), at1KiB(r.throughput, "bare")), nil)
-	cpuRows(t, r, "Auto-pipelined: ", "", "pipelined", "pipelined-replay")
+	cpuRows(t, r, "Auto-pipelined: ", "pipelined", "pipelined-replay")
 	t.add("Auto-pipelined: Redis CPU per execute ÷ the plain store's", "%.2f", ratios(at1KiB(r.cpuRedis, "pipelined"), at1KiB(r.cpuRedis, "execute")), nil)
 }
 
 // cpuRows adds, for the gateway whose runs are execute and replay, its Redis CPU per execute and
 // per replay and their ratio, and its process CPU per execute and its ratio to the bare proxy's,
-// with issue 15's budgets; labels start with prefix, and the budgeted ones end with suffix.
-func cpuRows(t *table, r *results, prefix, suffix, execute, replay string) {
+// with the Redis store's budgets; labels start with prefix.
+func cpuRows(t *table, r *results, prefix, execute, replay string) {
 	t.add(prefix+"Redis CPU per execute (µs)", "%.1f", at1KiB(r.cpuRedis, execute), nil)
 	t.add(prefix+"Redis CPU per replay (µs)", "%.1f", at1KiB(r.cpuRedis, replay), nil)
-	t.add(prefix+"**Redis CPU per execute ÷ per replay**"+suffix, "%.2f", ratios(at1KiB(r.cpuRedis, execute), at1KiB(r.cpuRedis, replay)), ptr(atMost(1.6)))
+	t.add(prefix+"**Redis CPU per execute ÷ per replay**", "%.2f", ratios(at1KiB(r.cpuRedis, execute), at1KiB(r.cpuRedis, replay)), ptr(atMost(1.6)))
 	t.add(prefix+"Gateway process CPU per execute (µs)", "%.0f", at1KiB(r.cpuProxy, execute), nil)
-	t.add(prefix+"**Gateway CPU per execute ÷ bare proxy's**"+suffix, "%.2f", ratios(at1KiB(r.cpuProxy, execute), at1KiB(r.cpuProxy, "bare")), ptr(atMost(1.35)))
+	t.add(prefix+"**Gateway CPU per execute ÷ bare proxy's**", "%.2f", ratios(at1KiB(r.cpuProxy, execute), at1KiB(r.cpuProxy, "bare")), ptr(atMost(1.35)))
 }
 
 // at1KiB returns m's values of who's run at 1 KiB (runName).
 func at1KiB(m map[string][]float64, who string) []float64 { return m[runName(who, mediumBody)] }
 
-// mcpRows adds the rows of MCP tool calls (issue 14): for each form of answer, the throughputs of
-// the bare proxy, execute and replay of a tools/call, their ratios to the bare proxy's, and the
-// budget that a replay of a tools/call costs no more than an HTTP replay, in throughput and in the
-// gateway process's CPU per request, each ratio within one repetition; then the Redis round trips
-// per tools/call.
+// mcpRows adds the rows of MCP tool calls (docs/performance.md#mcp-tool-calls): for each form of
+// answer, the throughputs of the bare proxy, execute and replay of a tools/call, their ratios to
+// the bare proxy's, and the budget that a replay of a tools/call costs no more than an HTTP replay,
+// in throughput and in the gateway process's CPU per request, each ratio within one repetition;
+// then the Redis round trips per tools/call.
 func mcpRows(t *table, r *results) {
 	for _, a := range mcpAnswers {
 		label := map[string]string{"json": "JSON answers", "sse": "SSE answers"}[a.name]
@@ -252,9 +253,9 @@ func mcpRows(t *table, r *results) {
 		t.add("MCP tools/call, "+label+": gateway replay throughput (req/s)", "%.0f", at1KiB(r.throughput, replay), nil)
 		t.add("MCP R1, "+label+" = execute ÷ bare proxy's tools/call", "%.2f", ratios(at1KiB(r.throughput, execute), at1KiB(r.throughput, bare)), nil)
 		t.add("MCP R2, "+label+" = replay ÷ bare proxy's tools/call", "%.2f", ratios(at1KiB(r.throughput, replay), at1KiB(r.throughput, bare)), nil)
-		t.add("**MCP replay ÷ HTTP replay**, "+label+": throughput (issue 14)", "%.2f",
+		t.add("**MCP replay ÷ HTTP replay**, "+label+": throughput", "%.2f",
 			ratios(at1KiB(r.throughput, replay), at1KiB(r.throughput, "replay")), ptr(atLeast(1)))
-		t.add("**MCP replay ÷ HTTP replay**, "+label+": gateway process CPU per request (issue 14)", "%.2f",
+		t.add("**MCP replay ÷ HTTP replay**, "+label+": gateway process CPU per request", "%.2f",
 			ratios(at1KiB(r.cpuProxy, replay), at1KiB(r.cpuProxy, "replay")), ptr(atMost(1)))
 	}
 	t.add("Redis round trips per MCP execute (JSON answers)", "%.2f", []float64{r.tripsMCPExecute}, ptr(atMost(2)))

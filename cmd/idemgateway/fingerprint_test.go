@@ -154,8 +154,8 @@ func mcpServer(t *testing.T) *httptest.Server {
 // gateway does with the same request bytes: the same Idempotency-Fingerprint, and a record stored
 // under the tenant, key and credential scope that the command prints, holding that fingerprint;
 // and where the gateway refuses the key (400), the command names a key problem and still prints the
-// fingerprint. Both run one identify phase (gateway/identify.go). Audit W16: the
-// command used to be compared only with itself.
+// fingerprint. Both run one identify phase (gateway/identify.go); the command is compared with the
+// serving gateway, not only with itself.
 func TestFingerprintMatchesServing(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)

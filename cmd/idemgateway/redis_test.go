@@ -64,7 +64,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 
 			// A store that cannot connect: opening it or pinging it must fail (nothing listens on
 			// 127.0.0.1:1), and that error and the log name no secret. The checks do not depend on
-			// an error happening to occur (audit W14): no error fails the test.
+			// an error happening to occur: no error fails the test.
 			var logs bytes.Buffer
 			log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			s.RedisDialTimeout = 100 * time.Millisecond
@@ -282,10 +282,9 @@ func TestRedisTopologies(t *testing.T) {
 			s.RedisURL, s.RedisUsername, s.RedisPassword = srv.URL(), "gw", "redis-s3cret"
 		}), nil, true)
 	})
-	// Review of 60b8dd5 (HEXISTS in the scripts): a user set up for an earlier version, as
-	// docs/deploy.md showed it then, keeps working: its scripts read records with HMGET and EXISTS
-	// where it lacks HGETALL, and only its settle notices fail (PSUBSCRIBE where SUBSCRIBE is
-	// needed), so its waiting duplicates poll.
+	// A user set up for an earlier version, whose ACL lacks HGETALL, keeps working: its scripts
+	// read records with HMGET and EXISTS instead, and only its settle notices fail (PSUBSCRIBE
+	// where SUBSCRIBE is needed), so its waiting duplicates poll.
 	t.Run("single node, least-privilege ACL user of an earlier version", func(t *testing.T) {
 		t.Parallel()
 		earlier := slices.Clone(leastPrivilegeACL("redis-s3cret"))

@@ -1,7 +1,7 @@
-// Command idemstress measures the bounds of issue 13 item 2 on a real gateway process: the peak
-// memory (VmHWM of /proc/<pid>/status) of bin/idemgateway while it fingerprints many large bodies
-// at once, and the latency of an unrelated read meanwhile against the same read on the idle
-// gateway. It prints a Markdown table (docs/performance.md#bounded-work).
+// Command idemstress measures the bounds of the work per request (docs/security.md#resource-limits)
+// on a real gateway process: the peak memory (VmHWM of /proc/<pid>/status) of bin/idemgateway while
+// it fingerprints many large bodies at once, and the latency of an unrelated read meanwhile against
+// the same read on the idle gateway. It prints a Markdown table (docs/performance.md#bounded-work).
 //
 // It starts, on 127.0.0.1 only, an upstream that reads each request and answers 201 (a GET 200,
 // a few bytes), and for each scenario a fresh gateway process (the -gateway binary, embedded store

@@ -120,10 +120,11 @@ func release(t *testing.T, base, name string) {
 	}
 }
 
-// TestDetachActsAfterTheClientLeft (issue 11, audit F1): a client that goes away during the delay
-// (a gateway that timed out, disconnected or died) cuts a plain request short, without effect;
-// a detached one (X-Sandbox-Detach) is performed after the delay, and its effect counted, although
-// nobody reads the answer. Both waits, the delay and a hold, are checked, on every endpoint.
+// TestDetachActsAfterTheClientLeft (docs/guarantees.md#the-chaos-suite-e2etestchaos): a client that
+// goes away during the delay (a gateway that timed out, disconnected or died) cuts a plain request
+// short, without effect; a detached one (X-Sandbox-Detach) is performed after the delay, and its
+// effect counted, although nobody reads the answer. Both waits, the delay and a hold, are checked,
+// on every endpoint.
 func TestDetachActsAfterTheClientLeft(t *testing.T) {
 	t.Parallel()
 	for _, cr := range creates {
@@ -261,10 +262,11 @@ func TestScriptHoldDetach(t *testing.T) {
 	wantProblem(t, resp, body, http.StatusBadRequest, false)
 }
 
-// TestForwardedKey (audit F5): with X-Sandbox-Idempotency-Key, the sandbox is an upstream that
-// de-duplicates: a second request with the key gets the first one's answer without a second
-// effect, also when the requests come at once; keys are per endpoint; an answer without effect
-// stores nothing; a reset forgets the keys; without the header nothing changes.
+// TestForwardedKey (docs/unknown-outcomes.md#forward_key): with X-Sandbox-Idempotency-Key, the
+// sandbox is an upstream that de-duplicates: a second request with the key gets the first one's
+// answer without a second effect, also when the requests come at once; keys are per endpoint; an
+// answer without effect stores nothing; a reset forgets the keys; without the header nothing
+// changes.
 func TestForwardedKey(t *testing.T) {
 	t.Parallel()
 	for _, cr := range creates {

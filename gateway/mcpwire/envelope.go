@@ -24,8 +24,9 @@ func AppendEnvelope(dst, id, member []byte) []byte {
 
 // EnvelopeParts returns the pieces whose concatenation is Envelope(id, member), none of them a
 // copy: the head, the id (null when nil), a comma and member[1:] itself. Written one after the
-// other, they replay a stored result with no copy of it made (issue 14: a replay of a tools/call
-// costs no more than one of an HTTP response). The caller must not modify them.
+// other, they replay a stored result with no copy of it made, so that a replay of a tools/call
+// costs no more than one of an HTTP response (docs/performance.md#mcp-tool-calls). The caller must
+// not modify them.
 func EnvelopeParts(id, member []byte) [4][]byte {
 	if len(id) == 0 {
 		id = nullID

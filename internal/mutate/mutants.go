@@ -18,8 +18,9 @@ type Mutant struct {
 }
 
 // mutants is the list `make mutate` runs. The first group breaks the eight core behaviours of
-// README.md's decision table and docs/unknown-outcomes.md (issue 11), on both stores where it is store code; the second the behaviours that no test
-// guarded at 62d8848. Add a row for every behaviour you add (docs/contributing.md).
+// README.md's decision table and docs/unknown-outcomes.md, on both stores where it is store code;
+// the groups after it, by subject, the other behaviours the docs promise. Add a row for every
+// behaviour you add (docs/contributing.md).
 var mutants = []Mutant{
 	// Atomic claim: of concurrent claims of a free key, one wins.
 	{Name: "claim-decides-outside-its-transaction-bolt", Behaviour: "Claim decides on the read-only transaction's view, not on the record in its write transaction: concurrent claims (and a lapsed record) all win",
@@ -85,7 +86,8 @@ var mutants = []Mutant{
 		File: "redisstore/scripts/settle.lua", From: "if not rec or rec.owner ~= ARGV[1] then", To: "if not rec then",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^FencingRefusesOtherOwnersAndStates$"}, {Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}}, Core: true},
 
-	// The mutants that survived every test at 62d8848 (issue 11).
+	// Waiters, reload, the embedded store's durability, conflicts on unknown outcomes, failed and
+	// stale commits, the end of the shutdown grace.
 	{Name: "settle-wakes-no-waiter", Behaviour: "an in-process settle wakes no waiting duplicate: they wait for the 500 ms poll",
 		File: "gateway/waiters.go", From: "w.wake(key, nil, w.bySettle)", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestWaitIsWokenNotPolled$"}}},
@@ -141,7 +143,7 @@ var mutants = []Mutant{
 	{Name: "grace-over-not-abandoned", Behaviour: "a shutdown whose grace ran out leaves the calls it cut off in_progress, not outcome_unknown at once",
 		File: "cmd/idemgateway/main.go", From: "n := gw.Abandon(context.Background())", To: "n := 0",
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestShutdownGraceRunsOut$"}}},
-	// Shutdown, reload and routing at process level (issue 11).
+	// Shutdown, reload and routing at process level.
 	{Name: "shutdown-grace-ignored", Behaviour: "shutdown waits for calls in flight without a deadline",
 		File: "cmd/idemgateway/main.go", From: "sctx, cancel := context.WithTimeout(context.Background(), grace)", To: "sctx, cancel := context.WithCancel(context.Background())",
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestShutdownGraceRunsOut$"}}},
@@ -166,12 +168,12 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$"}, {Pkg: "./e2e", Run: "^TestStoreDownAtCommit$"}}},
 	{Name: "reconcile-no-after", Behaviour: "reconciliation runs before reconcile.after",
 		File: "gateway/reconcile.go", From: "Sub(x.g.now()); wait > 0 {", To: "Sub(x.g.now()); wait > time.Hour {",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestReconcile$"}, {Pkg: "./e2e", Run: "^TestIssue4_ReconcileRacesTheCallItReconciles$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestReconcile$"}, {Pkg: "./e2e", Run: "^TestReconcileRacesTheCallItReconciles$"}}},
 	{Name: "prealloc-declared-length", Behaviour: "readBody allocates the declared Content-Length",
 		File: "gateway/identify.go", From: "min(max(r.ContentLength, 0), preallocMax)", To: "max(r.ContentLength, 0)",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestReadBodyDeclaredLengthHoldsNoMemory$"}}},
 
-	// Store readiness, settle notices, the admin list, the fingerprint CLI (issue 11).
+	// Store readiness, settle notices, the admin list, the fingerprint CLI.
 	{Name: "list-endpoint-dropped", Behaviour: "GET /v1/records is no longer routed",
 		File: "admin/admin.go", From: `r.Get("/v1/records", a.listRecords)`, To: `_ = a.listRecords`,
 		Tests: []Target{{Pkg: "./adminclient", Run: "^TestListAgainstGateway$"}}},
@@ -214,7 +216,8 @@ var mutants = []Mutant{
 	{Name: "identify-accepts-two-tenants", Behaviour: "a request with two tenant (or actor) headers is identified by the first",
 		File: "gateway/identify.go", From: "\tif n := len(values); n > 1 {", To: "\tif n := len(values); n > 2 {",
 		Tests: []Target{{Pkg: "./cmd/idemgateway", Run: "^TestFingerprintMatchesServing$"}}},
-	// The sandbox's faults and chaos's coverage of forward_key and reconcile (issue 11).
+	// The sandbox's faults and chaos's coverage of forward_key and reconcile
+	// (docs/guarantees.md#the-chaos-suite-e2etestchaos).
 	{Name: "sandbox-detach-ignored", Behaviour: "the sandbox drops a detached request whose caller left (no effect after a timeout or kill)",
 		File: "cmd/sandbox/sandbox.go", From: "gone = nil", To: "_ = gone",
 		Tests: []Target{{Pkg: "./cmd/sandbox", Run: "^TestDetachActsAfterTheClientLeft$"}, {Pkg: "./e2e", Run: "^(TestContract_UpstreamTimeout|TestKill9InFlight)$"}}},
@@ -230,7 +233,8 @@ var mutants = []Mutant{
 	{Name: "renewal-postponed", Behaviour: "holdLease schedules its first renewal an hour out: no call renews",
 		File: "gateway/lease.go", From: "l.first = time.AfterFunc(time.Until(x.claimSent.Add(l.every)),", To: "l.first = time.AfterFunc(time.Hour,",
 		Tests: []Target{{Pkg: "./e2e/chaos", Run: "^TestChaos$"}}},
-	// Bugs found by the work of issue 11, each now guarded.
+	// Reconciliation's waits, the shutdown grace across reloads, the count of outcome_unknown
+	// records.
 	{Name: "reconcile-reexecution-keeps-first-start", Behaviour: "a re-execution after not-found keeps the first call's started_at, so the next retry skips reconcile.after and can execute a third time",
 		File: "gateway/reconcile.go", From: "if !x.reclaim(prev, prev.Executions) {", To: "x.rec.StartedAt = prev.StartedAt\n\tif !x.reclaim(prev, prev.Executions) {",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestReconcileReExecutionRestartsTheWait$"}}},
@@ -249,7 +253,8 @@ var mutants = []Mutant{
 	{Name: "unknown-records-uncounted", Behaviour: "idemgateway_outcome_unknown_records_total is registered but never counts a record left outcome_unknown (its alert never fires)",
 		File: "gateway/settle.go", From: "\t\tp.g.metrics.unknown.WithLabelValues(p.tool).Inc()", To: "\t\t_ = 0",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestDeployMetricsAreRegistered$"}}},
-	// Found by a hostile review of the suite (issue 11): each survived until its test was written.
+	// Body limits, replays, resolved records, the admin list, reconcile lookups, spans, metrics,
+	// sweeps and readiness.
 	{Name: "streamed-body-unlimited", Behaviour: "a keyless or read_only request with a chunked body is not held to max_body_bytes: only a declared Content-Length is refused",
 		File: "gateway/effect.go", From: "x.r.Body = http.MaxBytesReader(x.w, x.r.Body, x.rt.MaxBodyBytes)", To: "_ = http.MaxBytesReader // mutant: streamed body not limited",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestStreamedBodyOverLimit$"}}},
@@ -286,31 +291,32 @@ var mutants = []Mutant{
 	{Name: "readyz-ignores-write-probe", Behaviour: "/readyz reports ready when the store answers Ping but refuses writes (Redis OOM, full disk)",
 		File: "admin/records.go", From: `if _, _, _, err := a.store.Claim(ctx, key, owner, []byte("{}"), time.Second, 10*time.Second); err != nil {`, To: `if _, _, _, err := a.store.Claim(ctx, key, owner, []byte("{}"), time.Second, 10*time.Second); err != nil && errors.Is(err, record.ErrCorrupt) {`,
 		Tests: []Target{{Pkg: "./admin", Run: "^TestReadyzRefusesWhenWritesFail$"}}},
-	// Deadlines (issue 13 item 3, audit F3) and the admin listener (item 7, audit F14).
+	// Deadlines (docs/security.md#deadlines) and the admin listener
+	// (docs/security.md#admin-listener).
 	{Name: "body-read-deadline-never-set", Behaviour: "a request body gets no read deadline: a body trickled a byte at a time holds its connection and handler for as long as the client likes",
 		File: "server/deadline.go", From: "_ = b.rc.SetReadDeadline(start.Add(budget(b.allowance, b.n, b.rate) - b.waited))", To: "_ = start // mutant: no read deadline",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF3SlowBodyIsCut$"}, {Pkg: "./e2e", Run: "^TestF3Deadlines$/^trickled_body$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestSlowBodyIsCut$"}, {Pkg: "./e2e", Run: "^TestDeadlines$/^trickled_body$"}}},
 	{Name: "body-budget-not-credited", Behaviour: "a request body's read budget does not grow with the bytes received: a steady upload longer than the body timeout is cut",
 		File: "server/deadline.go", From: "start.Add(budget(b.allowance, b.n, b.rate) - b.waited)", To: "start.Add(budget(b.allowance, 0, b.rate) - b.waited)",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF3SteadyBodyIsNotCut$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestSteadyBodyIsNotCut$"}}},
 	{Name: "write-deadline-never-set", Behaviour: "answers get no write deadline: a client that never reads a replay or a download holds its handler and the payload for good",
 		File: "server/deadline.go", From: "_ = w.rc.SetWriteDeadline(now.Add(budget(w.allowance, w.written, w.rate) - w.waited))", To: "_ = now // mutant: no write deadline",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF3NonReadingClientIsCut$"}, {Pkg: "./e2e", Run: "^TestF3Deadlines$/^download_never_read$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestNonReadingClientIsCut$"}, {Pkg: "./e2e", Run: "^TestDeadlines$/^download_never_read$"}}},
 	{Name: "write-deadline-fixed-at-header", Behaviour: "the write deadline is set when the header is written and not again per write: a long download or a large replay read steadily is cut",
 		File: "server/deadline.go", From: "\t\tstart := w.arm()\n\t\tm, err := w.ResponseWriter.Write(piece)", To: "\t\tstart := time.Now()\n\t\tm, err := w.ResponseWriter.Write(piece)",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF3SteadyReaderIsNotCut$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestSteadyReaderIsNotCut$"}}},
 	{Name: "write-budget-not-credited", Behaviour: "an answer's write budget does not grow with the bytes the client took: a download read steadily but longer than the write timeout is cut",
 		File: "server/deadline.go", From: "budget(w.allowance, w.written, w.rate)", To: "budget(w.allowance, 0, w.rate)",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF3SteadyReaderIsNotCut$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestSteadyReaderIsNotCut$"}}},
 	{Name: "replay-written-in-one-piece", Behaviour: "a large replay is written as one write under one deadline: a client reading it steadily is cut before its budget can grow",
 		File: "server/deadline.go", From: "piece := p[n:min(len(p), n+writePiece)]", To: "piece := p[n:]",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF3SteadyReaderIsNotCut$/^replay$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestSteadyReaderIsNotCut$/^replay$"}}},
 	{Name: "streamed-failure-drains-body", Behaviour: "a failed streamed exchange leaves the connection to net/http, which reads the client's body to its end before writing the 504: a client still sending never sees it",
 		File: "gateway/gateway.go", From: "ErrorHandler:   closeOnFailure(g.proxyError),", To: "ErrorHandler:   g.proxyError,",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF3StreamedFailureClosesConnection$"}, {Pkg: "./e2e", Run: "^TestF3Deadlines$/^upstream_timeout"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestStreamedFailureClosesConnection$"}, {Pkg: "./e2e", Run: "^TestDeadlines$/^upstream_timeout"}}},
 	{Name: "slow-streamed-body-unnamed", Behaviour: "the 502 of a streamed body that fell behind says what the transport saw (often 'context canceled') instead of that the body came too slowly",
 		File: "gateway/proxy.go", From: "\t\t\t\terr = slow\n", To: "\t\t\t\t_ = slow\n",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF3SlowStreamedBodyIsCut$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestSlowStreamedBodyIsCut$"}}},
 	{Name: "max-header-bytes-go-default", Behaviour: "NewServer leaves MaxHeaderBytes at Go's 1 MiB default",
 		File: "server/server.go", From: "\t\tMaxHeaderBytes:    l.MaxHeaderBytes,\n", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestServerLimits$"}}},
@@ -325,23 +331,23 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./cmd/idemgateway", Run: "^TestLoadSettings$"}}},
 	{Name: "cmd-listeners-default-limits", Behaviour: "the proxy listener is built with the default limits, whatever the settings say",
 		File: "cmd/idemgateway/listeners.go", From: "if proxy, err = server.New(gw, s.limits()); err != nil {", To: "if proxy, err = server.New(gw, server.Limits{}); err != nil {",
-		Tests: []Target{{Pkg: "./e2e", Run: "^TestF3Deadlines$/^download_never_read$"}}},
+		Tests: []Target{{Pkg: "./e2e", Run: "^TestDeadlines$/^download_never_read$"}}},
 	{Name: "admin-host-unchecked", Behaviour: "the admin listener answers any Host: a page that rebinds its name to 127.0.0.1 reads and resolves records",
 		File: "admin/guard.go", From: "if _, err := netip.ParseAddr(host); err == nil || (host != \"\" && allowed[normalHost(host)]) {", To: "if _ = host; true { // mutant",
 		Tests: []Target{{Pkg: "./admin", Run: "^TestHostCheck$"}}},
 	{Name: "cmd-admin-without-host-check", Behaviour: "the command serves the admin handler without CheckHost",
 		File: "cmd/idemgateway/listeners.go", From: "}), s.AdminListen, s.AdminHosts)", To: "}), s.AdminListen, s.AdminHosts); adminHandler = admin.Handler(admin.Options{Store: store, Pipeline: gw, Token: s.AdminToken, Metrics: reg, Logger: log})",
-		Tests: []Target{{Pkg: "./e2e", Run: "^TestF14AdminListener$"}}},
+		Tests: []Target{{Pkg: "./e2e", Run: "^TestAdminListener$"}}},
 	{Name: "resolve-takes-any-content-type", Behaviour: "the records API decodes a text/plain resolve: a CORS-simple POST from a page resolves an unknown record not_committed",
 		File: "admin/admin.go", From: "r.Use(requireBearer(token), requireJSON)", To: "r.Use(requireBearer(token))",
-		Tests: []Target{{Pkg: "./admin", Run: "^TestResolveNeedsJSON$"}, {Pkg: "./e2e", Run: "^TestF14AdminListener$"}}},
+		Tests: []Target{{Pkg: "./admin", Run: "^TestResolveNeedsJSON$"}, {Pkg: "./e2e", Run: "^TestAdminListener$"}}},
 	{Name: "readyz-probe-not-shared", Behaviour: "a /readyz that comes while a store probe runs starts another: N concurrent hits, N claims and releases",
 		File: "admin/readyz.go", From: "case run == nil, !run.ended.IsZero() && a.now().Sub(run.ended) >= readyEvery:", To: "case run == nil, run.ended.IsZero(), a.now().Sub(run.ended) >= readyEvery:",
 		Tests: []Target{{Pkg: "./admin", Run: "^TestReadyzSharesTheProbe$"}}},
 	{Name: "readyz-result-not-kept", Behaviour: "/readyz probes the store on every call once the last probe has ended",
 		File: "admin/readyz.go", From: "a.now().Sub(run.ended) >= readyEvery", To: "a.now().Sub(run.ended) >= 0",
 		Tests: []Target{{Pkg: "./admin", Run: "^TestReadyzProbesAtMostOnceASecond$"}}},
-	// Fail closed on an unsafe store (issue 15, docs/cases.md C15).
+	// Fail closed on an unsafe store (docs/cases.md C15).
 	{Name: "claim-on-unsafe-store", Behaviour: "the gateway claims and executes keyed requests while the store reports it could evict their records",
 		File: "gateway/effect.go", From: "if err := x.g.claimRefused(); err != nil {", To: "if err := x.g.claimRefused(); false && err != nil {",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestC15_EvictingPolicyRefusesClaims$"}}, Core: true},
@@ -382,14 +388,14 @@ var mutants = []Mutant{
 		File: "cmd/idemgateway/redis.go", From: "CheckInterval:  s.RedisCheckInterval,", To: "CheckInterval:  time.Hour,",
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestC15_UnsafeRedisFailsClosed$"}}},
 
-	// Leases that hold through a store's faults (issue 15).
+	// Leases that hold through a store's faults (docs/guarantees.md#lease-timing).
 	{Name: "renewal-waits-store-timeout", Behaviour: "a renewal waits for its answer as long as any store call (2 s): one that stalls lets a 300 ms lease lapse",
 		File: "gateway/lease.go", From: "\treturn timeout, min(timeout, max(length/6, time.Millisecond))", To: "\treturn storeTimeout, storeTimeout",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestLeaseHoldsThroughStalledRenewal$"}}},
 	{Name: "renewal-not-hedged", Behaviour: "a renewal that goes unanswered is waited for until its context ends, never sent again meanwhile",
 		File: "gateway/lease.go", From: "waiting = false // no answer yet", To: "waiting = true // mutant",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestLeaseHoldsThroughStalledRenewal$"}}, Core: true},
-	// Settles that survive a store's faults (issue 15).
+	// Settles that survive a store's faults (docs/guarantees.md#store-faults-during-an-execution).
 	{Name: "orphaned-claim-kept", Behaviour: "a claim whose reply was lost is not released: it blocks its key until its lease lapses, then reads outcome_unknown",
 		File: "gateway/effect.go", From: "\t\tx.releaseOrphan(err)\n", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestOrphanedClaimReleased$"}}, Core: true},
@@ -414,7 +420,8 @@ var mutants = []Mutant{
 	{Name: "shutdown-settle-not-tried", Behaviour: "SettlePending gives every pending settle up without trying it once more",
 		File: "gateway/shutdown.go", From: "err := g.storeWrite(ctx, p.op.String(), p.write)", To: "err := error(context.DeadlineExceeded) // mutant",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestSettlePendingAtShutdown$"}}},
-	// The payload in two parts: a commit does not send the claim's again (issue 15).
+	// The payload in two parts: a commit does not send the claim's again
+	// (docs/record-format.md#two-parts).
 	{Name: "commit-overwrites-claim-part-redis", Behaviour: "settle.lua writes the settle part over the claim's: a committed record loses its document, and a record of a gateway before the split its whole receipt",
 		File: "redisstore/scripts/settle.lua", From: "redis.call('HSET', KEYS[1], 'state', ARGV[5], 'settle', ARGV[2])", To: "redis.call('HSET', KEYS[1], 'state', ARGV[5], 'payload', ARGV[2])",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^CommitByOwner$"}}},
@@ -430,7 +437,8 @@ var mutants = []Mutant{
 	{Name: "settle-part-resends-document", Behaviour: "a commit sends the document the claim stored again",
 		File: "record/codec.go", From: "\tr.Document = nil\n\treturn r.Encode()", To: "\treturn r.Encode()",
 		Tests: []Target{{Pkg: "./record", Run: "^TestRecordInTwoParts$"}}},
-	// Every transition is safe to send twice: its second copy answers as the first (issue 15).
+	// Every transition is safe to send twice: its second copy answers as the first
+	// (docs/cases.md C14).
 	{Name: "claim-sent-twice-not-claimed-redis", Behaviour: "claim.lua answers a claim sent again after its answer was lost with the record, in_progress: the gateway takes its own claim for another's (409, then outcome_unknown)",
 		File: "redisstore/scripts/claim.lua", From: "if rec.owner == ARGV[1] and rec.payload == ARGV[2] then", To: "if false then",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^TransitionSentTwice$"}}, Core: true},
@@ -467,21 +475,23 @@ var mutants = []Mutant{
 	{Name: "redis-url-retries-not-set", Behaviour: "the single-Redis client takes max_retries from the URL: ?max_retries=-1 turns off the re-sending of a command whose connection broke",
 		File: "cmd/idemgateway/redis.go", From: "\t\topt.MaxRetries = redisMaxRetries\n", To: "",
 		Tests: []Target{{Pkg: "./cmd/idemgateway", Run: "^TestRedisClientKinds$"}}},
-	// Encrypted payloads sealed twice alike, so a store recognizes a call sent twice (issue 15).
+	// Encrypted payloads sealed twice alike, so a store recognizes a call sent twice
+	// (docs/record-format.md#encrypted-at-rest).
 	{Name: "seal-nonce-not-deterministic", Behaviour: "Encrypted seals the same payload differently each time: a claim or commit the gateway sends again is not recognized as its own",
 		File: "record/encrypt.go", From: "\t_, _ = mac.Write(payload)\n", To: "\t_, _ = mac.Write(payload)\n\t_, _ = mac.Write([]byte(time.Now().String()))\n",
 		Tests: []Target{{Pkg: "./record", Run: "^TestEncryptedSealsACallTwiceAlike$"}}},
 	{Name: "seal-nonce-ignores-payload", Behaviour: "Encrypted derives the nonce from the record key alone: two payloads of one record share a GCM nonce",
 		File: "record/encrypt.go", From: "\t_, _ = mac.Write(payload)\n", To: "",
 		Tests: []Target{{Pkg: "./record", Run: "^TestEncryptedSealsACallTwiceAlike$"}}},
-	// differing_fields as the route writes them (issue 12).
+	// differing_fields as the route writes them
+	// (docs/fingerprint.md#what-a-conflict-says-differing_fields).
 	{Name: "conflict-differs-without-route-rules", Behaviour: "a 422 names an included field by the canonical document's spelling (/~1fields~1summary), not as the route writes it (/fields/summary)",
 		File: "gateway/respond.go", From: "x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, problem.MaxDifferingFields)", To: "func() []string { fp := x.rt.Fingerprint; fp = nil; return fp.DifferingFields(prev.Document, x.doc, problem.MaxDifferingFields) }()",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestIssue12DifferingFieldsAsTheRouteWritesThem$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestDifferingFieldsAsTheRouteWritesThem$"}}},
 	{Name: "graphql-differs-at-document", Behaviour: "a 422 on a graphql route names the query document /document, a member the request body does not have, instead of /query",
 		File: "canonical/diff.go", From: `out[i] = "/query" + strings.TrimPrefix(p, "/document")`, To: `_ = p // mutant`,
 		Tests: []Target{{Pkg: "./canonical", Run: "^TestDifferingFieldsNames$"}}},
-	// Group commit on the embedded store (issue 15).
+	// Group commit on the embedded store (docs/performance.md#the-embedded-store).
 	{Name: "batch-answered-before-fsync-bolt", Behaviour: "each member of a group commit is answered as soon as its transition has run, before the batch is appended to the write-ahead log and synced: a power cut loses acknowledged transitions",
 		File: "boltstore/commit.go", From: "if err := run(t, b); err != nil && !errors.Is(err, errNoWrite) {", To: "if err := run(t, b); err == nil {\n\t\t\t\tt.done <- nil // mutant: answered before the append\n\t\t\t} else if !errors.Is(err, errNoWrite) {",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConcurrentTransitionsSurvivePowerLoss$"}, {Pkg: "./boltstore", Run: "^TestTransitionsSurvivePowerLoss$"}}, Core: true},
@@ -501,8 +511,8 @@ var mutants = []Mutant{
 		File: "boltstore/commit.go", From: "if err == nil && len(b.list) > 0 {", To: "if err == nil {",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestBatchThatWritesNothingIsNotCommitted$"}}},
 
-	// Tunnels, the upstream request, framing and error details (issue 13; the audit of 2026-12-01,
-	// F1, F4, F5, F9, F10, F11, F13, F15, F16).
+	// Tunnels, the upstream request, framing and error details (docs/security.md: "Upgrades and
+	// tunnels", "Upstream requests", "Framing", "Error details").
 	{Name: "1xx-outcome-by-status-class", Behaviour: "a final 1xx (a 101 the request did not ask for) counts as a status below 400: committed",
 		File: "gateway/decide.go", From: "\tcase status < 200: // RFC 9110 §15.2: never final; the upstream may have acted and switched\n\t\treturn Unknown\n", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestOutcomeOf$"}}},
@@ -512,13 +522,13 @@ var mutants = []Mutant{
 	{Name: "upgrade-on-side-effecting-route", Behaviour: "routes accept upgrade: websocket on an idempotent or non_idempotent route",
 		File: "routes/route.go", From: "\tcase rt.Class != ReadOnly:\n\t\tr.addf(field(\"upgrade\")", To: "\tcase false:\n\t\tr.addf(field(\"upgrade\")",
 		Tests: []Target{{Pkg: "./routes", Run: "^TestParseBadFiles$"}}},
-	{Name: "upgrade-request-proxied", Behaviour: "a request with Connection: upgrade on a route without upgrade (read_only, keyless or keyed) is proxied instead of refused (F1, F9)",
+	{Name: "upgrade-request-proxied", Behaviour: "a request with Connection: upgrade on a route without upgrade (read_only, keyless or keyed) is proxied instead of refused",
 		File: "gateway/exchange.go", From: "if err := upgradeRefused(x.rt, x.r.Header); err != nil {", To: "if err := upgradeRefused(x.rt, x.r.Header); false && err != nil {",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestUpgradeRefused$"}, {Pkg: "./e2e", Run: "^TestTunnelNeverOpened$"}}},
 	{Name: "upgrade-to-any-protocol", Behaviour: "a route with upgrade: websocket lets a client switch to any protocol (h2c), or to two",
 		File: "gateway/tunnel.go", From: "len(proto) != 1 || !strings.EqualFold(strings.TrimSpace(proto[0]), rt.Upgrade)", To: "len(proto) < 0 && !strings.EqualFold(strings.TrimSpace(proto[0]), rt.Upgrade)",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestUpgradeRefused$"}}},
-	{Name: "unasked-101-tunnels", Behaviour: "an upstream's 101 goes to the reverse proxy's upgrade handling on every route: a tunnel, a hang reading it as a body on keyed routes, an upstream connection left open (F1, F9)",
+	{Name: "unasked-101-tunnels", Behaviour: "an upstream's 101 goes to the reverse proxy's upgrade handling on every route: a tunnel, a hang reading it as a body on keyed routes, an upstream connection left open",
 		File: "gateway/proxy.go", From: "if resp.StatusCode < 200 { // a 101: the proxy would make the connection a tunnel", To: "if false {",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestUpstream101NeverRelayed$"}, {Pkg: "./e2e", Run: "^TestTunnelNeverOpened$"}}},
 	{Name: "unasked-101-tunnels-on-upgrade-route", Behaviour: "on a route with upgrade, a 101 to a request that asked for no upgrade goes to the proxy's upgrade handling",
@@ -527,31 +537,31 @@ var mutants = []Mutant{
 	{Name: "interim-1xx-relayed", Behaviour: "an upstream's 103 Early Hints reaches the client, and the final answer loses Idempotency-Decision",
 		File: "gateway/proxy.go", From: "x.g.proxy.ServeHTTP(newFinalOnly(x.w), x.request())", To: "x.g.proxy.ServeHTTP(x.w, x.request())",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestInterimResponsesNotRelayed$"}}},
-	{Name: "request-trailers-forwarded", Behaviour: "request trailers reach the upstream (F4)",
+	{Name: "request-trailers-forwarded", Behaviour: "request trailers reach the upstream",
 		File: "gateway/outbound.go", From: "\tout.Trailer = nil\n", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestUpstreamRequestsAreClean$"}}},
-	{Name: "underscore-headers-forwarded", Behaviour: "header names with '_' reach the upstream (F13)",
+	{Name: "underscore-headers-forwarded", Behaviour: "header names with '_' reach the upstream",
 		File: "gateway/outbound.go", From: "strings.ContainsRune(name, '_') || ", To: "strings.ContainsRune(name, 0) || ",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestUpstreamRequestsAreClean$"}}},
-	{Name: "client-key-header-forwarded", Behaviour: "the client's key header reaches the upstream (F5)",
+	{Name: "client-key-header-forwarded", Behaviour: "the client's key header reaches the upstream",
 		File: "gateway/outbound.go", From: "return canon == rt.Key.Header || ", To: "return ",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestUpstreamRequestsAreClean$"}}},
-	{Name: "forged-forward-key-forwarded", Behaviour: "a client's header named like forward_key reaches the upstream on keyless and read_only calls (F5)",
+	{Name: "forged-forward-key-forwarded", Behaviour: "a client's header named like forward_key reaches the upstream on keyless and read_only calls",
 		File: "gateway/outbound.go", From: "canon == rt.Upstream.ForwardKey || ", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestUpstreamRequestsAreClean$"}}},
-	{Name: "method-override-forwarded", Behaviour: "X-Real-IP and method-override headers reach the upstream (F13)",
+	{Name: "method-override-forwarded", Behaviour: "X-Real-IP and method-override headers reach the upstream",
 		File: "gateway/outbound.go", From: "ambiguousHeaders[canon]\n}", To: "false\n}",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestUpstreamRequestsAreClean$"}}},
-	{Name: "held-body-sent-chunked", Behaviour: "a body the gateway holds goes to the upstream chunked when the client sent it so (F16)",
+	{Name: "held-body-sent-chunked", Behaviour: "a body the gateway holds goes to the upstream chunked when the client sent it so",
 		File: "gateway/proxy.go", From: "\t\t\tout.TransferEncoding = nil\n", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestUpstreamRequestsAreClean$"}}},
-	{Name: "chunked-request-keeps-connection", Behaviour: "the connection of a request with Content-Length and Transfer-Encoding stays open: bytes after its body are read as a request (F11)",
+	{Name: "chunked-request-keeps-connection", Behaviour: "the connection of a request with Content-Length and Transfer-Encoding stays open: bytes after its body are read as a request",
 		File: "gateway/gateway.go", From: `w.Header().Set("Connection", "close")`, To: `_ = w`,
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestChunkedRequestClosesConnection$"}}},
-	{Name: "upstream-error-verbatim", Behaviour: "problem details and receipts carry the transport's error: addresses, resolvers, the upstream's bytes (F10)",
+	{Name: "upstream-error-verbatim", Behaviour: "problem details and receipts carry the transport's error: addresses, resolvers, the upstream's bytes",
 		File: "gateway/proxy.go", From: "fault := faultOf(err, x.mayHaveSent.Load(), x.rt.Upstream.Timeout)", To: "fault := fmt.Errorf(\"%w: %v\", ErrUpstream, err)",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestUpstreamFailuresAreQuiet$"}}},
-	{Name: "lookup-error-verbatim", Behaviour: "a failed reconcile lookup puts the transport's error in the receipt and the answer (F10)",
+	{Name: "lookup-error-verbatim", Behaviour: "a failed reconcile lookup puts the transport's error in the receipt and the answer",
 		File: "gateway/reconcile.go", From: "fmt.Errorf(\"lookup: %w\", faultOf(err, connected.Load(), up.Timeout))", To: "fmt.Errorf(\"lookup: %w\", err)",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestReconcile$"}}},
 	{Name: "unreachable-told-broken", Behaviour: "an upstream never reached is reported as a connection that broke",
@@ -560,10 +570,11 @@ var mutants = []Mutant{
 	{Name: "malformed-told-broken", Behaviour: "an upstream's malformed response is reported as a connection that broke",
 		File: "gateway/proxy.go", From: "\tcase malformed(err):\n\t\treturn faultMalformed\n", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestUpstreamFailuresAreQuiet$"}}},
-	{Name: "client-span-query-in-clear", Behaviour: "the upstream client span's url.full carries the query's values (F15)",
+	{Name: "client-span-query-in-clear", Behaviour: "the upstream client span's url.full carries the query's values",
 		File: "gateway/gateway.go", From: "otelhttp.WithTracerProvider(queryRedacted{tp})", To: "otelhttp.WithTracerProvider(tp)",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestClientSpanQueryRedacted$"}}},
-	// An owner whose lease lapsed, with no takeover, may still store its receipt (issue 15, docs/contract.md §8).
+	// An owner whose lease lapsed, with no takeover, may still store its receipt
+	// (docs/contract.md §8).
 	{Name: "lapsed-owner-commit-refused-bolt", Behaviour: "the embedded store refuses the commit of an owner whose lapse a claim observed, though nobody took the record over: the late receipt is lost",
 		File: "boltstore/boltstore.go", From: "if !r.ownedInProgress(owner) && !r.lapsedUnder(owner) {\n\t\t\treturn false", To: "if !r.ownedInProgress(owner) {\n\t\t\treturn false",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^OwnerMayCommitAfterObservedLapse$"}}},
@@ -573,40 +584,40 @@ var mutants = []Mutant{
 	{Name: "lapsed-owner-release-refused-bolt", Behaviour: "the embedded store refuses the release of an owner whose lapse a claim observed, though nobody took the record over: a call that never committed blocks its key",
 		File: "boltstore/boltstore.go", From: "if !r.ownedInProgress(owner) && !r.lapsedUnder(owner) {\n\t\t\treturn errNoWrite", To: "if !r.ownedInProgress(owner) {\n\t\t\treturn errNoWrite",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^OwnerMaySettleAfterObservedLapse$"}}},
-	// Who is calling and input bounds (issue 13; audit F6, F7, F8, F12).
+	// Who is calling and input bounds (docs/security.md#who-is-calling, #input-bounds).
 	{Name: "clients-let-the-unauthenticated-in", Behaviour: "with clients, a request without an accepted credential is served, under its tenant header",
 		File: "gateway/identify.go", From: "\t\tif p, err = auth.Authenticate(r); err != nil {\n\t\t\treturn err\n\t\t}", To: "\t\tif p, err = auth.Authenticate(r); err != nil {\n\t\t\tp, err = nil, nil\n\t\t}",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF6_WhoIsCalling_APIKeys$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestWhoIsCallingAPIKeys$"}}},
 	{Name: "read-only-not-admitted", Behaviour: "read_only routes skip the admit step: unauthenticated reads, unbounded tenants and bad path parameters reach the upstream",
 		File: "gateway/proxy.go", From: "if x.Accept() && x.admit() && x.limitBody() {", To: "if x.Accept() && x.limitBody() {",
-		Tests: []Target{{Pkg: "./gateway", Run: "^(TestF6_WhoIsCalling_APIKeys|TestF7_PathParamsThatReadAsAnotherPath)$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^(TestWhoIsCallingAPIKeys|TestPathParamsThatReadAsAnotherPath)$"}}},
 	{Name: "tenant-header-beats-client", Behaviour: "a tenant header that names another tenant than the client's is not refused (403 tenant-mismatch)",
 		File: "gateway/identify.go", From: `if tenant != "" && tenant != p.Tenant {`, To: `if false && tenant != p.Tenant {`,
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF6_WhoIsCalling_APIKeys$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestWhoIsCallingAPIKeys$"}}},
 	{Name: "actor-header-beats-client", Behaviour: "an actor header that names another actor than the client binds is not refused (403 actor-mismatch)",
 		File: "gateway/identify.go", From: `if actor != "" && actor != p.Actor {`, To: `if false && actor != p.Actor {`,
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF6_WhoIsCalling_APIKeys$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestWhoIsCallingAPIKeys$"}}},
 	{Name: "credential-twice-authenticates", Behaviour: "a client's credential header sent twice authenticates with the first instead of a 400",
 		File: "auth/auth.go", From: "\t\tcase 1:\n\t\tdefault:", To: "\t\tcase 1, 2:\n\t\tdefault:",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF6_WhoIsCalling_APIKeys$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestWhoIsCallingAPIKeys$"}}},
 	{Name: "no-www-authenticate", Behaviour: "a 401 carries no WWW-Authenticate challenge (RFC 9110 §15.5.2)",
 		File: "gateway/respond.go", From: `x.w.Header().Add("Www-Authenticate", c)`, To: `_ = c`,
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF6_WhoIsCalling_APIKeys$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestWhoIsCallingAPIKeys$"}}},
 	{Name: "jwt-audience-unchecked", Behaviour: "a JWT for another audience is accepted",
 		File: "auth/auth.go", From: "\t\t\tjwt.WithAudience(j.Audience),\n", To: "",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF6_WhoIsCalling_JWT$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestWhoIsCallingJWT$"}}},
 	{Name: "jwt-expiry-optional", Behaviour: "a JWT without exp is accepted: it never expires",
 		File: "auth/auth.go", From: "\t\t\tjwt.WithExpirationRequired(),\n", To: "",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF6_WhoIsCalling_JWT$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestWhoIsCallingJWT$"}}},
 	{Name: "jwt-subject-optional", Behaviour: "a JWT without sub is accepted, and every such token of a client is one caller",
 		File: "auth/auth.go", From: `if sub == "" {`, To: `if false {`,
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF6_WhoIsCalling_JWT$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestWhoIsCallingJWT$"}}},
 	{Name: "conflict-tells-every-caller", Behaviour: "with clients, a 422 tells another caller the first caller's fingerprint, remote id and differing fields",
 		File: "gateway/respond.go", From: `if x.caller == "" || x.caller == prev.Caller {`, To: `if true {`,
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF6_ConflictTellsOnlyItsFirstCaller$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestConflictTellsOnlyItsFirstCaller$"}}},
 	{Name: "record-without-caller", Behaviour: "a claim does not record who called: the first caller's own conflicts tell it nothing",
 		File: "gateway/effect.go", From: "\t\tCaller:    x.caller,\n", To: "",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF6_ConflictTellsOnlyItsFirstCaller$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestConflictTellsOnlyItsFirstCaller$"}}},
 	{Name: "record-caller-always-written", Behaviour: "a record without a caller is no longer written in the earlier bytes: older gateways refuse it as corrupt",
 		File: "record/codec.go", From: "\tif optional >= 1 {\n\t\te.string(rec.Caller)", To: "\tif true {\n\t\te.string(rec.Caller)",
 		Tests: []Target{{Pkg: "./record", Run: "^TestRecordCallerIsOptional$"}}},
@@ -618,41 +629,41 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./record", Run: "^TestRecordCallerIsOptional$"}, {Pkg: "./gateway", Run: "^TestMCPReplayAcrossEras$"}}},
 	{Name: "tenant-unbounded", Behaviour: "a tenant or actor header of any length and bytes is taken (a 33 000-byte tenant is a retryable 503 on bbolt)",
 		File: "gateway/identify.go", From: "\tif err := routes.CheckTenant(values[0]); err != nil {", To: "\tif err := error(nil); err != nil {",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF8_TenantAndActorBounds$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestTenantAndActorBounds$"}}},
 	{Name: "tenant-charset-unchecked", Behaviour: "a tenant may hold any byte but a control byte: spaces, slashes and non-ASCII pass",
 		File: "routes/clients.go", From: "if !httpguts.IsTokenRune(rune(s[i])) {", To: "if !httpguts.IsTokenRune(rune(s[i])) && s[i] < 0x20 {",
-		Tests: []Target{{Pkg: "./routes", Run: "^TestCheckTenant$"}, {Pkg: "./gateway", Run: "^TestF8_TenantAndActorBounds$"}}},
+		Tests: []Target{{Pkg: "./routes", Run: "^TestCheckTenant$"}, {Pkg: "./gateway", Run: "^TestTenantAndActorBounds$"}}},
 	{Name: "tool-name-unbounded", Behaviour: "a route name longer than 128 bytes loads: the store key's tool part is unbounded",
 		File: "routes/resolve.go", From: "case len(rr.Name) > MaxNameBytes:", To: "case len(rr.Name) > 2*MaxNameBytes:",
 		Tests: []Target{{Pkg: "./routes", Run: "^TestParseBadFiles$"}}},
-	{Name: "path-params-unchecked", Behaviour: "path parameters that decode to /, ?, #, \\ or .. are forwarded (audit F7)",
+	{Name: "path-params-unchecked", Behaviour: "path parameters that decode to /, ?, #, \\ or .. are forwarded",
 		File: "gateway/identify.go", From: "\treturn checkPathParams(rt, r)\n", To: "\treturn nil\n",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF7_PathParamsThatReadAsAnotherPath$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestPathParamsThatReadAsAnotherPath$"}}},
 	{Name: "dot-segment-behind-parameter", Behaviour: "..; (a dot-segment behind a ; parameter, which Tomcat resolves) passes",
 		File: "gateway/identify.go", From: `if name, _, _ := strings.Cut(s, ";"); name == "." || name == ".." {`, To: `if s == "." || s == ".." {`,
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF7_PathParamsThatReadAsAnotherPath$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestPathParamsThatReadAsAnotherPath$"}}},
 	{Name: "overlong-utf8-passes", Behaviour: "a parameter that is not UTF-8 (the overlong %c0%ae) passes",
 		File: "gateway/identify.go", From: "\tif !utf8.ValidString(s) {", To: "\tif false && !utf8.ValidString(s) {",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF7_PathParamsThatReadAsAnotherPath$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestPathParamsThatReadAsAnotherPath$"}}},
 	{Name: "opaque-path-params-ignored", Behaviour: "a route's opaque_path_params are checked like any other parameter",
 		File: "gateway/identify.go", From: "if slices.Contains(rt.OpaquePathParams, name) {", To: "if false && slices.Contains(rt.OpaquePathParams, name) {",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF7_PathParamsThatReadAsAnotherPath$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestPathParamsThatReadAsAnotherPath$"}}},
 	{Name: "opaque-path-param-unknown", Behaviour: "opaque_path_params may name a parameter the path lacks",
 		File: "routes/route.go", From: `case path != "" && !slices.Contains(params, name):`, To: `case false && !slices.Contains(params, name):`,
 		Tests: []Target{{Pkg: "./routes", Run: "^TestParseBadFiles$"}}},
 	{Name: "path-forwarded-as-sent", Behaviour: "the upstream gets the client's spelling of the path (%41, lower-case hex), not one canonical encoding",
 		File: "gateway/proxy.go", From: "\tcanonicalPath(out.URL)\n", To: "",
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF7_PathParamsThatReadAsAnotherPath$"}}},
-	{Name: "credential-hashed-as-sent", Behaviour: "bearer T and Bearer  T (two spaces) are other scopes than Bearer T: one operation executes once per spelling (audit F12)",
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestPathParamsThatReadAsAnotherPath$"}}},
+	{Name: "credential-hashed-as-sent", Behaviour: "bearer T and Bearer  T (two spaces) are other scopes than Bearer T: one operation executes once per spelling",
 		File: "gateway/key.go", From: "\t\tcredential = canonicalCredentials(credential)\n", To: "",
-		Tests: []Target{{Pkg: "./gateway", Run: "^(TestF12_CredentialSpellings|TestTenantAndCredentialScope)$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^(TestCredentialSpellings|TestTenantAndCredentialScope)$"}}},
 	{Name: "credential-scheme-lower-case", Behaviour: "Bearer is written bearer before hashing: every stored record of a Bearer scope stops matching",
 		File: "gateway/key.go", From: `"bearer": "Bearer",`, To: `"bearer": "bearer",`,
-		Tests: []Target{{Pkg: "./gateway", Run: "^TestF12_CredentialSpellings$"}}},
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestCredentialSpellings$"}}},
 	{Name: "credential-twice-scoped", Behaviour: "a scope credential sent twice is scoped by the first while the upstream gets both",
 		File: "gateway/identify.go", From: "\t\tcase len(creds) > 1:", To: "\t\tcase len(creds) > 2:",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestTenantAndCredentialScope$"}, {Pkg: "./cmd/idemgateway", Run: "^TestFingerprintMatchesServing$"}}},
-	// Bounded work per request (issue 13 item 2).
+	// Bounded work per request (docs/security.md#resource-limits).
 	{Name: "value-budget-unchecked", Behaviour: "a body's values are counted but never held to the budget: a 1 MiB array of small numbers builds a tree of half a million values",
 		File: "canonical/json.go", From: "if values++; values > budget {", To: "if values++; values < 0 {",
 		Tests: []Target{{Pkg: "./canonical", Run: "^(TestValueBudget|TestMemoryBound)$"}, {Pkg: "./gateway", Run: "^TestBodyTooComplex$"}}},
@@ -662,7 +673,7 @@ var mutants = []Mutant{
 	{Name: "parse-gate-open", Behaviour: "every body parses outside the gate: concurrent large bodies take all the memory and every core",
 		File: "gateway/parsegate.go", From: "if len(req.Body) <= smallParse {", To: "if len(req.Body) > 0 {",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestParseGate$"}}},
-	// MCP tool calls (issue 14, docs/contract.md §7).
+	// MCP tool calls (docs/contract.md §7).
 	{Name: "mcp-replay-under-the-first-id", Behaviour: "an MCP replay carries the stored call's JSON-RPC id, not the retry's: a client drops the answer and hangs",
 		File: "gateway/mcpfront/respond.go", From: "		parts := mcpwire.EnvelopeParts(m.msg.ID, member)\n", To: "		parts := mcpwire.EnvelopeParts([]byte(\"1\"), member)\n",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPRetryReplaysWithRetryID$"}}, Core: true},
@@ -711,8 +722,8 @@ var mutants = []Mutant{
 	{Name: "mcp-metrics-per-made-up-tool", Behaviour: "every tool name a client makes up grows its own metric series",
 		File: "gateway/mcpfront/front.go", From: "		label = rt.Name + \"/\" + unlistedTool\n", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPToolNamesBoundMetricSeries$"}}},
-	// One HGETALL reads a record (issue 15 item 6: a command less per first execution), HMGET and
-	// EXISTS for a user without it.
+	// One HGETALL reads a record (a command less per first execution:
+	// docs/performance.md#redis-work-per-execution), HMGET and EXISTS for a user without it.
 	{Name: "foreign-hash-read-as-missing-redis", Behaviour: "a hash without a state field reads as no record: a claim writes its fields into another program's hash and sets its expiry",
 		File: "redisstore/scripts/record.lua", From: "  return record_of(h.state, h.owner, h.lease_until, h.payload, h.settle, h.watched)", To: "  if not h.state then\n    return nil\n  end\n  return record_of(h.state, h.owner, h.lease_until, h.payload, h.settle, h.watched)",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestCorruptRecordsAreRefused$/^HGETALL$"}}},
@@ -725,7 +736,7 @@ var mutants = []Mutant{
 	{Name: "old-acl-scripts-refused-redis", Behaviour: "a user of an earlier build's least-privilege ACL, without HGETALL, gets every script refused after the upgrade: keyed requests 503",
 		File: "redisstore/scripts/record.lua", From: "    return load_by_fields(key) -- WRONGTYPE fails there again, uncaught", To: "    error(f)",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformanceWithoutHGETALL$/^(SecondClaimReturnsStoredRecord|CommitByOwner)$"}}},
-	// A prompt commit keeps the claim's expiry (issue 15 item 6: no PEXPIRE in the commit).
+	// A prompt commit keeps the claim's expiry (no PEXPIRE in the commit).
 	{Name: "commit-always-sets-ttl", Behaviour: "every commit sets the record's TTL again: Redis runs a PEXPIRE more per first execution",
 		File: "gateway/settle.go", From: "keepTTL: op == opCommit && x.commitKeepsTTL(),", To: "keepTTL: false,",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestCommitKeepsTheClaimsExpiry$"}}},
@@ -741,7 +752,7 @@ var mutants = []Mutant{
 	{Name: "commit-ttl-zero-expires-bolt", Behaviour: "the embedded store expires a record committed with ttl 0 at once: the receipt is gone as it is stored",
 		File: "boltstore/boltstore.go", From: "		if ttl > 0 {\n			r.expiresAt = now + record.Millis(ttl)", To: "		if true {\n			r.expiresAt = now + record.Millis(ttl)",
 		Tests: []Target{{Pkg: "./boltstore", Run: "^TestConformance$/^CommitWithoutTTLKeepsTheClaims$"}}},
-	// Settle notices only for records a duplicate saw (issue 15 item 6: a command less per execution).
+	// Settle notices only for records a duplicate saw (a command less per execution).
 	{Name: "settle-notice-unconditional-redis", Behaviour: "every commit, mark-unknown and release PUBLISHes, watched or not: a command more per first execution",
 		File: "redisstore/scripts/record.lua", From: "  if rec.watched then\n    redis.call('PUBLISH', channel, what)\n  end", To: "  redis.call('PUBLISH', channel, what)",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestSettleNoticeOnlyWhenWatched$"}}},

@@ -371,14 +371,14 @@ func testFinishAfterLapse(t *testing.T, s Subject) {
 	wantRecord(t, s, "k", record.StateCommitted, settled("claim", "receipt"))
 }
 
-// testCommitAfterObservedLapse pins down docs/contract.md §8 (issue 15): the owner whose lease
-// lapsed while the store was away, and whose record a Claim has since turned outcome_unknown, may
-// still commit it as long as nobody took it over (the owner is unchanged): its receipt is what the
-// upstream did, and no other owner can have acted on the key. A receipt the gateway kept writing in
-// the background (Idempotency-Receipt: pending) lands this way when the store came back after the
-// lease. The commit takes the record out of the outcome_unknown index, and a later Claim replays it.
-// Its renewals stay refused (OwnerMaySettleAfterObservedLapse has the release and the mark), and so
-// does its commit once another owner has reclaimed the record.
+// testCommitAfterObservedLapse pins down docs/contract.md §8: the owner whose lease lapsed while
+// the store was away, and whose record a Claim has since turned outcome_unknown, may still commit
+// it as long as nobody took it over (the owner is unchanged): its receipt is what the upstream did,
+// and no other owner can have acted on the key. A receipt the gateway kept writing in the
+// background (Idempotency-Receipt: pending) lands this way when the store came back after the
+// lease. The commit takes the record out of the outcome_unknown index, and a later Claim replays
+// it. Its renewals stay refused (OwnerMaySettleAfterObservedLapse has the release and the mark),
+// and so does its commit once another owner has reclaimed the record.
 //
 // This supersedes the Commit case of LapsedLeaseBecomesUnknownNeverFreed, which expects that commit
 // refused; that case is the stores' owners' to change with this one.

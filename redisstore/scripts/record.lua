@@ -80,7 +80,7 @@ end
 -- be waiting for it: only a claim that found rec in progress under another owner marks it watched
 -- (claim.lua), and a duplicate claims again after it subscribes, so a settle after that claim is
 -- announced to it. A settle nobody watched sends nothing: one command less per first execution.
--- Notices are hints; the waiters' poll is the safety net (docs/stores.md#settle-notices).
+-- Notices are hints; the waiters' poll is the safety net (docs/stores.md#redis, "Settle notices").
 local function notify(rec, channel, what)
   if rec.watched then
     redis.call('PUBLISH', channel, what)
