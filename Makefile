@@ -129,7 +129,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	$(GO) run $(STATICCHECK) ./...
 
-# The long chaos run (docs/guarantees.md#the-chaos-suite-e2etestchaos): e2e
+# The long chaos run (docs/guarantees.md#the-chaos-suite-e2echaos): e2e/chaos
 # TestChaos with CHAOS_OPS operations (make test runs 550) under gateway kills, Redis stops, lost
 # store replies and short leases, without -race so that it fits in 10 minutes on two cores; prints
 # its table. Replay a run with E2E_CHAOS_SEED=<seed> from its first line.

@@ -120,7 +120,7 @@ func release(t *testing.T, base, name string) {
 	}
 }
 
-// TestDetachActsAfterTheClientLeft (docs/guarantees.md#the-chaos-suite-e2etestchaos): a client that
+// TestDetachActsAfterTheClientLeft (docs/guarantees.md#the-chaos-suite-e2echaos): a client that
 // goes away during the delay (a gateway that timed out, disconnected or died) cuts a plain request
 // short, without effect; a detached one (X-Sandbox-Detach) is performed after the delay, and its
 // effect counted, although nobody reads the answer. Both waits, the delay and a hold, are checked,

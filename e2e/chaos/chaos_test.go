@@ -1,4 +1,4 @@
-// Package chaos is the fault-injection suite of idemgateway (docs/guarantees.md#the-chaos-suite).
+// Package chaos is the fault-injection suite of idemgateway (docs/guarantees.md#the-chaos-suite-e2echaos).
 // TestChaos runs one real redis-server (appendonly yes, appendfsync always) behind
 // internal/faultproxy, the sandbox upstream and three gateway processes on loopback that share that
 // Redis through the proxy, and 32 to 128 clients that play a queue redelivering jobs, for

@@ -217,7 +217,7 @@ var mutants = []Mutant{
 		File: "gateway/identify.go", From: "\tif n := len(values); n > 1 {", To: "\tif n := len(values); n > 2 {",
 		Tests: []Target{{Pkg: "./cmd/idemgateway", Run: "^TestFingerprintMatchesServing$"}}},
 	// The sandbox's faults and chaos's coverage of forward_key and reconcile
-	// (docs/guarantees.md#the-chaos-suite-e2etestchaos).
+	// (docs/guarantees.md#the-chaos-suite-e2echaos).
 	{Name: "sandbox-detach-ignored", Behaviour: "the sandbox drops a detached request whose caller left (no effect after a timeout or kill)",
 		File: "cmd/sandbox/sandbox.go", From: "gone = nil", To: "_ = gone",
 		Tests: []Target{{Pkg: "./cmd/sandbox", Run: "^TestDetachActsAfterTheClientLeft$"}, {Pkg: "./e2e", Run: "^(TestContract_UpstreamTimeout|TestKill9InFlight)$"}}},
