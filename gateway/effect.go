@@ -30,6 +30,27 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 	x.Serve(err)
 }
 
+// Serve answers x after Identify: it refuses err (Identify's), passes a request without a key
+// that its route does not require through, refuses one without a usable key, and runs the
+// decision table on the rest (run). An HTTP route calls it from serveEffect, a front end after
+// Exchange.Identify.
+func (x *Exchange) Serve(err error) {
+	switch {
+	case err != nil:
+		x.reject(err)
+	case x.identity.keyless(x.rt):
+		x.keyless()
+	case x.keyErr != nil:
+		x.reject(x.keyErr)
+	default:
+		if err := x.inject(); err != nil { // reconcile.inject, after the fingerprint was taken
+			x.reject(err)
+			return
+		}
+		x.run()
+	}
+}
+
 // run claims the key, or reads what it holds, and does what the decision table (decide.go) says,
 // until a step answers: only a duplicate that waits for the record to settle claims again.
 func (x *Exchange) run() {

@@ -107,26 +107,6 @@ func (x *Exchange) Identify(c *Call, front Responder, label string) error {
 	return err
 }
 
-// Serve answers x after Identify: it refuses err (Identify's), passes a request without a key
-// that its route does not require through, refuses one without a usable key, and runs the
-// decision table on the rest (effect.go).
-func (x *Exchange) Serve(err error) {
-	switch {
-	case err != nil:
-		x.reject(err)
-	case x.identity.keyless(x.rt):
-		x.keyless()
-	case x.keyErr != nil:
-		x.reject(x.keyErr)
-	default:
-		if err := x.inject(); err != nil { // reconcile.inject, after the fingerprint was taken
-			x.reject(err)
-			return
-		}
-		x.run()
-	}
-}
-
 // Proxy makes x's upstream call through the reverse proxy (proxy.go), which settles its record
 // from the answer (or, when x's responder is a Capturer with a 2xx answer, lets it).
 func (x *Exchange) Proxy() { httpRoute{}.Call(x) }
