@@ -1,18 +1,16 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemgateway/idemgateway/internal/eventually"
+	"github.com/idemgateway/idemgateway/internal/wiretap"
 )
 
 // The MCP side of the end-to-end tests: go-sdk clients through the gateway's kind: mcp routes
@@ -78,85 +76,34 @@ func forEachWay(t *testing.T, e *env, ways []mcpWay, test func(t *testing.T, w m
 	}
 }
 
-// mcpClient is a go-sdk client session through the gateway, and what the gateway answered to its
-// tools/call requests at the HTTP level, which go-sdk does not show.
+// mcpClient is a go-sdk client session through the gateway, and the tap on what the gateway
+// answered its tools/call and DELETE requests at the HTTP level, which go-sdk does not show.
 type mcpClient struct {
 	*mcp.ClientSession
-	way  mcpWay
-	wire *wire
+	way mcpWay
+	tap *wiretap.Tap
 }
 
-// wire is an http.RoundTripper that records the HTTP answers to tools/call requests, and the
-// statuses of the answers to DELETE (the end of a session).
-type wire struct {
-	mu      sync.Mutex
-	answers []wireAnswer
-	deletes []int
-}
-
-// wireAnswer is the HTTP side of the gateway's answer to one tools/call POST.
-type wireAnswer struct {
-	status      int
-	decision    string // Idempotency-Decision
-	replayed    string // Idempotent-Replayed
-	fingerprint string // Idempotency-Fingerprint
-	sessionID   string // Mcp-Session-Id
-	contentType string
-}
-
-func (w *wire) RoundTrip(req *http.Request) (*http.Response, error) {
-	isCall := false
-	if req.Method == http.MethodPost && req.Body != nil {
-		b, err := io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		req = req.Clone(req.Context())
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		isCall = bytes.Contains(b, []byte(`"tools/call"`))
-	}
-	resp, err := Client.Transport.RoundTrip(req)
-	if err == nil && req.Method == http.MethodDelete {
-		w.mu.Lock()
-		w.deletes = append(w.deletes, resp.StatusCode)
-		w.mu.Unlock()
-	}
-	if err == nil && isCall {
-		w.mu.Lock()
-		w.answers = append(w.answers, wireAnswer{
-			status:      resp.StatusCode,
-			decision:    resp.Header.Get("Idempotency-Decision"),
-			replayed:    resp.Header.Get("Idempotent-Replayed"),
-			fingerprint: resp.Header.Get("Idempotency-Fingerprint"),
-			sessionID:   resp.Header.Get("Mcp-Session-Id"),
-			contentType: resp.Header.Get("Content-Type"),
-		})
-		w.mu.Unlock()
-	}
-	return resp, err
-}
-
-// last is the answer to the latest tools/call.
-func (w *wire) last(t *testing.T) wireAnswer {
+// lastAnswer is the HTTP answer to the client's latest tools/call; the test fails when there was
+// none.
+func (c *mcpClient) lastAnswer(t *testing.T) wiretap.Answer {
 	t.Helper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.answers) == 0 {
+	a := c.tap.Last()
+	if a.Status == 0 {
 		t.Fatal("no tools/call answer recorded")
 	}
-	return w.answers[len(w.answers)-1]
+	return a
 }
 
 // mcpConnect connects a go-sdk client to the gateway's route of way w, in w's protocol era; the
 // session closes when the test ends.
 func (g *Gateway) mcpConnect(t *testing.T, w mcpWay, opts *mcp.ClientOptions) *mcpClient {
 	t.Helper()
-	wr := &wire{}
+	tap := wiretap.New(Client.Transport)
 	c := mcp.NewClient(&mcp.Implementation{Name: "idemgateway-e2e", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.Proxy + w.path, HTTPClient: &http.Client{Transport: wr}},
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.Proxy + w.path, HTTPClient: &http.Client{Transport: tap}},
 		&mcp.ClientSessionOptions{ProtocolVersion: w.version})
 	if err != nil {
 		t.Fatalf("connect %s (%s): %v", w.path, w.version, err)
@@ -165,7 +112,7 @@ func (g *Gateway) mcpConnect(t *testing.T, w mcpWay, opts *mcp.ClientOptions) *m
 	if v := cs.InitializeResult().ProtocolVersion; v != w.version {
 		t.Fatalf("connect %s: the session speaks %s, want %s", w.path, v, w.version)
 	}
-	return &mcpClient{ClientSession: cs, way: w, wire: wr}
+	return &mcpClient{ClientSession: cs, way: w, tap: tap}
 }
 
 // call calls tool with args and, unless key is "", the idempotency key in params._meta.
@@ -270,20 +217,20 @@ func expectRefusal(t *testing.T, res *mcp.CallToolResult, decision string, retry
 // expectDecisionHeaders checks the HTTP answer of the latest tools/call: its
 // Idempotency-Decision, Idempotent-Replayed on a replay only, and never an Mcp-Session-Id on a
 // replay or a refusal.
-func (c *mcpClient) expectDecisionHeaders(t *testing.T, decision string) wireAnswer {
+func (c *mcpClient) expectDecisionHeaders(t *testing.T, decision string) wiretap.Answer {
 	t.Helper()
-	a := c.wire.last(t)
-	if a.status != http.StatusOK {
-		t.Errorf("HTTP status %d, want 200", a.status)
+	a := c.lastAnswer(t)
+	if a.Status != http.StatusOK {
+		t.Errorf("HTTP status %d, want 200", a.Status)
 	}
-	if a.decision != decision {
-		t.Errorf("Idempotency-Decision %q, want %q", a.decision, decision)
+	if a.Decision != decision {
+		t.Errorf("Idempotency-Decision %q, want %q", a.Decision, decision)
 	}
-	if want := map[bool]string{true: "true"}[decision == "replay"]; a.replayed != want {
-		t.Errorf("Idempotent-Replayed %q, want %q", a.replayed, want)
+	if want := map[bool]string{true: "true"}[decision == "replay"]; a.Replayed != want {
+		t.Errorf("Idempotent-Replayed %q, want %q", a.Replayed, want)
 	}
-	if decision != "execute" && a.sessionID != "" {
-		t.Errorf("Mcp-Session-Id %q on a %s answer, want none", a.sessionID, decision)
+	if decision != "execute" && a.SessionID != "" {
+		t.Errorf("Mcp-Session-Id %q on a %s answer, want none", a.SessionID, decision)
 	}
 	return a
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/testlog"
+	"github.com/idemgateway/idemgateway/internal/wiretap"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -163,56 +164,21 @@ routes:
 %s`, upstream, metaKey, route)
 }
 
-// decisions records the Idempotency-Decision and Idempotent-Replayed headers of the gateway's
-// answers to a client's tools/call requests, in order.
-type decisions struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	seen []string // "decision" or "decision replayed"
-}
-
-func (d *decisions) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := d.next.RoundTrip(r)
-	if err == nil && resp.Request.Header.Get("Mcp-Method") != "notifications/cancelled" {
-		if dec := resp.Header.Get("Idempotency-Decision"); dec != "" {
-			if resp.Header.Get("Idempotent-Replayed") == "true" {
-				dec += " replayed"
-			}
-			if resp.Header.Get("Mcp-Session-Id") != "" && strings.Contains(dec, "replay") {
-				dec += " with-session-id"
-			}
-			d.mu.Lock()
-			d.seen = append(d.seen, dec)
-			d.mu.Unlock()
-		}
-	}
-	return resp, err
-}
-
-func (d *decisions) last() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.seen) == 0 {
-		return ""
-	}
-	return d.seen[len(d.seen)-1]
-}
-
 // connectMCP connects a go-sdk client to the gateway's /mcp, speaking version ("" : the client's
-// latest), and returns its session and the decisions it saw.
-func connectMCP(t *testing.T, gw, version string, opts *mcp.ClientOptions) (*mcp.ClientSession, *decisions) {
+// latest), and returns its session and the tap on its HTTP answers (decisions, lastDecision).
+func connectMCP(t *testing.T, gw, version string, opts *mcp.ClientOptions) (*mcp.ClientSession, *wiretap.Tap) {
 	t.Helper()
-	d := &decisions{next: http.DefaultTransport}
+	tap := wiretap.New(nil)
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw + "/mcp", HTTPClient: &http.Client{Transport: d}, MaxRetries: -1},
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw + "/mcp", HTTPClient: &http.Client{Transport: tap}, MaxRetries: -1},
 		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	return cs, d
+	return cs, tap
 }
 
 // callTool calls tool with args under key (none when empty), bounded by hangTimeout.
@@ -279,19 +245,19 @@ func TestMCPRetryReplaysWithRetryID(t *testing.T) {
 			t.Parallel()
 			up := newMCPUpstream(t, mode.opts)
 			srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
-			cs, d := connectMCP(t, srv.URL, mode.version, nil)
+			cs, tap := connectMCP(t, srv.URL, mode.version, nil)
 			args := map[string]any{"title": "printer on fire"}
 			first := callTool(t, cs, "create_ticket", "k1", args)
-			if got := d.last(); got != "execute" {
+			if got := lastDecision(tap); got != "execute" {
 				t.Fatalf("first call: decision %q, want execute", got)
 			}
 			again := callTool(t, cs, "create_ticket", "k1", args)
-			if got := d.last(); got != "replay replayed" {
+			if got := lastDecision(tap); got != "replay replayed" {
 				t.Fatalf("retry: decision %q, want a replay without Mcp-Session-Id", got)
 			}
-			other, d2 := connectMCP(t, srv.URL, mode.version, nil) // a new session, a new connection
+			other, tap2 := connectMCP(t, srv.URL, mode.version, nil) // a new session, a new connection
 			across := callTool(t, other, "create_ticket", "k1", args)
-			if got := d2.last(); got != "replay replayed" {
+			if got := lastDecision(tap2); got != "replay replayed" {
 				t.Fatalf("retry in a new session: decision %q, want a replay", got)
 			}
 			for _, res := range []*mcp.CallToolResult{again, across} {
@@ -320,12 +286,12 @@ func TestMCPConflict(t *testing.T) {
 			t.Parallel()
 			up := newMCPUpstream(t, nil)
 			srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    refusal: "+refusal+"\n"), gateway.Options{})
-			cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+			cs, tap := connectMCP(t, srv.URL, "2025-11-25", nil)
 			callTool(t, cs, "create_ticket", "k1", map[string]any{"title": "printer on fire"})
 			ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 			defer cancel()
 			res, err := cs.CallTool(ctx, toolParams("create_ticket", "k1", map[string]any{"title": "coffee machine"}))
-			if got := d.last(); got != "conflict" {
+			if got := lastDecision(tap); got != "conflict" {
 				t.Errorf("decision %q, want conflict", got)
 			}
 			switch refusal {
@@ -366,14 +332,14 @@ func TestMCPReadOnlyToolNeverStored(t *testing.T) {
 	t.Parallel()
 	up := newMCPUpstream(t, nil)
 	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
-	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	cs, tap := connectMCP(t, srv.URL, "2025-11-25", nil)
 	for i := 1; i <= 2; i++ {
 		if got, want := resultText(callTool(t, cs, "search_tickets", "k1", nil)), fmt.Sprintf("search %d", i); got != want {
 			t.Errorf("call %d: %q, want %q", i, got, want)
 		}
 	}
-	if len(d.seen) != 0 {
-		t.Errorf("decisions %v on a read_only tool, want none", d.seen)
+	if len(decisions(tap)) != 0 {
+		t.Errorf("decisions %v on a read_only tool, want none", decisions(tap))
 	}
 }
 
@@ -383,13 +349,13 @@ func TestMCPIsErrorNotStored(t *testing.T) {
 	t.Parallel()
 	up := newMCPUpstream(t, nil)
 	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
-	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	cs, tap := connectMCP(t, srv.URL, "2025-11-25", nil)
 	for i := 1; i <= 2; i++ {
 		res := callTool(t, cs, "failing_create", "k1", nil)
 		if !res.IsError || resultText(res) != "the title is taken" {
 			t.Errorf("call %d: isError %v, %q: want the tool's own error", i, res.IsError, resultText(res))
 		}
-		if got := d.last(); got != "execute" {
+		if got := lastDecision(tap); got != "execute" {
 			t.Errorf("call %d: decision %q, want execute", i, got)
 		}
 	}
@@ -405,7 +371,7 @@ func TestMCPProtocolErrorAfterEffectUnknown(t *testing.T) {
 	t.Parallel()
 	up := newMCPUpstream(t, nil)
 	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
-	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	cs, tap := connectMCP(t, srv.URL, "2025-11-25", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 	defer cancel()
 	var werr *jsonrpc.Error
@@ -414,9 +380,9 @@ func TestMCPProtocolErrorAfterEffectUnknown(t *testing.T) {
 	}
 	res := callTool(t, cs, "broken_create", "k1", nil)
 	info, _ := res.Meta["io.github.idemgateway/idempotency"].(map[string]any)
-	if !res.IsError || d.last() != "outcome_unknown" || info["decision"] != "outcome_unknown" ||
+	if !res.IsError || lastDecision(tap) != "outcome_unknown" || info["decision"] != "outcome_unknown" ||
 		!strings.Contains(resultText(res), "may or may not have taken effect") {
-		t.Errorf("retry: decision %q, isError %v, %q", d.last(), res.IsError, resultText(res))
+		t.Errorf("retry: decision %q, isError %v, %q", lastDecision(tap), res.IsError, resultText(res))
 	}
 	if n := up.count("broken_create"); n != 1 {
 		t.Errorf("the tool ran %d times, want 1", n)
@@ -432,7 +398,7 @@ func TestMCPProgressStreamedNotReplayed(t *testing.T) {
 	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
 	var progress atomic.Int32
 	var once sync.Once
-	cs, d := connectMCP(t, srv.URL, "2025-11-25", &mcp.ClientOptions{
+	cs, tap := connectMCP(t, srv.URL, "2025-11-25", &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
 			progress.Add(1)
 			once.Do(func() { close(up.progress) })
@@ -451,8 +417,8 @@ func TestMCPProgressStreamedNotReplayed(t *testing.T) {
 	}
 	first := call()
 	again := call()
-	if d.last() != "replay replayed" || structuredID(t, again) != structuredID(t, first) {
-		t.Errorf("retry: decision %q, %s", d.last(), resultText(again))
+	if lastDecision(tap) != "replay replayed" || structuredID(t, again) != structuredID(t, first) {
+		t.Errorf("retry: decision %q, %s", lastDecision(tap), resultText(again))
 	}
 	if n := progress.Load(); n != 1 {
 		t.Errorf("the client got %d progress notifications, want 1 (none replayed)", n)
@@ -725,15 +691,15 @@ func TestMCPToolClassFromTrustedAnnotations(t *testing.T) {
 			eventually.True(t, "the gateway's listing of the tools", func() bool {
 				return metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "ok") >= 1
 			})
-			cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+			cs, tap := connectMCP(t, srv.URL, "2025-11-25", nil)
 			callTool(t, cs, "search_tickets", "k1", nil)
 			callTool(t, cs, "search_tickets", "k1", nil)
 			want, calls := []string{"execute", "replay replayed"}, 1 // guarded as non_idempotent
 			if trust {
 				want, calls = nil, 2
 			}
-			if fmt.Sprint(d.seen) != fmt.Sprint(want) || up.count("search_tickets") != calls {
-				t.Errorf("decisions %v, tool calls %d; want %v and %d", d.seen, up.count("search_tickets"), want, calls)
+			if fmt.Sprint(decisions(tap)) != fmt.Sprint(want) || up.count("search_tickets") != calls {
+				t.Errorf("decisions %v, tool calls %d; want %v and %d", decisions(tap), up.count("search_tickets"), want, calls)
 			}
 		})
 	}
@@ -786,13 +752,13 @@ func TestMCPReplayWithoutKeptResult(t *testing.T) {
 	t.Parallel()
 	up := newMCPUpstream(t, nil)
 	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{MaxReceiptBodyBytes: 16})
-	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	cs, tap := connectMCP(t, srv.URL, "2025-11-25", nil)
 	callTool(t, cs, "create_ticket", "k1", nil)
 	res := callTool(t, cs, "create_ticket", "k1", nil)
 	info, _ := res.Meta["io.github.idemgateway/idempotency"].(map[string]any)
-	if d.last() != "replay replayed" || res.IsError || !strings.Contains(resultText(res), "already took effect") ||
+	if lastDecision(tap) != "replay replayed" || res.IsError || !strings.Contains(resultText(res), "already took effect") ||
 		!strings.Contains(resultText(res), "T-1") || info["existingRemoteId"] != "T-1" {
-		t.Errorf("decision %q, isError %v, %q, _meta %v", d.last(), res.IsError, resultText(res), res.Meta)
+		t.Errorf("decision %q, isError %v, %q, _meta %v", lastDecision(tap), res.IsError, resultText(res), res.Meta)
 	}
 	if n := up.count("create_ticket"); n != 1 {
 		t.Errorf("the tool ran %d times, want 1", n)
@@ -868,11 +834,11 @@ func TestMCPToolClassLearnedAndInvalidated(t *testing.T) {
 	yaml = strings.Replace(yaml, "      search_tickets: {class: read_only}\n", "", 1)
 	reg := gateway.NewRegistry()
 	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg})
-	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	cs, tap := connectMCP(t, srv.URL, "2025-11-25", nil)
 	guarded := func(key string) bool {
-		before := len(d.seen)
+		before := len(decisions(tap))
 		callTool(t, cs, "search_tickets", key, nil)
-		return len(d.seen) > before
+		return len(decisions(tap)) > before
 	}
 	if !guarded("k1") {
 		t.Fatal("search_tickets passed through before any tool list")
@@ -1023,12 +989,12 @@ func TestMCPKeylessCallPassesThrough(t *testing.T) {
 	up := newMCPUpstream(t, nil)
 	yaml := strings.Replace(mcpRoutes(up.url, ""), "create_ticket: {receipt:", "create_ticket: {key: {required: false}, receipt:", 1)
 	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{})
-	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	cs, tap := connectMCP(t, srv.URL, "2025-11-25", nil)
 	for i := 1; i <= 2; i++ {
 		if id, want := structuredID(t, callTool(t, cs, "create_ticket", "", nil)), fmt.Sprintf("T-%d", i); id != want {
 			t.Errorf("call %d created %s, want %s", i, id, want)
 		}
-		if got := d.last(); got != "execute" {
+		if got := lastDecision(tap); got != "execute" {
 			t.Errorf("call %d: decision %q, want execute", i, got)
 		}
 	}
