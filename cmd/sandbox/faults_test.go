@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,30 +13,6 @@ import (
 	"testing"
 	"time"
 )
-
-// newClient returns a client that opens a new connection for every request, so that a dropped
-// connection is never a reused one that the transport might retry on its own.
-func newClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-}
-
-// wantProblem checks an RFC 9457 body of the sandbox.
-func wantProblem(t *testing.T, resp *http.Response, body []byte, status int, effect bool) {
-	t.Helper()
-	if resp.StatusCode != status {
-		t.Fatalf("status = %d, want %d; body %s", resp.StatusCode, status, body)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("Content-Type = %q, want application/problem+json", ct)
-	}
-	var p problem
-	if err := json.Unmarshal(body, &p); err != nil {
-		t.Fatalf("problem body: %v: %s", err, body)
-	}
-	if p.Status != status || p.Title != http.StatusText(status) || p.Type == "" || p.Detail == "" || p.EffectPerformed != effect {
-		t.Errorf("problem = %+v, want status %d, its title, a type, a detail, effect_performed %v", p, status, effect)
-	}
-}
 
 func TestHeaderFaults(t *testing.T) {
 	t.Parallel()
@@ -332,26 +307,6 @@ func TestFaultsOnRead(t *testing.T) {
 	if resp.StatusCode != 200 || len(resp.Cookies()) != 1 {
 		t.Errorf("set cookie on a read: %d %v", resp.StatusCode, resp.Cookies())
 	}
-}
-
-// setScript posts a script and returns the response.
-func setScript(t *testing.T, base, script string) (*http.Response, []byte) {
-	t.Helper()
-	return send(t, http.DefaultClient, base, request{path: "/_sandbox/script", contentType: "application/json", body: script})
-}
-
-// getScript reads the queued faults.
-func getScript(t *testing.T, base string) []faultJSON {
-	t.Helper()
-	resp, body := send(t, http.DefaultClient, base, request{method: "GET", path: "/_sandbox/script"})
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET script: %d %s", resp.StatusCode, body)
-	}
-	var sc script
-	if err := json.Unmarshal(body, &sc); err != nil || sc.FailNext == nil {
-		t.Fatalf("GET script: %v: %s", err, body)
-	}
-	return sc.FailNext
 }
 
 // TestScript503Once is the field case of an upstream that answers 503 once, then recovers, for a

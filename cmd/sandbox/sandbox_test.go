@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -16,119 +13,6 @@ import (
 
 	"github.com/idemgateway/idemgateway/internal/testlog"
 )
-
-// newTestSandbox serves a fresh sandbox on an httptest server that is closed at the end of the test.
-func newTestSandbox(t *testing.T) (*sandbox, *httptest.Server) {
-	t.Helper()
-	s := newSandbox(slog.New(slog.DiscardHandler))
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	return s, srv
-}
-
-// request is one request to the sandbox.
-type request struct {
-	method, path, contentType, body string
-	header                          map[string]string
-}
-
-// send sends rq to the server at base and returns the response with its body read.
-func send(t *testing.T, client *http.Client, base string, rq request) (*http.Response, []byte) {
-	t.Helper()
-	resp, body, err := trySend(client, base, rq)
-	if err != nil {
-		t.Fatalf("%s %s: %v", rq.method, rq.path, err)
-	}
-	return resp, body
-}
-
-// trySend is send for callers that expect an error.
-func trySend(client *http.Client, base string, rq request) (*http.Response, []byte, error) {
-	method := rq.method
-	if method == "" {
-		method = http.MethodPost
-	}
-	req, err := http.NewRequest(method, base+rq.path, strings.NewReader(rq.body))
-	if err != nil {
-		return nil, nil, err
-	}
-	if rq.contentType != "" {
-		req.Header.Set("Content-Type", rq.contentType)
-	}
-	for k, v := range rq.header {
-		req.Header.Set(k, v)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp, body, err
-}
-
-// decode decodes a JSON body, keeping numbers as json.Number.
-func decode(t *testing.T, body []byte) map[string]any {
-	t.Helper()
-	var v map[string]any
-	if err := decodeJSON(body, &v); err != nil {
-		t.Fatalf("body is not a JSON object: %v\n%.500s", err, body)
-	}
-	return v
-}
-
-// at returns the value at the path of object members in v, as a string when it is a string or a
-// number, else as is; nil when absent.
-func at(v any, path ...string) any {
-	for _, name := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[name]
-	}
-	if n, ok := v.(json.Number); ok {
-		return n.String()
-	}
-	return v
-}
-
-// with returns rq with the extra headers.
-func (rq request) with(header map[string]string) request {
-	h := maps.Clone(rq.header)
-	if h == nil {
-		h = map[string]string{}
-	}
-	maps.Copy(h, header)
-	rq.header = h
-	return rq
-}
-
-// A valid create request for each endpoint with a side effect, and where its response holds the
-// id a receipt would record.
-type createCase struct {
-	endpoint string
-	req      request
-	idPath   []string // where the response holds the created object's id
-}
-
-var creates = []createCase{
-	{jiraCreateIssue, request{path: "/rest/api/3/issue", contentType: "application/json",
-		body: `{"fields":{"project":{"key":"OPS"},"summary":"Disk full on db-1","issuetype":{"name":"Task"},"description":{"type":"doc","version":1,"content":[]}}}`},
-		[]string{"key"}},
-	{zendeskCreateTicket, request{path: "/api/v2/tickets.json", contentType: "application/json",
-		body: `{"ticket":{"subject":"My printer is on fire!","comment":{"body":"The smoke is very colorful."},"priority":"urgent","requester":{"name":"The Customer","email":"thecustomer@example.com"}}}`},
-		[]string{"ticket", "id"}},
-	{linearIssueCreate, request{path: "/graphql", contentType: "application/json",
-		body: `{"query":"mutation IssueCreate($input: IssueCreateInput!) { issueCreate(input: $input) { success issue { id identifier url } } }","variables":{"input":{"teamId":"9cfb482a-81e3-4154-b5b9-2c805e70a02d","title":"New exception"}}}`},
-		[]string{"data", "issueCreate", "issue", "identifier"}},
-	{stripeCreateRefund, request{path: "/v1/refunds", contentType: "application/x-www-form-urlencoded",
-		body: "charge=ch_3MmlLrLkdIwHu7ix0snN0B15&amount=1000&reason=requested_by_customer"},
-		[]string{"id"}},
-	{ticketsCreateTicket, request{path: "/v1/tickets", contentType: "application/json",
-		body: `{"title":"Printer on fire","priority":"high","customer_id":"C-77"}`},
-		[]string{"id"}},
-}
 
 var uuidRe = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
@@ -463,22 +347,6 @@ func TestJiraGetIssue(t *testing.T) {
 			t.Errorf("after reset: created %v, want 10003 OPS-3", v)
 		}
 	})
-}
-
-// getStats reads GET /_sandbox/stats.
-func getStats(t *testing.T, c *http.Client, base string) stats {
-	t.Helper()
-	resp, body := send(t, c, base, request{method: "GET", path: "/_sandbox/stats"})
-	if resp.StatusCode != 200 {
-		t.Fatalf("stats: %d %s", resp.StatusCode, body)
-	}
-	var st stats
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&st); err != nil {
-		t.Fatalf("stats: %v: %s", err, body)
-	}
-	return st
 }
 
 func TestStatsCountAndReset(t *testing.T) {
