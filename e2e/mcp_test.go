@@ -20,6 +20,25 @@ import (
 // MCP tool calls through kind: mcp routes (docs/contract.md §7), with the official go-sdk client and
 // server, in both protocol eras and with JSON and SSE answers. The sandbox counts the side effects.
 
+// Routes of testdata/mcp.yaml.tmpl besides mcpWays.
+var (
+	rpcWay         = mcpWay{"jsonrpc-refusals", "/rpc/mcp-json", "tickets_rpc", "2025-11-25"}
+	timeoutWay     = mcpWay{"timeout", "/timeout/mcp-json", "tickets_timeout", "2025-11-25"}
+	annotationsWay = mcpWay{"annotations", "/annotations/mcp", "tickets_annotations", "2025-11-25"}
+)
+
+// forEachMCPStore runs test as a parallel subtest per store kind, each in an env of its own on the
+// MCP routes.
+func forEachMCPStore(t *testing.T, test func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, kind := range storeKinds {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			test(t, newMCPEnv(t, kind))
+		})
+	}
+}
+
 // TestMCPRetryReplays: a retry with a new JSON-RPC id is replayed, with the retry's id (go-sdk
 // drops an answer with another id), and the tool acts once. A change to an excluded argument
 // (client_note) is the same call.
