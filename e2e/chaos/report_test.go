@@ -12,47 +12,6 @@ import (
 	"github.com/idemgateway/idemgateway/e2e"
 )
 
-// report is what a run found.
-type report struct {
-	ops     []*operation
-	effects map[int][]string // marker → ids of the effects the sandbox performed for it
-
-	histogram     [3]int // operations with 0, 1, >1 effects
-	committed     int    // final states
-	blockedEffect int
-	blockedNone   int
-	never         int
-
-	notStoredKilled int            // a 2xx said its receipt was pending, and its gateway was killed before storing it
-	unknownWhy      map[string]int // records left outcome_unknown, by why (whyUnknown)
-	unexplained     []*operation   // the records left outcome_unknown that whyUnknown cannot explain
-
-	lost         map[int][]string // marker → how its receipt was lost
-	badFinal     map[int][]string // marker → why its final state breaks the contract
-	unattributed []string         // effect lines that name no operation
-
-	byTool     map[string]*toolTally // per route
-	keyReplays int                   // answers the sandbox gave from a forwarded key's first effect
-	reconFound int                   // answers with Idempotency-Reconciled: found
-	reconAgain int                   // answers with Idempotency-Reconciled: not-found (executed again)
-
-	sbTotal, sbAttempts int                // the sandbox's counters for the ticket endpoint
-	sbFaults            map[string]int     // faults the sandbox applied, by kind
-	gwLog               map[string]int     // gateway log messages of interest, all processes
-	renewals            map[string]float64 // idemgateway_lease_renewals_total by result, every process
-	timings             []string
-}
-
-// toolTally is what happened on one route.
-type toolTally struct {
-	ops                              int
-	effects                          [3]int // operations with 0, 1, >1 effects
-	committed, blocked, never, other int
-}
-
-// faultBeyondLease is the report's row of upstream calls that outlived the lease and acted.
-const faultBeyondLease = "upstream call longer than the lease, then acted"
-
 // evaluate checks every operation against the sandbox's effects and its clients' answers.
 func (c *run) evaluate(lines []sandboxLine) *report {
 	t := c.t
