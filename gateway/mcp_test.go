@@ -29,200 +29,6 @@ import (
 	"github.com/idemgateway/idemgateway/record"
 )
 
-// metaKey is the params._meta member the tests' routes read keys from.
-const metaKey = "io.github.idemgateway/idempotencyKey"
-
-// mcpUpstream is a real MCP server (go-sdk) behind the gateway, with tools that count their
-// calls: create_ticket (structuredContent {id}), search_tickets (readOnlyHint), failing_create
-// (an isError result), broken_create (acts, then answers JSON-RPC error -32603),
-// progress_create (a progress notification, then waits for the client to have it before it
-// answers), slow_create (sleeps arguments.ms, or without it waits for the test to close finish,
-// whatever the client does).
-type mcpUpstream struct {
-	url      string
-	requests atomic.Int32 // HTTP requests the server got
-	mu       sync.Mutex
-	calls    map[string]int // tool calls by tool
-	finished map[string]int // slow_create calls that slept to the end, and were not cancelled
-	progress chan struct{}  // closed by the test once the client got progress_create's notification
-	started  chan struct{}  // gets a value when a slow_create call starts, if one is waited for
-	finish   chan struct{}  // closed by the test to end a slow_create call without arguments.ms
-	server   *mcp.Server
-}
-
-// newMCPUpstream serves a go-sdk MCP server with opts (nil: sessions, SSE answers).
-func newMCPUpstream(t *testing.T, opts *mcp.StreamableHTTPOptions) *mcpUpstream {
-	t.Helper()
-	u := &mcpUpstream{calls: map[string]int{}, finished: map[string]int{}, progress: make(chan struct{}), started: make(chan struct{}, 1), finish: make(chan struct{})}
-	server := mcp.NewServer(&mcp.Implementation{Name: "tickets", Version: "1"}, nil)
-	schema := json.RawMessage(`{"type":"object"}`)
-	add := func(name string, ann *mcp.ToolAnnotations, h func(ctx context.Context, req *mcp.CallToolRequest, n int) (*mcp.CallToolResult, error)) {
-		server.AddTool(&mcp.Tool{Name: name, InputSchema: schema, Annotations: ann}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			u.mu.Lock()
-			u.calls[name]++
-			n := u.calls[name]
-			u.mu.Unlock()
-			return h(ctx, req, n)
-		})
-	}
-	created := func(n int) *mcp.CallToolResult {
-		id := fmt.Sprintf("T-%d", n)
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "created " + id}}, StructuredContent: map[string]any{"id": id}}
-	}
-	add("create_ticket", nil, func(_ context.Context, _ *mcp.CallToolRequest, n int) (*mcp.CallToolResult, error) {
-		return created(n), nil
-	})
-	add("search_tickets", &mcp.ToolAnnotations{ReadOnlyHint: true}, func(_ context.Context, _ *mcp.CallToolRequest, n int) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("search %d", n)}}}, nil
-	})
-	add("failing_create", nil, func(_ context.Context, _ *mcp.CallToolRequest, n int) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the title is taken"}}}, nil
-	})
-	add("broken_create", nil, func(_ context.Context, _ *mcp.CallToolRequest, n int) (*mcp.CallToolResult, error) {
-		return nil, &jsonrpc.Error{Code: -32603, Message: "the ticket was created, then the server broke"}
-	})
-	add("progress_create", nil, func(ctx context.Context, req *mcp.CallToolRequest, n int) (*mcp.CallToolResult, error) {
-		if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: 1, Total: 2}); err != nil {
-			return nil, err
-		}
-		select { // the final answer waits for the client to have seen the progress: it was streamed live
-		case <-u.progress:
-		case <-time.After(hangTimeout):
-			return nil, errors.New("the client never got the progress notification")
-		}
-		return created(n), nil
-	})
-	add("slow_create", nil, func(ctx context.Context, req *mcp.CallToolRequest, n int) (*mcp.CallToolResult, error) {
-		var args struct{ MS int }
-		_ = json.Unmarshal(req.Params.Arguments, &args)
-		select {
-		case u.started <- struct{}{}:
-		default:
-		}
-		done := u.finish
-		if args.MS > 0 {
-			done = make(chan struct{})
-			time.AfterFunc(time.Duration(args.MS)*time.Millisecond, func() { close(done) })
-		}
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return nil, ctx.Err() // cancelled mid-effect: what the gateway must prevent
-		}
-		u.mu.Lock()
-		u.finished["slow_create"]++
-		u.mu.Unlock()
-		return created(n), nil
-	})
-	u.server = server
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u.requests.Add(1)
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	u.url = srv.URL
-	return u
-}
-
-// awaitStarted returns once a slow_create call has started, and fails the test when none does
-// within hangTimeout.
-func (u *mcpUpstream) awaitStarted(t *testing.T) {
-	t.Helper()
-	select {
-	case <-u.started:
-	case <-time.After(hangTimeout):
-		t.Fatal("no slow_create call started")
-	}
-}
-
-// count returns how many calls of tool the server ran.
-func (u *mcpUpstream) count(tool string) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.calls[tool]
-}
-
-// mcpRoutes is a routes file with one kind: mcp route "tickets" at /mcp in front of upstream;
-// route is extra YAML of the route (indented four spaces), e.g. "    refusal: jsonrpc_error\n".
-func mcpRoutes(upstream, route string) string {
-	return fmt.Sprintf(`
-upstreams:
-  mcp: {url: %q, timeout: 10s}
-defaults: {lock_lease: 2s}
-routes:
-  - name: tickets
-    kind: mcp
-    upstream: mcp
-    path: /mcp
-    key: {meta: %s}
-    tools:
-      create_ticket: {receipt: {remote_id: /result/structuredContent/id}}
-      progress_create: {receipt: {remote_id: /result/structuredContent/id}}
-      slow_create: {receipt: {remote_id: /result/structuredContent/id}}
-      search_tickets: {class: read_only}
-%s`, upstream, metaKey, route)
-}
-
-// connectMCP connects a go-sdk client to the gateway's /mcp, speaking version ("" : the client's
-// latest), and returns its session and the tap on its HTTP answers (decisions, lastDecision).
-func connectMCP(t *testing.T, gw, version string, opts *mcp.ClientOptions) (*mcp.ClientSession, *wiretap.Tap) {
-	t.Helper()
-	tap := wiretap.New(nil)
-	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts)
-	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw + "/mcp", HTTPClient: &http.Client{Transport: tap}, MaxRetries: -1},
-		&mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs, tap
-}
-
-// callTool calls tool with args under key (none when empty), bounded by hangTimeout.
-func callTool(t *testing.T, cs *mcp.ClientSession, tool, key string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
-	defer cancel()
-	res, err := cs.CallTool(ctx, toolParams(tool, key, args))
-	if err != nil {
-		t.Fatalf("%s with key %q: %v", tool, key, err)
-	}
-	return res
-}
-
-func toolParams(tool, key string, args map[string]any) *mcp.CallToolParams {
-	p := &mcp.CallToolParams{Name: tool, Arguments: args}
-	if key != "" {
-		p.Meta = mcp.Meta{metaKey: key}
-	}
-	return p
-}
-
-// structuredID is the id of a create tool's structuredContent.
-func structuredID(t *testing.T, res *mcp.CallToolResult) string {
-	t.Helper()
-	m, ok := res.StructuredContent.(map[string]any)
-	if !ok {
-		t.Fatalf("no structuredContent object in %s", resultText(res))
-	}
-	id, _ := m["id"].(string)
-	return id
-}
-
-// resultText is the text of a tool result's content.
-func resultText(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // mcpServerModes are the upstream servers and client revisions the guarded call tests run on.
 var mcpServerModes = []struct {
 	name    string
@@ -522,31 +328,6 @@ func testMCPCancelAbsorbed(t *testing.T, holdClaim bool) {
 			t.Errorf("idemgateway_mcp_messages_total{method=%q} = %v, want at least %v", method, n, atLeast)
 		}
 	}
-}
-
-// postRaw posts body to url with the headers of a Streamable HTTP client and extra (name, value,
-// ...), and reads the whole answer.
-func postRaw(t *testing.T, url, body string, extra ...string) (int, http.Header, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for i := 0; i+1 < len(extra); i += 2 {
-		req.Header.Set(extra[i], extra[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, string(b)
 }
 
 // TestMCPBadInput: a body that is not one JSON-RPC message, a batch holding a guarded tools/call,
@@ -1101,4 +882,13 @@ routes:
 	if code, rec := adminDo(t, gw.AdminHandler(""), "GET", "/v1/records/acme/tickets%2Fcreate_ticket/k", "", ""); code != http.StatusOK {
 		t.Errorf("the receipt under the client's tenant: %d %v", code, rec)
 	}
+}
+
+// lastDecision is the last of decisions(tap), "" when there is none.
+func lastDecision(tap *wiretap.Tap) string {
+	d := decisions(tap)
+	if len(d) == 0 {
+		return ""
+	}
+	return d[len(d)-1]
 }
