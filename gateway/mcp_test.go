@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,7 +23,6 @@ import (
 
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/eventually"
-	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/internal/wiretap"
 	"github.com/idemgateway/idemgateway/record"
 )
@@ -129,23 +127,6 @@ func TestMCPConflict(t *testing.T) {
 				t.Errorf("after the refusal, a new key created %s, want T-2", id)
 			}
 		})
-	}
-}
-
-// TestMCPReadOnlyToolNeverStored: a tool the file classes read_only passes through with no key
-// read and nothing stored, also when the client sends a key.
-func TestMCPReadOnlyToolNeverStored(t *testing.T) {
-	t.Parallel()
-	up := newMCPUpstream(t, nil)
-	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
-	cs, tap := connectMCP(t, srv.URL, "2025-11-25", nil)
-	for i := 1; i <= 2; i++ {
-		if got, want := resultText(callTool(t, cs, "search_tickets", "k1", nil)), fmt.Sprintf("search %d", i); got != want {
-			t.Errorf("call %d: %q, want %q", i, got, want)
-		}
-	}
-	if len(decisions(tap)) != 0 {
-		t.Errorf("decisions %v on a read_only tool, want none", decisions(tap))
 	}
 }
 
@@ -456,36 +437,6 @@ routes:
 	}
 }
 
-// TestMCPToolClassFromTrustedAnnotations: with discover_tools and trust_annotations, a tool the
-// file does not configure gets the class its annotations give: the server's read-only tool is
-// passed through unguarded; without trust, it is guarded with the route's class.
-func TestMCPToolClassFromTrustedAnnotations(t *testing.T) {
-	t.Parallel()
-	for _, trust := range []bool{true, false} {
-		t.Run(fmt.Sprint("trust=", trust), func(t *testing.T) {
-			t.Parallel()
-			up := newMCPUpstream(t, nil)
-			yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", fmt.Sprintf("timeout: 10s, mcp: {discover_tools: true, trust_annotations: %v}}", trust), 1)
-			yaml = strings.Replace(yaml, "      search_tickets: {class: read_only}\n", "", 1)
-			reg := gateway.NewRegistry()
-			srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg})
-			eventually.True(t, "the gateway's listing of the tools", func() bool {
-				return metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "ok") >= 1
-			})
-			cs, tap := connectMCP(t, srv.URL, "2025-11-25", nil)
-			callTool(t, cs, "search_tickets", "k1", nil)
-			callTool(t, cs, "search_tickets", "k1", nil)
-			want, calls := []string{"execute", "replay replayed"}, 1 // guarded as non_idempotent
-			if trust {
-				want, calls = nil, 2
-			}
-			if fmt.Sprint(decisions(tap)) != fmt.Sprint(want) || up.count("search_tickets") != calls {
-				t.Errorf("decisions %v, tool calls %d; want %v and %d", decisions(tap), up.count("search_tickets"), want, calls)
-			}
-		})
-	}
-}
-
 // TestMCPSpan: a guarded call's span is named "tools/call <tool>" and carries the attributes of
 // docs/contract.md §7, the session id hashed.
 func TestMCPSpan(t *testing.T) {
@@ -604,44 +555,6 @@ func TestMCPStreamCutIsUnknown(t *testing.T) {
 	}
 }
 
-// TestMCPToolClassLearnedAndInvalidated: with trust_annotations (no discovery), the gateway learns
-// the classes of tools/list answers passing through, and forgets them on
-// notifications/tools/list_changed: an unconfigured tool is guarded, then passed through as the
-// read_only tool its server lists, then guarded again once the list changed.
-func TestMCPToolClassLearnedAndInvalidated(t *testing.T) {
-	t.Parallel()
-	up := newMCPUpstream(t, nil)
-	yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", "timeout: 10s, mcp: {trust_annotations: true}}", 1)
-	yaml = strings.Replace(yaml, "      search_tickets: {class: read_only}\n", "", 1)
-	reg := gateway.NewRegistry()
-	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg})
-	cs, tap := connectMCP(t, srv.URL, "2025-11-25", nil)
-	guarded := func(key string) bool {
-		before := len(decisions(tap))
-		callTool(t, cs, "search_tickets", key, nil)
-		return len(decisions(tap)) > before
-	}
-	if !guarded("k1") {
-		t.Fatal("search_tickets passed through before any tool list")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
-	defer cancel()
-	if _, err := cs.ListTools(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	if n := metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "learned"); n != 1 || guarded("k2") {
-		t.Fatalf("after tools/list (%v learned): search_tickets still guarded", n)
-	}
-	up.server.AddTool(&mcp.Tool{Name: "new_tool", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{}, nil
-	})
-	i := 0 // list_changed reaches the gateway on the session's GET stream
-	eventually.True(t, "search_tickets to be guarded again after the tool list changed", func() bool {
-		i++
-		return guarded(fmt.Sprint("k-", i))
-	})
-}
-
 // TestMCPReplayAcrossEras: the receipt of a 2025-11-25 call replays to a 2026-07-28 retry with
 // the resultType that revision requires, and a refusal to such a retry has one too; a 2025
 // retry gets the result as stored.
@@ -678,27 +591,6 @@ func TestMCPReplayAcrossEras(t *testing.T) {
 	code, rec := adminDo(t, gw.AdminHandler(""), "GET", "/v1/records/default/tickets%2Fcreate_ticket/k1", "", "")
 	if code != http.StatusOK || rec["mcp_protocol_version"] != "2025-11-25" {
 		t.Errorf("the receipt: %d %v; want mcp_protocol_version 2025-11-25", code, rec)
-	}
-}
-
-// TestMCPUnknownToolsRefused: unknown_tools: refuse answers a call of a tool neither configured
-// nor listed by the server with -32602 at HTTP 200, and the server never hears of it.
-func TestMCPUnknownToolsRefused(t *testing.T) {
-	t.Parallel()
-	up := newMCPUpstream(t, nil)
-	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    unknown_tools: refuse\n"), gateway.Options{})
-	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
-	defer cancel()
-	var werr *jsonrpc.Error
-	if _, err := cs.CallTool(ctx, toolParams("failing_create", "k1", nil)); !errors.As(err, &werr) || werr.Code != -32602 {
-		t.Errorf("unknown tool: %v, want -32602", err)
-	}
-	if n := up.count("failing_create"); n != 0 {
-		t.Errorf("the tool ran %d times, want 0", n)
-	}
-	if id := structuredID(t, callTool(t, cs, "create_ticket", "k1", nil)); id != "T-1" { // a configured tool
-		t.Errorf("configured tool: %s, want T-1", id)
 	}
 }
 
@@ -778,63 +670,6 @@ func TestMCPKeylessCallPassesThrough(t *testing.T) {
 		if got := lastDecision(tap); got != "execute" {
 			t.Errorf("call %d: decision %q, want execute", i, got)
 		}
-	}
-}
-
-// TestMCPDiscoveryFailureKeepsRouteClass: a server the gateway cannot list (not an MCP server)
-// leaves every tool the file does not configure the route's class: the call is guarded, and the
-// failure counted.
-func TestMCPDiscoveryFailureKeepsRouteClass(t *testing.T) {
-	t.Parallel()
-	upstream := httptest.NewServer(http.NotFoundHandler())
-	t.Cleanup(upstream.Close)
-	yaml := strings.Replace(mcpRoutes(upstream.URL, ""), "timeout: 10s}", "timeout: 10s, mcp: {discover_tools: true, trust_annotations: true}}", 1)
-	reg := gateway.NewRegistry()
-	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg})
-	eventually.True(t, "the failed listing to be counted", func() bool {
-		return metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "error") >= 1
-	})
-	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"archive_ticket","_meta":{"` + metaKey + `":"k1"}}}`
-	if status, h, body := postRaw(t, srv.URL+"/mcp", call); h.Get("Idempotency-Decision") != "execute" || status != http.StatusNotFound {
-		t.Errorf("%d %q %s: want the call guarded (execute), and the server's 404", status, h.Get("Idempotency-Decision"), body)
-	}
-}
-
-// TestMCPWarnsOfConfiguredToolsNotListed: a tool the file configures that the server does not list
-// (a typo) is named in a warning once the listing is in; a file whose tools the server all lists
-// gets none.
-func TestMCPWarnsOfConfiguredToolsNotListed(t *testing.T) {
-	t.Parallel()
-	up := newMCPUpstream(t, nil)
-	for _, tc := range []struct {
-		name, typo string
-	}{{"all listed", ""}, {"a typo", "create_tikcet"}} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", "timeout: 10s, mcp: {discover_tools: true}}", 1)
-			if tc.typo != "" {
-				yaml = strings.Replace(yaml, "      search_tickets:", "      "+tc.typo+": {class: idempotent}\n      search_tickets:", 1)
-			}
-			logs := &testlog.Buffer{}
-			reg := gateway.NewRegistry()
-			newGatewayYAML(t, openEmbedded, yaml, gateway.Options{Metrics: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-			eventually.True(t, "the listing to be counted", func() bool {
-				return metricValue(t, reg, "idemgateway_mcp_tool_list_refreshes_total", "route", "tickets", "result", "ok") >= 1
-			})
-			var warned []any
-			for _, l := range logLines(t, logs) {
-				if l["level"] == "WARN" && strings.Contains(fmt.Sprint(l["msg"]), "not in the server's tools/list") {
-					warned = append(warned, l["tools"])
-				}
-			}
-			want := []any{}
-			if tc.typo != "" {
-				want = []any{[]any{tc.typo}}
-			}
-			if fmt.Sprint(warned) != fmt.Sprint(want) {
-				t.Errorf("warnings of unlisted tools: %v, want %v", warned, want)
-			}
-		})
 	}
 }
 
