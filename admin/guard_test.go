@@ -1,10 +1,13 @@
 package admin_test
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgateway/idemgateway/admin"
 	"github.com/idemgateway/idemgateway/record"
@@ -93,4 +96,39 @@ func TestResolveNeedsJSON(t *testing.T) {
 	if code := resolve("application/json; charset=utf-8"); code != http.StatusNoContent {
 		t.Fatalf("resolve as application/json: %d, want 204", code)
 	}
+}
+
+// markUnknown stores an outcome_unknown record at the scope key of tenant, tool and key, as an
+// execution whose upstream answered 502 leaves it.
+func markUnknown(t *testing.T, s record.Store, tenant, tool, key string) {
+	t.Helper()
+	skey := record.ScopeKey{Tenant: tenant, Tool: tool, Key: key}.String()
+	rec := &record.Record{Receipt: record.Receipt{IdempotencyKey: key, Tenant: tenant, Tool: tool,
+		EffectFingerprint: "sha256:" + strings.Repeat("0", 64), Executions: 1}, Owner: record.NewOwner(), StartedAt: time.Now()}
+	ctx := context.Background()
+	if claimed, _, _, err := s.Claim(ctx, skey, rec.Owner, rec.Encode(), time.Minute, time.Hour); err != nil || !claimed {
+		t.Fatalf("Claim: %v %v", claimed, err)
+	}
+	rec.Detail = "upstream answered 502"
+	if ok, err := s.MarkUnknown(ctx, skey, rec.Owner, rec.EncodeSettle(), time.Hour); err != nil || !ok {
+		t.Fatalf("MarkUnknown: %v %v", ok, err)
+	}
+}
+
+// adminDo sends method path (with body as application/json when not "") to admin, with the
+// bearer token when not "", and returns the status and the decoded JSON answer.
+func adminDo(t *testing.T, admin http.Handler, method, path, token, body string) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	w := httptest.NewRecorder()
+	admin.ServeHTTP(w, req)
+	var v map[string]any
+	_ = json.Unmarshal(w.Body.Bytes(), &v)
+	return w.Code, v
 }

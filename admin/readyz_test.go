@@ -9,9 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemgateway/idemgateway/admin"
 	"github.com/idemgateway/idemgateway/internal/eventually"
+	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/redisstore"
 )
 
 // probeCounter is a real store that counts the claims of /readyz's write probe, each held until
@@ -121,3 +125,34 @@ func TestReadyzRefusesWhenWritesFail(t *testing.T) {
 		return readyz(h) == http.StatusOK
 	})
 }
+
+// openRedis starts a redis-server of the test's and opens a store on it; raw is a plain client
+// of the server, for the test to change it.
+func openRedis(t *testing.T) (store *redisstore.Store, raw *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t, redistest.Options{})
+	opts, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err = redisstore.New(redis.NewClient(opts), redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	raw = redis.NewClient(opts)
+	t.Cleanup(func() { _ = raw.Close() })
+	return store, raw
+}
+
+// clock is a clock that moves only when the test advances it.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }

@@ -3,14 +3,12 @@ package boltstore_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,39 +21,6 @@ import (
 )
 
 var _ record.Store = (*boltstore.Store)(nil)
-
-var ctx = context.Background()
-
-// open opens a store in dir and closes it when the test ends.
-func open(t *testing.T, dir string, opts boltstore.Options) *boltstore.Store {
-	t.Helper()
-	s, err := boltstore.Open(dir, opts)
-	if err != nil {
-		t.Fatalf("Open(%s): %v", dir, err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-// clock is a settable clock for Options.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // subject opens a store in a directory of its own on a clock the conformance suite moves.
 func subject(t *testing.T, opts boltstore.Options) recordtest.Subject {

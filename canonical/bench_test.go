@@ -4,53 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 )
-
-// benchBody returns a deterministic JSON object of about size bytes: a ticket with a list of
-// comments, the shape of a typical tool call.
-func benchBody(size int) []byte {
-	var b strings.Builder
-	b.WriteString(`{"title":"Printer on floor 3 is out of toner","priority":2,"customer_id":"C-10293",` +
-		`"labels":["hardware","printer","floor-3"],"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","comments":[`)
-	for i := 0; b.Len() < size-2; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"id":%d,"author":"agent-%d","score":%s,"text":"Checked the tray \u00e9 twice; still empty (%d).","resolved":%t,"parent":null}`,
-			i, i%7, strconv.FormatFloat(float64(i)*1.25, 'g', -1, 64), i, i%2 == 0)
-	}
-	b.WriteString("]}")
-	return []byte(b.String())
-}
-
-// benchResponse returns a deterministic JSON response of about size bytes: the fields a receipt
-// reads (/id and /url) first, then the ticket that benchBody makes.
-func benchResponse(size int) []byte {
-	const head = `{"id":"TCK-10293","url":"https://tickets.example/TCK-10293","status":"open","ticket":`
-	return []byte(head + string(benchBody(size-len(head)-1)) + "}")
-}
-
-// benchGraphQLBody returns a deterministic GraphQL issueCreate request of about size bytes: a
-// mutation with a short selection set, and variables holding a description and a list of
-// comments.
-func benchGraphQLBody(size int) []byte {
-	var v strings.Builder
-	v.WriteString(`{"input":{"teamId":"9cfb482a-81e3-4154-b5b9-2c805e70a02d","title":"Printer on floor 3 is out of toner","priority":2,` +
-		`"labelIds":["l3","l1","l2"],"comments":[`)
-	const query = `mutation IssueCreate($input: IssueCreateInput!) {\n  # create the issue\n  issueCreate(input: $input) {\n    success\n    issue { id identifier title url team { key } labels { nodes { id name } } }\n  }\n}`
-	for i := 0; v.Len()+len(query) < size-64; i++ {
-		if i > 0 {
-			v.WriteByte(',')
-		}
-		fmt.Fprintf(&v, `{"author":"agent-%d","text":"Checked the tray \u00e9 twice; still empty (%d).","score":%s}`,
-			i%7, i, strconv.FormatFloat(float64(i)*1.25, 'g', -1, 64))
-	}
-	v.WriteString("]}}")
-	return []byte(`{"query":"` + query + `","operationName":"IssueCreate","variables":` + v.String() + `}`)
-}
 
 // BenchmarkDocument measures Document and Fingerprint (canonicalize+hash) on 1 KiB and 64 KiB JSON bodies (with one Exclude pointer
 // and one listed header) beside encoding/json's Unmarshal of the same body into any, so one run
@@ -197,13 +152,4 @@ func benchUnmarshal(b *testing.B, body []byte) {
 			b.Fatal(err)
 		}
 	}
-}
-
-func mustPointer(tb testing.TB, s string) Pointer {
-	tb.Helper()
-	p, err := ParsePointer(s)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return p
 }

@@ -242,15 +242,6 @@ func withBody(s string) func(r *Request) {
 	return func(r *Request) { r.Body = []byte(s) }
 }
 
-func fingerprintOf(tb testing.TB, c *Canonicalizer, r *Request) string {
-	tb.Helper()
-	doc, err := c.Document(r)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return Fingerprint(doc)
-}
-
 // TestDocumentLeavesRequestAlone checks that projection works on a copy: the body and the
 // Canonicalizer stay as they were, so documents can be computed again and concurrently.
 func TestDocumentLeavesRequestAlone(t *testing.T) {

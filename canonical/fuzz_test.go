@@ -7,52 +7,10 @@ import (
 	"io"
 	"math/big"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
 )
-
-// fuzzSeeds returns the golden inputs and bodies, and a few malformed texts.
-func fuzzSeeds(tb testing.TB) [][]byte {
-	tb.Helper()
-	var seeds [][]byte
-	for _, c := range goldenCases(tb) {
-		if c.Request != nil {
-			seeds = append(seeds, c.request(tb).Body)
-		} else {
-			seeds = append(seeds, c.input())
-		}
-	}
-	for _, s := range []string{`{"a":1,"a":2}`, `{"a":{"b":1,"\u0062":2}}`, "\"\xff\"", `"\ud800"`, `{"a":1}x`,
-		`1 2`, `[1,]`, `-0.0e-0`, `1E+999999999999999999999999`, `123456789012345678901234567890.123e-45`,
-		// GraphQL and JSON-RPC requests, for the formats of FuzzDocument.
-		`{"query":"mutation M($i: In!) { c(input: $i) { id ... on T { x } } } fragment F on T { y }","variables":{"i":{"t":" x "}},"extensions":{}}`,
-		`{"query":"{ a(","operationName":1}`, `[{"query":"{ a }"}]`, `{"query":"query A { a } query B { b }","operationName":"B","variables":null}`,
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"title":" T "},"_meta":{"progressToken":1}}}`,
-		`[{"jsonrpc":"2.0","method":"m"}]`, `{"method":1}`, `{"jsonrpc":"2.0","method":"m","params":[1,"a"]}`,
-		`{"items":[3,1,2,1],"title":" Stra\u00dfe  \u212b ","meta":null}`} {
-		seeds = append(seeds, []byte(s))
-	}
-	payloads, err := filepath.Glob("../examples/payloads/*.json")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	forms, err := filepath.Glob("../examples/payloads/*.form")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	payloads = append(payloads, forms...)
-	for _, file := range payloads {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		seeds = append(seeds, data)
-	}
-	return seeds
-}
 
 // FuzzCanonicalize checks that Canonicalize never panics, is deterministic and idempotent, keeps
 // the meaning of its input, and accepts every JSON text that encoding/json accepts unless it has

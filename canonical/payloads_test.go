@@ -93,15 +93,6 @@ var payloadCases = []struct {
 	},
 }
 
-func pointers(tb testing.TB, ss ...string) []Pointer {
-	tb.Helper()
-	ps := make([]Pointer, len(ss))
-	for i, s := range ss {
-		ps[i] = mustPointer(tb, s)
-	}
-	return ps
-}
-
 // payloadRequests returns the first, retried and changed requests of a payload case, with the
 // tool, method and path parameters of its expected document, and that document.
 func payloadRequests(tb testing.TB, name string) (first, retry, changed *Request, want []byte) {

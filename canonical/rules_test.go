@@ -1,31 +1,12 @@
 package canonical
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 )
-
-// bodyPart returns the "body" member of r's document under f, and Document's error.
-func bodyPart(tb testing.TB, f Fields, r *Request) (string, error) {
-	tb.Helper()
-	c, err := Compile(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	doc, err := c.Document(r)
-	if err != nil {
-		return "", err
-	}
-	var d struct{ Body json.RawMessage }
-	if err := json.Unmarshal(doc, &d); err != nil {
-		tb.Fatal(err)
-	}
-	return string(d.Body), nil
-}
 
 func jsonRequest(body string) *Request {
 	return &Request{Tool: "t", Method: "POST", Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body)}
@@ -53,12 +34,6 @@ func runRuleCases(t *testing.T, tests []ruleCase) {
 			}
 		})
 	}
-}
-
-func dflt(tb testing.TB, p, v string) Default { return Default{mustPointer(tb, p), []byte(v)} }
-
-func normRule(tb testing.TB, p string, ops ...string) Normalization {
-	return Normalization{mustPointer(tb, p), ops}
 }
 
 func TestDefaults(t *testing.T) {

@@ -111,7 +111,7 @@ func TestC18_RetryOnANewSession(t *testing.T) {
 			if again := expectTicket(t, b.mustCall(t, "create_ticket", args, key)); again != id {
 				t.Errorf("the retry on session B answered %s, want the replay of %s", again, id)
 			}
-			b.expectDecisionHeaders(t, "replay") // and no Mcp-Session-Id: the wire recorder checks every answer
+			b.expectDecisionHeaders(t, "replay") // and no Mcp-Session-Id on the replay
 			b.expectUsable(t)
 
 			expectRefusal(t, b.mustCall(t, "create_ticket", map[string]any{"title": "Checkout is up"}, key), "conflict", false)

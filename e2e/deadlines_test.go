@@ -30,23 +30,6 @@ var deadlineEnv = []string{
 // connBound bounds every wait of these tests for an answer or a closed connection.
 const connBound = 30 * time.Second
 
-// rawConn is a raw connection to a listener of the gateway at base ("http://host:port").
-func rawConn(t *testing.T, base string, readBuffer int) (*net.TCPConn, *bufio.Reader) {
-	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := c.(*net.TCPConn)
-	if readBuffer > 0 {
-		if err := conn.SetReadBuffer(readBuffer); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn, bufio.NewReader(conn)
-}
-
 // rawAnswer reads one answer and its body within connBound.
 func rawAnswer(t *testing.T, conn net.Conn, br *bufio.Reader) (*http.Response, string) {
 	t.Helper()

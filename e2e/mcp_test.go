@@ -20,6 +20,25 @@ import (
 // MCP tool calls through kind: mcp routes (docs/contract.md §7), with the official go-sdk client and
 // server, in both protocol eras and with JSON and SSE answers. The sandbox counts the side effects.
 
+// Routes of testdata/mcp.yaml.tmpl besides mcpWays.
+var (
+	rpcWay         = mcpWay{"jsonrpc-refusals", "/rpc/mcp-json", "tickets_rpc", "2025-11-25"}
+	timeoutWay     = mcpWay{"timeout", "/timeout/mcp-json", "tickets_timeout", "2025-11-25"}
+	annotationsWay = mcpWay{"annotations", "/annotations/mcp", "tickets_annotations", "2025-11-25"}
+)
+
+// forEachMCPStore runs test as a parallel subtest per store kind, each in an env of its own on the
+// MCP routes.
+func forEachMCPStore(t *testing.T, test func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, kind := range storeKinds {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			test(t, newMCPEnv(t, kind))
+		})
+	}
+}
+
 // TestMCPRetryReplays: a retry with a new JSON-RPC id is replayed, with the retry's id (go-sdk
 // drops an answer with another id), and the tool acts once. A change to an excluded argument
 // (client_note) is the same call.
@@ -39,12 +58,12 @@ func TestMCPRetryReplays(t *testing.T) {
 				t.Errorf("retry created or answered ticket %s, want the replay of %s", again, id)
 			}
 			replay := c.expectDecisionHeaders(t, "replay")
-			if replay.fingerprint != first.fingerprint || replay.fingerprint == "" {
-				t.Errorf("Idempotency-Fingerprint %q on the replay, %q on the execution: want the same", replay.fingerprint, first.fingerprint)
+			if replay.Fingerprint != first.Fingerprint || replay.Fingerprint == "" {
+				t.Errorf("Idempotency-Fingerprint %q on the replay, %q on the execution: want the same", replay.Fingerprint, first.Fingerprint)
 			}
 			// go-sdk accepts JSON and SSE: a replay is JSON (docs/contract.md §7, Replay).
-			if mt, _, _ := mime.ParseMediaType(replay.contentType); mt != "application/json" {
-				t.Errorf("replay Content-Type %q, want application/json", replay.contentType)
+			if mt, _, _ := mime.ParseMediaType(replay.ContentType); mt != "application/json" {
+				t.Errorf("replay Content-Type %q, want application/json", replay.ContentType)
 			}
 			e.sb.expectSince(t, "create_ticket", before, 1, 1)
 			rec := e.gw.mustRecord(t, w.route+"/create_ticket", key)
@@ -70,9 +89,7 @@ func TestMCPRetryNewSession(t *testing.T) {
 			t.Errorf("closing the first session: %v", err)
 		}
 		// In the sessions era, Close sends DELETE, which passes through to the server.
-		first.wire.mu.Lock()
-		deletes := slices.Clone(first.wire.deletes)
-		first.wire.mu.Unlock()
+		deletes := first.tap.Deletes()
 		if want := w.version != "2026-07-28"; want != (len(deletes) == 1 && deletes[0] < 300) {
 			t.Errorf("DELETE statuses %v: want one 2xx in the sessions era, none when stateless", deletes)
 		}
@@ -236,7 +253,7 @@ func TestMCPReadOnlyNotStored(t *testing.T) {
 			if res := c.mustCall(t, "search_tickets", map[string]any{"query": "Disk"}, key); res.IsError {
 				t.Errorf("search_tickets: a tool error %q", texts(res))
 			}
-			if d := c.wire.last(t).decision; d != "" {
+			if d := c.lastAnswer(t).Decision; d != "" {
 				t.Errorf("Idempotency-Decision %q on a read_only tool, want none", d)
 			}
 		}
@@ -467,7 +484,7 @@ func TestMCPTrustedAnnotations(t *testing.T) {
 		if res := c.mustCall(t, "search_tickets", map[string]any{"query": "Disk"}, key); res.IsError {
 			t.Errorf("search_tickets (key %q): a tool error %q; want it passed through as read_only", key, texts(res))
 		}
-		if d := c.wire.last(t).decision; d != "" {
+		if d := c.lastAnswer(t).Decision; d != "" {
 			t.Errorf("Idempotency-Decision %q on a readOnlyHint tool, want none", d)
 		}
 	}

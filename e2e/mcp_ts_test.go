@@ -2,15 +2,9 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/idemgateway/idemgateway/internal/eventually"
 )
@@ -19,106 +13,9 @@ import (
 // and matches answers by number, and it adopts any Mcp-Session-Id it sees, two ways a gateway can
 // break a client that go-sdk does not show (docs/cases.md C18).
 
-// tsConfig is what e2e/mcpts/call.mjs does: call tool Times times with the key in _meta.
-type tsConfig struct {
-	URL       string         `json:"url"`
-	Tool      string         `json:"tool"`
-	Arguments map[string]any `json:"arguments"`
-	MetaKey   string         `json:"metaKey"`
-	Key       string         `json:"key"`
-	Times     int            `json:"times"`
-	Parallel  bool           `json:"parallel"`
-}
-
-// tsOutput is what call.mjs prints.
-type tsOutput struct {
-	SessionID *string           `json:"sessionId"`
-	IDs       []json.RawMessage `json:"ids"`
-	Calls     []tsCall          `json:"calls"`
-}
-
-// tsCall is one call's outcome as the TypeScript client saw it.
-type tsCall struct {
-	IsError           bool           `json:"isError"`
-	Texts             []string       `json:"texts"`
-	StructuredContent map[string]any `json:"structuredContent"`
-	Meta              map[string]any `json:"meta"`
-	Error             *struct {
-		Code    *int   `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	SessionID *string `json:"sessionId"`
-}
-
-// ticket is the ticket id of a successful call, "" otherwise.
-func (c tsCall) ticket() string {
-	id, _ := c.StructuredContent["id"].(string)
-	if c.IsError || c.Error != nil || !strings.HasPrefix(id, "T-") {
-		return ""
-	}
-	return id
-}
-
-// decision is the decision of a refusal's _meta, "" when there is none.
-func (c tsCall) decision() string {
-	m, _ := c.Meta[metaIdempotency].(map[string]any)
-	d, _ := m["decision"].(string)
-	return d
-}
-
-// runTS runs the TypeScript client with cfg against the gateway's route of way w. Without Node.js
-// or the installed client the test fails, saying what to install: it is never skipped.
-func (g *Gateway) runTS(t *testing.T, w mcpWay, cfg tsConfig) tsOutput {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not on PATH: the TypeScript MCP client needs Node.js 20+ and npm " +
-			"(Debian: apt-get install nodejs npm), then make mcpts (npm ci --prefix e2e/mcpts)")
-	}
-	if _, err := os.Stat(filepath.Join("mcpts", "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Fatal("the TypeScript MCP client is not installed: run make mcpts (npm ci --prefix e2e/mcpts)")
-	}
-	cfg.URL, cfg.MetaKey = g.Proxy+w.path, metaKey
-	arg, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join("mcpts", "call.mjs"), string(arg))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("node call.mjs %s: %v\n%s", arg, err, stderr.String())
-	}
-	var out tsOutput
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || len(out.Calls) != cfg.Times {
-		t.Fatalf("call.mjs printed %q (%v), want %d calls\n%s", stdout.String(), err, cfg.Times, stderr.String())
-	}
-	return out
-}
-
-// expectSameSession checks that no answer moved the client to another session (it adopts any
-// Mcp-Session-Id it sees; a replay or a refusal must carry none).
-func (out tsOutput) expectSameSession(t *testing.T) {
-	t.Helper()
-	for i, c := range out.Calls {
-		if (c.SessionID == nil) != (out.SessionID == nil) || c.SessionID != nil && *c.SessionID != *out.SessionID {
-			t.Errorf("call %d: the client's session is %v after it, %v before: an answer carried Mcp-Session-Id", i, deref(c.SessionID), deref(out.SessionID))
-		}
-	}
-}
-
 func isJSONNumber(raw json.RawMessage) bool {
 	var n json.Number
 	return json.Unmarshal(raw, &n) == nil && len(raw) > 0 && raw[0] != '"'
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return "(none)"
-	}
-	return *s
 }
 
 // TestMCPTypeScriptRetry: the TypeScript client's retry (a new numeric id) is answered with its own

@@ -1,15 +1,11 @@
 package e2e
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/idemgateway/idemgateway/internal/eventually"
 )
 
 // TestReload: on SIGHUP the gateway loads its routes file as it is; a file that does not validate
@@ -85,24 +81,4 @@ func TestReloadOnFileChange(t *testing.T) {
 	g.waitLog(t, "routes reloaded", 1)
 	expectNoRoute(t, g.do(t, Request{Key: "gone", Body: `{"a":1}`}))
 	expectUp(t, sb, 0)
-}
-
-// logCount counts the gateway's JSON log lines whose msg is msg.
-func (p *process) logCount(msg string) int {
-	n := 0
-	for _, line := range strings.Split(p.Out.String(), "\n") {
-		var l struct{ Msg string }
-		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == msg {
-			n++
-		}
-	}
-	return n
-}
-
-// waitLog polls the process's output until it holds n JSON log lines whose msg is msg.
-func (p *process) waitLog(t *testing.T, msg string, n int) {
-	t.Helper()
-	eventually.True(t, fmt.Sprintf("%d log lines %q of %s", n, msg, p.name), func() bool {
-		return p.logCount(msg) >= n
-	})
 }

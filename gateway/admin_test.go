@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,26 +16,6 @@ import (
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
-
-func adminDo(t *testing.T, admin http.Handler, method, path, token, body string) (int, map[string]any) {
-	t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	w := httptest.NewRecorder()
-	admin.ServeHTTP(w, req)
-	var m map[string]any
-	if w.Body.Len() > 0 && strings.Contains(w.Header().Get("Content-Type"), "json") {
-		if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, w.Body)
-		}
-	}
-	return w.Code, m
-}
 
 // TestAdminRecords: the records API needs the token, serves the receipt, resolves an unknown
 // outcome as committed (retries then replay) or not committed (retries execute), and deletes.

@@ -3,9 +3,7 @@ package gateway_test
 import (
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -23,12 +21,6 @@ import (
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 )
-
-// keyHash is the routes file's spelling of an API key: sha256:<hex>.
-func keyHash(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
 
 // authRoutes is a routes file with clients (a format string: the upstream's URL, then the
 // clients section) and a route of each kind: keyed, keyless and read_only.

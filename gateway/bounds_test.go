@@ -13,16 +13,9 @@ import (
 
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/testlog"
-	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
-
-// problemType is the name of a's problem type, "" when a is no problem.
-func problemType(a answer) string {
-	s, _ := a.problem["type"].(string)
-	return strings.TrimPrefix(s, problem.TypePrefix)
-}
 
 // serveDirect serves one request built by httptest.NewRequest (parsed as the server parses a
 // request line, header values unchecked) on gw, and reads the answer.

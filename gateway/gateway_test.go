@@ -24,108 +24,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgateway/idemgateway/gateway"
-	"github.com/idemgateway/idemgateway/gateway/mcpfront"
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
-
-// newGateway serves a gateway on a store of open in front of upstream, with one non_idempotent
-// route POST /v1/tickets (receipt remote_id /id); defaults is the YAML flow mapping of the file's
-// defaults block. It returns the server, the store and the gateway.
-func newGateway(t *testing.T, open storeFactory, upstream string, opts gateway.Options, defaults ...string) (*httptest.Server, record.Store, *gateway.Gateway) {
-	t.Helper()
-	return newGatewayOn(t, open(t), ticketsYAML(upstream, defaults...), opts)
-}
-
-// ticketsYAML is the routes file of newGateway.
-func ticketsYAML(upstream string, defaults ...string) string {
-	if len(defaults) == 0 {
-		defaults = []string{"{lock_lease: 2s}"}
-	}
-	return fmt.Sprintf(`
-upstreams:
-  tickets: {url: %q, timeout: 5s}
-defaults: %s
-routes:
-  - name: create_ticket
-    upstream: tickets
-    method: POST
-    path: /v1/tickets
-    class: non_idempotent
-    receipt: {remote_id: /id}
-`, upstream, defaults[0])
-}
-
-// newGatewayYAML serves a gateway on a store of open with the routes file yaml.
-func newGatewayYAML(t *testing.T, open storeFactory, yaml string, opts gateway.Options) (*httptest.Server, record.Store, *gateway.Gateway) {
-	t.Helper()
-	return newGatewayOn(t, open(t), yaml, opts)
-}
-
-// fronts are the front ends the gateways of these tests serve kind: mcp routes with, as
-// cmd/idemgateway's does.
-var fronts = map[routes.Kind]gateway.NewFront{routes.KindMCP: mcpfront.New}
-
-// newGatewayOn serves a gateway on store with the routes file yaml (with fronts, unless opts has
-// its own).
-func newGatewayOn(t *testing.T, store record.Store, yaml string, opts gateway.Options) (*httptest.Server, record.Store, *gateway.Gateway) {
-	t.Helper()
-	cfg, err := routes.Parse("routes.yaml", []byte(yaml), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Fronts == nil {
-		opts.Fronts = fronts
-	}
-	gw, err := gateway.New(cfg, store, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gw)
-	t.Cleanup(srv.Close)
-	return srv, store, gw
-}
-
-// reply is a client's answer from the gateway, as send reads it.
-type reply struct {
-	status     int
-	decision   string // Idempotency-Decision
-	retryAfter string
-	header     http.Header
-	body       string
-}
-
-func (r reply) String() string { return fmt.Sprintf("%d %s", r.status, r.decision) }
-
-// send posts body to url's /v1/tickets with key (none when empty) and reads the whole answer. It
-// reports failures as errors, so that goroutines other than the test's can call it.
-func send(url, key, body string) (reply, error) {
-	req, err := http.NewRequest(http.MethodPost, url+"/v1/tickets", strings.NewReader(body))
-	if err != nil {
-		return reply{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply{}, fmt.Errorf("key %q: reading the answer (%d): %w", key, resp.StatusCode, err)
-	}
-	return reply{status: resp.StatusCode, decision: resp.Header.Get("Idempotency-Decision"),
-		retryAfter: resp.Header.Get("Retry-After"), header: resp.Header, body: string(b)}, nil
-}
 
 // post is send from the test's goroutine: a failure ends the test.
 func post(t *testing.T, url, key, body string) (*http.Response, string) {
@@ -136,42 +40,6 @@ func post(t *testing.T, url, key, body string) (*http.Response, string) {
 	}
 	return &http.Response{StatusCode: r.status, Header: r.header}, r.body
 }
-
-// sendAsync sends the request from a goroutine of its own; the channel receives its answer.
-func sendAsync(url, key, body string) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		r, err := send(url, key, body)
-		ch <- result{r, err}
-	}()
-	return ch
-}
-
-// result is an answer of sendAsync, or why there is none.
-type result struct {
-	reply
-	err error
-}
-
-// await receives an answer of sendAsync, failing the test when the request failed or no answer
-// comes within the deadline that only bounds a hang.
-func await(t *testing.T, ch <-chan result, what string) reply {
-	t.Helper()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			t.Fatalf("%s: %v", what, r.err)
-		}
-		return r.reply
-	case <-time.After(hangTimeout):
-		t.Fatalf("%s: no answer within %s", what, hangTimeout)
-		return reply{}
-	}
-}
-
-// hangTimeout bounds what a test waits for an answer or a state that must come; it is never
-// an assertion of speed, only a bound on a hang.
-const hangTimeout = 30 * time.Second
 
 // TestC11_NoResendAfterBytesMayHaveReachedUpstream: the upstream reads a request on a reused
 // keep-alive connection and closes it without answering. Go's transport would resend a request
@@ -742,18 +610,6 @@ routes:
 	})
 }
 
-// claimCounter is a real store that counts the claims it has answered.
-type claimCounter struct {
-	record.Store
-	claims atomic.Int32
-}
-
-func (c *claimCounter) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, record.Payload, error) {
-	claimed, state, stored, err := c.Store.Claim(ctx, key, owner, payload, lease, ttl)
-	c.claims.Add(1)
-	return claimed, state, stored, err
-}
-
 // notifyingClaimCounter is a claimCounter of a store with settle notices (Redis), which it
 // passes through.
 type notifyingClaimCounter struct {
@@ -977,87 +833,4 @@ func startHeldCall(t *testing.T, open storeFactory, key string) *heldCall {
 	h.done = sendAsync(h.srv.URL, key, `{}`)
 	h.up.awaitCalls(t, 1)
 	return h
-}
-
-// heldUpstream is an upstream that holds each call until the test releases it, then answers
-// status(n) (201 when status is nil) with {"id":"T-<n>"}, n counting its calls from 1.
-type heldUpstream struct {
-	*httptest.Server
-	calls  atomic.Int32
-	status func(n int32) int
-	mu     sync.Mutex
-	gates  map[int32]chan struct{} // closed to release call n
-	all    bool                    // every call released, present and future
-}
-
-func newHeldUpstream(t *testing.T, status func(n int32) int) *heldUpstream {
-	t.Helper()
-	h := &heldUpstream{status: status, gates: map[int32]chan struct{}{}}
-	ending := t.Context() // done before the cleanups, which wait for the calls to end
-	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		n := h.calls.Add(1)
-		select {
-		case <-h.gate(n):
-		case <-r.Context().Done():
-			return
-		case <-ending.Done(): // the test ended (or failed) with the call held: break it off
-			panic(http.ErrAbortHandler)
-		}
-		code := http.StatusCreated
-		if h.status != nil {
-			code = h.status(n)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		fmt.Fprintf(w, `{"id":"T-%d"}`, n)
-	}))
-	t.Cleanup(h.Close)
-	return h
-}
-
-func (h *heldUpstream) gate(n int32) chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	g := h.gates[n]
-	if g == nil {
-		g = make(chan struct{})
-		h.gates[n] = g
-		if h.all {
-			close(g)
-		}
-	}
-	return g
-}
-
-// release lets call n answer.
-func (h *heldUpstream) release(n int32) {
-	g := h.gate(n)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	select {
-	case <-g:
-	default:
-		close(g)
-	}
-}
-
-// releaseAll lets every call answer, those to come included.
-func (h *heldUpstream) releaseAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.all = true
-	for _, g := range h.gates {
-		select {
-		case <-g:
-		default:
-			close(g)
-		}
-	}
-}
-
-// awaitCalls waits until the upstream has received n calls.
-func (h *heldUpstream) awaitCalls(t *testing.T, n int32) {
-	t.Helper()
-	eventually.True(t, "the upstream calls", func() bool { return h.calls.Load() >= n })
 }

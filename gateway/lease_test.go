@@ -2,13 +2,11 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,39 +14,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
 )
-
-// clock is a store clock (boltstore.Options.Now) that moves only when the test advances it, so a
-// lease lapses exactly when the test says, however slow the machine.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Now().UnixNano())
-	return c
-}
-
-func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
-
-// openEmbeddedAt returns a factory of embedded stores whose leases and TTLs run on c.
-func openEmbeddedAt(c *clock) storeFactory {
-	return func(t *testing.T) record.Store {
-		t.Helper()
-		store, err := boltstore.Open(t.TempDir(), boltstore.Options{Now: c.now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = store.Close() })
-		return store
-	}
-}
 
 // renewalGate is a real store whose renewals of the first owner that claims a key fail while
 // prevented is set: that executor's lease lapses as it does when its store calls stall.
@@ -79,78 +50,6 @@ func (s *renewalGate) Renew(ctx context.Context, key, owner string, lease time.D
 		return false, errors.New("renewal prevented by the test")
 	}
 	return s.Store.Renew(ctx, key, owner, lease)
-}
-
-// metricValue returns the value of the counter or gauge, or the sample count of the histogram, name with
-// the label pairs labels (name, value, ...); 0 when there is no such series.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	v, err := gatherValue(reg, name, labels...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// gatherValue is metricValue for any goroutine: it returns the error of the gathering.
-func gatherValue(reg *prometheus.Registry, name string, labels ...string) (float64, error) {
-	families, err := reg.Gather()
-	if err != nil {
-		return 0, err
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue series
-				}
-			}
-			if h := m.GetHistogram(); h != nil {
-				return float64(h.GetSampleCount()), nil
-			}
-			if g := m.GetGauge(); g != nil {
-				return g.GetValue(), nil
-			}
-			return m.GetCounter().GetValue(), nil
-		}
-	}
-	return 0, nil
-}
-
-// logLines returns the JSON log lines in logs.
-func logLines(t *testing.T, logs *testlog.Buffer) []map[string]any {
-	t.Helper()
-	var lines []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("log line %q: %v", l, err)
-		}
-		lines = append(lines, m)
-	}
-	return lines
-}
-
-// hasLog reports whether logs hold a line at level whose message contains msg and whose key is key.
-func hasLog(t *testing.T, logs *testlog.Buffer, level, msg, key string) bool {
-	t.Helper()
-	for _, l := range logLines(t, logs) {
-		if l["level"] == level && strings.Contains(fmt.Sprint(l["msg"]), msg) && l["key"] == key {
-			return true
-		}
-	}
-	return false
 }
 
 // TestCommitAfterTakeoverIsRefused: an executor whose lease lapsed while its upstream call was

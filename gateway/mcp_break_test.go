@@ -364,15 +364,15 @@ func TestMCPToolListNotInvalidatedByContent(t *testing.T) {
 		})
 	yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", "timeout: 10s, mcp: {trust_annotations: true}}", 1)
 	srv, _, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{})
-	cs, d := connectMCP(t, srv.URL, "2025-11-25", nil)
+	cs, tap := connectMCP(t, srv.URL, "2025-11-25", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 	defer cancel()
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, text := range []string{"on MCP, servers send notifications/tools/list_changed", "again"} {
-		if res := callTool(t, cs, "echo", "", map[string]any{"text": text}); res.IsError || len(d.seen) != 0 {
-			t.Fatalf("echo %q: %s (decisions %v), want it passed through", text, resultText(res), d.seen)
+		if res := callTool(t, cs, "echo", "", map[string]any{"text": text}); res.IsError || len(decisions(tap)) != 0 {
+			t.Fatalf("echo %q: %s (decisions %v), want it passed through", text, resultText(res), decisions(tap))
 		}
 	}
 }

@@ -91,174 +91,225 @@ routes:
 func TestReconcile(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
-		var mu sync.Mutex
-		tickets := map[string]map[string]any{} // external_id -> ticket
-		effects := 0
-		lookupFails := "" // "500": the lookup answers 500; "drop": its connection breaks
-		upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			defer mu.Unlock()
-			if r.Method == http.MethodGet {
-				switch lookupFails {
-				case "500":
-					w.WriteHeader(http.StatusInternalServerError)
-					return
-				case "drop":
-					dropAfter(t, w)
-					return
-				}
-				ext := r.URL.Query().Get("external_id")
-				tk := tickets[ext]
-				switch {
-				case tk == nil && strings.HasSuffix(ext, "/null-member"): // found points at a JSON null
-					io.WriteString(w, `{"data":[null]}`)
-					return
-				case tk == nil && strings.HasSuffix(ext, "/gone"): // no such ticket: 404
-					w.WriteHeader(http.StatusNotFound)
-					io.WriteString(w, `{"error":"no ticket with this external_id"}`)
-					return
-				}
-				var data []any
-				if tk != nil {
-					data = append(data, tk)
-				}
-				json.NewEncoder(w).Encode(map[string]any{"data": data})
-				return
-			}
-			var body map[string]any
-			json.NewDecoder(r.Body).Decode(&body)
-			if r.Header.Get("X-Drop") == "before" { // the request arrived; nothing was done
-				mu.Unlock()
-				dropAfter(t, w)
-				mu.Lock()
-				return
-			}
-			effects++
-			tk := map[string]any{"id": fmt.Sprintf("T-%d", effects), "external_id": body["external_id"], "title": body["title"]}
-			tickets[fmt.Sprint(body["external_id"])] = tk
-			if r.Header.Get("X-Drop") == "after" {
-				mu.Unlock()
-				dropAfter(t, w)
-				mu.Lock()
-				return
-			}
-			w.WriteHeader(http.StatusCreated)
-			json.NewEncoder(w).Encode(tk)
-		}))
-		t.Cleanup(upstream.Close)
-		srv, _, gw := newGatewayYAML(t, open, reconcileYAML(upstream.URL, "10s"), gateway.Options{})
-		// reconcile.after is measured on a clock the test moves: the retries before it are answered
-		// in_progress however slow the machine, those after it reconcile.
-		var ahead atomic.Int64 // how far the gateway's clock is ahead of time.Now
-		gw.SetClock(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
-		admin := gw.AdminHandler("")
-		send := func(key, drop string) answer {
-			h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}
-			if drop != "" {
-				h.Set("X-Drop", drop)
-			}
-			return do(t, "POST", srv.URL+"/v1/tickets", h, `{"title":"disk full"}`)
-		}
-		// first sends key's first call with the clock back at time.Now: it is stamped with that
-		// start.
-		first := func(key, drop string) answer {
-			ahead.Store(0)
-			return send(key, drop)
-		}
-		// retry sends key again before reconcile.after has passed since its first call: the call
-		// may still be under way upstream, and the answer is 409 in_progress with Retry-After. It
-		// then moves the clock past reconcile.after and sends key once more: that retry reconciles.
-		// The clock stays ahead, so a later retry of the same key is past reconcile.after too.
-		retry := func(key string) answer {
-			t.Helper()
-			a := send(key, "")
-			if a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "in_progress" || a.header.Get("Retry-After") == "" {
-				t.Fatalf("%s, retry before reconcile.after: %d %q %q", key, a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Retry-After"))
-			}
-			ahead.Store(int64(10*time.Minute + gateway.DefaultStoreTimeout + time.Second)) // past reconcile.after from the latest start of the call
-			return send(key, "")
-		}
-
-		// Found: the upstream acted, then the connection broke.
-		if a := first("found", "after"); a.status != http.StatusBadGateway {
-			t.Fatalf("found, first: %d", a.status)
-		}
-		a := retry("found")
-		if a.status != 201 || a.header.Get("Idempotency-Decision") != "replay" || a.header.Get("Idempotency-Reconciled") != "found" {
-			t.Fatalf("found, retry: %d %q %q", a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Idempotency-Reconciled"))
-		}
-		if code, rec := adminDo(t, admin, "GET", "/v1/records/default/create_ticket/found", "", ""); code != 200 || rec["state"] != "committed" || rec["remote_id"] != "T-1" {
-			t.Fatalf("found, record: %d %v", code, rec)
-		}
-		if a = send("found", ""); a.header.Get("Idempotency-Decision") != "replay" || a.header.Get("Idempotency-Reconciled") != "" {
-			t.Fatalf("found, second retry: %q", a.header.Get("Idempotency-Decision"))
-		}
-
-		// Not found: the request reached the upstream, which did nothing.
-		if a = first("missing", "before"); a.status != http.StatusBadGateway {
-			t.Fatalf("missing, first: %d", a.status)
-		}
-		a = retry("missing")
-		if a.status != 201 || a.header.Get("Idempotency-Decision") != "execute" || a.header.Get("Idempotency-Reconciled") != "not-found" {
-			t.Fatalf("missing, retry: %d %q %q", a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Idempotency-Reconciled"))
-		}
-		if code, rec := adminDo(t, admin, "GET", "/v1/records/default/create_ticket/missing", "", ""); code != 200 || rec["executions"] != float64(2) {
-			t.Fatalf("missing, record: %d %v", code, rec)
-		}
-
-		// Not found, told two more ways: the lookup's found pointer holds JSON null
-		// ({"data":[null]}), or the lookup answers 404. Neither is an effect: the call executes
-		// again, and no receipt of null is committed.
-		for _, key := range []string{"null-member", "gone"} {
-			if a = first(key, "before"); a.status != http.StatusBadGateway {
-				t.Fatalf("%s, first: %d", key, a.status)
-			}
-			a = retry(key)
-			if a.status != 201 || a.header.Get("Idempotency-Decision") != "execute" || a.header.Get("Idempotency-Reconciled") != "not-found" {
-				t.Fatalf("%s, retry: %d %q %q %v; want 201 execute after not-found", key, a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Idempotency-Reconciled"), a.problem)
-			}
-			if code, rec := adminDo(t, admin, "GET", "/v1/records/default/create_ticket/"+key, "", ""); code != 200 || rec["state"] != "committed" ||
-				rec["executions"] != float64(2) || rec["remote_id"] == nil || rec["remote_id"] == "" {
-				t.Fatalf("%s, record: %d %v; want committed by the re-execution (executions 2, a remote_id)", key, code, rec)
-			}
-		}
-
-		// The lookup fails: the record stays outcome_unknown.
-		first("broken", "after")
-		mu.Lock()
-		lookupFails = "500"
-		mu.Unlock()
-		a = retry("broken")
-		if a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "outcome_unknown" ||
-			!strings.Contains(fmt.Sprint(a.problem["detail"]), "reconciliation failed: lookup answered 500") {
-			t.Fatalf("broken lookup: %d %q %v", a.status, a.header.Get("Idempotency-Decision"), a.problem)
-		}
-		// A failed lookup does not restart the wait: the next retry asks again at once.
-		if a = send("broken", ""); a.header.Get("Idempotency-Decision") != "outcome_unknown" {
-			t.Fatalf("retry after a failed lookup: %d %q, want another lookup (outcome_unknown)", a.status, a.header.Get("Idempotency-Decision"))
-		}
-		// The lookup's connection breaks: the answer and the receipt name the kind of failure,
-		// not the transport's error (docs/security.md#error-details).
-		mu.Lock()
-		lookupFails = ""
-		mu.Unlock()
-		first("broken-conn", "after")
-		mu.Lock()
-		lookupFails = "drop"
-		mu.Unlock()
-		const detail = "reconciliation failed: lookup: upstream connection broke before its response was complete"
-		if a = retry("broken-conn"); a.status != http.StatusConflict || a.problem["detail"] != problem.ErrOutcomeUnknown.Error()+": "+detail {
-			t.Fatalf("lookup whose connection broke: %d %v", a.status, a.problem)
-		}
-		if code, rec := adminDo(t, admin, "GET", "/v1/records/default/create_ticket/broken-conn", "", ""); code != 200 || rec["detail"] != detail {
-			t.Fatalf("lookup whose connection broke, record: %d %v; want detail %q", code, rec, detail)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if effects != 6 {
-			t.Fatalf("effects = %d, want 6 (one per operation)", effects)
+		f := newReconcileFixture(t, open)
+		reconcileFound(t, f)
+		reconcileMissing(t, f)
+		reconcileNullOrGone(t, f)
+		reconcileLookupFails(t, f)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.effects != 6 {
+			t.Fatalf("effects = %d, want 6 (one per operation)", f.effects)
 		}
 	})
+}
+
+// reconcileFixture is TestReconcile's gateway on one store, in front of a tickets upstream whose
+// lookup finds a ticket by external_id, and the clock that reconcile.after is measured on.
+type reconcileFixture struct {
+	t     *testing.T
+	srv   *httptest.Server
+	admin http.Handler
+	ahead atomic.Int64 // how far the gateway's clock is ahead of time.Now
+
+	mu          sync.Mutex
+	tickets     map[string]map[string]any // external_id -> ticket
+	effects     int
+	lookupFails string // "500": the lookup answers 500; "drop": its connection breaks
+}
+
+// newReconcileFixture starts the upstream and a gateway on a store of open.
+func newReconcileFixture(t *testing.T, open storeFactory) *reconcileFixture {
+	t.Helper()
+	f := &reconcileFixture{t: t, tickets: map[string]map[string]any{}}
+	upstream := httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(upstream.Close)
+	srv, _, gw := newGatewayYAML(t, open, reconcileYAML(upstream.URL, "10s"), gateway.Options{})
+	// reconcile.after is measured on a clock the test moves: the retries before it are answered
+	// in_progress however slow the machine, those after it reconcile.
+	gw.SetClock(func() time.Time { return time.Now().Add(time.Duration(f.ahead.Load())) })
+	f.srv, f.admin = srv, gw.AdminHandler("")
+	return f
+}
+
+// serve is the upstream: a GET looks a ticket up by external_id, a POST creates one; X-Drop
+// breaks the connection before the effect or after it.
+func (f *reconcileFixture) serve(w http.ResponseWriter, r *http.Request) {
+	t := f.t
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.Method == http.MethodGet {
+		switch f.lookupFails {
+		case "500":
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		case "drop":
+			dropAfter(t, w)
+			return
+		}
+		ext := r.URL.Query().Get("external_id")
+		tk := f.tickets[ext]
+		switch {
+		case tk == nil && strings.HasSuffix(ext, "/null-member"): // found points at a JSON null
+			io.WriteString(w, `{"data":[null]}`)
+			return
+		case tk == nil && strings.HasSuffix(ext, "/gone"): // no such ticket: 404
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"error":"no ticket with this external_id"}`)
+			return
+		}
+		var data []any
+		if tk != nil {
+			data = append(data, tk)
+		}
+		json.NewEncoder(w).Encode(map[string]any{"data": data})
+		return
+	}
+	var body map[string]any
+	json.NewDecoder(r.Body).Decode(&body)
+	if r.Header.Get("X-Drop") == "before" { // the request arrived; nothing was done
+		f.mu.Unlock()
+		dropAfter(t, w)
+		f.mu.Lock()
+		return
+	}
+	f.effects++
+	tk := map[string]any{"id": fmt.Sprintf("T-%d", f.effects), "external_id": body["external_id"], "title": body["title"]}
+	f.tickets[fmt.Sprint(body["external_id"])] = tk
+	if r.Header.Get("X-Drop") == "after" {
+		f.mu.Unlock()
+		dropAfter(t, w)
+		f.mu.Lock()
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+	json.NewEncoder(w).Encode(tk)
+}
+
+// failLookups makes the upstream's lookups fail: "500", "drop", or "" for none.
+func (f *reconcileFixture) failLookups(how string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lookupFails = how
+}
+
+// send sends key's call, its connection broken upstream before or after the effect when drop is
+// "before" or "after".
+func (f *reconcileFixture) send(key, drop string) answer {
+	f.t.Helper()
+	h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}
+	if drop != "" {
+		h.Set("X-Drop", drop)
+	}
+	return do(f.t, "POST", f.srv.URL+"/v1/tickets", h, `{"title":"disk full"}`)
+}
+
+// first sends key's first call with the clock back at time.Now: it is stamped with that start.
+func (f *reconcileFixture) first(key, drop string) answer {
+	f.t.Helper()
+	f.ahead.Store(0)
+	return f.send(key, drop)
+}
+
+// retry sends key again before reconcile.after has passed since its first call: the call may
+// still be under way upstream, and the answer is 409 in_progress with Retry-After. It then moves
+// the clock past reconcile.after and sends key once more: that retry reconciles. The clock stays
+// ahead, so a later retry of the same key is past reconcile.after too.
+func (f *reconcileFixture) retry(key string) answer {
+	t := f.t
+	t.Helper()
+	a := f.send(key, "")
+	if a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "in_progress" || a.header.Get("Retry-After") == "" {
+		t.Fatalf("%s, retry before reconcile.after: %d %q %q", key, a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Retry-After"))
+	}
+	f.ahead.Store(int64(10*time.Minute + gateway.DefaultStoreTimeout + time.Second)) // past reconcile.after from the latest start of the call
+	return f.send(key, "")
+}
+
+// record is the admin API's view of key's record.
+func (f *reconcileFixture) record(key string) (int, map[string]any) {
+	f.t.Helper()
+	return adminDo(f.t, f.admin, "GET", "/v1/records/default/create_ticket/"+key, "", "")
+}
+
+// reconcileFound: the upstream acted, then the connection broke; the lookup finds the effect,
+// which is committed and replayed.
+func reconcileFound(t *testing.T, f *reconcileFixture) {
+	if a := f.first("found", "after"); a.status != http.StatusBadGateway {
+		t.Fatalf("found, first: %d", a.status)
+	}
+	a := f.retry("found")
+	if a.status != 201 || a.header.Get("Idempotency-Decision") != "replay" || a.header.Get("Idempotency-Reconciled") != "found" {
+		t.Fatalf("found, retry: %d %q %q", a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Idempotency-Reconciled"))
+	}
+	if code, rec := f.record("found"); code != 200 || rec["state"] != "committed" || rec["remote_id"] != "T-1" {
+		t.Fatalf("found, record: %d %v", code, rec)
+	}
+	if a = f.send("found", ""); a.header.Get("Idempotency-Decision") != "replay" || a.header.Get("Idempotency-Reconciled") != "" {
+		t.Fatalf("found, second retry: %q", a.header.Get("Idempotency-Decision"))
+	}
+}
+
+// reconcileMissing: the request reached the upstream, which did nothing; the lookup finds no
+// match, and the call executes again.
+func reconcileMissing(t *testing.T, f *reconcileFixture) {
+	if a := f.first("missing", "before"); a.status != http.StatusBadGateway {
+		t.Fatalf("missing, first: %d", a.status)
+	}
+	a := f.retry("missing")
+	if a.status != 201 || a.header.Get("Idempotency-Decision") != "execute" || a.header.Get("Idempotency-Reconciled") != "not-found" {
+		t.Fatalf("missing, retry: %d %q %q", a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Idempotency-Reconciled"))
+	}
+	if code, rec := f.record("missing"); code != 200 || rec["executions"] != float64(2) {
+		t.Fatalf("missing, record: %d %v", code, rec)
+	}
+}
+
+// reconcileNullOrGone: not found, told two more ways: the lookup's found pointer holds JSON null
+// ({"data":[null]}), or the lookup answers 404. Neither is an effect: the call executes again,
+// and no receipt of null is committed.
+func reconcileNullOrGone(t *testing.T, f *reconcileFixture) {
+	for _, key := range []string{"null-member", "gone"} {
+		if a := f.first(key, "before"); a.status != http.StatusBadGateway {
+			t.Fatalf("%s, first: %d", key, a.status)
+		}
+		a := f.retry(key)
+		if a.status != 201 || a.header.Get("Idempotency-Decision") != "execute" || a.header.Get("Idempotency-Reconciled") != "not-found" {
+			t.Fatalf("%s, retry: %d %q %q %v; want 201 execute after not-found", key, a.status, a.header.Get("Idempotency-Decision"), a.header.Get("Idempotency-Reconciled"), a.problem)
+		}
+		if code, rec := f.record(key); code != 200 || rec["state"] != "committed" ||
+			rec["executions"] != float64(2) || rec["remote_id"] == nil || rec["remote_id"] == "" {
+			t.Fatalf("%s, record: %d %v; want committed by the re-execution (executions 2, a remote_id)", key, code, rec)
+		}
+	}
+}
+
+// reconcileLookupFails: a lookup that answers 500, or whose connection breaks, leaves the record
+// outcome_unknown.
+func reconcileLookupFails(t *testing.T, f *reconcileFixture) {
+	f.first("broken", "after")
+	f.failLookups("500")
+	a := f.retry("broken")
+	if a.status != http.StatusConflict || a.header.Get("Idempotency-Decision") != "outcome_unknown" ||
+		!strings.Contains(fmt.Sprint(a.problem["detail"]), "reconciliation failed: lookup answered 500") {
+		t.Fatalf("broken lookup: %d %q %v", a.status, a.header.Get("Idempotency-Decision"), a.problem)
+	}
+	// A failed lookup does not restart the wait: the next retry asks again at once.
+	if a = f.send("broken", ""); a.header.Get("Idempotency-Decision") != "outcome_unknown" {
+		t.Fatalf("retry after a failed lookup: %d %q, want another lookup (outcome_unknown)", a.status, a.header.Get("Idempotency-Decision"))
+	}
+	// The lookup's connection breaks: the answer and the receipt name the kind of failure,
+	// not the transport's error (docs/security.md#error-details).
+	f.failLookups("")
+	f.first("broken-conn", "after")
+	f.failLookups("drop")
+	const detail = "reconciliation failed: lookup: upstream connection broke before its response was complete"
+	if a = f.retry("broken-conn"); a.status != http.StatusConflict || a.problem["detail"] != problem.ErrOutcomeUnknown.Error()+": "+detail {
+		t.Fatalf("lookup whose connection broke: %d %v", a.status, a.problem)
+	}
+	if code, rec := f.record("broken-conn"); code != 200 || rec["detail"] != detail {
+		t.Fatalf("lookup whose connection broke, record: %d %v; want detail %q", code, rec, detail)
+	}
 }
 
 // TestReconcileReExecutionRestartsTheWait: a re-execution after a lookup that found nothing is a

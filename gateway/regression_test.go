@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,68 +20,6 @@ import (
 
 // Regression tests for what a hostile first user found: each input below once got through, or got
 // the wrong answer.
-
-// countingUpstream answers 201 {"id":"T-<n>"} to every request (502 when X-Fail is set) and counts.
-func countingUpstream(t *testing.T) (*httptest.Server, *atomic.Int32) {
-	t.Helper()
-	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		i := n.Add(1)
-		if r.Header.Get("X-Fail") != "" {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"id":"T-%d"}`, i)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &n
-}
-
-const regressionRoutes = `
-upstreams:
-  up: {url: %s}
-defaults: {max_body_bytes: 64}
-routes:
-  - {name: create, upstream: up, method: POST, path: /v1/tickets, class: non_idempotent,
-     fingerprint: {query: [dry_run]}, receipt: {remote_id: /id}}
-  - {name: comment, upstream: up, method: POST, path: "/t/{id}/comment", class: non_idempotent, opaque_path_params: [id]}
-  - {name: put, upstream: up, method: PUT, path: /v1/tickets, class: idempotent, on_unknown_outcome: release}
-  - {name: read, upstream: up, method: GET, path: "/v1/tickets/{id}", class: read_only}
-`
-
-type answer struct {
-	status  int
-	header  http.Header
-	problem map[string]any
-}
-
-func do(t *testing.T, method, url string, header http.Header, body string) answer {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading the answer (%d): %v", method, url, resp.StatusCode, err)
-	}
-	a := answer{status: resp.StatusCode, header: resp.Header}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
-		_ = json.Unmarshal(b, &a.problem)
-	}
-	return a
-}
 
 func TestRegressionRequests(t *testing.T) {
 	t.Parallel()

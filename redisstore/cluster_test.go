@@ -29,11 +29,6 @@ func newClusterStore(t *testing.T, cluster *redistest.Cluster, opts redisstore.O
 	return s
 }
 
-// subtestPrefix is a key prefix of its own for each subtest of the conformance suite.
-func subtestPrefix(t *testing.T) string {
-	return "test:" + strings.NewReplacer("{", "_", "}", "_").Replace(t.Name()) + ":"
-}
-
 // TestCluster runs the conformance suite, with and without WAIT, and a concurrent-claim test on a
 // three-master Redis Cluster, through redis.ClusterClient.
 func TestCluster(t *testing.T) {

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,73 +29,6 @@ import (
 )
 
 var _ record.SettleNotifier = (*redisstore.Store)(nil)
-
-// watchTimeout bounds the tests' waits for a subscription to be confirmed.
-const watchTimeout = 5 * time.Second
-
-// notices is a key's settle notices, as a WatchSettled function sends them.
-type notices chan struct{}
-
-func (n notices) settled() {
-	select {
-	case n <- struct{}{}:
-	default: // one is enough to wake; the tests count them with a buffer larger than they need
-	}
-}
-
-// watch watches key in s, failing the test unless the subscription is confirmed in watchTimeout.
-func watch(t *testing.T, s *redisstore.Store, key string) (notices, func()) {
-	t.Helper()
-	n := make(notices, 10)
-	ctx, cancel := context.WithTimeout(context.Background(), watchTimeout)
-	defer cancel()
-	stop, err := s.WatchSettled(ctx, key, n.settled)
-	if err != nil {
-		stop()
-		t.Fatalf("WatchSettled(%q): %v", key, err)
-	}
-	t.Cleanup(stop)
-	return n, stop
-}
-
-// expectNotice fails the test unless n receives a notice within five seconds.
-func expectNotice(t *testing.T, n notices, what string) {
-	t.Helper()
-	select {
-	case <-n:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("no notice for %s", what)
-	}
-}
-
-// markers numbers the marker keys of expectNoNotice.
-var markers atomic.Int64
-
-// expectNoNotice fails the test if any of ns, watches of listener, has received a notice by the
-// time a marker notice published after the settles they must not hear has reached listener: it
-// watches a marker key of its own, PUBLISHes on its settle channel through pub (a client of the
-// node that ran those settles' scripts: on Redis Cluster, the master of their slot), waits for
-// the marker, and then requires ns empty. Redis delivers the messages of one node to a subscribed
-// connection in the order it ran the PUBLISHes, and the store delivers a connection's notices in
-// order from one goroutine, so an unwanted notice would have been delivered before the marker:
-// no time window.
-func expectNoNotice(t *testing.T, listener *redisstore.Store, pub redis.Cmdable, what string, ns ...notices) {
-	t.Helper()
-	key := fmt.Sprintf("marker/%d", markers.Add(1))
-	marker, stop := watch(t, listener, key)
-	defer stop()
-	if err := pub.Publish(ctx, redisstore.SettledChannel(listener, key), "marker").Err(); err != nil {
-		t.Fatalf("PUBLISH the marker %s: %v", key, err)
-	}
-	expectNotice(t, marker, "the marker "+key)
-	for _, n := range ns {
-		select {
-		case <-n:
-			t.Errorf("a notice for %s", what)
-		default:
-		}
-	}
-}
 
 // subscribers returns PUBSUB NUMSUB of the settle channel of key in s: how many connections
 // subscribe to it on the server.
@@ -118,27 +50,6 @@ func settleChannels(t *testing.T, raw *redis.Client, prefix string) []string {
 		t.Fatal(err)
 	}
 	return channels
-}
-
-// settle claims key in s as owner "o", has a duplicate find it in progress (as a waiting duplicate
-// does before and after it watches the key: only then does a settle PUBLISH), and commits it.
-func settle(t *testing.T, s *redisstore.Store, key string) {
-	t.Helper()
-	if claimed, _, _, err := s.Claim(ctx, key, "o", []byte("p"), time.Minute, time.Hour); !claimed || err != nil {
-		t.Fatalf("Claim(%q) = %v, %v", key, claimed, err)
-	}
-	duplicate(t, s, key)
-	if ok, err := s.Commit(ctx, key, "o", []byte("r"), time.Hour); !ok || err != nil {
-		t.Fatalf("Commit(%q) = %v, %v", key, ok, err)
-	}
-}
-
-// duplicate claims key in s as another owner than "o", and expects to find it in progress.
-func duplicate(t *testing.T, s *redisstore.Store, key string) {
-	t.Helper()
-	if claimed, state, _, err := s.Claim(ctx, key, "dup", []byte("p"), time.Minute, time.Hour); claimed || state != record.StateInProgress || err != nil {
-		t.Fatalf("duplicate Claim(%q) = %v, %q, %v; want in progress", key, claimed, state, err)
-	}
 }
 
 // TestWatchSettled: a Store hears every commit, release and mark-unknown that another Store on the

@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -22,56 +21,6 @@ import (
 )
 
 var _ record.Store = (*redisstore.Store)(nil)
-
-var ctx = context.Background()
-
-// newClient returns a client of srv, closed when the test ends.
-func newClient(t *testing.T, srv *redistest.Server) *redis.Client {
-	t.Helper()
-	opts, err := redis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatalf("parse %s: %v", srv.URL(), err)
-	}
-	c := redis.NewClient(opts)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// newStore returns a store on srv with its own client and prefix.
-func newStore(t *testing.T, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
-	t.Helper()
-	return newStoreAs(t, srv, opts, "")
-}
-
-// newStoreAs is newStore connected as user, whose password is "pw" ("": the default user).
-func newStoreAs(t *testing.T, srv *redistest.Server, opts redisstore.Options, user string) *redisstore.Store {
-	t.Helper()
-	opts2, err := redis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if user != "" {
-		opts2.Username, opts2.Password = user, "pw"
-	}
-	s, err := redisstore.New(redis.NewClient(opts2), opts)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-// subject is the conformance suite's view of s: the TTL of a record is its key's PTTL, read
-// through raw. Redis keeps time by its server's TIME, which no test can move: no Advance.
-func subject(s *redisstore.Store, raw redis.Cmdable) recordtest.Subject {
-	return recordtest.Subject{Store: s, TTL: func(key string) (time.Duration, error) {
-		left, err := raw.PTTL(ctx, redisstore.RedisKey(s, key)).Result()
-		if err == nil && left == -2 { // go-redis passes PTTL's -2 (no key) and -1 (no expiry) as they are
-			err = fmt.Errorf("no record at %q", key)
-		}
-		return left, err
-	}}
-}
 
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
@@ -231,14 +180,6 @@ func TestKeyLayout(t *testing.T) {
 	}
 }
 
-func mustClaim(t *testing.T, s *redisstore.Store, key string, ttl time.Duration, payload []byte) {
-	t.Helper()
-	claimed, _, _, err := s.Claim(ctx, key, "owner", payload, time.Minute, ttl)
-	if err != nil || !claimed {
-		t.Fatalf("Claim(%q) = %v, %v; want claimed", key, claimed, err)
-	}
-}
-
 // TestPingEvictionPolicy: the store is not ready while maxmemory-policy could evict records, also
 // when Redis refuses CONFIG (a managed Redis with CONFIG renamed, or an ACL user without
 // +config|get): Ping then reads the policy from INFO memory, and fails closed when Redis refuses
@@ -375,27 +316,6 @@ func TestClaimSurvivesRestart(t *testing.T) {
 			}
 		})
 	}
-}
-
-// commandCalls returns the calls per command from INFO commandstats.
-func commandCalls(t *testing.T, c *redis.Client) map[string]int {
-	t.Helper()
-	info, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls := map[string]int{}
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		// cmdstat_evalsha:calls=3,usec=...
-		name, rest, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "cmdstat_"), ":calls=")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
-		calls[name] = n
-	}
-	return calls
 }
 
 // countHook counts the commands a client sends, one per round trip (and a pipeline's commands,

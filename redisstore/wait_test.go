@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,27 +14,6 @@ import (
 	"github.com/idemgateway/idemgateway/record/recordtest"
 	"github.com/idemgateway/idemgateway/redisstore"
 )
-
-// unreplicatedLog collects the reports of Options.OnUnreplicated.
-type unreplicatedLog struct {
-	mu  sync.Mutex
-	got []redisstore.Unreplicated
-}
-
-func (l *unreplicatedLog) record(_ context.Context, u redisstore.Unreplicated) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.got = append(l.got, u)
-}
-
-// take returns the reports since the last take.
-func (l *unreplicatedLog) take() []redisstore.Unreplicated {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	got := l.got
-	l.got = nil
-	return got
-}
 
 // roundTrips counts the round trips a client makes: one per command, one per pipeline.
 type roundTrips struct{ n atomic.Int64 }

@@ -15,31 +15,6 @@ import (
 	"github.com/idemgateway/idemgateway/canonical"
 )
 
-// testEnv is the environment of the tests; its values must never show in an error or a print.
-var testEnv = map[string]string{
-	"TICKETS_TOKEN": "s3cr3t-tickets-token",
-	"CLIENT_ID":     "s3cr3t-client-id",
-	"NEWLINE_VALUE": "s3cr3t\r\nX-Injected: 1",
-}
-
-// secretValues are every credential the test files hold, in the environment or inline.
-var secretValues = []string{"s3cr3t", "hunter2", "pa55"}
-
-func lookupTestEnv(name string) (string, bool) {
-	v, ok := testEnv[name]
-	return v, ok
-}
-
-// parseFile parses a file of testdata with testEnv.
-func parseFile(t *testing.T, name string) (*Config, error) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return Parse(name, data, lookupTestEnv)
-}
-
 func TestParseGoodFiles(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("testdata/*.good.yml")
@@ -70,10 +45,25 @@ func TestParseGoodFiles(t *testing.T) {
 }
 
 // badFiles holds, for every testdata/*.bad.yml, the exact lines of Parse's error.
-var badFiles = map[string][]string{
-	"empty.bad.yml": {
-		"empty.bad.yml: routes: at least one route is required",
-	},
+var badFiles = joinBadFiles(decodeBadFiles, routeBadFiles, fingerprintBadFiles, upstreamBadFiles, clientsBadFiles)
+
+// joinBadFiles joins tables of bad files into one; a file in two of them is a mistake of the test.
+func joinBadFiles(tables ...map[string][]string) map[string][]string {
+	all := map[string][]string{}
+	for _, table := range tables {
+		for name, lines := range table {
+			if _, dup := all[name]; dup {
+				panic(name + " is in two tables of bad files")
+			}
+			all[name] = lines
+		}
+	}
+	return all
+}
+
+// decodeBadFiles are the files that do not decode as a routes file: YAML syntax, unknown
+// fields, values of the wrong type, a second document.
+var decodeBadFiles = map[string][]string{
 	"duplicate_key.bad.yml": {
 		`duplicate_key.bad.yml:10: mapping key "path" already defined at line 8`,
 	},
@@ -83,38 +73,25 @@ var badFiles = map[string][]string{
 		"unknown_field.bad.yml:14: cannot unmarshal !!str `maybe` into a boolean",
 		"unknown_field.bad.yml:16: cannot unmarshal !!int `201` into a list of integers",
 	},
-	"clients.bad.yml": {
-		`clients.bad.yml: clients.api_keys[0] "plain": key: must be sha256:<64 hex digits>, the SHA-256 of the key; never the key itself`,
-		`clients.bad.yml: clients.api_keys[1]: name: required`,
-		`clients.bad.yml: clients.api_keys[1]: header: "X Api Key": invalid header name`,
-		`clients.bad.yml: clients.api_keys[1]: key: must be sha256:<64 hex digits>, the SHA-256 of the key; never the key itself`,
-		`clients.bad.yml: clients.api_keys[1]: tenant: "a/b": byte 1 is not a token character (RFC 9110 §5.6.2)`,
-		`clients.bad.yml: clients.api_keys[2] "plain": name: duplicate client name; first used by clients.api_keys[0] "plain"`,
-		`clients.bad.yml: clients.api_keys[2] "plain": header: "Host": set by the proxy; a client cannot send its key in it`,
-		`clients.bad.yml: clients.api_keys[2] "plain": tenant: required: the client's tenant`,
-		`clients.bad.yml: clients.api_keys[3] "twin": header: "host": set by the proxy; a client cannot send its key in it`,
-		`clients.bad.yml: clients.api_keys[3] "twin": key: the same key as clients.api_keys[2] "plain", in the same header: a key names one client`,
-		`clients.bad.yml: clients.api_keys[3] "twin": actor: "agent 7": byte 5 is not a token character (RFC 9110 §5.6.2)`,
-		`clients.bad.yml: clients.jwt[0] "nokeys": jwks_file or jwks_url is required: the keys that sign the tokens`,
-		`clients.bad.yml: clients.jwt[1] "both": jwks_url: set with jwks_file; set one of them`,
-		`clients.bad.yml: clients.jwt[1] "both": issuer: "https://a.example/": also the issuer of clients.jwt[0] "nokeys"; an issuer names one client`,
-		`clients.bad.yml: clients.jwt[1] "both": audience: required: a value the tokens' aud must hold`,
-		`clients.bad.yml: clients.jwt[2] "missing-file": jwks_file: testdata/no-such-jwks.json: no such file or directory`,
-		`clients.bad.yml: clients.jwt[3] "not-a-set": jwks_file: testdata/minimal.good.yml: not a JSON Web Key Set with keys (RFC 7517 §5)`,
-		`clients.bad.yml: clients.jwt[4] "plain-http": jwks_url: "http://sso.example.com/jwks": http only to a loopback host; use https`,
-		`clients.bad.yml: clients.jwt[4] "plain-http": algorithms[0]: "HS256": not an asymmetric JWS algorithm (want one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA)`,
-		`clients.bad.yml: clients.jwt[4] "plain-http": algorithms[1]: "none": not an asymmetric JWS algorithm (want one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA)`,
-		`clients.bad.yml: clients.jwt[4] "plain-http": algorithms[3]: "ES256": duplicate of algorithms[2]`,
-		`clients.bad.yml: clients.jwt[5] "no-algorithms": jwks_url: "https://[redacted]@sso.example.com/jwks": must not hold credentials`,
-		`clients.bad.yml: clients.jwt[5] "no-algorithms": algorithms: empty: no token could be verified; leave it out for the default`,
-		`clients.bad.yml: clients.jwt[6] "ftp": jwks_url: "ftp://sso.example.com/jwks": scheme must be https`,
-		`clients.bad.yml: clients.jwt[6] "ftp": issuer: required: the iss that tokens must carry`,
-		`clients.bad.yml: clients.jwt[6] "ftp": audience: required: a value the tokens' aud must hold`,
-		`clients.bad.yml: clients.jwt[6] "ftp": tenant_claim: required: the claim that holds the tenant`,
-		`clients.bad.yml: routes[0] "get_file": opaque_path_params[1]: "nam": no such parameter in path "/v1/files/{folder}/{name}"`,
-		`clients.bad.yml: routes[0] "get_file": opaque_path_params[2]: "name": duplicate of opaque_path_params[0]`,
-		`clients.bad.yml: routes[0] "get_file": opaque_path_params[3]: "*": no such parameter in path "/v1/files/{folder}/{name}"`,
-		`clients.bad.yml: routes[1] "this-name-is-far-too-long-for-a-tool-name-since-the-tool-name-is-part-of-every-store-key-and-the-store-key-must-stay-bounded-to-128": name: 131 bytes, longer than 128 (the tool name is part of every record's store key)`,
+	"rules_decode.bad.yml": {
+		"rules_decode.bad.yml:13: cannot unmarshal !!str `/labels` into a list of strings",
+		"rules_decode.bad.yml:14: cannot unmarshal !!seq into a mapping",
+		"rules_decode.bad.yml:16: cannot unmarshal !!str `trim` into a list of strings",
+		"rules_decode.bad.yml:17: cannot unmarshal !!seq into a string",
+		`rules_decode.bad.yml:18: unknown field "reorder"`,
+	},
+	"syntax.bad.yml": {
+		`syntax.bad.yml:4: did not find expected key`,
+	},
+	"two_documents.bad.yml": {
+		`two_documents.bad.yml:6: a routes file holds one YAML document; found a second`,
+	},
+}
+
+// routeBadFiles are the files whose routes, defaults and their settings are wrong.
+var routeBadFiles = map[string][]string{
+	"empty.bad.yml": {
+		"empty.bad.yml: routes: at least one route is required",
 	},
 	"defaults.bad.yml": {
 		`defaults.bad.yml: defaults.ttl: 0s: must be positive`,
@@ -130,27 +107,6 @@ var badFiles = map[string][]string{
 		`defaults.bad.yml: routes[0] "create_ticket": tenant_header: "X-Tenant:": invalid header name`,
 		`defaults.bad.yml: routes[0] "create_ticket": max_body_bytes: -5: must be positive`,
 		`defaults.bad.yml: routes[1] "create_other": ttl: 100000h0m0s: must be at most 8760h0m0s (a year)`,
-	},
-	"fingerprint.bad.yml": {
-		`fingerprint.bad.yml: routes[0] "create_ticket": key.header: "Idempotency Key": invalid header name`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.body.include[1]: "/title~2": invalid JSON Pointer escape`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.body.include[2]: "title": JSON Pointer must start with "/"`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.body.include[3]: "/title": duplicate of include[0]`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.body.exclude[0]: "": empty JSON Pointer`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.query[1]: query parameter name must not be empty`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.query[2]: "dry_run": duplicate of query[0]`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.headers[1]: "X Account": invalid header name`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.headers[2]: "x-account": duplicate of headers[0] (names are case-insensitive)`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": receipt.remote_id: "id": JSON Pointer must start with "/"`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": receipt.remote_url: "/url~": invalid JSON Pointer escape`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": on_unknown_outcome: "ignore": must be block or release`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.committed[1]: 99: must be a status code from 200 to 599`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.not_committed[1]: 409: listed twice`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.not_committed[2]: 600: must be a status code from 200 to 599`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.unknown[0]: 402: also in outcome.committed; a code may stand in one list only`,
-		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.unknown[2]: 101: a 1xx is never a final answer; the gateway counts it an unknown outcome, whatever the lists say`,
-		`fingerprint.bad.yml: routes[1] "rpc_create": fingerprint.body.include: "/id": a JSON-RPC request's pointers start with /params (e.g. /params/arguments/title) or /method`,
-		`fingerprint.bad.yml: routes[1] "rpc_create": fingerprint.body.include: "/arguments/priority": a JSON-RPC request's pointers start with /params (e.g. /params/arguments/title) or /method`,
 	},
 	"read_only.bad.yml": {
 		`read_only.bad.yml: routes[0] "get_ticket": key: meaningless on a read_only route, which never touches the store`,
@@ -192,6 +148,32 @@ var badFiles = map[string][]string{
 		`routes.bad.yml: routes[12] "p7": path: "/a?b=1": must not contain white space, control characters, "?" or "#"`,
 		`routes.bad.yml: routes[13] "p8": path: "/a b": must not contain white space, control characters, "?" or "#"`,
 	},
+}
+
+// fingerprintBadFiles are the files whose keys, fingerprints, receipts, outcomes and reconciles are
+// wrong.
+var fingerprintBadFiles = map[string][]string{
+	"fingerprint.bad.yml": {
+		`fingerprint.bad.yml: routes[0] "create_ticket": key.header: "Idempotency Key": invalid header name`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.body.include[1]: "/title~2": invalid JSON Pointer escape`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.body.include[2]: "title": JSON Pointer must start with "/"`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.body.include[3]: "/title": duplicate of include[0]`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.body.exclude[0]: "": empty JSON Pointer`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.query[1]: query parameter name must not be empty`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.query[2]: "dry_run": duplicate of query[0]`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.headers[1]: "X Account": invalid header name`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": fingerprint.headers[2]: "x-account": duplicate of headers[0] (names are case-insensitive)`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": receipt.remote_id: "id": JSON Pointer must start with "/"`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": receipt.remote_url: "/url~": invalid JSON Pointer escape`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": on_unknown_outcome: "ignore": must be block or release`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.committed[1]: 99: must be a status code from 200 to 599`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.not_committed[1]: 409: listed twice`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.not_committed[2]: 600: must be a status code from 200 to 599`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.unknown[0]: 402: also in outcome.committed; a code may stand in one list only`,
+		`fingerprint.bad.yml: routes[0] "create_ticket": outcome.unknown[2]: 101: a 1xx is never a final answer; the gateway counts it an unknown outcome, whatever the lists say`,
+		`fingerprint.bad.yml: routes[1] "rpc_create": fingerprint.body.include: "/id": a JSON-RPC request's pointers start with /params (e.g. /params/arguments/title) or /method`,
+		`fingerprint.bad.yml: routes[1] "rpc_create": fingerprint.body.include: "/arguments/priority": a JSON-RPC request's pointers start with /params (e.g. /params/arguments/title) or /method`,
+	},
 	"rules.bad.yml": {
 		`rules.bad.yml: routes[0] "x": fingerprint.body.sets[1]: "labels": JSON Pointer must start with "/"`,
 		`rules.bad.yml: routes[0] "x": fingerprint.body.sets[2]: "/labels": duplicate of sets[0]`,
@@ -230,19 +212,10 @@ var badFiles = map[string][]string{
 		`reconcile.bad.yml: routes[0] "x": on_unknown_outcome: release frees unknown outcomes at once, so reconcile would never run; use block`,
 		`reconcile.bad.yml: routes[1] "y": reconcile: meaningless on a read_only route, which never touches the store`,
 	},
-	"rules_decode.bad.yml": {
-		"rules_decode.bad.yml:13: cannot unmarshal !!str `/labels` into a list of strings",
-		"rules_decode.bad.yml:14: cannot unmarshal !!seq into a mapping",
-		"rules_decode.bad.yml:16: cannot unmarshal !!str `trim` into a list of strings",
-		"rules_decode.bad.yml:17: cannot unmarshal !!seq into a string",
-		`rules_decode.bad.yml:18: unknown field "reorder"`,
-	},
-	"syntax.bad.yml": {
-		`syntax.bad.yml:4: did not find expected key`,
-	},
-	"two_documents.bad.yml": {
-		`two_documents.bad.yml:6: a routes file holds one YAML document; found a second`,
-	},
+}
+
+// upstreamBadFiles are the files whose upstreams are wrong.
+var upstreamBadFiles = map[string][]string{
 	"upstreams.bad.yml": {
 		`upstreams.bad.yml: upstreams.bad name: name "bad name": must be letters, digits, '_', '.' or '-'`,
 		`upstreams.bad.yml: upstreams.bad name.timeout: 0s: must be positive`,
@@ -266,6 +239,43 @@ var badFiles = map[string][]string{
 		`upstreams.bad.yml: upstreams.nourl.url: required`,
 		`upstreams.bad.yml: upstreams.nourl.timeout: -1s: must be positive`,
 		`upstreams.bad.yml: upstreams.query.url: "http://h/?a=1": must not have a query`,
+	},
+}
+
+// clientsBadFiles are the files whose clients (API keys, JWT issuers) are wrong.
+var clientsBadFiles = map[string][]string{
+	"clients.bad.yml": {
+		`clients.bad.yml: clients.api_keys[0] "plain": key: must be sha256:<64 hex digits>, the SHA-256 of the key; never the key itself`,
+		`clients.bad.yml: clients.api_keys[1]: name: required`,
+		`clients.bad.yml: clients.api_keys[1]: header: "X Api Key": invalid header name`,
+		`clients.bad.yml: clients.api_keys[1]: key: must be sha256:<64 hex digits>, the SHA-256 of the key; never the key itself`,
+		`clients.bad.yml: clients.api_keys[1]: tenant: "a/b": byte 1 is not a token character (RFC 9110 §5.6.2)`,
+		`clients.bad.yml: clients.api_keys[2] "plain": name: duplicate client name; first used by clients.api_keys[0] "plain"`,
+		`clients.bad.yml: clients.api_keys[2] "plain": header: "Host": set by the proxy; a client cannot send its key in it`,
+		`clients.bad.yml: clients.api_keys[2] "plain": tenant: required: the client's tenant`,
+		`clients.bad.yml: clients.api_keys[3] "twin": header: "host": set by the proxy; a client cannot send its key in it`,
+		`clients.bad.yml: clients.api_keys[3] "twin": key: the same key as clients.api_keys[2] "plain", in the same header: a key names one client`,
+		`clients.bad.yml: clients.api_keys[3] "twin": actor: "agent 7": byte 5 is not a token character (RFC 9110 §5.6.2)`,
+		`clients.bad.yml: clients.jwt[0] "nokeys": jwks_file or jwks_url is required: the keys that sign the tokens`,
+		`clients.bad.yml: clients.jwt[1] "both": jwks_url: set with jwks_file; set one of them`,
+		`clients.bad.yml: clients.jwt[1] "both": issuer: "https://a.example/": also the issuer of clients.jwt[0] "nokeys"; an issuer names one client`,
+		`clients.bad.yml: clients.jwt[1] "both": audience: required: a value the tokens' aud must hold`,
+		`clients.bad.yml: clients.jwt[2] "missing-file": jwks_file: testdata/no-such-jwks.json: no such file or directory`,
+		`clients.bad.yml: clients.jwt[3] "not-a-set": jwks_file: testdata/minimal.good.yml: not a JSON Web Key Set with keys (RFC 7517 §5)`,
+		`clients.bad.yml: clients.jwt[4] "plain-http": jwks_url: "http://sso.example.com/jwks": http only to a loopback host; use https`,
+		`clients.bad.yml: clients.jwt[4] "plain-http": algorithms[0]: "HS256": not an asymmetric JWS algorithm (want one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA)`,
+		`clients.bad.yml: clients.jwt[4] "plain-http": algorithms[1]: "none": not an asymmetric JWS algorithm (want one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA)`,
+		`clients.bad.yml: clients.jwt[4] "plain-http": algorithms[3]: "ES256": duplicate of algorithms[2]`,
+		`clients.bad.yml: clients.jwt[5] "no-algorithms": jwks_url: "https://[redacted]@sso.example.com/jwks": must not hold credentials`,
+		`clients.bad.yml: clients.jwt[5] "no-algorithms": algorithms: empty: no token could be verified; leave it out for the default`,
+		`clients.bad.yml: clients.jwt[6] "ftp": jwks_url: "ftp://sso.example.com/jwks": scheme must be https`,
+		`clients.bad.yml: clients.jwt[6] "ftp": issuer: required: the iss that tokens must carry`,
+		`clients.bad.yml: clients.jwt[6] "ftp": audience: required: a value the tokens' aud must hold`,
+		`clients.bad.yml: clients.jwt[6] "ftp": tenant_claim: required: the claim that holds the tenant`,
+		`clients.bad.yml: routes[0] "get_file": opaque_path_params[1]: "nam": no such parameter in path "/v1/files/{folder}/{name}"`,
+		`clients.bad.yml: routes[0] "get_file": opaque_path_params[2]: "name": duplicate of opaque_path_params[0]`,
+		`clients.bad.yml: routes[0] "get_file": opaque_path_params[3]: "*": no such parameter in path "/v1/files/{folder}/{name}"`,
+		`clients.bad.yml: routes[1] "this-name-is-far-too-long-for-a-tool-name-since-the-tool-name-is-part-of-every-store-key-and-the-store-key-must-stay-bounded-to-128": name: 131 bytes, longer than 128 (the tool name is part of every record's store key)`,
 	},
 }
 
@@ -312,17 +322,7 @@ func TestParseBadFiles(t *testing.T) {
 	}
 }
 
-// assertNoSecret fails when s holds a credential of the test files.
-func assertNoSecret(t *testing.T, s string) {
-	t.Helper()
-	for _, secret := range secretValues {
-		if strings.Contains(s, secret) {
-			t.Errorf("%q leaks %q", s, secret)
-		}
-	}
-}
-
-// mustPointer parses a JSON Pointer that a test knows to be valid.
+// mustTemplate parses a key template that a test knows to be valid.
 func mustTemplate(t *testing.T, s string) *KeyTemplate {
 	t.Helper()
 	kt, err := ParseKeyTemplate(s)
@@ -330,15 +330,6 @@ func mustTemplate(t *testing.T, s string) *KeyTemplate {
 		t.Fatal(err)
 	}
 	return kt
-}
-
-func mustPointer(t *testing.T, s string) canonical.Pointer {
-	t.Helper()
-	p, err := canonical.ParsePointer(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // TestParseFull checks every field of full.good.yml, and which of the route, the defaults block
@@ -349,6 +340,28 @@ func TestParseFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	want := fullConfig(t)
+	checkFullFingerprints(t, cfg.Routes)
+	if !reflect.DeepEqual(cfg, want) {
+		for i := range max(len(cfg.Routes), len(want.Routes)) {
+			if i >= len(cfg.Routes) || i >= len(want.Routes) || !reflect.DeepEqual(cfg.Routes[i], want.Routes[i]) {
+				t.Errorf("routes[%d]:\n got %+v\nwant %+v", i, cfg.Routes[i], want.Routes[i])
+			}
+		}
+		for name, u := range want.Upstreams {
+			if !reflect.DeepEqual(cfg.Upstreams[name], u) {
+				t.Errorf("upstreams.%s:\n got %+v\nwant %+v", name, cfg.Upstreams[name], u)
+			}
+		}
+		if len(cfg.Upstreams) != len(want.Upstreams) {
+			t.Errorf("got %d upstreams, want %d", len(cfg.Upstreams), len(want.Upstreams))
+		}
+	}
+}
+
+// fullConfig is the Config that full.good.yml resolves to, its routes' Fingerprints left out.
+func fullConfig(t *testing.T) *Config {
+	t.Helper()
 	tickets := &Upstream{
 		Name:        "tickets",
 		URL:         &url.URL{Scheme: "https", Host: "tickets.example.com", Path: "/api"},
@@ -364,89 +377,95 @@ func TestParseFull(t *testing.T) {
 		URL:     &url.URL{Scheme: "http", Host: "127.0.0.1:9001"},
 		Timeout: DefaultUpstreamTimeout,
 	}
-	want := &Config{
+	return &Config{
 		Upstreams: map[string]*Upstream{"tickets": tickets, "billing": billing},
-		Routes: []*Route{
-			{ // every field set on the route
-				Name:     "create_ticket",
-				Kind:     KindHTTP,
-				Upstream: tickets,
-				Method:   "POST",
-				Path:     "/tickets/v1/tickets",
-				Class:    NonIdempotent,
-				Key: Key{Header: "X-Request-Key", Required: false,
-					From:   KeySource{Source: SourceBody, Name: "/request_key", Pointer: mustPointer(t, "/request_key")},
-					Derive: mustTemplate(t, "{tenant}:{body:/customer_id}:create_ticket")},
-				Receipt: Receipt{
-					RemoteID:  mustPointer(t, "/id"),
-					RemoteURL: mustPointer(t, "/url"),
-				},
-				OnUnknownOutcome: Release,
-				Outcome: Outcome{
-					Committed:    []int{402},
-					NotCommitted: []int{409, 500},
-					Unknown:      []int{429},
-				},
-				TTL:          time.Hour,
-				LockLease:    30 * time.Second,
-				Concurrency:  Reject,
-				WaitTimeout:  2 * time.Second,
-				TenantHeader: "X-Tenant",
-				ActorHeader:  "X-Actor",
-				MaxBodyBytes: 2048,
+		Routes:    fullRoutes(t, tickets, billing),
+	}
+}
+
+// fullRoutes are the routes of full.good.yml, on its upstreams tickets and billing.
+func fullRoutes(t *testing.T, tickets, billing *Upstream) []*Route {
+	t.Helper()
+	routes := []*Route{
+		{ // every field set on the route
+			Name:     "create_ticket",
+			Kind:     KindHTTP,
+			Upstream: tickets,
+			Method:   "POST",
+			Path:     "/tickets/v1/tickets",
+			Class:    NonIdempotent,
+			Key: Key{Header: "X-Request-Key", Required: false,
+				From:   KeySource{Source: SourceBody, Name: "/request_key", Pointer: mustPointer(t, "/request_key")},
+				Derive: mustTemplate(t, "{tenant}:{body:/customer_id}:create_ticket")},
+			Receipt: Receipt{
+				RemoteID:  mustPointer(t, "/id"),
+				RemoteURL: mustPointer(t, "/url"),
 			},
-			{ // nothing set on the route: the defaults block, else the Default constants
-				Name:             "update_ticket",
-				Kind:             KindHTTP,
-				Upstream:         tickets,
-				Method:           "PUT", // upper-cased
-				Path:             "/tickets/v1/tickets/{id}",
-				Class:            Idempotent,
-				Key:              Key{Header: DefaultKeyHeader, Required: false},
-				OnUnknownOutcome: Release,
-				TTL:              48 * time.Hour,
-				LockLease:        15 * time.Second,
-				Concurrency:      Wait,
-				WaitTimeout:      5 * time.Second,
-				TenantHeader:     "X-Org-Id", // canonical form
-				ActorHeader:      "X-Agent",
-				MaxBodyBytes:     65536,
+			OnUnknownOutcome: Release,
+			Outcome: Outcome{
+				Committed:    []int{402},
+				NotCommitted: []int{409, 500},
+				Unknown:      []int{429},
 			},
-			{
-				Name:             "get_ticket",
-				Kind:             KindHTTP,
-				Upstream:         tickets,
-				Method:           "GET",
-				Path:             "/tickets/v1/tickets/{id}",
-				Class:            ReadOnly,
-				Key:              Key{Header: DefaultKeyHeader, Required: false},
-				OnUnknownOutcome: Release,
-				TTL:              48 * time.Hour,
-				LockLease:        15 * time.Second,
-				Concurrency:      Wait,
-				WaitTimeout:      5 * time.Second,
-				TenantHeader:     "X-Tenant",
-				ActorHeader:      "X-Agent",
-				MaxBodyBytes:     1,
-				Upgrade:          UpgradeWebSocket,
-			},
-			{ // the class's defaults: key required, block
-				Name:             "charge",
-				Kind:             KindHTTP,
-				Upstream:         billing,
-				Method:           "POST",
-				Path:             "/v1/customers/{customer:[0-9]+}/charges",
-				Class:            NonIdempotent,
-				Key:              Key{Header: DefaultKeyHeader, Required: true},
-				OnUnknownOutcome: Block,
-				TTL:              48 * time.Hour,
-				LockLease:        15 * time.Second,
-				Concurrency:      Wait,
-				WaitTimeout:      5 * time.Second,
-				TenantHeader:     "X-Org-Id",
-				ActorHeader:      "X-Agent",
-				MaxBodyBytes:     65536,
-			},
+			TTL:          time.Hour,
+			LockLease:    30 * time.Second,
+			Concurrency:  Reject,
+			WaitTimeout:  2 * time.Second,
+			TenantHeader: "X-Tenant",
+			ActorHeader:  "X-Actor",
+			MaxBodyBytes: 2048,
+		},
+		{ // nothing set on the route: the defaults block, else the Default constants
+			Name:             "update_ticket",
+			Kind:             KindHTTP,
+			Upstream:         tickets,
+			Method:           "PUT", // upper-cased
+			Path:             "/tickets/v1/tickets/{id}",
+			Class:            Idempotent,
+			Key:              Key{Header: DefaultKeyHeader, Required: false},
+			OnUnknownOutcome: Release,
+			TTL:              48 * time.Hour,
+			LockLease:        15 * time.Second,
+			Concurrency:      Wait,
+			WaitTimeout:      5 * time.Second,
+			TenantHeader:     "X-Org-Id", // canonical form
+			ActorHeader:      "X-Agent",
+			MaxBodyBytes:     65536,
+		},
+		{
+			Name:             "get_ticket",
+			Kind:             KindHTTP,
+			Upstream:         tickets,
+			Method:           "GET",
+			Path:             "/tickets/v1/tickets/{id}",
+			Class:            ReadOnly,
+			Key:              Key{Header: DefaultKeyHeader, Required: false},
+			OnUnknownOutcome: Release,
+			TTL:              48 * time.Hour,
+			LockLease:        15 * time.Second,
+			Concurrency:      Wait,
+			WaitTimeout:      5 * time.Second,
+			TenantHeader:     "X-Tenant",
+			ActorHeader:      "X-Agent",
+			MaxBodyBytes:     1,
+			Upgrade:          UpgradeWebSocket,
+		},
+		{ // the class's defaults: key required, block
+			Name:             "charge",
+			Kind:             KindHTTP,
+			Upstream:         billing,
+			Method:           "POST",
+			Path:             "/v1/customers/{customer:[0-9]+}/charges",
+			Class:            NonIdempotent,
+			Key:              Key{Header: DefaultKeyHeader, Required: true},
+			OnUnknownOutcome: Block,
+			TTL:              48 * time.Hour,
+			LockLease:        15 * time.Second,
+			Concurrency:      Wait,
+			WaitTimeout:      5 * time.Second,
+			TenantHeader:     "X-Org-Id",
+			ActorHeader:      "X-Agent",
+			MaxBodyBytes:     65536,
 		},
 	}
 	for _, r := range []struct{ name, path string }{
@@ -454,7 +473,7 @@ func TestParseFull(t *testing.T) {
 		{"issue_create", "/tickets/graphql"},
 		{"mcp", "/tickets/mcp"},
 	} { // the canonicalization rules: body rules only, else as update_ticket
-		want.Routes = append(want.Routes, &Route{
+		routes = append(routes, &Route{
 			Name:             r.name,
 			Kind:             KindHTTP,
 			Upstream:         tickets,
@@ -472,6 +491,13 @@ func TestParseFull(t *testing.T) {
 			MaxBodyBytes:     65536,
 		})
 	}
+	return routes
+}
+
+// checkFullFingerprints checks the Fingerprint of each route of full.good.yml, then clears it,
+// so that the routes compare with fullConfig's.
+func checkFullFingerprints(t *testing.T, routes []*Route) {
+	t.Helper()
 	// Canonicalizers are opaque: check what each keeps of one request, then compare the rest.
 	req := &canonical.Request{
 		Tool:   "t",
@@ -497,7 +523,7 @@ func TestParseFull(t *testing.T) {
 			`"variables":{"input":{"title":"x","clientMutationId":"c1"}},"extensions":{"persistedQuery":{"version":1}}}`,
 		"mcp": `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":" x "},"_meta":{"progressToken":"p1"}}}`,
 	}
-	for i, r := range cfg.Routes {
+	for i, r := range routes {
 		if r.Fingerprint == nil {
 			t.Errorf("route %q: nil Fingerprint", r.Name)
 			continue
@@ -511,21 +537,6 @@ func TestParseFull(t *testing.T) {
 			t.Errorf("route %q: Document = %s, %v; want %s", r.Name, doc, err, wantDocs[i])
 		}
 		r.Fingerprint = nil
-	}
-	if !reflect.DeepEqual(cfg, want) {
-		for i := range max(len(cfg.Routes), len(want.Routes)) {
-			if i >= len(cfg.Routes) || i >= len(want.Routes) || !reflect.DeepEqual(cfg.Routes[i], want.Routes[i]) {
-				t.Errorf("routes[%d]:\n got %+v\nwant %+v", i, cfg.Routes[i], want.Routes[i])
-			}
-		}
-		for name, u := range want.Upstreams {
-			if !reflect.DeepEqual(cfg.Upstreams[name], u) {
-				t.Errorf("upstreams.%s:\n got %+v\nwant %+v", name, cfg.Upstreams[name], u)
-			}
-		}
-		if len(cfg.Upstreams) != len(want.Upstreams) {
-			t.Errorf("got %d upstreams, want %d", len(cfg.Upstreams), len(want.Upstreams))
-		}
 	}
 }
 

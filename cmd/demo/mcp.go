@@ -4,19 +4,18 @@ package main
 // kind: mcp route tickets_mcp (examples/routes.yaml; docs/contract.md §7).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemgateway/idemgateway/internal/wiretap"
 )
 
 // mcpKeyMeta is the member of params._meta that carries the key (the route's key.meta).
@@ -52,23 +51,23 @@ func (a *agent) mcpScenario() error {
 	return nil
 }
 
-// mcpSession is a go-sdk client session through the gateway, with the decisions the gateway
-// answered its tools/call requests with.
+// mcpSession is a go-sdk client session through the gateway, with the tap on the HTTP answers to
+// its tools/call requests, whose Idempotency-Decision go-sdk does not show.
 type mcpSession struct {
 	*mcp.ClientSession
-	wire *decisionRecorder
+	tap *wiretap.Tap
 }
 
 // mcpConnect starts a session (protocol 2025-11-25, the sessions era) on the gateway's /mcp.
 func (a *agent) mcpConnect(ctx context.Context) (*mcpSession, error) {
-	rec := &decisionRecorder{}
+	tap := wiretap.New(nil)
 	c := mcp.NewClient(&mcp.Implementation{Name: "idemgateway-demo", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: a.gateway + "/mcp", HTTPClient: &http.Client{Transport: rec}},
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: a.gateway + "/mcp", HTTPClient: &http.Client{Transport: tap}},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		return nil, fmt.Errorf("MCP session through the gateway: %w", err)
 	}
-	return &mcpSession{ClientSession: cs, wire: rec}, nil
+	return &mcpSession{ClientSession: cs, tap: tap}, nil
 }
 
 // mcpResult is what the agent saw of one tool call.
@@ -91,14 +90,14 @@ func (s *mcpSession) call(tool string, args map[string]any, key string, timeout 
 	case errors.Is(err, context.DeadlineExceeded):
 		return mcpResult{answer: "gave up"}
 	case errors.As(err, &werr):
-		return mcpResult{answer: fmt.Sprintf("error %d", werr.Code), decision: s.wire.last()}
+		return mcpResult{answer: fmt.Sprintf("error %d", werr.Code), decision: s.tap.Last().Decision}
 	case err != nil:
 		return mcpResult{answer: "error: " + err.Error()}
 	case res.IsError:
-		return mcpResult{answer: "tool error", decision: s.wire.last()} // the refusal, written for the model
+		return mcpResult{answer: "tool error", decision: s.tap.Last().Decision} // the refusal, written for the model
 	}
 	m, _ := res.StructuredContent.(map[string]any)
-	return mcpResult{answer: fmt.Sprint(m["id"]), decision: s.wire.last()}
+	return mcpResult{answer: fmt.Sprint(m["id"]), decision: s.tap.Last().Decision}
 }
 
 func (a *agent) mcpStep(what string, r mcpResult) {
@@ -125,38 +124,4 @@ func (a *agent) mcpEffects() int {
 		}
 	}
 	return n
-}
-
-// decisionRecorder is an http.RoundTripper that keeps the Idempotency-Decision of the latest
-// answer to a tools/call, which go-sdk does not show.
-type decisionRecorder struct {
-	mu       sync.Mutex
-	decision string
-}
-
-func (d *decisionRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	isCall := false
-	if req.Method == http.MethodPost && req.Body != nil {
-		b, err := io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		req = req.Clone(req.Context())
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		isCall = bytes.Contains(b, []byte(`"tools/call"`))
-	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err == nil && isCall {
-		d.mu.Lock()
-		d.decision = resp.Header.Get("Idempotency-Decision")
-		d.mu.Unlock()
-	}
-	return resp, err
-}
-
-func (d *decisionRecorder) last() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.decision
 }

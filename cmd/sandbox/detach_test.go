@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 )
 
@@ -94,29 +92,6 @@ func recvWithin[T any](t *testing.T, c <-chan T, what string) T {
 	case <-time.After(hangBound):
 		t.Fatalf("gave up after %s waiting for %s", hangBound, what)
 		panic("unreachable")
-	}
-}
-
-// waitHeld polls until n requests wait on the hold called name.
-func waitHeld(t *testing.T, s *sandbox, name string, n int) {
-	t.Helper()
-	eventually.True(t, fmt.Sprintf("%d requests on hold %q", n, name), func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		got := 0
-		if h := s.holds[name]; h != nil {
-			got = h.waiting
-		}
-		return got == n
-	})
-}
-
-// release releases a hold through the admin endpoint.
-func release(t *testing.T, base, name string) {
-	t.Helper()
-	resp, body := send(t, newClient(), base, request{path: "/_sandbox/release", contentType: "application/json", body: `{"hold":"` + name + `"}`})
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("release: %d %s", resp.StatusCode, body)
 	}
 }
 

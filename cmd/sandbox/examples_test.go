@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/routes"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestExampleRoutes keeps examples/routes.yaml and the sandbox in step: the file loads under the

@@ -4,187 +4,22 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// newClient returns a client that opens a new connection for every request, so that a dropped
-// connection is never a reused one that the transport might retry on its own.
-func newClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-}
-
-// wantProblem checks an RFC 9457 body of the sandbox.
-func wantProblem(t *testing.T, resp *http.Response, body []byte, status int, effect bool) {
-	t.Helper()
-	if resp.StatusCode != status {
-		t.Fatalf("status = %d, want %d; body %s", resp.StatusCode, status, body)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("Content-Type = %q, want application/problem+json", ct)
-	}
-	var p problem
-	if err := json.Unmarshal(body, &p); err != nil {
-		t.Fatalf("problem body: %v: %s", err, body)
-	}
-	if p.Status != status || p.Title != http.StatusText(status) || p.Type == "" || p.Detail == "" || p.EffectPerformed != effect {
-		t.Errorf("problem = %+v, want status %d, its title, a type, a detail, effect_performed %v", p, status, effect)
-	}
-}
-
+// TestHeaderFaults: each fault header, alone or with others, on every create endpoint: the status
+// (or the broken connection), what the answer holds, and whether the effect happened.
 func TestHeaderFaults(t *testing.T) {
 	t.Parallel()
-	const pad = 5 << 20
-	tests := []struct {
-		name       string
-		header     map[string]string
-		wantStatus int // 0: the connection breaks without a response
-		wantEffect bool
-		check      func(t *testing.T, cr int, resp *http.Response, body []byte, elapsed time.Duration)
-	}{
-		{
-			name: "none", wantStatus: -1, wantEffect: true,
-			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
-				if c := resp.Header.Get("Set-Cookie"); c != "" {
-					t.Errorf("Set-Cookie = %q without asking", c)
-				}
-				if strings.Contains(string(body), "sandbox_padding") {
-					t.Error("padding without asking")
-				}
-			},
-		},
-		{
-			name: "status 503 before acting", header: map[string]string{headerStatus: "503"}, wantStatus: 503,
-			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
-				wantProblem(t, resp, body, 503, false)
-				if got := resp.Header.Get("Retry-After"); got != "1" {
-					t.Errorf("Retry-After = %q, want 1", got)
-				}
-			},
-		},
-		{
-			name: "status 409 before acting", header: map[string]string{headerStatus: "409"}, wantStatus: 409,
-			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
-				wantProblem(t, resp, body, 409, false)
-				if got := resp.Header.Get("Retry-After"); got != "" {
-					t.Errorf("Retry-After = %q on a 409", got)
-				}
-			},
-		},
-		{
-			name: "500 after commit", header: map[string]string{headerFailAfterCommit: "500"}, wantStatus: 500, wantEffect: true,
-			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
-				wantProblem(t, resp, body, 500, true)
-			},
-		},
-		{
-			name: "504 after commit", header: map[string]string{headerFailAfterCommit: "504"}, wantStatus: 504, wantEffect: true,
-		},
-		{
-			name: "drop after commit", header: map[string]string{headerFailAfterCommit: "drop"}, wantStatus: 0, wantEffect: true,
-		},
-		{
-			name: "set cookie", header: map[string]string{headerSetCookie: "1"}, wantStatus: -1, wantEffect: true,
-			check: func(t *testing.T, _ int, resp *http.Response, _ []byte, _ time.Duration) {
-				cookies := resp.Cookies()
-				if len(cookies) != 1 || cookies[0].Name != "sandbox_session" || cookies[0].Value == "" || !cookies[0].HttpOnly {
-					t.Errorf("cookies = %v, want one HttpOnly sandbox_session", cookies)
-				}
-			},
-		},
-		{
-			name: "body bytes", header: map[string]string{headerBodyBytes: fmt.Sprint(pad)}, wantStatus: -1, wantEffect: true,
-			check: func(t *testing.T, cr int, resp *http.Response, body []byte, _ time.Duration) {
-				if resp.ContentLength != int64(len(body)) || len(body) <= pad {
-					t.Errorf("Content-Length %d, body %d bytes, want equal and above %d", resp.ContentLength, len(body), pad)
-				}
-				v := decode(t, body)
-				if got, _ := v["sandbox_padding"].(string); len(got) != pad || strings.Trim(got, "x") != "" {
-					t.Errorf("sandbox_padding is %d bytes, want %d", len(got), pad)
-				}
-				if at(v, creates[cr].idPath...) == nil {
-					t.Errorf("padded response lost %v", creates[cr].idPath)
-				}
-			},
-		},
-		{
-			name: "delay", header: map[string]string{headerDelay: "100ms"}, wantStatus: -1, wantEffect: true,
-			check: func(t *testing.T, _ int, _ *http.Response, _ []byte, elapsed time.Duration) {
-				if elapsed < 100*time.Millisecond {
-					t.Errorf("answered after %v, want at least 100ms", elapsed)
-				}
-			},
-		},
-		{
-			name: "delay then status", header: map[string]string{headerDelay: "50ms", headerStatus: "429"}, wantStatus: 429,
-			check: func(t *testing.T, _ int, resp *http.Response, body []byte, elapsed time.Duration) {
-				wantProblem(t, resp, body, 429, false)
-				if elapsed < 50*time.Millisecond {
-					t.Errorf("answered after %v, want at least 50ms", elapsed)
-				}
-			},
-		},
-		{
-			name: "status wins over after commit", header: map[string]string{headerStatus: "503", headerFailAfterCommit: "drop"}, wantStatus: 503,
-		},
-		{
-			name: "success status 202", header: map[string]string{headerSuccessStatus: "202"}, wantStatus: 202, wantEffect: true,
-			check: func(t *testing.T, _ int, _ *http.Response, body []byte, _ time.Duration) {
-				decode(t, body) // the endpoint's own answer, under another status
-			},
-		},
-		{
-			name: "success status 204", header: map[string]string{headerSuccessStatus: "204"}, wantStatus: 204, wantEffect: true,
-			check: func(t *testing.T, _ int, _ *http.Response, body []byte, _ time.Duration) {
-				if len(body) != 0 {
-					t.Errorf("a 204 with a body: %q", body)
-				}
-			},
-		},
-		{
-			name: "gzip, accepted", header: map[string]string{headerGzip: "1", "Accept-Encoding": "br;q=1, gzip;q=0.5"}, wantStatus: -1, wantEffect: true,
-			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
-				if resp.Header.Get("Content-Encoding") != "gzip" || resp.Header.Get("Vary") != "Accept-Encoding" {
-					t.Fatalf("Content-Encoding %q, Vary %q; want gzip, Accept-Encoding", resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
-				}
-				zr, err := gzip.NewReader(bytes.NewReader(body))
-				if err != nil {
-					t.Fatal(err)
-				}
-				plain, err := io.ReadAll(zr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				decode(t, plain)
-			},
-		},
-		{
-			name: "gzip, not accepted", header: map[string]string{headerGzip: "1", "Accept-Encoding": "identity, gzip;q=0"}, wantStatus: -1, wantEffect: true,
-			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
-				if resp.Header.Get("Content-Encoding") != "" || resp.Header.Get("Vary") != "Accept-Encoding" {
-					t.Errorf("Content-Encoding %q, Vary %q; want none, Accept-Encoding", resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
-				}
-				decode(t, body)
-			},
-		},
-		{
-			name: "all success faults at once", header: map[string]string{headerSetCookie: "true", headerBodyBytes: "1", headerDelay: "1ms"},
-			wantStatus: -1, wantEffect: true,
-			check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
-				if len(resp.Cookies()) != 1 || at(decode(t, body), "sandbox_padding") != "x" {
-					t.Errorf("want a cookie and one byte of padding: %v %s", resp.Cookies(), body)
-				}
-			},
-		},
-	}
-	for _, tc := range tests {
+	for _, tc := range slices.Concat(succeedingHeaderFaults, failingHeaderFaults) {
 		for i, cr := range creates {
 			t.Run(tc.name+"/"+cr.endpoint, func(t *testing.T) {
 				t.Parallel()
@@ -215,6 +50,161 @@ func TestHeaderFaults(t *testing.T) {
 			})
 		}
 	}
+}
+
+// headerFault is a case of TestHeaderFaults: the fault headers of a create request, and what the
+// sandbox must answer.
+type headerFault struct {
+	name       string
+	header     map[string]string
+	wantStatus int // 0: the connection breaks without a response; -1: a success
+	wantEffect bool
+	check      func(t *testing.T, cr int, resp *http.Response, body []byte, elapsed time.Duration)
+}
+
+// paddingBytes is the padding the body bytes case asks for, 5 MiB.
+const paddingBytes = 5 << 20
+
+// succeedingHeaderFaults are the faults under which the call succeeds, and how its answer changes.
+var succeedingHeaderFaults = []headerFault{
+	{
+		name: "none", wantStatus: -1, wantEffect: true,
+		check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+			if c := resp.Header.Get("Set-Cookie"); c != "" {
+				t.Errorf("Set-Cookie = %q without asking", c)
+			}
+			if strings.Contains(string(body), "sandbox_padding") {
+				t.Error("padding without asking")
+			}
+		},
+	},
+	{
+		name: "set cookie", header: map[string]string{headerSetCookie: "1"}, wantStatus: -1, wantEffect: true,
+		check: func(t *testing.T, _ int, resp *http.Response, _ []byte, _ time.Duration) {
+			cookies := resp.Cookies()
+			if len(cookies) != 1 || cookies[0].Name != "sandbox_session" || cookies[0].Value == "" || !cookies[0].HttpOnly {
+				t.Errorf("cookies = %v, want one HttpOnly sandbox_session", cookies)
+			}
+		},
+	},
+	{
+		name: "body bytes", header: map[string]string{headerBodyBytes: fmt.Sprint(paddingBytes)}, wantStatus: -1, wantEffect: true,
+		check: func(t *testing.T, cr int, resp *http.Response, body []byte, _ time.Duration) {
+			if resp.ContentLength != int64(len(body)) || len(body) <= paddingBytes {
+				t.Errorf("Content-Length %d, body %d bytes, want equal and above %d", resp.ContentLength, len(body), paddingBytes)
+			}
+			v := decode(t, body)
+			if got, _ := v["sandbox_padding"].(string); len(got) != paddingBytes || strings.Trim(got, "x") != "" {
+				t.Errorf("sandbox_padding is %d bytes, want %d", len(got), paddingBytes)
+			}
+			if at(v, creates[cr].idPath...) == nil {
+				t.Errorf("padded response lost %v", creates[cr].idPath)
+			}
+		},
+	},
+	{
+		name: "delay", header: map[string]string{headerDelay: "100ms"}, wantStatus: -1, wantEffect: true,
+		check: func(t *testing.T, _ int, _ *http.Response, _ []byte, elapsed time.Duration) {
+			if elapsed < 100*time.Millisecond {
+				t.Errorf("answered after %v, want at least 100ms", elapsed)
+			}
+		},
+	},
+	{
+		name: "success status 202", header: map[string]string{headerSuccessStatus: "202"}, wantStatus: 202, wantEffect: true,
+		check: func(t *testing.T, _ int, _ *http.Response, body []byte, _ time.Duration) {
+			decode(t, body) // the endpoint's own answer, under another status
+		},
+	},
+	{
+		name: "success status 204", header: map[string]string{headerSuccessStatus: "204"}, wantStatus: 204, wantEffect: true,
+		check: func(t *testing.T, _ int, _ *http.Response, body []byte, _ time.Duration) {
+			if len(body) != 0 {
+				t.Errorf("a 204 with a body: %q", body)
+			}
+		},
+	},
+	{
+		name: "gzip, accepted", header: map[string]string{headerGzip: "1", "Accept-Encoding": "br;q=1, gzip;q=0.5"}, wantStatus: -1, wantEffect: true,
+		check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+			if resp.Header.Get("Content-Encoding") != "gzip" || resp.Header.Get("Vary") != "Accept-Encoding" {
+				t.Fatalf("Content-Encoding %q, Vary %q; want gzip, Accept-Encoding", resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
+			}
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain, err := io.ReadAll(zr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			decode(t, plain)
+		},
+	},
+	{
+		name: "gzip, not accepted", header: map[string]string{headerGzip: "1", "Accept-Encoding": "identity, gzip;q=0"}, wantStatus: -1, wantEffect: true,
+		check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+			if resp.Header.Get("Content-Encoding") != "" || resp.Header.Get("Vary") != "Accept-Encoding" {
+				t.Errorf("Content-Encoding %q, Vary %q; want none, Accept-Encoding", resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
+			}
+			decode(t, body)
+		},
+	},
+	{
+		name: "all success faults at once", header: map[string]string{headerSetCookie: "true", headerBodyBytes: "1", headerDelay: "1ms"},
+		wantStatus: -1, wantEffect: true,
+		check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+			if len(resp.Cookies()) != 1 || at(decode(t, body), "sandbox_padding") != "x" {
+				t.Errorf("want a cookie and one byte of padding: %v %s", resp.Cookies(), body)
+			}
+		},
+	},
+}
+
+// failingHeaderFaults are the faults under which the call fails, before acting or after.
+var failingHeaderFaults = []headerFault{
+	{
+		name: "status 503 before acting", header: map[string]string{headerStatus: "503"}, wantStatus: 503,
+		check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+			wantProblem(t, resp, body, 503, false)
+			if got := resp.Header.Get("Retry-After"); got != "1" {
+				t.Errorf("Retry-After = %q, want 1", got)
+			}
+		},
+	},
+	{
+		name: "status 409 before acting", header: map[string]string{headerStatus: "409"}, wantStatus: 409,
+		check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+			wantProblem(t, resp, body, 409, false)
+			if got := resp.Header.Get("Retry-After"); got != "" {
+				t.Errorf("Retry-After = %q on a 409", got)
+			}
+		},
+	},
+	{
+		name: "500 after commit", header: map[string]string{headerFailAfterCommit: "500"}, wantStatus: 500, wantEffect: true,
+		check: func(t *testing.T, _ int, resp *http.Response, body []byte, _ time.Duration) {
+			wantProblem(t, resp, body, 500, true)
+		},
+	},
+	{
+		name: "504 after commit", header: map[string]string{headerFailAfterCommit: "504"}, wantStatus: 504, wantEffect: true,
+	},
+	{
+		name: "drop after commit", header: map[string]string{headerFailAfterCommit: "drop"}, wantStatus: 0, wantEffect: true,
+	},
+	{
+		name: "delay then status", header: map[string]string{headerDelay: "50ms", headerStatus: "429"}, wantStatus: 429,
+		check: func(t *testing.T, _ int, resp *http.Response, body []byte, elapsed time.Duration) {
+			wantProblem(t, resp, body, 429, false)
+			if elapsed < 50*time.Millisecond {
+				t.Errorf("answered after %v, want at least 50ms", elapsed)
+			}
+		},
+	},
+	{
+		name: "status wins over after commit", header: map[string]string{headerStatus: "503", headerFailAfterCommit: "drop"}, wantStatus: 503,
+	},
 }
 
 func TestInvalidFaultHeaders(t *testing.T) {
@@ -332,26 +322,6 @@ func TestFaultsOnRead(t *testing.T) {
 	if resp.StatusCode != 200 || len(resp.Cookies()) != 1 {
 		t.Errorf("set cookie on a read: %d %v", resp.StatusCode, resp.Cookies())
 	}
-}
-
-// setScript posts a script and returns the response.
-func setScript(t *testing.T, base, script string) (*http.Response, []byte) {
-	t.Helper()
-	return send(t, http.DefaultClient, base, request{path: "/_sandbox/script", contentType: "application/json", body: script})
-}
-
-// getScript reads the queued faults.
-func getScript(t *testing.T, base string) []faultJSON {
-	t.Helper()
-	resp, body := send(t, http.DefaultClient, base, request{method: "GET", path: "/_sandbox/script"})
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET script: %d %s", resp.StatusCode, body)
-	}
-	var sc script
-	if err := json.Unmarshal(body, &sc); err != nil || sc.FailNext == nil {
-		t.Fatalf("GET script: %v: %s", err, body)
-	}
-	return sc.FailNext
 }
 
 // TestScript503Once is the field case of an upstream that answers 503 once, then recovers, for a

@@ -26,29 +26,6 @@ var mcpPaths = []struct {
 	{"/mcp-stateless", "2026-07-28", false, true},
 }
 
-// connectMCP connects a go-sdk client to the MCP endpoint at url in the protocol version, and
-// closes it when the test ends.
-func connectMCP(t *testing.T, url, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
-	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "sandbox-test", Version: "1"}, opts)
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatalf("connect %s (%s): %v", url, version, err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
-}
-
-// callTool calls tool with args and fails the test on a protocol error.
-func callTool(t *testing.T, ctx context.Context, cs *mcp.ClientSession, tool string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("call %s: %v", tool, err)
-	}
-	return res
-}
-
 // ticketID is the id in a result's structuredContent ("" when absent).
 func ticketID(res *mcp.CallToolResult) string {
 	m, _ := res.StructuredContent.(map[string]any)

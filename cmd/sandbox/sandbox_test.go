@@ -1,15 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,340 +15,13 @@ import (
 	"github.com/idemgateway/idemgateway/internal/testlog"
 )
 
-// newTestSandbox serves a fresh sandbox on an httptest server that is closed at the end of the test.
-func newTestSandbox(t *testing.T) (*sandbox, *httptest.Server) {
-	t.Helper()
-	s := newSandbox(slog.New(slog.DiscardHandler))
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	return s, srv
-}
-
-// request is one request to the sandbox.
-type request struct {
-	method, path, contentType, body string
-	header                          map[string]string
-}
-
-// send sends rq to the server at base and returns the response with its body read.
-func send(t *testing.T, client *http.Client, base string, rq request) (*http.Response, []byte) {
-	t.Helper()
-	resp, body, err := trySend(client, base, rq)
-	if err != nil {
-		t.Fatalf("%s %s: %v", rq.method, rq.path, err)
-	}
-	return resp, body
-}
-
-// trySend is send for callers that expect an error.
-func trySend(client *http.Client, base string, rq request) (*http.Response, []byte, error) {
-	method := rq.method
-	if method == "" {
-		method = http.MethodPost
-	}
-	req, err := http.NewRequest(method, base+rq.path, strings.NewReader(rq.body))
-	if err != nil {
-		return nil, nil, err
-	}
-	if rq.contentType != "" {
-		req.Header.Set("Content-Type", rq.contentType)
-	}
-	for k, v := range rq.header {
-		req.Header.Set(k, v)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp, body, err
-}
-
-// decode decodes a JSON body, keeping numbers as json.Number.
-func decode(t *testing.T, body []byte) map[string]any {
-	t.Helper()
-	var v map[string]any
-	if err := decodeJSON(body, &v); err != nil {
-		t.Fatalf("body is not a JSON object: %v\n%.500s", err, body)
-	}
-	return v
-}
-
-// at returns the value at the path of object members in v, as a string when it is a string or a
-// number, else as is; nil when absent.
-func at(v any, path ...string) any {
-	for _, name := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[name]
-	}
-	if n, ok := v.(json.Number); ok {
-		return n.String()
-	}
-	return v
-}
-
-// with returns rq with the extra headers.
-func (rq request) with(header map[string]string) request {
-	h := maps.Clone(rq.header)
-	if h == nil {
-		h = map[string]string{}
-	}
-	maps.Copy(h, header)
-	rq.header = h
-	return rq
-}
-
-// A valid create request for each endpoint with a side effect, and where its response holds the
-// id a receipt would record.
-type createCase struct {
-	endpoint string
-	req      request
-	idPath   []string // where the response holds the created object's id
-}
-
-var creates = []createCase{
-	{jiraCreateIssue, request{path: "/rest/api/3/issue", contentType: "application/json",
-		body: `{"fields":{"project":{"key":"OPS"},"summary":"Disk full on db-1","issuetype":{"name":"Task"},"description":{"type":"doc","version":1,"content":[]}}}`},
-		[]string{"key"}},
-	{zendeskCreateTicket, request{path: "/api/v2/tickets.json", contentType: "application/json",
-		body: `{"ticket":{"subject":"My printer is on fire!","comment":{"body":"The smoke is very colorful."},"priority":"urgent","requester":{"name":"The Customer","email":"thecustomer@example.com"}}}`},
-		[]string{"ticket", "id"}},
-	{linearIssueCreate, request{path: "/graphql", contentType: "application/json",
-		body: `{"query":"mutation IssueCreate($input: IssueCreateInput!) { issueCreate(input: $input) { success issue { id identifier url } } }","variables":{"input":{"teamId":"9cfb482a-81e3-4154-b5b9-2c805e70a02d","title":"New exception"}}}`},
-		[]string{"data", "issueCreate", "issue", "identifier"}},
-	{stripeCreateRefund, request{path: "/v1/refunds", contentType: "application/x-www-form-urlencoded",
-		body: "charge=ch_3MmlLrLkdIwHu7ix0snN0B15&amount=1000&reason=requested_by_customer"},
-		[]string{"id"}},
-	{ticketsCreateTicket, request{path: "/v1/tickets", contentType: "application/json",
-		body: `{"title":"Printer on fire","priority":"high","customer_id":"C-77"}`},
-		[]string{"id"}},
-}
-
 var uuidRe = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
+// TestEndpoints: each endpoint of the sandbox answers a valid request as the API it plays does,
+// counting one effect, and refuses an invalid one without counting any.
 func TestEndpoints(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name       string
-		req        request
-		wantStatus int
-		wantEffect string // the endpoint counted once; "" for none
-		check      func(t *testing.T, base string, resp *http.Response, v map[string]any)
-	}{
-		{
-			name: "jira create issue", req: creates[0].req, wantStatus: 201, wantEffect: jiraCreateIssue,
-			check: func(t *testing.T, base string, _ *http.Response, v map[string]any) {
-				want := map[string]any{"id": "10001", "key": "OPS-1", "self": base + "/rest/api/3/issue/10001"}
-				if len(v) != len(want) {
-					t.Errorf("members = %v, want %v", v, want)
-				}
-				for k, w := range want {
-					if got := at(v, k); got != w {
-						t.Errorf("%s = %v, want %v", k, got, w)
-					}
-				}
-			},
-		},
-		{
-			name:       "jira create issue without summary",
-			req:        request{path: "/rest/api/3/issue", body: `{"fields":{"project":{"key":"OPS"},"issuetype":{"name":"Task"}}}`},
-			wantStatus: 400,
-			check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
-				if at(v, "errors", "summary") == nil {
-					t.Errorf("errors.summary missing: %v", v)
-				}
-			},
-		},
-		{
-			name:       "jira create issue with a bad project key",
-			req:        request{path: "/rest/api/3/issue", body: `{"fields":{"project":{"key":"ops team"},"summary":"s","issuetype":{"name":"Task"}}}`},
-			wantStatus: 400,
-			check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
-				if at(v, "errors", "project") == nil {
-					t.Errorf("errors.project missing: %v", v)
-				}
-			},
-		},
-		{
-			name:       "jira create issue with malformed JSON",
-			req:        request{path: "/rest/api/3/issue", body: `{"fields":`},
-			wantStatus: 400,
-			check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
-				if msgs, _ := at(v, "errorMessages").([]any); len(msgs) == 0 {
-					t.Errorf("errorMessages empty: %v", v)
-				}
-			},
-		},
-		{
-			name: "zendesk create ticket", req: creates[1].req, wantStatus: 201, wantEffect: zendeskCreateTicket,
-			check: func(t *testing.T, base string, resp *http.Response, v map[string]any) {
-				url := base + "/api/v2/tickets/35436.json"
-				want := map[string]any{
-					"id": "35436", "url": url, "subject": "My printer is on fire!",
-					"description": "The smoke is very colorful.", "priority": "urgent", "status": "new",
-				}
-				for k, w := range want {
-					if got := at(v, "ticket", k); got != w {
-						t.Errorf("ticket.%s = %v, want %v", k, got, w)
-					}
-				}
-				if at(v, "ticket", "requester_id") == nil {
-					t.Error("ticket.requester_id missing")
-				}
-				if got := resp.Header.Get("Location"); got != url {
-					t.Errorf("Location = %q, want %q", got, url)
-				}
-			},
-		},
-		{
-			name:       "zendesk create ticket without comment",
-			req:        request{path: "/api/v2/tickets.json", body: `{"ticket":{"subject":"s"}}`},
-			wantStatus: 422,
-			check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
-				if at(v, "error") != "BlankValue" {
-					t.Errorf("error = %v, want BlankValue", at(v, "error"))
-				}
-			},
-		},
-		{
-			name:       "zendesk create ticket with an unknown priority",
-			req:        request{path: "/api/v2/tickets.json", body: `{"ticket":{"comment":{"body":"b"},"priority":"asap"}}`},
-			wantStatus: 422,
-		},
-		{
-			name: "linear issueCreate", req: creates[2].req, wantStatus: 200, wantEffect: linearIssueCreate,
-			check: func(t *testing.T, base string, _ *http.Response, v map[string]any) {
-				if at(v, "data", "issueCreate", "success") != true {
-					t.Errorf("success = %v, want true", at(v, "data", "issueCreate", "success"))
-				}
-				issue := at(v, "data", "issueCreate", "issue")
-				if got := at(issue, "identifier"); got != "ENG-1" {
-					t.Errorf("identifier = %v, want ENG-1", got)
-				}
-				if id, _ := at(issue, "id").(string); !uuidRe.MatchString(id) {
-					t.Errorf("id = %q, want a UUID", id)
-				}
-				if got := at(issue, "url"); got != base+"/sandbox/issue/ENG-1" {
-					t.Errorf("url = %v", got)
-				}
-				if v["errors"] != nil {
-					t.Errorf("errors = %v", v["errors"])
-				}
-			},
-		},
-		{
-			name: "linear issueCreate with a team key as teamId",
-			req: request{path: "/graphql", body: `{"query":"mutation($in: IssueCreateInput!) { issueCreate(input: $in) { issue { identifier } } }",` +
-				`"variables":{"in":{"teamId":"ops","title":"t"}}}`},
-			wantStatus: 200, wantEffect: linearIssueCreate,
-			check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
-				if got := at(v, "data", "issueCreate", "issue", "identifier"); got != "OPS-1" {
-					t.Errorf("identifier = %v, want OPS-1", got)
-				}
-			},
-		},
-		{
-			name:       "linear query that is not issueCreate",
-			req:        request{path: "/graphql", body: `{"query":"query { viewer { id name } }"}`},
-			wantStatus: 200,
-			check:      wantGraphQLErrors(false),
-		},
-		{
-			name:       "linear issueCreate named but not a mutation",
-			req:        request{path: "/graphql", body: `{"query":"query { issueCreate(input: $input) { success } }","variables":{"input":{"teamId":"x","title":"t"}}}`},
-			wantStatus: 200,
-			check:      wantGraphQLErrors(false),
-		},
-		{
-			name: "linear issueCreate without title",
-			req: request{path: "/graphql", body: `{"query":"mutation IssueCreate($input: IssueCreateInput!) { issueCreate(input: $input) { success } }",` +
-				`"variables":{"input":{"teamId":"x"}}}`},
-			wantStatus: 200,
-			check:      wantGraphQLErrors(true),
-		},
-		{
-			name:       "linear body that is not JSON",
-			req:        request{path: "/graphql", body: `mutation { issueCreate }`},
-			wantStatus: 400,
-			check:      wantGraphQLErrors(false),
-		},
-		{
-			name: "stripe create refund", req: creates[3].req, wantStatus: 200, wantEffect: stripeCreateRefund,
-			check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
-				want := map[string]any{"object": "refund", "amount": "1000", "charge": "ch_3MmlLrLkdIwHu7ix0snN0B15",
-					"status": "succeeded", "reason": "requested_by_customer", "currency": "usd"}
-				for k, w := range want {
-					if got := at(v, k); got != w {
-						t.Errorf("%s = %v, want %v", k, got, w)
-					}
-				}
-				if id, _ := at(v, "id").(string); !regexp.MustCompile(`^re_[0-9A-Za-z]{24}$`).MatchString(id) {
-					t.Errorf("id = %q, want re_ and 24 letters or digits", id)
-				}
-			},
-		},
-		{
-			name:       "stripe create refund of the whole charge, with metadata",
-			req:        request{path: "/v1/refunds", body: "payment_intent=pi_1&metadata[order_id]=6735"},
-			wantStatus: 200, wantEffect: stripeCreateRefund,
-			check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
-				if got := at(v, "amount"); got != "10000" {
-					t.Errorf("amount = %v, want 10000", got)
-				}
-				if got := at(v, "metadata", "order_id"); got != "6735" {
-					t.Errorf("metadata.order_id = %v, want 6735", got)
-				}
-				if got, ok := v["charge"]; !ok || got != nil {
-					t.Errorf("charge = %v, want null", got)
-				}
-			},
-		},
-		{
-			name: "stripe create refund without charge", req: request{path: "/v1/refunds", body: "amount=1000"}, wantStatus: 400,
-			check: wantStripeError("parameter_missing"),
-		},
-		{
-			name: "stripe create refund with a bad amount", req: request{path: "/v1/refunds", body: "charge=ch_1&amount=-5"}, wantStatus: 400,
-			check: wantStripeError("parameter_invalid_integer"),
-		},
-		{
-			name: "stripe create refund with a bad reason", req: request{path: "/v1/refunds", body: "charge=ch_1&reason=bored"}, wantStatus: 400,
-			check: wantStripeError("parameter_invalid_string"),
-		},
-		{
-			name: "tickets create ticket", req: creates[4].req, wantStatus: 201, wantEffect: ticketsCreateTicket,
-			check: func(t *testing.T, base string, _ *http.Response, v map[string]any) {
-				want := map[string]any{"id": "T-1842", "url": base + "/v1/tickets/T-1842", "status": "open",
-					"title": "Printer on fire", "customer_id": "C-77"}
-				for k, w := range want {
-					if got := at(v, k); got != w {
-						t.Errorf("%s = %v, want %v", k, got, w)
-					}
-				}
-			},
-		},
-		{
-			name:       "tickets create ticket keeps every digit of a number",
-			req:        request{path: "/v1/tickets", body: `{"amount":9007199254740993,"price":10.50}`},
-			wantStatus: 201, wantEffect: ticketsCreateTicket,
-			check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
-				if got := at(v, "amount"); got != "9007199254740993" {
-					t.Errorf("amount = %v", got)
-				}
-				if got := at(v, "price"); got != "10.50" {
-					t.Errorf("price = %v", got)
-				}
-			},
-		},
-		{
-			name: "tickets create ticket with an array", req: request{path: "/v1/tickets", body: `[1]`}, wantStatus: 400,
-		},
-	}
-	for _, tc := range tests {
+	for _, tc := range slices.Concat(jiraCases, zendeskCases, linearCases, stripeCases, ticketsCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s, srv := newTestSandbox(t)
@@ -378,6 +49,248 @@ func TestEndpoints(t *testing.T) {
 			}
 		})
 	}
+}
+
+// endpointCase is a request of TestEndpoints, and what the sandbox must answer and count.
+type endpointCase struct {
+	name       string
+	req        request
+	wantStatus int
+	wantEffect string // the endpoint counted once; "" for none
+	check      func(t *testing.T, base string, resp *http.Response, v map[string]any)
+}
+
+// jiraCases are the cases of Jira's create issue: the issue created, and the 400s of a missing
+// summary, a bad project key and malformed JSON.
+var jiraCases = []endpointCase{
+	{
+		name: "jira create issue", req: creates[0].req, wantStatus: 201, wantEffect: jiraCreateIssue,
+		check: func(t *testing.T, base string, _ *http.Response, v map[string]any) {
+			want := map[string]any{"id": "10001", "key": "OPS-1", "self": base + "/rest/api/3/issue/10001"}
+			if len(v) != len(want) {
+				t.Errorf("members = %v, want %v", v, want)
+			}
+			for k, w := range want {
+				if got := at(v, k); got != w {
+					t.Errorf("%s = %v, want %v", k, got, w)
+				}
+			}
+		},
+	},
+	{
+		name:       "jira create issue without summary",
+		req:        request{path: "/rest/api/3/issue", body: `{"fields":{"project":{"key":"OPS"},"issuetype":{"name":"Task"}}}`},
+		wantStatus: 400,
+		check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
+			if at(v, "errors", "summary") == nil {
+				t.Errorf("errors.summary missing: %v", v)
+			}
+		},
+	},
+	{
+		name:       "jira create issue with a bad project key",
+		req:        request{path: "/rest/api/3/issue", body: `{"fields":{"project":{"key":"ops team"},"summary":"s","issuetype":{"name":"Task"}}}`},
+		wantStatus: 400,
+		check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
+			if at(v, "errors", "project") == nil {
+				t.Errorf("errors.project missing: %v", v)
+			}
+		},
+	},
+	{
+		name:       "jira create issue with malformed JSON",
+		req:        request{path: "/rest/api/3/issue", body: `{"fields":`},
+		wantStatus: 400,
+		check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
+			if msgs, _ := at(v, "errorMessages").([]any); len(msgs) == 0 {
+				t.Errorf("errorMessages empty: %v", v)
+			}
+		},
+	},
+}
+
+// zendeskCases are the cases of Zendesk's create ticket: the ticket created, and the 422s of a
+// missing comment and an unknown priority.
+var zendeskCases = []endpointCase{
+	{
+		name: "zendesk create ticket", req: creates[1].req, wantStatus: 201, wantEffect: zendeskCreateTicket,
+		check: func(t *testing.T, base string, resp *http.Response, v map[string]any) {
+			url := base + "/api/v2/tickets/35436.json"
+			want := map[string]any{
+				"id": "35436", "url": url, "subject": "My printer is on fire!",
+				"description": "The smoke is very colorful.", "priority": "urgent", "status": "new",
+			}
+			for k, w := range want {
+				if got := at(v, "ticket", k); got != w {
+					t.Errorf("ticket.%s = %v, want %v", k, got, w)
+				}
+			}
+			if at(v, "ticket", "requester_id") == nil {
+				t.Error("ticket.requester_id missing")
+			}
+			if got := resp.Header.Get("Location"); got != url {
+				t.Errorf("Location = %q, want %q", got, url)
+			}
+		},
+	},
+	{
+		name:       "zendesk create ticket without comment",
+		req:        request{path: "/api/v2/tickets.json", body: `{"ticket":{"subject":"s"}}`},
+		wantStatus: 422,
+		check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
+			if at(v, "error") != "BlankValue" {
+				t.Errorf("error = %v, want BlankValue", at(v, "error"))
+			}
+		},
+	},
+	{
+		name:       "zendesk create ticket with an unknown priority",
+		req:        request{path: "/api/v2/tickets.json", body: `{"ticket":{"comment":{"body":"b"},"priority":"asap"}}`},
+		wantStatus: 422,
+	},
+}
+
+// linearCases are the cases of Linear's GraphQL issueCreate: the issue created, by team id or key,
+// and the GraphQL errors of other queries and bad input.
+var linearCases = []endpointCase{
+	{
+		name: "linear issueCreate", req: creates[2].req, wantStatus: 200, wantEffect: linearIssueCreate,
+		check: func(t *testing.T, base string, _ *http.Response, v map[string]any) {
+			if at(v, "data", "issueCreate", "success") != true {
+				t.Errorf("success = %v, want true", at(v, "data", "issueCreate", "success"))
+			}
+			issue := at(v, "data", "issueCreate", "issue")
+			if got := at(issue, "identifier"); got != "ENG-1" {
+				t.Errorf("identifier = %v, want ENG-1", got)
+			}
+			if id, _ := at(issue, "id").(string); !uuidRe.MatchString(id) {
+				t.Errorf("id = %q, want a UUID", id)
+			}
+			if got := at(issue, "url"); got != base+"/sandbox/issue/ENG-1" {
+				t.Errorf("url = %v", got)
+			}
+			if v["errors"] != nil {
+				t.Errorf("errors = %v", v["errors"])
+			}
+		},
+	},
+	{
+		name: "linear issueCreate with a team key as teamId",
+		req: request{path: "/graphql", body: `{"query":"mutation($in: IssueCreateInput!) { issueCreate(input: $in) { issue { identifier } } }",` +
+			`"variables":{"in":{"teamId":"ops","title":"t"}}}`},
+		wantStatus: 200, wantEffect: linearIssueCreate,
+		check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
+			if got := at(v, "data", "issueCreate", "issue", "identifier"); got != "OPS-1" {
+				t.Errorf("identifier = %v, want OPS-1", got)
+			}
+		},
+	},
+	{
+		name:       "linear query that is not issueCreate",
+		req:        request{path: "/graphql", body: `{"query":"query { viewer { id name } }"}`},
+		wantStatus: 200,
+		check:      wantGraphQLErrors(false),
+	},
+	{
+		name:       "linear issueCreate named but not a mutation",
+		req:        request{path: "/graphql", body: `{"query":"query { issueCreate(input: $input) { success } }","variables":{"input":{"teamId":"x","title":"t"}}}`},
+		wantStatus: 200,
+		check:      wantGraphQLErrors(false),
+	},
+	{
+		name: "linear issueCreate without title",
+		req: request{path: "/graphql", body: `{"query":"mutation IssueCreate($input: IssueCreateInput!) { issueCreate(input: $input) { success } }",` +
+			`"variables":{"input":{"teamId":"x"}}}`},
+		wantStatus: 200,
+		check:      wantGraphQLErrors(true),
+	},
+	{
+		name:       "linear body that is not JSON",
+		req:        request{path: "/graphql", body: `mutation { issueCreate }`},
+		wantStatus: 400,
+		check:      wantGraphQLErrors(false),
+	},
+}
+
+// stripeCases are the cases of Stripe's create refund: a refund of part or all of a charge, and
+// the 400s of bad parameters.
+var stripeCases = []endpointCase{
+	{
+		name: "stripe create refund", req: creates[3].req, wantStatus: 200, wantEffect: stripeCreateRefund,
+		check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
+			want := map[string]any{"object": "refund", "amount": "1000", "charge": "ch_3MmlLrLkdIwHu7ix0snN0B15",
+				"status": "succeeded", "reason": "requested_by_customer", "currency": "usd"}
+			for k, w := range want {
+				if got := at(v, k); got != w {
+					t.Errorf("%s = %v, want %v", k, got, w)
+				}
+			}
+			if id, _ := at(v, "id").(string); !regexp.MustCompile(`^re_[0-9A-Za-z]{24}$`).MatchString(id) {
+				t.Errorf("id = %q, want re_ and 24 letters or digits", id)
+			}
+		},
+	},
+	{
+		name:       "stripe create refund of the whole charge, with metadata",
+		req:        request{path: "/v1/refunds", body: "payment_intent=pi_1&metadata[order_id]=6735"},
+		wantStatus: 200, wantEffect: stripeCreateRefund,
+		check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
+			if got := at(v, "amount"); got != "10000" {
+				t.Errorf("amount = %v, want 10000", got)
+			}
+			if got := at(v, "metadata", "order_id"); got != "6735" {
+				t.Errorf("metadata.order_id = %v, want 6735", got)
+			}
+			if got, ok := v["charge"]; !ok || got != nil {
+				t.Errorf("charge = %v, want null", got)
+			}
+		},
+	},
+	{
+		name: "stripe create refund without charge", req: request{path: "/v1/refunds", body: "amount=1000"}, wantStatus: 400,
+		check: wantStripeError("parameter_missing"),
+	},
+	{
+		name: "stripe create refund with a bad amount", req: request{path: "/v1/refunds", body: "charge=ch_1&amount=-5"}, wantStatus: 400,
+		check: wantStripeError("parameter_invalid_integer"),
+	},
+	{
+		name: "stripe create refund with a bad reason", req: request{path: "/v1/refunds", body: "charge=ch_1&reason=bored"}, wantStatus: 400,
+		check: wantStripeError("parameter_invalid_string"),
+	},
+}
+
+// ticketsCases are the cases of the tickets API's create ticket: the ticket created, every digit
+// of its numbers kept, and the 400 of a body that is not an object.
+var ticketsCases = []endpointCase{
+	{
+		name: "tickets create ticket", req: creates[4].req, wantStatus: 201, wantEffect: ticketsCreateTicket,
+		check: func(t *testing.T, base string, _ *http.Response, v map[string]any) {
+			want := map[string]any{"id": "T-1842", "url": base + "/v1/tickets/T-1842", "status": "open",
+				"title": "Printer on fire", "customer_id": "C-77"}
+			for k, w := range want {
+				if got := at(v, k); got != w {
+					t.Errorf("%s = %v, want %v", k, got, w)
+				}
+			}
+		},
+	},
+	{
+		name:       "tickets create ticket keeps every digit of a number",
+		req:        request{path: "/v1/tickets", body: `{"amount":9007199254740993,"price":10.50}`},
+		wantStatus: 201, wantEffect: ticketsCreateTicket,
+		check: func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
+			if got := at(v, "amount"); got != "9007199254740993" {
+				t.Errorf("amount = %v", got)
+			}
+			if got := at(v, "price"); got != "10.50" {
+				t.Errorf("price = %v", got)
+			}
+		},
+	},
+	{
+		name: "tickets create ticket with an array", req: request{path: "/v1/tickets", body: `[1]`}, wantStatus: 400,
+	},
 }
 
 func wantGraphQLErrors(withData bool) func(*testing.T, string, *http.Response, map[string]any) {
@@ -463,22 +376,6 @@ func TestJiraGetIssue(t *testing.T) {
 			t.Errorf("after reset: created %v, want 10003 OPS-3", v)
 		}
 	})
-}
-
-// getStats reads GET /_sandbox/stats.
-func getStats(t *testing.T, c *http.Client, base string) stats {
-	t.Helper()
-	resp, body := send(t, c, base, request{method: "GET", path: "/_sandbox/stats"})
-	if resp.StatusCode != 200 {
-		t.Fatalf("stats: %d %s", resp.StatusCode, body)
-	}
-	var st stats
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&st); err != nil {
-		t.Fatalf("stats: %v: %s", err, body)
-	}
-	return st
 }
 
 func TestStatsCountAndReset(t *testing.T) {

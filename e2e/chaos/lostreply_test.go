@@ -25,22 +25,6 @@ var lostReplyOps = []string{"claim", "commit", "renew", "release", "mark_unknown
 // stall; reclaim runs only where a reconciliation finds nothing, too rarely to require.
 var lostReplyRequired = lostReplyOps[:5]
 
-var lostReplyFaults = []faultproxy.Fault{faultproxy.Close, faultproxy.Stall}
-
-// lostReplies loses the replies of store transitions between the gateways and Redis: one
-// faultproxy.Proxy in front of the redis-server, which every gateway uses as its Redis, and one
-// injector per transition and fault that, over and over, arms a rule for the next command of its
-// transition, waits for the reply to be lost, and pauses.
-type lostReplies struct {
-	proxy *faultproxy.Proxy
-	shas  map[string]string // EVALSHA's SHA1 → transition
-
-	mu    sync.Mutex
-	lost  map[string]int   // "claim close" → replies lost
-	byKey map[int][]string // operation marker → the faults that hit its record, "claim close"
-	gone  int              // rules whose command's reply never came (Redis went away first)
-}
-
 // keyIdx reads the operation's index from a record's Redis key: <prefix>{tenant/tool/chaos-<seed>-<idx>}.
 var keyIdx = regexp.MustCompile(`/chaos-\d+-(\d+)\}`)
 

@@ -12,47 +12,6 @@ import (
 	"github.com/idemgateway/idemgateway/e2e"
 )
 
-// report is what a run found.
-type report struct {
-	ops     []*operation
-	effects map[int][]string // marker → ids of the effects the sandbox performed for it
-
-	histogram     [3]int // operations with 0, 1, >1 effects
-	committed     int    // final states
-	blockedEffect int
-	blockedNone   int
-	never         int
-
-	notStoredKilled int            // a 2xx said its receipt was pending, and its gateway was killed before storing it
-	unknownWhy      map[string]int // records left outcome_unknown, by why (whyUnknown)
-	unexplained     []*operation   // the records left outcome_unknown that whyUnknown cannot explain
-
-	lost         map[int][]string // marker → how its receipt was lost
-	badFinal     map[int][]string // marker → why its final state breaks the contract
-	unattributed []string         // effect lines that name no operation
-
-	byTool     map[string]*toolTally // per route
-	keyReplays int                   // answers the sandbox gave from a forwarded key's first effect
-	reconFound int                   // answers with Idempotency-Reconciled: found
-	reconAgain int                   // answers with Idempotency-Reconciled: not-found (executed again)
-
-	sbTotal, sbAttempts int                // the sandbox's counters for the ticket endpoint
-	sbFaults            map[string]int     // faults the sandbox applied, by kind
-	gwLog               map[string]int     // gateway log messages of interest, all processes
-	renewals            map[string]float64 // idemgateway_lease_renewals_total by result, every process
-	timings             []string
-}
-
-// toolTally is what happened on one route.
-type toolTally struct {
-	ops                              int
-	effects                          [3]int // operations with 0, 1, >1 effects
-	committed, blocked, never, other int
-}
-
-// faultBeyondLease is the report's row of upstream calls that outlived the lease and acted.
-const faultBeyondLease = "upstream call longer than the lease, then acted"
-
 // evaluate checks every operation against the sandbox's effects and its clients' answers.
 func (c *run) evaluate(lines []sandboxLine) *report {
 	t := c.t
@@ -65,6 +24,17 @@ func (c *run) evaluate(lines []sandboxLine) *report {
 	}
 	st := c.sb.Stats(t)
 	r.sbTotal, r.sbAttempts = st.ByEndpoint[e2e.TicketsEndpoint], st.Requests.ByEndpoint[e2e.TicketsEndpoint]
+	r.readSandbox(lines)
+	for _, op := range r.ops {
+		c.judge(r, op)
+	}
+	c.readGateways(r)
+	return r
+}
+
+// readSandbox counts the sandbox's faults and key replays from its log lines, and files each
+// effect under the operation it was for.
+func (r *report) readSandbox(lines []sandboxLine) {
 	byMarker := map[int]*operation{}
 	for _, op := range r.ops {
 		byMarker[op.marker()] = op
@@ -100,130 +70,156 @@ func (c *run) evaluate(lines []sandboxLine) *report {
 		}
 		r.effects[l.marker] = append(r.effects[l.marker], l.id)
 	}
+}
 
-	for _, op := range r.ops {
-		eff := r.effects[op.marker()]
-		r.histogram[min(len(eff), 2)]++
-		var lost, bad []string
-		ids := map[string]bool{}
-		executes := 0
-		op.mu.Lock()
-		events := slices.Clone(op.events)
-		op.mu.Unlock()
-		saw2xx := false
-		for _, ev := range events {
-			switch ev.recon {
-			case "found":
-				r.reconFound++
-			case "not-found":
-				r.reconAgain++
-			}
-			if ev.worker < 0 { // the final check is judged below
-				continue
-			}
-			switch ev.result {
-			case resExecute, resReplay:
-				saw2xx = true
-				ids[ev.remoteID] = true
-				if ev.result == resExecute {
-					executes++
-				}
-				if !op.answers(ev) {
-					lost = append(lost, fmt.Sprintf("a 2xx at +%.2fs answers another operation (op %q, padding %d)", ev.at.Seconds(), ev.echo, ev.pad))
-				}
-				if !slices.Contains(eff, ev.remoteID) {
-					lost = append(lost, fmt.Sprintf("a 2xx at +%.2fs carries %s, which the sandbox did not create for this operation (its effects: %v)", ev.at.Seconds(), ev.remoteID, eff))
-				}
-			case resConflict:
-				bad = append(bad, "422 at +"+fmt.Sprintf("%.2fs", ev.at.Seconds())+": "+ev.detail)
-			case resUnexpected:
-				bad = append(bad, fmt.Sprintf("unexpected answer at +%.2fs: %s", ev.at.Seconds(), ev.detail))
-			}
+// clientAnswers is what an operation's clients got: the remote ids of their 2xx answers, how many
+// of those executed, and what was wrong with them (lost: a receipt lost or a wrong answer; bad:
+// any other fault of the operation).
+type clientAnswers struct {
+	lost, bad []string
+	ids       map[string]bool
+	executes  int
+	saw2xx    bool
+}
+
+// judgeAnswers checks the answers op's clients got (not the final check's) against eff, the
+// sandbox's effects for op, and counts the reconciliations among them.
+func (r *report) judgeAnswers(op *operation, events []event, eff []string) clientAnswers {
+	a := clientAnswers{ids: map[string]bool{}}
+	for _, ev := range events {
+		switch ev.recon {
+		case "found":
+			r.reconFound++
+		case "not-found":
+			r.reconAgain++
 		}
-		if len(ids) > 1 {
-			lost = append(lost, fmt.Sprintf("2xx answers carry %d different remote ids", len(ids)))
+		if ev.worker < 0 { // the final check is judged below
+			continue
 		}
-		if executes > 1 && op.tool != toolFK {
-			// On the forward_key route an unknown outcome is released and executed again, and the
-			// upstream answers it from its de-duplication: the same remote id (checked above).
-			lost = append(lost, fmt.Sprintf("executed %d times with a 2xx", executes))
-		}
-		if len(eff) > 1 {
-			bad = append(bad, fmt.Sprintf("%d side effects: %v", len(eff), eff))
-		}
-		switch {
-		case op.record == nil:
-			if len(eff) == 0 && !saw2xx {
-				r.never++
-			} else {
-				bad = append(bad, fmt.Sprintf("no record, but %d effects", len(eff)))
-				if saw2xx {
-					lost = append(lost, "no record after a 2xx")
-				}
+		switch ev.result {
+		case resExecute, resReplay:
+			a.saw2xx = true
+			a.ids[ev.remoteID] = true
+			if ev.result == resExecute {
+				a.executes++
 			}
-		case op.final == resReplay && strings.HasPrefix(op.finalNote, "the replay answers another"):
-			lost = append(lost, op.finalNote)
-			bad = append(bad, op.finalNote)
-		case op.final == resReplay, op.final == resExecute && op.tool == toolRec && op.finalRecon == "not-found":
-			// On the reconcile route the final check may be the request that reconciles: a lookup
-			// that finds nothing executes again, as the contract says.
-			r.committed++
-			if len(eff) != 1 || eff[0] != op.finalID {
-				bad = append(bad, fmt.Sprintf("committed with remote id %s, but the sandbox's effects are %v", op.finalID, eff))
+			if !op.answers(ev) {
+				a.lost = append(a.lost, fmt.Sprintf("a 2xx at +%.2fs answers another operation (op %q, padding %d)", ev.at.Seconds(), ev.echo, ev.pad))
 			}
-			if saw2xx && !ids[op.finalID] {
-				lost = append(lost, fmt.Sprintf("the receipt replays %s, clients got %v", op.finalID, keys(ids)))
+			if !slices.Contains(eff, ev.remoteID) {
+				a.lost = append(a.lost, fmt.Sprintf("a 2xx at +%.2fs carries %s, which the sandbox did not create for this operation (its effects: %v)", ev.at.Seconds(), ev.remoteID, eff))
 			}
-			if op.record.State != "committed" || op.record.RemoteID != op.finalID {
-				bad = append(bad, fmt.Sprintf("record %s with remote id %q, replay %s", op.record.State, op.record.RemoteID, op.finalID))
-			}
-		case op.final == resUnknown:
-			if len(eff) == 0 {
-				r.blockedNone++
-			} else {
-				r.blockedEffect++
-			}
-			why := c.whyUnknown(op, events)
-			r.unknownWhy[why]++
-			if why == whyUnexplained {
-				r.unexplained = append(r.unexplained, op)
-			}
-		case op.final == resExecute:
-			bad = append(bad, "the final check executed, though the key had a "+op.record.State+" record")
-			lost = append(lost, "a key with a record executed again")
-		default:
-			bad = append(bad, fmt.Sprintf("no final state: the record is %s and the final check answered %s %s", op.record.State, op.final, op.finalNote))
-		}
-		// A receipt is lost when a client got a 2xx and the record is not committed, unless the 2xx
-		// said the receipt was pending and its gateway died before storing it (docs/guarantees.md#pending-receipts).
-		if saw2xx && op.record != nil && op.record.State != "committed" {
-			if c.pendingOnKilled(events) {
-				r.notStoredKilled++
-			} else {
-				lost = append(lost, "a 2xx, but the record is "+op.record.State)
-			}
-		}
-		tt := r.byTool[op.tool]
-		tt.ops++
-		tt.effects[min(len(eff), 2)]++
-		switch {
-		case op.record == nil:
-			tt.never++
-		case op.final == resUnknown:
-			tt.blocked++
-		case op.record.State == "committed":
-			tt.committed++
-		default:
-			tt.other++
-		}
-		if len(lost) > 0 {
-			r.lost[op.marker()] = lost
-		}
-		if len(bad) > 0 {
-			r.badFinal[op.marker()] = bad
+		case resConflict:
+			a.bad = append(a.bad, "422 at +"+fmt.Sprintf("%.2fs", ev.at.Seconds())+": "+ev.detail)
+		case resUnexpected:
+			a.bad = append(a.bad, fmt.Sprintf("unexpected answer at +%.2fs: %s", ev.at.Seconds(), ev.detail))
 		}
 	}
+	if len(a.ids) > 1 {
+		a.lost = append(a.lost, fmt.Sprintf("2xx answers carry %d different remote ids", len(a.ids)))
+	}
+	if a.executes > 1 && op.tool != toolFK {
+		// On the forward_key route an unknown outcome is released and executed again, and the
+		// upstream answers it from its de-duplication: the same remote id (checked above).
+		a.lost = append(a.lost, fmt.Sprintf("executed %d times with a 2xx", a.executes))
+	}
+	return a
+}
 
+// judge checks one operation: its clients' answers, its effects, and its record and final check
+// against them; it counts the operation into r, and files what was lost or wrong.
+func (c *run) judge(r *report, op *operation) {
+	eff := r.effects[op.marker()]
+	r.histogram[min(len(eff), 2)]++
+	op.mu.Lock()
+	events := slices.Clone(op.events)
+	op.mu.Unlock()
+	a := r.judgeAnswers(op, events, eff)
+	lost, bad, ids, saw2xx := a.lost, a.bad, a.ids, a.saw2xx
+	if len(eff) > 1 {
+		bad = append(bad, fmt.Sprintf("%d side effects: %v", len(eff), eff))
+	}
+	switch {
+	case op.record == nil:
+		if len(eff) == 0 && !saw2xx {
+			r.never++
+		} else {
+			bad = append(bad, fmt.Sprintf("no record, but %d effects", len(eff)))
+			if saw2xx {
+				lost = append(lost, "no record after a 2xx")
+			}
+		}
+	case op.final == resReplay && strings.HasPrefix(op.finalNote, "the replay answers another"):
+		lost = append(lost, op.finalNote)
+		bad = append(bad, op.finalNote)
+	case op.final == resReplay, op.final == resExecute && op.tool == toolRec && op.finalRecon == "not-found":
+		// On the reconcile route the final check may be the request that reconciles: a lookup
+		// that finds nothing executes again, as the contract says.
+		r.committed++
+		if len(eff) != 1 || eff[0] != op.finalID {
+			bad = append(bad, fmt.Sprintf("committed with remote id %s, but the sandbox's effects are %v", op.finalID, eff))
+		}
+		if saw2xx && !ids[op.finalID] {
+			lost = append(lost, fmt.Sprintf("the receipt replays %s, clients got %v", op.finalID, keys(ids)))
+		}
+		if op.record.State != "committed" || op.record.RemoteID != op.finalID {
+			bad = append(bad, fmt.Sprintf("record %s with remote id %q, replay %s", op.record.State, op.record.RemoteID, op.finalID))
+		}
+	case op.final == resUnknown:
+		if len(eff) == 0 {
+			r.blockedNone++
+		} else {
+			r.blockedEffect++
+		}
+		why := c.whyUnknown(op, events)
+		r.unknownWhy[why]++
+		if why == whyUnexplained {
+			r.unexplained = append(r.unexplained, op)
+		}
+	case op.final == resExecute:
+		bad = append(bad, "the final check executed, though the key had a "+op.record.State+" record")
+		lost = append(lost, "a key with a record executed again")
+	default:
+		bad = append(bad, fmt.Sprintf("no final state: the record is %s and the final check answered %s %s", op.record.State, op.final, op.finalNote))
+	}
+	// A receipt is lost when a client got a 2xx and the record is not committed, unless the 2xx
+	// said the receipt was pending and its gateway died before storing it (docs/guarantees.md#pending-receipts).
+	if saw2xx && op.record != nil && op.record.State != "committed" {
+		if c.pendingOnKilled(events) {
+			r.notStoredKilled++
+		} else {
+			lost = append(lost, "a 2xx, but the record is "+op.record.State)
+		}
+	}
+	r.tally(op, eff)
+	if len(lost) > 0 {
+		r.lost[op.marker()] = lost
+	}
+	if len(bad) > 0 {
+		r.badFinal[op.marker()] = bad
+	}
+}
+
+// tally counts op into its tool's tally.
+func (r *report) tally(op *operation, eff []string) {
+	tt := r.byTool[op.tool]
+	tt.ops++
+	tt.effects[min(len(eff), 2)]++
+	switch {
+	case op.record == nil:
+		tt.never++
+	case op.final == resUnknown:
+		tt.blocked++
+	case op.record.State == "committed":
+		tt.committed++
+	default:
+		tt.other++
+	}
+}
+
+// readGateways counts the gateways' log lines of store and lease failures, and adds the live
+// gateways' lease renewals to those the killed ones had made.
+func (c *run) readGateways(r *report) {
 	for _, g := range c.all {
 		for line := range strings.Lines(g.Out.String()) {
 			var l struct{ Msg, Op string }
@@ -248,7 +244,6 @@ func (c *run) evaluate(lines []sandboxLine) *report {
 			}
 		}
 	}
-	return r
 }
 
 // pendingOnKilled reports whether a 2xx execute said Idempotency-Receipt: pending and came from a

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,52 +14,6 @@ import (
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/routes"
 )
-
-// node is one gateway process in a routing slot.
-type node struct {
-	*e2e.Gateway
-	slot, gen int
-	slow      atomic.Int32 // requests with an upstream delay of slowDelay or more in flight through it
-}
-
-func (g *node) String() string {
-	return fmt.Sprintf("gw%d.%d(%s)", g.slot, g.gen, strings.TrimPrefix(g.Proxy, "http://"))
-}
-
-// run is the world of one TestChaos run.
-type run struct {
-	t        *testing.T
-	cfg      config
-	seed     uint64
-	start    time.Time
-	routes   string
-	storeEnv []string
-	sb       *e2e.Sandbox
-	redis    *redistest.Server
-	lost     *lostReplies // between the gateways and Redis
-
-	mu    sync.RWMutex
-	slots []*node // where the clients send, by slot
-	all   []*node // every gateway process started, killed ones included
-
-	opsMu sync.Mutex
-	ops   []*operation // handed out, in order of idx
-
-	tallyMu    sync.Mutex
-	answers    map[string]int // every request's result kind
-	retries    map[string]int // the same, for requests after an operation's first
-	requests   atomic.Int64
-	unfinished atomic.Int64 // deliveries that stopped without a final answer
-
-	// Process faults, written by the test's goroutine only.
-	faults                 []string           // as logged
-	outages                [][2]time.Duration // when Redis was down, since the start
-	kills                  int
-	killedInFlight         []int              // per kill: the victim's idemgateway_upstream_in_flight just before it
-	killed                 map[string]bool    // the killed gateways, by String
-	killedRenewals         map[string]float64 // idemgateway_lease_renewals_total by result, of the killed processes just before their kill
-	redisStops, redisKills int
-}
 
 // newRun starts Redis (AOF, fsync always) behind a fault proxy, the sandbox and the gateways.
 func newRun(t *testing.T, cfg config, seed uint64) *run {
@@ -95,18 +46,6 @@ func newRun(t *testing.T, cfg config, seed uint64) *run {
 	}
 	return c
 }
-
-// env is the store's settings of the gateway in slot: the odd slots' stores auto-pipeline
-// (IDEMGATEWAY_REDIS_AUTO_PIPELINE), so that every fault meets both ways of sending the scripts
-// (their batches' replies are lost, and sent again, as one).
-func (c *run) env(slot int) []string {
-	if slot%2 == 1 {
-		return append(slices.Clip(c.storeEnv), "IDEMGATEWAY_REDIS_AUTO_PIPELINE=true")
-	}
-	return c.storeEnv
-}
-
-func (c *run) since() time.Duration { return time.Since(c.start) }
 
 // logf logs a process fault with its time in the run, and keeps it for the report.
 func (c *run) logf(format string, args ...any) {
@@ -163,13 +102,6 @@ func (c *run) produce(ctx context.Context, out chan<- *operation) {
 			return
 		}
 	}
-}
-
-// handedOut returns how many operations were handed out so far.
-func (c *run) handedOut() int {
-	c.opsMu.Lock()
-	defer c.opsMu.Unlock()
-	return len(c.ops)
 }
 
 // work takes deliveries off the queue until it is closed.

@@ -3,9 +3,7 @@ package chaos
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -74,69 +72,6 @@ func (c *run) verify() {
 			op.record = &rec
 		}
 	}
-}
-
-// attempted returns the operations that had at least one request sent.
-func (c *run) attempted() []*operation {
-	c.opsMu.Lock()
-	defer c.opsMu.Unlock()
-	var ops []*operation
-	for _, op := range c.ops {
-		if op.sent.Load() {
-			ops = append(ops, op)
-		}
-	}
-	return ops
-}
-
-// sandboxLine is one request line of the sandbox's log (slog text).
-type sandboxLine struct {
-	raw      string
-	endpoint string
-	status   string // a number, or "dropped" / "canceled"
-	effect   bool
-	fault    string
-	id       string
-	marker   int  // body_bytes of the fault; 0 when absent
-	replayed bool // answered from the first effect of its forwarded key (key_replayed=true)
-}
-
-var (
-	sbEndpoint = regexp.MustCompile(`\bendpoint=(\S+)`)
-	sbStatus   = regexp.MustCompile(`\bstatus=(\S+)`)
-	sbEffect   = regexp.MustCompile(`\beffect=(true|false)\b`)
-	sbFault    = regexp.MustCompile(`\bfault=("(?:[^"\\]|\\.)*"|\S+)`)
-	sbID       = regexp.MustCompile(`\bid=(\S+)`)
-	sbMarker   = regexp.MustCompile(`\bbody_bytes=(\d+)\b`)
-)
-
-func parseSandboxLine(line string) (sandboxLine, bool) {
-	if !strings.Contains(line, "msg=request") {
-		return sandboxLine{}, false
-	}
-	l := sandboxLine{raw: line}
-	get := func(re *regexp.Regexp) string {
-		if m := re.FindStringSubmatch(line); m != nil {
-			return m[1]
-		}
-		return ""
-	}
-	l.endpoint, l.status, l.effect = get(sbEndpoint), get(sbStatus), get(sbEffect) == "true"
-	l.fault = get(sbFault)
-	l.replayed = strings.Contains(line, " key_replayed=true")
-	if uq, err := strconv.Unquote(l.fault); err == nil {
-		l.fault = uq
-	}
-	if m := sbMarker.FindStringSubmatch(l.fault); m != nil {
-		l.marker, _ = strconv.Atoi(m[1])
-	}
-	// id= comes after fault=; search after it so that a fault can never be read as the id.
-	if i := strings.Index(line, " fault="); i >= 0 {
-		if m := sbID.FindStringSubmatch(line[i+len(" fault=")+len(get(sbFault)):]); m != nil {
-			l.id = m[1]
-		}
-	}
-	return l, true
 }
 
 // sandboxEffects waits until the sandbox's log has one effect line per side effect its counter

@@ -146,15 +146,6 @@ func TestSpliceIDRefusesSpans(t *testing.T) {
 	}
 }
 
-// replaceID is ReplaceID's message in one piece; nil when it fails.
-func replaceID(msg, id []byte) ([]byte, error) {
-	parts, err := ReplaceID(msg, id)
-	if err != nil {
-		return nil, err
-	}
-	return bytes.Join(parts[:], nil), nil
-}
-
 func TestReplaceIDErrors(t *testing.T) {
 	t.Parallel()
 	ok := `{"jsonrpc":"2.0","id":1,"result":{}}`

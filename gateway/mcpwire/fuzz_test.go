@@ -10,18 +10,6 @@ import (
 	"testing/iotest"
 )
 
-var messageSeeds = []string{
-	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"x"},"_meta":{"progressToken":1,"io.github.idemgateway/idempotencyKey":"k"}}}`,
-	`{"jsonrpc":"2.0","id":"a\u0062","method":"tools/list"}`,
-	`{"jsonrpc":"2.0","id":12345678901234567890123,"result":{"content":[],"isError":true}}`,
-	`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m"}}`,
-	`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
-	`[{"jsonrpc":"2.0","id":1,"method":"m"},{"jsonrpc":"2.0","method":"n"}]`,
-	`{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}`, `[]`, `{"jsonrpc":"2.0","\u0069d":1,"result":{}}`,
-	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","n\u0061me":"b"}}`, ` { } `, `"\ud800"`,
-	`{"jsonrpc":"2.0","id":"a long id, past the bytes stringEnd reads one by one \\\" \"","method":"tools/call","params":{"name":"t","arguments":{"text":"0123456789abcdef\\\\\"x\\"}}}`,
-}
-
 // FuzzParse checks Parse against encoding/json: what it accepts is JSON, its id, method and
 // params are the bytes encoding/json finds there, and what is not JSON (jsontext, duplicate names
 // allowed) is -32700.
