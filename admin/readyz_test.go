@@ -14,6 +14,7 @@ import (
 	"github.com/idemgateway/idemgateway/admin"
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/internal/testclock"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
 )
@@ -73,13 +74,13 @@ func TestReadyzProbesAtMostOnceASecond(t *testing.T) {
 	t.Parallel()
 	store := &probeCounter{Store: openEmbedded(t), gate: make(chan struct{})}
 	close(store.gate)
-	c := newClock()
-	h, _ := admin.HandlerAt(admin.Options{Store: store}, c.now)
+	c := testclock.New(time.Now())
+	h, _ := admin.HandlerAt(admin.Options{Store: store}, c.Now)
 	for _, step := range []struct {
 		advance time.Duration
 		probes  int32
 	}{{0, 1}, {0, 1}, {500 * time.Millisecond, 1}, {499 * time.Millisecond, 1}, {time.Millisecond, 2}, {0, 2}, {time.Hour, 3}} {
-		c.advance(step.advance)
+		c.Advance(step.advance)
 		if code := readyz(h); code != http.StatusOK {
 			t.Fatalf("readyz: %d, want 200", code)
 		}
@@ -96,8 +97,8 @@ func TestReadyzProbesAtMostOnceASecond(t *testing.T) {
 func TestReadyzRefusesWhenWritesFail(t *testing.T) {
 	t.Parallel()
 	store, raw := openRedis(t)
-	c := newClock()
-	h, _ := admin.HandlerAt(admin.Options{Store: store}, c.now)
+	c := testclock.New(time.Now())
+	h, _ := admin.HandlerAt(admin.Options{Store: store}, c.Now)
 	ctx := context.Background()
 	if code := readyz(h); code != http.StatusOK {
 		t.Fatalf("readyz: %d, want 200", code)
@@ -112,16 +113,16 @@ func TestReadyzRefusesWhenWritesFail(t *testing.T) {
 	if err := store.Ping(ctx); err != nil {
 		t.Fatalf("Ping with writes refused: %v; the test needs a store that still answers Ping", err)
 	}
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	if code := readyz(h); code != http.StatusServiceUnavailable {
 		t.Fatalf("readyz while Redis refuses writes: %d, want 503", code)
 	}
 	setMaxmemory("0")
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	// The failed write may have woken the store's safety check, whose verdict /readyz reports
 	// until the next check passes: poll, moving the clock past each kept probe result.
 	eventually.True(t, "/readyz to be ready again", func() bool {
-		c.advance(time.Second)
+		c.Advance(time.Second)
 		return readyz(h) == http.StatusOK
 	})
 }
@@ -144,15 +145,3 @@ func openRedis(t *testing.T) (store *redisstore.Store, raw *redis.Client) {
 	t.Cleanup(func() { _ = raw.Close() })
 	return store, raw
 }
-
-// clock is a clock that moves only when the test advances it.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Now().UnixNano())
-	return c
-}
-
-func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }

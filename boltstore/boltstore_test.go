@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/internal/eventually"
+	"github.com/idemgateway/idemgateway/internal/testclock"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/record/recordtest"
 )
@@ -24,7 +25,7 @@ var _ record.Store = (*boltstore.Store)(nil)
 
 // subject opens a store in a directory of its own on a clock the conformance suite moves.
 func subject(t *testing.T, opts boltstore.Options) recordtest.Subject {
-	clk := newClock()
+	clk := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	opts.Now = clk.Now
 	s := open(t, t.TempDir(), opts)
 	return recordtest.Subject{Store: s, Advance: clk.Advance,
@@ -183,7 +184,7 @@ func TestClaimRefusesKeyTheFileCannotHold(t *testing.T) {
 func TestRecordsSurviveCloseAndOpen(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	clk := newClock()
+	clk := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	s := open(t, dir, boltstore.Options{Now: clk.Now})
 	if claimed, _, _, err := s.Claim(ctx, "committed", "owner", []byte("claim"), time.Minute, time.Hour); !claimed || err != nil {
 		t.Fatalf("Claim = %v, %v", claimed, err)
@@ -230,7 +231,7 @@ func TestRecordsSurviveCloseAndOpen(t *testing.T) {
 
 func TestExpiredRecordsAreAbsentAndSwept(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	s := open(t, t.TempDir(), boltstore.Options{Now: clk.Now, SweepInterval: 10 * time.Millisecond})
 	for i := range 5 {
 		ttl := time.Minute
@@ -268,7 +269,7 @@ func TestExpiredRecordsAreAbsentAndSwept(t *testing.T) {
 // held open by the afterScan seam, so the interleaving does not depend on scheduling.
 func TestSweepKeepsARecordClaimedAfterItsScan(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	s := open(t, t.TempDir(), boltstore.Options{Now: clk.Now, SweepInterval: -1})
 	for _, key := range []string{"reclaimed", "stale"} {
 		if claimed, _, _, err := s.Claim(ctx, key, "old", []byte("old"), time.Second, time.Minute); !claimed || err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/internal/eventually"
+	"github.com/idemgateway/idemgateway/internal/testclock"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -43,7 +44,7 @@ func concurrently(fns ...func()) {
 // those that ran before it ran again with the clock of their first run.
 func TestGroupCommitKeepsResultsApart(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	s := open(t, t.TempDir(), boltstore.Options{Now: clk.Now, SweepInterval: -1})
 	put := func(b *boltstore.Batch, key string) error { b.PutRaw(key, []byte("v-"+key)); return nil }
 	errB := errors.New("b failed after its write")

@@ -2,9 +2,7 @@ package boltstore_test
 
 import (
 	"context"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/idemgateway/idemgateway/boltstore"
 )
@@ -20,24 +18,4 @@ func open(t *testing.T, dir string, opts boltstore.Options) *boltstore.Store {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
-}
-
-// clock is a settable clock for Options.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }

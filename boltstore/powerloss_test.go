@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/internal/crashfs"
+	"github.com/idemgateway/idemgateway/internal/testclock"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -135,7 +136,7 @@ var plCheckpoints = []struct {
 // checkpointEntries records.
 func transitionsSurvivePowerLoss(t *testing.T, checkpointEntries int) {
 	backing := t.TempDir()
-	clk := newClock()
+	clk := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	wants := map[string]plWant{}
 	for i, round := range plRounds {
 		clk.Advance(round.before)
@@ -288,7 +289,7 @@ func TestConcurrentTransitionsSurvivePowerLoss(t *testing.T) {
 // checkpoints every checkpointEntries records.
 func concurrentTransitionsSurvivePowerLoss(t *testing.T, checkpointEntries int) {
 	backing := t.TempDir()
-	clk := newClock()
+	clk := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	fsys := crashfs.MountTest(t, backing)
 	runUntilAcknowledged(t, "TestConcurrentTransitionsSurvivePowerLoss", concurrentPowerLossEnv, fmt.Sprintf("%s|%d|%d", fsys.Dir, clk.Now().UnixMilli(), checkpointEntries))
 	st := fsys.Stats()

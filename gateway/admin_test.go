@@ -15,6 +15,7 @@ import (
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/internal/testclock"
 )
 
 // TestAdminRecords: the records API needs the token, serves the receipt, resolves an unknown
@@ -244,18 +245,18 @@ func TestAdminResolvedCommitLivesForTheTTL(t *testing.T) {
 
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
-		c := newClock()
+		c := testclock.New(time.Now())
 		up, calls := unknownUpstream(t)
 		srv, _, gw := newGateway(t, openEmbeddedAt(c), up.URL, gateway.Options{}, "{lock_lease: 2s, ttl: 1h}")
 		unknownThenResolved(t, srv.URL, gw.AdminHandler(""))
-		c.advance(10 * time.Minute) // far past the lease, well within the ttl
+		c.Advance(10 * time.Minute) // far past the lease, well within the ttl
 		if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "201 replay" {
 			t.Fatalf("a retry 10 minutes after the resolve: %v %v, want 201 replay (the record must live for the ttl, not the lease)", r, err)
 		}
 		if n := calls.Load(); n != 1 {
 			t.Fatalf("%d upstream calls, want 1", n)
 		}
-		c.advance(time.Hour) // past the ttl: the key is free again
+		c.Advance(time.Hour) // past the ttl: the key is free again
 		if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "502 execute" {
 			t.Fatalf("a retry after the ttl: %v %v, want 502 execute", r, err)
 		}

@@ -299,7 +299,7 @@ func TestConflictTellsOnlyItsFirstCaller(t *testing.T) {
     - {name: alice, key: "`+keyHash("alice-s3cret")+`", tenant: acme}
     - {name: bob, key: "`+keyHash("bob-s3cret")+`", tenant: acme}`)
 		srv, _, _ := newGatewayOn(t, store, clients, gateway.Options{})
-		send := func(url, who, key, body string) answer {
+		send := func(url, who, key, body string) reply {
 			h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}
 			if who != "" {
 				h.Set("Authorization", "Bearer "+who+"-s3cret")
@@ -309,7 +309,7 @@ func TestConflictTellsOnlyItsFirstCaller(t *testing.T) {
 			}
 			return do(t, "POST", url+"/v1/tickets", h, body)
 		}
-		told := func(a answer) string {
+		told := func(a reply) string {
 			var parts []string
 			for _, m := range []string{"existing_fingerprint", "existing_remote_id", "differing_fields"} {
 				if _, ok := a.problem[m]; ok {

@@ -19,14 +19,14 @@ import (
 
 // serveDirect serves one request built by httptest.NewRequest (parsed as the server parses a
 // request line, header values unchecked) on gw, and reads the answer.
-func serveDirect(gw http.Handler, method, target string, header http.Header) answer {
+func serveDirect(gw http.Handler, method, target string, header http.Header) reply {
 	req := httptest.NewRequest(method, target, strings.NewReader(`{}`))
 	for k, v := range header {
 		req.Header[k] = v
 	}
 	w := httptest.NewRecorder()
 	gw.ServeHTTP(w, req)
-	a := answer{status: w.Code, header: w.Header()}
+	a := reply{status: w.Code, header: w.Header()}
 	if strings.HasPrefix(w.Header().Get("Content-Type"), "application/problem+json") {
 		_ = json.Unmarshal(w.Body.Bytes(), &a.problem)
 	}

@@ -82,7 +82,7 @@ func TestC11_NoResendAfterBytesMayHaveReachedUpstream(t *testing.T) {
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	yaml := strings.Replace(ticketsYAML("http://"+ln.Addr().String()), "timeout: 5s}", "timeout: 5s, forward_key: Idempotency-Key}", 1)
-	yaml = strings.Replace(yaml, "class: non_idempotent", "class: non_idempotent\n    on_unknown_outcome: block", 1)
+	yaml = strings.Replace(yaml, "class: non_idempotent", "class: non_idempotent, on_unknown_outcome: block", 1)
 	srv, store, _ := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{TracerProvider: tp})
 
 	if resp, _ := post(t, srv.URL, "first", `{"title":"a"}`); resp.StatusCode != http.StatusCreated {

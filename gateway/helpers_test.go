@@ -29,6 +29,7 @@ import (
 	"github.com/idemgateway/idemgateway/gateway/mcpfront"
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/internal/testclock"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/internal/wiretap"
 	"github.com/idemgateway/idemgateway/problem"
@@ -59,12 +60,7 @@ upstreams:
   tickets: {url: %q, timeout: 5s}
 defaults: %s
 routes:
-  - name: create_ticket
-    upstream: tickets
-    method: POST
-    path: /v1/tickets
-    class: non_idempotent
-    receipt: {remote_id: /id}
+  - {name: create_ticket, upstream: tickets, method: POST, path: /v1/tickets, class: non_idempotent, receipt: {remote_id: /id}}
 `, upstream, defaults[0])
 }
 
@@ -207,24 +203,11 @@ func (c *claimCounter) Claim(ctx context.Context, key, owner string, payload []b
 	return claimed, state, stored, err
 }
 
-// clock is a store clock (boltstore.Options.Now) that moves only when the test advances it, so a
-// lease lapses exactly when the test says, however slow the machine.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Now().UnixNano())
-	return c
-}
-
-func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
-
 // openEmbeddedAt returns a factory of embedded stores whose leases and TTLs run on c.
-func openEmbeddedAt(c *clock) storeFactory {
+func openEmbeddedAt(c *testclock.Clock) storeFactory {
 	return func(t *testing.T) record.Store {
 		t.Helper()
-		store, err := boltstore.Open(t.TempDir(), boltstore.Options{Now: c.now})
+		store, err := boltstore.Open(t.TempDir(), boltstore.Options{Now: c.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -658,13 +641,14 @@ func (h *heldUpstream) awaitCalls(t *testing.T, n int32) {
 	eventually.True(t, "the upstream calls", func() bool { return h.calls.Load() >= n })
 }
 
-// reply is a client's answer from the gateway, as send reads it.
+// reply is the gateway's answer as send and do read it: the problem decoded when the body is one.
 type reply struct {
 	status     int
 	decision   string // Idempotency-Decision
 	retryAfter string
 	header     http.Header
 	body       string
+	problem    map[string]any // the body decoded, when it is application/problem+json
 }
 
 func (r reply) String() string { return fmt.Sprintf("%d %s", r.status, r.decision) }
@@ -680,6 +664,11 @@ func send(url, key, body string) (reply, error) {
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
+	return roundTrip(req)
+}
+
+// roundTrip sends req and reads the whole answer, for send and do.
+func roundTrip(req *http.Request) (reply, error) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return reply{}, err
@@ -687,10 +676,14 @@ func send(url, key, body string) (reply, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return reply{}, fmt.Errorf("key %q: reading the answer (%d): %w", key, resp.StatusCode, err)
+		return reply{}, fmt.Errorf("%s %s: reading the answer (%d): %w", req.Method, req.URL, resp.StatusCode, err)
 	}
-	return reply{status: resp.StatusCode, decision: resp.Header.Get("Idempotency-Decision"),
-		retryAfter: resp.Header.Get("Retry-After"), header: resp.Header, body: string(b)}, nil
+	r := reply{status: resp.StatusCode, decision: resp.Header.Get("Idempotency-Decision"),
+		retryAfter: resp.Header.Get("Retry-After"), header: resp.Header, body: string(b)}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		_ = json.Unmarshal(b, &r.problem)
+	}
+	return r, nil
 }
 
 // sendAsync sends the request from a goroutine of its own; the channel receives its answer.
@@ -738,15 +731,8 @@ routes:
   - {name: read, upstream: up, method: GET, path: "/v1/tickets/{id}", class: read_only}
 `
 
-// answer is the gateway's answer as do reads it: the problem decoded when the body is one.
-type answer struct {
-	status  int
-	header  http.Header
-	problem map[string]any
-}
-
 // do sends method url with header and body, and reads the whole answer.
-func do(t *testing.T, method, url string, header http.Header, body string) answer {
+func do(t *testing.T, method, url string, header http.Header, body string) reply {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -755,24 +741,15 @@ func do(t *testing.T, method, url string, header http.Header, body string) answe
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	r, err := roundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading the answer (%d): %v", method, url, resp.StatusCode, err)
-	}
-	a := answer{status: resp.StatusCode, header: resp.Header}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
-		_ = json.Unmarshal(b, &a.problem)
-	}
-	return a
+	return r
 }
 
 // problemType is the name of a's problem type, "" when a is no problem.
-func problemType(a answer) string {
+func problemType(a reply) string {
 	s, _ := a.problem["type"].(string)
 	return strings.TrimPrefix(s, problem.TypePrefix)
 }

@@ -46,7 +46,7 @@ routes:
 		decision string
 		problem  map[string]any
 	}
-	send := func(incident, key, body string) answer {
+	send := func(incident, key, body string) reply {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/incidents/"+incident+"/tickets", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -59,7 +59,7 @@ routes:
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		a := answer{status: resp.StatusCode, decision: resp.Header.Get("Idempotency-Decision")}
+		a := reply{status: resp.StatusCode, decision: resp.Header.Get("Idempotency-Decision")}
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
 			b, err := io.ReadAll(resp.Body)
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
+	"github.com/idemgateway/idemgateway/internal/testclock"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
 )
@@ -61,13 +62,13 @@ func (s *renewalGate) Renew(ctx context.Context, key, owner string, lease time.D
 func TestCommitAfterTakeoverIsRefused(t *testing.T) {
 	t.Parallel()
 	const lease = time.Second
-	c := newClock()
+	c := testclock.New(time.Now())
 	for _, kind := range []struct {
 		name  string
 		open  storeFactory
 		lapse func() // makes the lease lapse; nothing on Redis, where it lapses on Redis's clock
 	}{
-		{"embedded", openEmbeddedAt(c), func() { c.advance(2 * lease) }},
+		{"embedded", openEmbeddedAt(c), func() { c.Advance(2 * lease) }},
 		{"redis", openRedis, func() {}},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
@@ -147,12 +148,12 @@ routes:
 // renewal it grants: the renewal's transaction read that time or a later one.
 type clockedRenewals struct {
 	record.Store
-	c  *clock
+	c  *testclock.Clock
 	at *atomic.Int64
 }
 
 func (s *clockedRenewals) Renew(ctx context.Context, key, owner string, lease time.Duration) (bool, error) {
-	before := s.c.ns.Load()
+	before := s.c.Now().UnixNano()
 	ok, err := s.Store.Renew(ctx, key, owner, lease)
 	if ok && err == nil {
 		s.at.Store(before)
@@ -170,7 +171,7 @@ func (s *clockedRenewals) Renew(ctx context.Context, key, owner string, lease ti
 // eats) before the next could be missed.
 func TestLeaseRenewedWhileCallHeld(t *testing.T) {
 	t.Parallel()
-	c := newClock()
+	c := testclock.New(time.Now())
 	var renewedAt atomic.Int64 // the test clock before the embedded store's last renewal
 	for _, kind := range []struct {
 		name  string
@@ -183,8 +184,8 @@ func TestLeaseRenewedWhileCallHeld(t *testing.T) {
 		{"embedded", func(t *testing.T) record.Store {
 			return &clockedRenewals{Store: openEmbeddedAt(c)(t), c: c, at: &renewedAt}
 		}, 300 * time.Millisecond, func(t *testing.T, _ *prometheus.Registry, _ float64) {
-			eventually.True(t, "the renewal at the clock time", func() bool { return renewedAt.Load() == c.ns.Load() })
-			c.advance(200 * time.Millisecond)
+			eventually.True(t, "the renewal at the clock time", func() bool { return renewedAt.Load() == c.Now().UnixNano() })
+			c.Advance(200 * time.Millisecond)
 		}},
 		{"redis", openRedis, 2 * time.Second, func(t *testing.T, reg *prometheus.Registry, n float64) {
 			eventually.True(t, "the lease renewals", func() bool {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/eventually"
+	"github.com/idemgateway/idemgateway/internal/testclock"
 	"github.com/idemgateway/idemgateway/routes"
 	"github.com/idemgateway/idemgateway/server"
 )
@@ -295,8 +296,8 @@ func TestMCPDiscoveryHonoursTTLFloor(t *testing.T) {
 	})
 	yaml := strings.Replace(mcpRoutes(up.url, ""), "timeout: 10s}", "timeout: 10s, mcp: {discover_tools: true, trust_annotations: true}}", 1)
 	srv, _, gw := newGatewayYAML(t, openEmbedded, yaml, gateway.Options{})
-	c := newClock()
-	gw.SetClock(c.now)
+	c := testclock.New(time.Now())
+	gw.SetClock(c.Now)
 	call := func(i int) {
 		postRaw(t, srv.URL+"/mcp", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","_meta":{"%s":"k%d"}}}`, metaKey, i))
 	}
@@ -308,7 +309,7 @@ func TestMCPDiscoveryHonoursTTLFloor(t *testing.T) {
 	if n := lists.Load(); n != 1 {
 		t.Errorf("the server was listed %d times for 21 calls within the floor, want once", n)
 	}
-	c.advance(time.Second + time.Millisecond) // past the floor: the next call lists again
+	c.Advance(time.Second + time.Millisecond) // past the floor: the next call lists again
 	call(21)
 	eventually.True(t, "the second listing, once the floor passed", func() bool { return lists.Load() == 2 })
 }

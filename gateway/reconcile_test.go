@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/internal/testclock"
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 )
@@ -195,7 +196,7 @@ func (f *reconcileFixture) failLookups(how string) {
 
 // send sends key's call, its connection broken upstream before or after the effect when drop is
 // "before" or "after".
-func (f *reconcileFixture) send(key, drop string) answer {
+func (f *reconcileFixture) send(key, drop string) reply {
 	f.t.Helper()
 	h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}
 	if drop != "" {
@@ -205,7 +206,7 @@ func (f *reconcileFixture) send(key, drop string) answer {
 }
 
 // first sends key's first call with the clock back at time.Now: it is stamped with that start.
-func (f *reconcileFixture) first(key, drop string) answer {
+func (f *reconcileFixture) first(key, drop string) reply {
 	f.t.Helper()
 	f.ahead.Store(0)
 	return f.send(key, drop)
@@ -215,7 +216,7 @@ func (f *reconcileFixture) first(key, drop string) answer {
 // still be under way upstream, and the answer is 409 in_progress with Retry-After. It then moves
 // the clock past reconcile.after and sends key once more: that retry reconciles. The clock stays
 // ahead, so a later retry of the same key is past reconcile.after too.
-func (f *reconcileFixture) retry(key string) answer {
+func (f *reconcileFixture) retry(key string) reply {
 	t := f.t
 	t.Helper()
 	a := f.send(key, "")
@@ -349,9 +350,9 @@ func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
 		t.Cleanup(upstream.Close)
 		t.Cleanup(unhold) // before upstream.Close, which waits for the held call
 		srv, _, gw := newGatewayYAML(t, open, reconcileYAML(upstream.URL, "1m"), gateway.Options{})
-		c := newClock() // the gateway's clock: it moves only when the test moves it
-		gw.SetClock(c.now)
-		advance := c.advance
+		c := testclock.New(time.Now()) // the gateway's clock: it moves only when the test moves it
+		gw.SetClock(c.Now)
+		advance := c.Advance
 		post := func() (*http.Response, error) {
 			req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", strings.NewReader(`{"title":"disk full"}`))
 			if err != nil {
@@ -366,7 +367,7 @@ func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
 			}
 			return resp, err
 		}
-		send := func() answer {
+		send := func() reply {
 			t.Helper()
 			h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k"}}
 			return do(t, "POST", srv.URL+"/v1/tickets", h, `{"title":"disk full"}`)
@@ -395,7 +396,7 @@ func TestReconcileReExecutionRestartsTheWait(t *testing.T) {
 		}
 		// Past it, a retry looks up, finds nothing and executes again (held).
 		advance(gateway.DefaultStoreTimeout)
-		reexecStart := c.now()
+		reexecStart := c.Now()
 		type result struct {
 			resp *http.Response
 			err  error

@@ -238,7 +238,7 @@ routes:
   - {name: create_issue, upstream: up, method: POST, path: /rest/api/3/issue, class: non_idempotent,
      fingerprint: {body: {include: [/fields/summary]}, query: [notify], headers: [X-Account]}}
 `, up.URL), gateway.Options{})
-	send := func(summary, notify, account string) answer {
+	send := func(summary, notify, account string) reply {
 		return do(t, http.MethodPost, srv.URL+"/rest/api/3/issue?notify="+notify,
 			http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k1"}, "X-Account": {account}},
 			`{"fields":{"summary":"`+summary+`"}}`)

@@ -51,7 +51,7 @@ routes:
 			TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)),
 			Metrics:        reg,
 		})
-		send := func(tenant, credential, key, body string) answer {
+		send := func(tenant, credential, key, body string) reply {
 			h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}
 			if tenant != "" {
 				h.Set("X-Tenant-ID", tenant)
