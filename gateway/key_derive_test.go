@@ -41,11 +41,6 @@ routes:
     receipt: {remote_id: /id}
 `, gateway.Options{})
 
-	type answer struct {
-		status   int
-		decision string
-		problem  map[string]any
-	}
 	send := func(incident, key, body string) reply {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/incidents/"+incident+"/tickets", strings.NewReader(body))
