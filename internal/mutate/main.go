@@ -13,8 +13,8 @@
 //
 // Each target is `go test -race -count=1 -timeout T -run RUN PKG`, run in the copy with
 // E2E_MODULE_ROOT set to it, so that the e2e tests build the binaries from the mutated tree.
-// With -core, only the rows marked Core run: the tier of make mutate (about a quarter of an hour
-// on two cores); without it, every row (make mutate-all).
+// With -core, only the rows marked Core run: the tier of make mutate (under ten minutes on two
+// cores); without it, every row (make mutate-all).
 //
 //	go run ./internal/mutate [-core] [-run REGEXP] [-list] [-timeout 10m] [-v]
 package main
