@@ -7,6 +7,7 @@ import (
 	"testing"
 	"text/template"
 
+	"github.com/idemgateway/idemgateway/internal/deadaddr"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
 
@@ -91,7 +92,7 @@ func WriteRoutes(t *testing.T, name, sandboxURL string) string {
 		t.Fatalf("routes template: %v", err)
 	}
 	var b bytes.Buffer
-	if err := tmpl.Execute(&b, map[string]string{"Sandbox": sandboxURL, "Dead": deadURL(t)}); err != nil {
+	if err := tmpl.Execute(&b, map[string]string{"Sandbox": sandboxURL, "Dead": deadaddr.URL(t)}); err != nil {
 		t.Fatalf("routes template %s: %v", name, err)
 	}
 	path := filepath.Join(t.TempDir(), "routes.yaml")

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package e2e
+package deadaddr
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// deadURL returns the URL of a loopback port that refuses connections: one that was free a moment
-// ago. (Another process could take it meanwhile; deadaddr_unix.go holds the port instead.)
-func deadURL(t *testing.T) string {
+// URL returns the URL of a loopback port that refuses connections: one that was free a moment
+// ago. (Another process could take it meanwhile; the unix build holds the port instead.)
+func URL(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package e2e
+package deadaddr
 
 import (
 	"net"
@@ -9,11 +9,11 @@ import (
 	"testing"
 )
 
-// deadURL returns the URL of a loopback port that refuses connections until t ends: a TCP socket
+// URL returns the URL of a loopback port that refuses connections until t ends: a TCP socket
 // bound to it and never put in the listening state holds the port, so no other process can take
 // it, and the kernel answers every connection attempt with a reset ("connection refused"). A port
 // that was merely freed could be taken by another process meanwhile.
-func deadURL(t *testing.T) string {
+func URL(t testing.TB) string {
 	t.Helper()
 	syscall.ForkLock.RLock() // no child inherits the socket
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
