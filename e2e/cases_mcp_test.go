@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The field cases of MCP tool calls (docs/cases.md C16–C18): the built gateway in front of the
@@ -39,11 +40,82 @@ func TestC16_RetryKeepsItsOwnID(t *testing.T) {
 		}
 		if i == 0 {
 			first = msg["result"]
-		} else if !bytes.Equal(msg["result"], first) {
-			t.Errorf("call %d: result %s, want the first call's %s", i, msg["result"], first)
+		} else if _, stored := splitReplayMeta(t, msg["result"]); !bytes.Equal(stored, first) {
+			t.Errorf("call %d: result %s, want the first call's %s", i, stored, first)
 		}
 	}
 	e.sb.expectSince(t, "create_ticket", before, 1, 1)
+}
+
+// TestC29_ReplaySaysSoInBand (case C29): an agent reads a replayed tool result and must not take
+// it for a fresh one. The replay's result._meta["io.github.idemgateway/idempotency"] says
+// decision "replay", with the key, the tool, the remote id and the first execution's time;
+// everything else is the first answer's result byte for byte. The first answer says nothing of
+// the kind. Up×1.
+func TestC29_ReplaySaysSoInBand(t *testing.T) {
+	t.Parallel()
+	e := newMCPEnv(t, embeddedStore)
+	w := mcpWays[2]
+	before := e.sb.mcpCounts(t, "create_ticket")
+	start := time.Now().Add(-time.Second) // RFC 3339 keeps whole seconds
+	body := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"create_ticket",` +
+			`"arguments":{"title":"Invoice 7"},"_meta":{"` + metaKey + `":"c29"}}}`
+	}
+	_, first := postToolCall(t, e.gw.Proxy+w.path, body("1"))
+	if bytes.Contains(first["result"], []byte(replayMetaName)) {
+		t.Fatalf("the first answer %s carries the replay's _meta", first["result"])
+	}
+	decision, again := postToolCall(t, e.gw.Proxy+w.path, body("2"))
+	meta, stored := splitReplayMeta(t, again["result"])
+	if decision != "replay" || !bytes.Equal(stored, first["result"]) {
+		t.Errorf("retry: decision %q, result %s; want a replay of %s", decision, stored, first["result"])
+	}
+	var firstResult struct {
+		StructuredContent struct{ ID string } `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(first["result"], &firstResult); err != nil {
+		t.Fatal(err)
+	}
+	at, err := time.Parse(time.RFC3339, meta.FirstExecutedAt)
+	if meta.Decision != "replay" || meta.Key != "c29" || meta.Tool != "create_ticket" || meta.RemoteID != firstResult.StructuredContent.ID ||
+		err != nil || at.Before(start) || at.After(time.Now()) || !strings.HasSuffix(meta.FirstExecutedAt, "Z") {
+		t.Errorf("the replay's _meta %+v: want decision replay, key c29, tool create_ticket, remote id %s, first executed after %s (UTC)",
+			meta, firstResult.StructuredContent.ID, start.UTC().Format(time.RFC3339))
+	}
+	e.sb.expectSince(t, "create_ticket", before, 1, 1)
+}
+
+// replayMetaName is the _meta member of the gateway's answers (docs/mcp.md "What the agent gets").
+const replayMetaName = "io.github.idemgateway/idempotency"
+
+// replayMeta is what a replay says of itself in its result's _meta.
+type replayMeta struct {
+	Decision, Key, Tool, RemoteID, FirstExecutedAt string
+}
+
+// splitReplayMeta reads a replayed result: the gateway's entry, which must be the first member
+// of result._meta, and the result as stored, byte for byte (without the entry, and without a
+// _meta the gateway added for it).
+func splitReplayMeta(t *testing.T, result []byte) (replayMeta, []byte) {
+	t.Helper()
+	var meta replayMeta
+	prefix := []byte(`{"_meta":{"` + replayMetaName + `":`)
+	rest, ok := bytes.CutPrefix(result, prefix)
+	dec := json.NewDecoder(bytes.NewReader(rest))
+	if !ok || dec.Decode(&meta) != nil {
+		t.Fatalf("the result %s does not start with the replay's _meta", result)
+	}
+	switch rest = rest[dec.InputOffset():]; {
+	case bytes.HasPrefix(rest, []byte("},")): // a _meta the gateway added, before the result's first member
+		return meta, append([]byte("{"), rest[2:]...)
+	case bytes.HasPrefix(rest, []byte("}}")): // an empty result
+		return meta, []byte("{}")
+	case bytes.HasPrefix(rest, []byte(",")): // the server's own _meta
+		return meta, append([]byte(`{"_meta":{`), rest[1:]...)
+	}
+	t.Fatalf("the result %s: no member after the replay's _meta", result)
+	return meta, nil
 }
 
 // postToolCall POSTs body, a tools/call, to an MCP route as a 2025-11-25 client that accepts JSON

@@ -49,14 +49,22 @@ type Call struct {
 	Route *routes.Route
 	// Body is the request's body, read whole: it goes upstream as it is.
 	Body []byte
-	// Key reads the call's idempotency key from the body, where no header carries it: present is
-	// false when it carries none, and err is one that is not a key (wrapping
-	// problem.ErrInvalidKey). nil: the body carries none. KeySource names that source, as
-	// Exchange.KeySource reports it.
-	Key       func() (key string, present bool, err error)
-	KeySource string
-	// KeyPlace names where Key reads, for the problem of a missing key.
-	KeyPlace string
+	// Keys read the call's idempotency key from places in its body, in order, after the route's
+	// key header and before its key.from and key.derive: the first key found is the call's.
+	Keys []KeyReader
+}
+
+// KeyReader reads a call's idempotency key from one place in its body (Call.Keys).
+type KeyReader struct {
+	// Read reads the key: present is false when the place holds none, and err says that what it
+	// holds is not a key (wrapping problem.ErrInvalidKey, never quoting the value).
+	Read func() (key string, present bool, err error)
+	// Source names the place as Exchange.KeySource reports it; Place names it in a problem.
+	Source, Place string
+	// Agrees: the place is read even when a key was found before it, and a key it holds must be
+	// that key; one that differs is refused (problem.ErrKeyMismatch). A client that sends its key
+	// twice must not have the gateway choose one.
+	Agrees bool
 }
 
 // Admit runs the admission of x's request under its route (who asks: the tenant and actor, with

@@ -60,7 +60,7 @@ func (id *identity) keyless(rt *routes.Route) bool {
 // carried one, the credential scope, and the canonical document and its fingerprint.
 //
 // call is a request a front end read and parsed itself (nil: an HTTP route's, whose body is read
-// here): a key that no header carries is read by call.Key, before key.from and key.derive.
+// here): a key that no header carries is read by call.Keys, before key.from and key.derive.
 // principal is who the request authenticated as when its credential was verified already
 // (Exchange.Accept; nil: not yet).
 //
@@ -83,10 +83,8 @@ func identify(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter,
 	}
 	key, present, err := readKey(r, rt.Key.Header)
 	source := KeyFromHeader
-	if !present && call != nil && call.Key != nil {
-		if key, present, err = call.Key(); present {
-			source = call.KeySource
-		}
+	if call != nil && err == nil {
+		key, present, source, err = call.readKeys(key, present, "header "+rt.Key.Header)
 	}
 	if id.keyErr = err; err != nil && !fingerprintKeyless {
 		return id, nil

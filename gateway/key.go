@@ -56,13 +56,39 @@ const (
 	KeyFromDerive = "derive"
 )
 
-// keyPlaces names where a request on rt may carry its key: the route's key header, and the place
-// in its body a front end reads (call.KeyPlace).
+// keyPlaces names where a request on rt may carry its key: the route's key header, and the places
+// in its body a front end reads (call.Keys).
 func keyPlaces(rt *routes.Route, call *Call) string {
-	if call == nil || call.KeyPlace == "" {
-		return "header " + rt.Key.Header
+	places := "header " + rt.Key.Header
+	if call != nil {
+		for _, k := range call.Keys {
+			places += " or " + k.Place
+		}
 	}
-	return "header " + rt.Key.Header + " or " + call.KeyPlace
+	return places
+}
+
+// readKeys reads c's key from its body (c.Keys) after the header's: key and present are what the
+// header (named place) held. The first key found is the call's; a place that Agrees and holds
+// another is a problem.ErrKeyMismatch, naming the two places and neither key.
+func (c *Call) readKeys(key string, present bool, place string) (string, bool, string, error) {
+	source := KeyFromHeader
+	for _, k := range c.Keys {
+		if present && !k.Agrees {
+			continue
+		}
+		v, found, err := k.Read()
+		switch {
+		case !found:
+		case err != nil:
+			return v, true, k.Source, err
+		case !present:
+			key, present, source, place = v, true, k.Source, k.Place
+		case v != key:
+			return key, true, source, fmt.Errorf("%w: %s holds another key than %s", problem.ErrKeyMismatch, k.Place, place)
+		}
+	}
+	return key, present, source, nil
 }
 
 // requestField is the value of one field of a key or reconcile template in a request: its tenant,

@@ -497,12 +497,13 @@ func TestMCPReplayWithoutKeptResult(t *testing.T) {
 	}
 }
 
-// TestMCPRefusalCodes: refusal: jsonrpc_error answers a call without a key -32013 and a duplicate
-// of a call in flight -32011 (retryable, with retryAfterMs), with the id of the refused request.
+// TestMCPRefusalCodes: refusal: jsonrpc_error answers a call without a key -32013 and, with
+// concurrency: reject, a duplicate of a call in flight -32011 (retryable, with retryAfterMs), with
+// the id of the refused request.
 func TestMCPRefusalCodes(t *testing.T) {
 	t.Parallel()
 	up := newMCPUpstream(t, nil)
-	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    refusal: jsonrpc_error\n"), gateway.Options{})
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    refusal: jsonrpc_error\n    concurrency: reject\n"), gateway.Options{})
 	cs, _ := connectMCP(t, srv.URL, "2025-11-25", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 	defer cancel()
@@ -529,8 +530,8 @@ func TestMCPRefusalCodes(t *testing.T) {
 }
 
 // TestMCPStreamCutIsUnknown: an SSE answer that ends before the call's response leaves the outcome
-// unknown; the client gets the gateway's answer for its id (not a hang), and the progress that came
-// before it.
+// unknown; the client gets the gateway's answer for its id (not a hang), which says outcome
+// unknown, and the progress that came before it.
 func TestMCPStreamCutIsUnknown(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
@@ -546,7 +547,8 @@ func TestMCPStreamCutIsUnknown(t *testing.T) {
 	events := strings.Split(strings.TrimSpace(body), "\n\n")
 	if status != http.StatusOK || h.Get("Content-Type") != "text/event-stream" || len(events) != 2 ||
 		strings.Contains(body, "id: s1") || strings.Contains(body, "retry:") || !strings.Contains(events[0], "notifications/progress") ||
-		!strings.Contains(events[1], `"id":"c1","result":{`) || !strings.Contains(events[1], "Unknown whether the call took effect") {
+		!strings.Contains(events[1], `"id":"c1","result":{`) || !strings.Contains(events[1], "Unknown whether the call took effect") ||
+		!strings.Contains(events[1], `"outcome":"unknown"`) {
 		t.Fatalf("%d %v\n%s", status, h, body)
 	}
 	_, _, body = postRaw(t, srv.URL+"/mcp", strings.Replace(call, `"c1"`, `"c2"`, 1))
@@ -557,11 +559,11 @@ func TestMCPStreamCutIsUnknown(t *testing.T) {
 
 // TestMCPReplayAcrossEras: the receipt of a 2025-11-25 call replays to a 2026-07-28 retry with
 // the resultType that revision requires, and a refusal to such a retry has one too; a 2025
-// retry gets the result as stored.
+// retry gets the result as stored, byte for byte with replay_meta: false.
 func TestMCPReplayAcrossEras(t *testing.T) {
 	t.Parallel()
 	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
-	srv, _, gw := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	srv, _, gw := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, "    replay_meta: false\n"), gateway.Options{})
 	old := func(id, title string) string {
 		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"` + title + `"},"_meta":{"` + metaKey + `":"k1"}}}`
 	}

@@ -20,6 +20,7 @@ var (
 	ErrMissingKey       = errors.New("missing idempotency key")
 	ErrMissingTenant    = errors.New("missing tenant")
 	ErrInvalidKey       = errors.New("invalid idempotency key")
+	ErrKeyMismatch      = errors.New("idempotency keys that differ")
 	ErrBodyTooLarge     = errors.New("request body too large")
 	ErrBodyTooComplex   = canonical.ErrBodyTooComplex
 	ErrInvalidBody      = canonical.ErrInvalidBody
@@ -61,6 +62,7 @@ func kindOf(err error) kind {
 		{ErrMissingKey, kind{http.StatusBadRequest, "missing-idempotency-key", "Missing idempotency key", false}},
 		{ErrMissingTenant, kind{http.StatusBadRequest, "missing-tenant", "Missing tenant", false}},
 		{ErrInvalidKey, kind{http.StatusBadRequest, "invalid-idempotency-key", "Invalid idempotency key", false}},
+		{ErrKeyMismatch, kind{http.StatusBadRequest, "idempotency-key-mismatch", "Idempotency key mismatch", false}},
 		{ErrBodyTooLarge, kind{http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large", false}},
 		{ErrBodyTooComplex, kind{http.StatusRequestEntityTooLarge, "body-too-complex", "Request body too complex", false}},
 		{ErrInvalidBody, kind{http.StatusBadRequest, "invalid-body", "Invalid request body", false}},

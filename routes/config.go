@@ -237,7 +237,7 @@ type Route struct {
 	// LockLease is the lease of the execution lock, renewed while the upstream call runs.
 	// Default DefaultLockLease.
 	LockLease time.Duration
-	// Concurrency: default Reject.
+	// Concurrency: default Reject on a kind: http route, Wait on a kind: mcp route and its tools.
 	Concurrency Concurrency
 	// WaitTimeout bounds the wait of Concurrency Wait. Default DefaultWaitTimeout.
 	WaitTimeout time.Duration
@@ -273,6 +273,11 @@ type Key struct {
 	// Meta names the member of a tools/call's params._meta that carries the key (kind: mcp only),
 	// e.g. "io.github.idemgateway/idempotencyKey". Default "": none.
 	Meta string
+	// Argument names the member of a tools/call's params.arguments that carries the key (kind:
+	// mcp routes and their tools), for clients that can send nothing but a tool's arguments: the
+	// gateway declares it in the tools' input schemas and removes it before the call goes on
+	// (docs/mcp.md#keys-from-every-client). Default "": none.
+	Argument string
 	// Required: default true for NonIdempotent routes, false otherwise. A route with From or
 	// Derive asks for a key only when neither yields one.
 	Required bool

@@ -28,6 +28,9 @@ type KeyTemplate struct {
 	text   string
 	parts  []templatePart
 	fields int
+	// digest: every key is kept as its digest, valid or not; set on a kind: mcp tool's template with a {body:…} field, whose values are a tool's
+	// arguments, which must appear in no key, admin answer or refusal (docs/mcp.md#derived-keys).
+	digest bool
 }
 
 type templatePart struct {
@@ -142,14 +145,24 @@ func parseField(f string) (templatePart, error) {
 func (t *KeyTemplate) String() string { return t.text }
 
 // Render builds a key with Expand. A key that would not be a valid idempotency key
-// (record.CheckKey: over record.MaxKeyBytes, not printable ASCII, or only spaces) is replaced by
+// (record.CheckKey: over record.MaxKeyBytes, not printable ASCII, or only spaces), and every key
+// of a template that keeps digests (a kind: mcp tool's with a {body:…} field), is replaced by
 // "sha256:" and the hex SHA-256 of it, so any business value can name an operation.
 func (t *KeyTemplate) Render(lookup func(source, name string, pointer canonical.Pointer) (string, bool)) (string, error) {
 	s, err := t.Expand(lookup)
 	if err != nil {
 		return "", err
 	}
+	if t.digest {
+		return digest(s), nil
+	}
 	return KeyOrDigest(s), nil
+}
+
+// keepDigests makes t keep every key as its digest when it has a {body:…} field (a kind: mcp
+// tool's template: its body fields are arguments).
+func (t *KeyTemplate) keepDigests() {
+	t.digest = slices.ContainsFunc(t.parts, func(p templatePart) bool { return p.source == SourceBody })
 }
 
 // Expand fills the template's fields. lookup returns the value of one field (source, name, and for
@@ -179,6 +192,11 @@ func KeyOrDigest(k string) string {
 	if record.CheckKey(k) == nil {
 		return k
 	}
+	return digest(k)
+}
+
+// digest is "sha256:" and the hex SHA-256 of k.
+func digest(k string) string {
 	sum := sha256.Sum256([]byte(k))
 	return "sha256:" + hex.EncodeToString(sum[:])
 }

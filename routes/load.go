@@ -105,6 +105,7 @@ type rawRoute struct {
 	Refusal          *string            `yaml:"refusal"`
 	Cancel           *string            `yaml:"cancel"`
 	UnknownTools     *string            `yaml:"unknown_tools"`
+	ReplayMeta       *bool              `yaml:"replay_meta"`
 	Tools            map[string]rawTool `yaml:"tools"`
 	rawEffect        `yaml:",inline"`
 }
@@ -152,6 +153,7 @@ type rawInject struct {
 type rawKey struct {
 	Header   *string `yaml:"header"`
 	Meta     *string `yaml:"meta"`
+	Argument *string `yaml:"argument"`
 	Required *bool   `yaml:"required"`
 	From     *string `yaml:"from"`
 	Derive   *string `yaml:"derive"`

@@ -79,6 +79,9 @@ type MCP struct {
 	Cancel CancelPolicy
 	// UnknownTools: default AllowUnknownTools.
 	UnknownTools UnknownTools
+	// ReplayMeta: a replayed result says so in its _meta (docs/mcp.md#what-the-agent-gets).
+	// Default true; replay_meta: false replays the stored result byte for byte.
+	ReplayMeta bool
 	// Tools are the tools the file configures, by tool name; each a full per-tool route (see
 	// Tool) with the class the file gives it, else the route's. Empty when none.
 	Tools map[string]*Route
@@ -105,6 +108,20 @@ type toolSpec struct {
 	class                  Class // tools[T].class; "" when unset
 	toolError              OutcomeName
 	errorCodes             Outcome
+}
+
+// KeyArguments reports whether a call of some tool of this route may carry its key in an argument
+// (key.argument on the route or on a tool), which the route's tool lists must then declare.
+func (m *MCP) KeyArguments() bool {
+	if m.base.proto.Key.Argument != "" {
+		return true
+	}
+	for _, s := range m.specs {
+		if s.proto.Key.Argument != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Tool returns the per-tool route of tool name on this MCP route, with class c for a tool whose

@@ -128,6 +128,12 @@ func TestParseMCPErrors(t *testing.T) {
 			`routes[0] "t": tools.x.key.meta: set it on the route: one _meta member carries the key of every tool`}},
 		{"key.meta on an http route", "  - {name: h, upstream: h, method: POST, path: /h, class: idempotent, key: {meta: k}}", []string{
 			`routes[1] "h": key.meta: only a kind: mcp route reads params._meta`}},
+		{"key.argument on an http route", "  - {name: h, upstream: h, method: POST, path: /h, class: idempotent, key: {argument: k}}", []string{
+			`routes[1] "h": key.argument: only a kind: mcp route reads a tool's arguments`}},
+		{"key.argument not printable", "    key: {argument: \"k\\u00e9\"}", []string{
+			`routes[0] "t": key.argument: "ké": byte 1 is not printable ASCII: an argument's name is 1 to 255 bytes of printable ASCII`}},
+		{"replay_meta on an http route", "  - {name: h, upstream: h, method: POST, path: /h, class: idempotent, replay_meta: false}", []string{
+			`routes[1] "h": replay_meta: only a kind: mcp route has it`}},
 		{"key.meta malformed", "    key: {meta: 'io.github.x/'}", []string{
 			`routes[0] "t": key.meta: "io.github.x/": not an MCP _meta key: want an optional prefix of dot-separated labels and "/" (io.github.idemgateway/), then letters, digits, '-', '_' and '.', starting and ending with a letter or digit`}},
 		{"key.meta reserved", "    key: {meta: 'io.modelcontextprotocol/key'}", []string{
@@ -231,6 +237,25 @@ func TestParseMCPUpstreamErrors(t *testing.T) {
 	}
 }
 
+// TestMCPConcurrencyDefault: a kind: mcp route waits unless the file says otherwise; a
+// concurrency the defaults block sets applies to it as to every route; a kind: http route rejects.
+func TestMCPConcurrencyDefault(t *testing.T) {
+	t.Parallel()
+	routesOf := "upstreams: {m: {url: 'http://m'}}\n%sroutes: [{name: t, kind: mcp, upstream: m, path: /mcp}, {name: h, upstream: m, method: POST, path: /h, class: non_idempotent}]\n"
+	for _, c := range []struct {
+		defaults  string
+		mcp, http Concurrency
+	}{{"", Wait, Reject}, {"defaults: {concurrency: reject}\n", Reject, Reject}, {"defaults: {concurrency: wait}\n", Wait, Wait}} {
+		cfg, err := Parse("t.yaml", []byte(fmt.Sprintf(routesOf, c.defaults)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, tool, http := cfg.Routes[0].Concurrency, cfg.Routes[0].MCP.Tool("x", "").Concurrency, cfg.Routes[1].Concurrency; got != c.mcp || tool != c.mcp || http != c.http {
+			t.Errorf("defaults %q: mcp route %q, its tool %q, http route %q; want %q, %q, %q", c.defaults, got, tool, http, c.mcp, c.mcp, c.http)
+		}
+	}
+}
+
 // TestParseMCPDefaults checks what a kind: mcp route that sets nothing gets.
 func TestParseMCPDefaults(t *testing.T) {
 	t.Parallel()
@@ -244,14 +269,18 @@ func TestParseMCPDefaults(t *testing.T) {
 		t.Errorf("upstream MCP %+v, want %+v", rt.Upstream.MCP, wantUp)
 	}
 	if rt.Kind != KindMCP || rt.Method != "" || rt.Class != NonIdempotent || rt.OnUnknownOutcome != Block ||
-		!reflect.DeepEqual(rt.Key, Key{Header: DefaultKeyHeader, Meta: DefaultKeyMeta, Required: true}) || rt.TTL != DefaultTTL {
+		!reflect.DeepEqual(rt.Key, Key{Header: DefaultKeyHeader, Meta: DefaultKeyMeta, Required: true}) || rt.TTL != DefaultTTL ||
+		rt.Concurrency != Wait {
 		t.Errorf("route %+v", rt)
 	}
 	m := rt.MCP
-	if m.Refusal != RefuseToolError || m.Cancel != CancelFinish || m.UnknownTools != AllowUnknownTools || len(m.Tools) != 0 {
+	if m.Refusal != RefuseToolError || m.Cancel != CancelFinish || m.UnknownTools != AllowUnknownTools || len(m.Tools) != 0 || !m.ReplayMeta {
 		t.Errorf("MCP %+v", m)
 	}
 	tool := m.Tool("create_ticket", "")
+	if tool.Concurrency != Wait {
+		t.Errorf("a tool's concurrency %q, want the route's wait", tool.Concurrency)
+	}
 	wantTool := &Tool{Route: "t", Name: "create_ticket", Scope: record.NewToolScope("t/create_ticket"), ToolError: OutcomeNotCommitted}
 	if tool.Class != NonIdempotent || !reflect.DeepEqual(tool.Tool, wantTool) || tool.Name != "t/create_ticket" ||
 		tool.Method != http.MethodPost || tool.Path != "/mcp" || tool.MCP != m {

@@ -18,6 +18,7 @@ func (r *resolver) mcp(p string, raw *rawRoute, rt *Route, set effectSet) *MCP {
 		Refusal:      RefuseToolError,
 		Cancel:       CancelFinish,
 		UnknownTools: AllowUnknownTools,
+		ReplayMeta:   raw.ReplayMeta == nil || *raw.ReplayMeta,
 		Tools:        make(map[string]*Route, len(raw.Tools)),
 		route:        rt,
 		specs:        make(map[string]*toolSpec, len(raw.Tools)),
@@ -93,6 +94,7 @@ func (r *resolver) mcpOnly(p string, raw *rawRoute) {
 	only("refusal", raw.Refusal != nil)
 	only("cancel", raw.Cancel != nil)
 	only("unknown_tools", raw.UnknownTools != nil)
+	only("replay_meta", raw.ReplayMeta != nil)
 	only("tools", raw.Tools != nil)
 }
 

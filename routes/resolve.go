@@ -49,12 +49,12 @@ type settings struct {
 	maxBodyBytes                int64
 }
 
-// builtin are the settings that neither the defaults block nor a route sets.
+// builtin are the settings that neither the defaults block nor a route sets; concurrency is left
+// unset, for the route's kind to decide (route).
 var builtin = settings{
 	ttl:          DefaultTTL,
 	lockLease:    DefaultLockLease,
 	waitTimeout:  DefaultWaitTimeout,
-	concurrency:  Reject,
 	tenantHeader: DefaultTenantHeader,
 	actorHeader:  DefaultActorHeader,
 	maxBodyBytes: DefaultMaxBodyBytes,

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/idemgateway/idemgateway/canonical"
+	"github.com/idemgateway/idemgateway/record"
 )
 
 // route resolves and validates route i. Its name, and the checks that span routes (unique
@@ -93,6 +94,11 @@ func (r *resolver) route(i int, raw *rawRoute, upstreams map[string]*Upstream, d
 	}
 	if !set.required {
 		rt.Key.Required = rt.Class == NonIdempotent
+	}
+	if rt.Concurrency == "" { // neither the route nor the defaults block sets it
+		// An MCP client that retries on its own (the AI SDK's maxRetries) does it while the
+		// first call runs: waiting gives it the answer where a refusal gives it nothing to use.
+		rt.Concurrency = map[bool]Concurrency{false: Reject, true: Wait}[mcp]
 	}
 	if !set.policy {
 		rt.OnUnknownOutcome = defaultUnknownPolicy(rt.Class, rt.Upstream, rt.Reconcile)
@@ -274,6 +280,16 @@ func (r *resolver) key(p string, level effectLevel, raw *rawKey, k *Key) {
 			}
 		}
 	}
+	if raw.Argument != nil {
+		k.Argument = *raw.Argument
+		switch {
+		case level == onHTTPRoute:
+			r.addf(field("key.argument"), "only a kind: mcp route reads a tool's arguments")
+		case k.Argument == "": // argument: "" on a tool reads no key from its arguments
+		case record.CheckKey(k.Argument) != nil:
+			r.addf(field("key.argument"), "%q: %v: an argument's name is 1 to %d bytes of printable ASCII", k.Argument, record.CheckKey(k.Argument), record.MaxKeyBytes)
+		}
+	}
 	if raw.Required != nil {
 		k.Required = *raw.Required
 	}
@@ -295,6 +311,8 @@ func (r *resolver) key(p string, level effectLevel, raw *rawKey, k *Key) {
 			kt, err := ParseKeyTemplate(*raw.Derive)
 			if err != nil {
 				r.add(field("key.derive"), err)
+			} else if level == onTool {
+				kt.keepDigests()
 			}
 			k.Derive = kt
 		}

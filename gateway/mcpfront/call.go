@@ -16,15 +16,21 @@ import (
 
 // A guarded tools/call as the identify phase reads it (gateway.Call, docs/contract.md §7 Key):
 // under its tool's route, its body the request's, and its idempotency key, when no header carries
-// one, in params._meta[key.meta].
+// one, in params._meta[key.meta], then in params.arguments[key.argument] (docs/mcp.md#keys-from-every-client).
+// The argument is cut from the body before anything else reads it: the server never sees it, and
+// the fingerprint never counts it.
 
-// keyFromMeta is the key source of a key read from params._meta (gateway.Call.KeySource).
-const keyFromMeta = "meta"
+// The key sources of keys read from a tools/call's body (gateway.KeyReader.Source).
+const (
+	keyFromMeta     = "meta"
+	keyFromArgument = "argument"
+)
 
 // keySourceNames are the values of agent.idempotency.key.source, by the key source of
 // agent.idempotency.key_source (gateway.Exchange.KeySource).
 var keySourceNames = map[string]string{
-	gateway.KeyFromHeader: "header", keyFromMeta: "meta", gateway.KeyFromFrom: "argument", gateway.KeyFromDerive: "derived",
+	gateway.KeyFromHeader: "header", keyFromMeta: "meta", keyFromArgument: "argument",
+	gateway.KeyFromFrom: "argument", gateway.KeyFromDerive: "derived",
 }
 
 // start readies m, whose msg is a tools/call with the headers h, of the MCP revision version, read
@@ -33,44 +39,60 @@ var keySourceNames = map[string]string{
 func (m *mcpTool) start(h http.Header, trt *routes.Route, body []byte, version, classSource string) {
 	m.sse, m.session = onlySSE(h), h.Get(headerSessionID)
 	m.version, m.classSource = version, classSource
-	m.call = gateway.Call{Route: trt, Body: body}
-	if trt.Key.Meta != "" {
-		m.call.Key, m.call.KeySource = m.metaKey, keyFromMeta
-		m.call.KeyPlace = "params._meta[" + strconv.Quote(trt.Key.Meta) + "]"
+	m.call = gateway.Call{Route: trt, Body: body, Keys: m.keys[:0]}
+	if name := trt.Key.Meta; name != "" {
+		m.call.Keys = append(m.call.Keys, gateway.KeyReader{Read: m.metaKey, Source: keyFromMeta, Place: "params._meta[" + strconv.Quote(name) + "]"})
+	}
+	if name := trt.Key.Argument; name != "" {
+		place := "params.arguments[" + strconv.Quote(name) + "]"
+		v, rest, err := m.msg.CutArgument(body, name)
+		m.call.Body = rest
+		read := func() (string, bool, error) {
+			if err != nil {
+				return "", true, fmt.Errorf("%w: %v", problem.ErrInvalidKey, err)
+			}
+			if v == nil {
+				return "", false, nil
+			}
+			key, err := stringKey(v, place)
+			return key, true, err
+		}
+		m.call.Keys = append(m.call.Keys, gateway.KeyReader{Read: read, Source: keyFromArgument, Place: place, Agrees: true})
 	}
 }
 
-// metaKey reads the call's key from params._meta[key.meta] (gateway.Call.Key).
+// metaKey reads the call's key from params._meta[key.meta] (a gateway.KeyReader).
 func (m *mcpTool) metaKey() (key string, present bool, err error) {
 	name := m.call.Route.Key.Meta
 	v := m.msg.Meta(name)
 	if v == nil {
 		return "", false, nil
 	}
-	key, err = metaKey(v, name)
+	key, err = stringKey(v, "params._meta["+strconv.Quote(name)+"]")
 	return key, true, err
 }
 
 // keyPlaces names where a call may carry its key, for a model told it sent none.
 func (m *mcpTool) keyPlaces() string {
 	places := "header " + m.call.Route.Key.Header
-	if m.call.KeyPlace != "" {
-		places += " or " + m.call.KeyPlace
+	for _, k := range m.call.Keys {
+		places += " or " + k.Place
 	}
 	return places
 }
 
-// metaKey reads the key of a tools/call from v, the raw value of params._meta[name]: a JSON
-// string holding a valid key (record.CheckKey). Errors wrap problem.ErrInvalidKey and never quote v.
-func metaKey(v []byte, name string) (key string, err error) {
+// stringKey reads the key of a tools/call from v, the raw value at place (params._meta[…] or
+// params.arguments[…]): a JSON string holding a valid key (record.CheckKey). Errors wrap
+// problem.ErrInvalidKey and never quote v.
+func stringKey(v []byte, place string) (key string, err error) {
 	switch inner := v[min(1, len(v)):max(len(v)-1, 0)]; {
 	case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(inner, '\\') < 0: // no escapes: the bytes are the key
 		key = string(inner)
 	case json.Unmarshal(v, &key) != nil:
-		return "", fmt.Errorf("%w: params._meta[%q] is not a JSON string", problem.ErrInvalidKey, name)
+		return "", fmt.Errorf("%w: %s is not a JSON string", problem.ErrInvalidKey, place)
 	}
 	if err := record.CheckKey(key); err != nil {
-		return "", fmt.Errorf("%w: params._meta[%q]: %v", problem.ErrInvalidKey, name, err)
+		return "", fmt.Errorf("%w: %s: %v", problem.ErrInvalidKey, place, err)
 	}
 	return key, nil
 }

@@ -48,6 +48,7 @@ type mcpTool struct {
 	version string          // the MCP revision the request names (protocolVersion); "" when none
 	// classSource says where the tool's class came from: config, annotations or default.
 	classSource string
+	keys        [2]gateway.KeyReader // call.Keys' array: a call reads its key in at most two places of its body
 }
 
 // traceCall names x's span "tools/call <tool>" and sets the attributes of docs/contract.md §7
@@ -81,9 +82,11 @@ func (m *mcpTool) traceCall(x *gateway.Exchange) {
 func (m *mcpTool) Call(x *gateway.Exchange) { x.Proxy() }
 
 // Replay answers with prev's stored result or error under this request's id, byte for byte
-// otherwise; a record that kept none (over the receipt limit, or resolved by an operator) replays
-// a tool result that says the call took effect, with its remote id. Never Mcp-Session-Id: the
-// answer is the gateway's, valid in any session.
+// otherwise but for result._meta["io.github.idemgateway/idempotency"], which says that it is a
+// replay (replayMeta; unless replay_meta: false), so that an agent does not report the action as
+// just done (docs/cases.md C29); a record that kept none (over the receipt limit, or resolved by
+// an operator) replays a tool result that says the call took effect, with its remote id. Never
+// Mcp-Session-Id: the answer is the gateway's, valid in any session.
 func (m *mcpTool) Replay(x *gateway.Exchange, prev *record.Record) {
 	w := x.Writer()
 	w.Header()["Idempotent-Replayed"] = replayed // shared, as writeJSONRPC's values are
@@ -91,6 +94,9 @@ func (m *mcpTool) Replay(x *gateway.Exchange, prev *record.Record) {
 		member := resp.Body
 		if stateless(m.version) && !stateless(prev.MCPProtocolVersion) {
 			member = withResultType(member, m.msg.ID)
+		}
+		if x.Route().MCP.ReplayMeta {
+			member = mcpwire.WithResultMeta(member, metaIdempotency, m.replayMeta(x, prev))
 		}
 		// Re-enveloped under this request's id by splicing: the stored member goes out as it is.
 		parts := mcpwire.EnvelopeParts(m.msg.ID, member)
@@ -103,6 +109,28 @@ func (m *mcpTool) Replay(x *gateway.Exchange, prev *record.Record) {
 	}
 	info := &metaInfo{Decision: gateway.DecisionReplay, Key: x.Key(), Tool: x.Route().Name, ExistingRemoteID: prev.RemoteID}
 	m.write(w, mcpwire.Envelope(m.msg.ID, m.resultMember(text, false, info)))
+}
+
+// replayMeta is the JSON of result._meta["io.github.idemgateway/idempotency"] in a replay of
+// prev (docs/contract.md §9 Said in band): the decision, the key, the tool as the call names it,
+// the remote id, and when the call was first executed.
+func (m *mcpTool) replayMeta(x *gateway.Exchange, prev *record.Record) []byte {
+	b, _ := json.Marshal(struct { // strings always encode
+		Decision        string `json:"decision"`
+		Key             string `json:"key"`
+		Tool            string `json:"tool"`
+		RemoteID        string `json:"remoteId,omitempty"`
+		FirstExecutedAt string `json:"firstExecutedAt,omitempty"`
+	}{gateway.DecisionReplay, x.Key(), m.msg.Tool, prev.RemoteID, executedAt(prev.StartedAt)})
+	return b
+}
+
+// executedAt is t in RFC 3339, UTC; "" for the zero time (a record that kept none).
+func executedAt(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // withResultType is member, a stored result, with "resultType":"complete" added when it has
@@ -153,8 +181,9 @@ func (m *mcpTool) Failed(x *gateway.Exchange, w http.ResponseWriter, fault error
 // unsettled is the answer to a call that got no final response (its exchange failed, or its
 // answer ended before it) and whose record oc settled: not executed, or an unknown outcome.
 func (m *mcpTool) unsettled(x *gateway.Exchange, fault error, oc gateway.Outcome) []byte {
-	info := &metaInfo{Decision: x.Decision(), Retryable: oc.Released(), Key: x.Key(), Tool: x.Route().Name}
+	info := &metaInfo{Decision: x.Decision(), Retryable: oc.Released(), Key: x.Key(), Tool: x.Route().Name, Outcome: outcomeUnknown}
 	if oc.Class() == gateway.NotCommitted {
+		info.Outcome = outcomeNotCommitted
 		text := fmt.Sprintf("Not executed: the tool's server could not be reached (%v), so nothing was done. Retry this same call with the same key.", fault)
 		return m.answer(x, text, info, fault)
 	}
@@ -199,7 +228,16 @@ type metaInfo struct {
 	DifferingFields     []string `json:"differingFields,omitempty"`
 	ExistingRemoteID    string   `json:"existingRemoteId,omitempty"`
 	RetryAfterMs        int64    `json:"retryAfterMs,omitempty"`
+	// Outcome is what became of an executed call the gateway answers itself: outcomeUnknown or
+	// outcomeNotCommitted (docs/contract.md §9 Said in band).
+	Outcome string `json:"outcome,omitempty"`
 }
+
+// The values of metaInfo.Outcome.
+const (
+	outcomeUnknown      = "unknown"
+	outcomeNotCommitted = "not_committed"
+)
 
 // resultMember is the member `{"result":…}` of a CallToolResult holding text, with isError, and
 // info in its _meta; no structuredContent (docs/contract.md §7 Refusals). A 2026-07-28 request
@@ -236,6 +274,7 @@ func refusalCode(err error) (int, string) {
 		{problem.ErrOutcomeUnknown, mcpwire.OutcomeUnknown, "idempotency_outcome_unknown"},
 		{problem.ErrMissingKey, mcpwire.KeyMissing, "idempotency_key_required"},
 		{problem.ErrInvalidKey, mcpwire.KeyInvalid, "idempotency_key_invalid"},
+		{problem.ErrKeyMismatch, mcpwire.KeyInvalid, "idempotency_key_mismatch"},
 		{problem.ErrStoreUnavailable, mcpwire.StoreUnavailable, "idempotency_store_unavailable"},
 		{problem.ErrInvalidBody, mcpwire.InvalidParams, "invalid_params"},
 		{problem.ErrBodyTooLarge, mcpwire.InvalidRequest, "body_too_large"},
@@ -273,6 +312,8 @@ func (m *mcpTool) refusalText(x *gateway.Exchange, ref *gateway.Refusal) string 
 			"wrapper sends it in %s. Use one new key per intended action, and the same key when you retry that action.", x.Route().Name, m.keyPlaces())
 	case errors.Is(err, problem.ErrInvalidKey):
 		return fmt.Sprintf("Not executed: the idempotency key is invalid (%v). Send a key of printable ASCII characters, the same one for every retry.", err)
+	case errors.Is(err, problem.ErrKeyMismatch):
+		return fmt.Sprintf("Not executed: the call carries two different idempotency keys (%v). Send the key of this action in one place, or the same key in both.", err)
 	case errors.Is(err, problem.ErrStoreUnavailable):
 		return "Not executed: the idempotency store is unavailable, so nothing was done. Retry this same call with the same key in a second."
 	case errors.Is(err, problem.ErrOverloaded):

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
@@ -14,27 +15,52 @@ import (
 // (tools.go) for tool lists and list_changed. The pipeline bounds them by stream_idle_timeout
 // between reads (gateway.Exchange.Stream).
 
-// watch lets the tool book learn from resp, a pass-through answer on rt: a tools/list answer
-// (learn) is read whole first (up to maxToolListBytes), so that the client's next call meets what
-// it says; an SSE stream is watched for notifications/tools/list_changed when the book has
-// something to drop (it learns or lists rt's tools).
+// watch lets the tool book learn from resp, a pass-through answer on rt, and has tool lists
+// declare the key argument: a tools/list answer (learn) is read first (up to maxToolListBytes),
+// learnt from, so that the client's next call meets what it says, and rewritten with the key
+// argument in its tools' schemas (declareKeys) when rt reads one; an SSE stream is watched for
+// notifications/tools/list_changed when the book has something to drop (it learns or lists rt's
+// tools).
 func (f *Front) watch(rt *routes.Route, learn bool, resp *http.Response) {
 	mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
 	sse := strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 	learns := f.tools.learns(rt)
-	if learn && learns {
+	if declares := rt.MCP.KeyArguments(); learn && (learns || declares) {
 		var read bytes.Buffer
-		if msg := toolListAnswer(io.TeeReader(io.LimitReader(resp.Body, maxToolListBytes), &read), sse); msg != nil {
+		msg := toolListAnswer(io.TeeReader(io.LimitReader(resp.Body, maxToolListBytes), &read), sse)
+		if msg != nil && learns {
 			f.tools.learn(rt, msg)
+		}
+		head := read.Bytes()
+		if msg != nil && declares {
+			head = f.declareIn(rt, head, msg, resp)
 		}
 		resp.Body = struct {
 			io.Reader
 			io.Closer
-		}{io.MultiReader(&read, resp.Body), resp.Body}
+		}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
 	}
 	if sse && (learns || rt.Upstream.MCP.DiscoverTools) { // notifications come in SSE streams only
 		resp.Body = &watchedBody{ReadCloser: resp.Body, book: &f.tools, rt: rt}
 	}
+}
+
+// declareIn returns head, the bytes of resp read so far, with msg, the tools/list response among
+// them (all of a JSON answer; one data line of an SSE event, as every SDK writes it), rewritten by
+// declareKeys; resp's length is then unknown. head is unchanged when there is nothing to declare,
+// or when msg is not found whole in head (an event split over several data lines).
+func (f *Front) declareIn(rt *routes.Route, head, msg []byte, resp *http.Response) []byte {
+	at := bytes.Index(head, msg)
+	if at < 0 {
+		return head
+	}
+	out, ok := f.declareKeys(rt, msg)
+	if !ok {
+		return head
+	}
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
+	return slices.Concat(head[:at], out, head[at+len(msg):])
 }
 
 // toolListAnswer reads a tools/list answer from r up to its response: the whole of a JSON

@@ -1,6 +1,10 @@
 package mcpwire
 
-import "strconv"
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+)
 
 // Final is what the gateway reads of the final response of a guarded call (docs/contract.md §7
 // Outcome).
@@ -72,4 +76,35 @@ func (f *Final) result(val []byte) {
 // validID reports whether id is a JSON string or number, alone.
 func validID(id []byte) bool {
 	return (isString(id) || isNumber(id)) && isJSON(id) && valueEnd(id, 0) == len(id)
+}
+
+// WithResultMeta returns member, a final response's member (`{"result":…}`, Final.Member), with
+// value, raw JSON, as result._meta[name]: added to the result's _meta, or a _meta made for it,
+// in place of a member of that name; every other byte as it was. An error member, a result that
+// is not an object and a _meta that is not one are returned as they are.
+func WithResultMeta(member []byte, name string, value []byte) []byte {
+	res := lookup(member, "result")
+	at, ok := offsetIn(member, res)
+	if !ok || res[0] != '{' {
+		return member
+	}
+	qname, _ := json.Marshal(name) // a string always encodes
+	entry := slices.Concat(qname, []byte{':'}, value)
+	var out []byte
+	if meta := lookup(res, "_meta"); meta == nil {
+		sep := []byte(",")
+		if trimSpace(res[1:])[0] == '}' { // an empty result
+			sep = nil
+		}
+		out = slices.Concat(member[:at], []byte(`{"_meta":{`), entry, []byte{'}'}, sep, res[1:], member[at+len(res):])
+	} else if mat, ok := offsetIn(member, meta); ok && meta[0] == '{' {
+		kept, _ := cutMembers(meta, name)
+		if len(kept) > 2 {
+			entry = append(entry, ',')
+		}
+		out = slices.Concat(member[:mat], []byte{'{'}, entry, kept[1:], member[mat+len(meta):])
+	} else {
+		return member
+	}
+	return out
 }

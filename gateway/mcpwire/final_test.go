@@ -79,3 +79,31 @@ func TestReadFinalErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestWithResultMeta(t *testing.T) {
+	t.Parallel()
+	const name, value = "io.github.idemgateway/idempotency", `{"decision":"replay"}`
+	tests := []struct{ name, member, want string }{
+		{"no _meta", `{"result":{"content":[{"type":"text","text":"T-1 \u00e9"}],"n":12345678901234567890}}`,
+			`{"result":{"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"}},"content":[{"type":"text","text":"T-1 \u00e9"}],"n":12345678901234567890}}`},
+		{"spaced", `{"result": { "content" : [] } }`,
+			`{"result": {"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"}}, "content" : [] } }`},
+		{"empty result", `{"result":{ }}`, `{"result":{"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"}} }}`},
+		{"the server's _meta kept", `{"result":{"content":[],"_meta":{"trace":"abc", "n":1.50}}}`,
+			`{"result":{"content":[],"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"},"trace":"abc","n":1.50}}}`},
+		{"empty _meta", `{"result":{"_meta":{},"content":[]}}`, `{"result":{"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"}},"content":[]}}`},
+		{"an entry of that name replaced", `{"result":{"_meta":{"io.github.idemgateway/idempotency":{"decision":"execute"},"x":1}}}`,
+			`{"result":{"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"},"x":1}}}`},
+		{"an error", `{"error":{"code":-32603,"message":"m"}}`, `{"error":{"code":-32603,"message":"m"}}`},
+		{"_meta not an object", `{"result":{"_meta":7}}`, `{"result":{"_meta":7}}`},
+		{"result not an object", `{"result":[1]}`, `{"result":[1]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := WithResultMeta([]byte(tt.member), name, []byte(value)); string(got) != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,11 @@
 // for byte, never decoded and encoded again (docs/contract.md §7).
 package mcpwire
 
+import (
+	"errors"
+	"fmt"
+)
+
 // Kind is what a JSON-RPC body is.
 type Kind int
 
@@ -31,6 +36,10 @@ type Message struct {
 	// meta is a tools/call's params._meta, raw (nil when absent), found as Parse walks its params:
 	// a guarded call reads its key and its protocol version there, without walking params again.
 	meta []byte
+	// args is a tools/call's params.arguments, raw (nil when absent), found the same way;
+	// argsTwice: params holds more than one "arguments".
+	args      []byte
+	argsTwice bool
 }
 
 const (
@@ -179,6 +188,8 @@ type callParams struct {
 	name    []byte // the raw "name"; nil when absent
 	badName bool   // a "name" that is not a string, or one sent twice
 	meta    []byte // the raw "_meta", the first (as lookup reads it); nil when absent
+	args    []byte // the raw "arguments", the first; nil when absent
+	twice   bool   // "arguments" sent more than once
 }
 
 // member reads one member of params.
@@ -191,6 +202,11 @@ func (c *callParams) member(k, v []byte) {
 		if c.meta == nil {
 			c.meta = v
 		}
+	case "arguments":
+		c.twice = c.twice || c.args != nil
+		if c.args == nil {
+			c.args = v
+		}
 	}
 }
 
@@ -201,7 +217,7 @@ func (m *Message) tool(c *callParams) error {
 	if len(m.Params) == 0 || m.Params[0] != '{' || c.name == nil || c.badName {
 		return errToolName()
 	}
-	m.Tool, m.meta = string(text(c.name)), c.meta
+	m.Tool, m.meta, m.args, m.argsTwice = string(text(c.name)), c.meta, c.args, c.twice
 	return nil
 }
 
@@ -216,6 +232,32 @@ func (m *Message) Meta(name string) []byte {
 		meta = lookup(m.Params, "_meta")
 	}
 	return lookup(meta, name)
+}
+
+// CutArgument finds params.arguments[name] of a tools/call read from body, and returns its raw
+// value (nil when absent) and body without that member, every other byte of the message as sent
+// but the white space around the member (body itself when there is none, so that a call without
+// it costs nothing). The member is cut wherever it occurs: a server must never see it. An error
+// says that the message holds it ambiguously: "arguments" sent twice in params, or name twice in
+// arguments (the gateway and the server could read different values).
+func (m *Message) CutArgument(body []byte, name string) (val, rest []byte, err error) {
+	if m.Method != methodToolsCall || len(m.args) == 0 || m.args[0] != '{' || lookup(m.args, name) == nil {
+		return nil, body, nil
+	}
+	if m.argsTwice {
+		return nil, body, errors.New(`params holds "arguments" more than once`)
+	}
+	off, ok := offsetIn(body, m.args)
+	if !ok {
+		return nil, body, errors.New("the message was not read from this body")
+	}
+	args, vals := cutMembers(m.args, name)
+	if len(vals) > 1 {
+		return nil, body, fmt.Errorf("arguments hold %q %d times", name, len(vals))
+	}
+	rest = make([]byte, 0, len(body)-len(m.args)+len(args))
+	rest = append(append(append(rest, body[:off]...), args...), body[off+len(m.args):]...)
+	return vals[0], rest, nil
 }
 
 // CancelledRequestID returns params.requestId of a notifications/cancelled (raw), nil otherwise.

@@ -163,6 +163,69 @@ func TestMeta(t *testing.T) {
 	}
 }
 
+func TestCutArgument(t *testing.T) {
+	t.Parallel()
+	const name = "idempotency_key"
+	call := func(params string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":` + params + `}`
+	}
+	tests := []struct{ name, body, val, rest, err string }{
+		{"only member", call(`{"name":"t","arguments":{"idempotency_key":"k-1"}}`), `"k-1"`, call(`{"name":"t","arguments":{}}`), ""},
+		{"first of several", call(`{"name":"t","arguments":{"idempotency_key":"k" , "title":"a b",  "n":1.0}}`), `"k"`, call(`{"name":"t","arguments":{"title":"a b","n":1.0}}`), ""},
+		{"last, nested values kept", call(`{"name":"t","arguments":{"q":{"idempotency_key":1},"idempotency_key":"k"},"_meta":{}}`), `"k"`, call(`{"name":"t","arguments":{"q":{"idempotency_key":1}},"_meta":{}}`), ""},
+		{"escaped name", call(`{"name":"t","arguments":{"a":[1,2],"idempotency_key":"k","b":null}}`), `"k"`, call(`{"name":"t","arguments":{"a":[1,2],"b":null}}`), ""},
+		{"any value, raw", call(`{"name":"t","arguments":{"idempotency_key":{"x" : 1}}}`), `{"x" : 1}`, call(`{"name":"t","arguments":{}}`), ""},
+		{"absent: body as is", call(`{"name":"t","arguments":{"title":"a"}}`), "", call(`{"name":"t","arguments":{"title":"a"}}`), ""},
+		{"no arguments", call(`{"name":"t"}`), "", call(`{"name":"t"}`), ""},
+		{"arguments not an object", call(`{"name":"t","arguments":["idempotency_key"]}`), "", call(`{"name":"t","arguments":["idempotency_key"]}`), ""},
+		{"in _meta, not arguments", call(`{"name":"t","_meta":{"idempotency_key":"k"}}`), "", call(`{"name":"t","_meta":{"idempotency_key":"k"}}`), ""},
+		{"twice in arguments", call(`{"name":"t","arguments":{"idempotency_key":"k","idempotency_key":"j"}}`), "", "", `arguments hold "idempotency_key" 2 times`},
+		{"arguments twice", call(`{"name":"t","arguments":{"idempotency_key":"k"},"arguments":{"a":1}}`), "", "", `params holds "arguments" more than once`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			body := []byte("  " + tt.body + "\n") // Parse trims: offsets are the body's, not the message's
+			m, err := Parse(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			val, rest, err := m.CutArgument(body, name)
+			if tt.err != "" {
+				if err == nil || err.Error() != tt.err {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(val) != tt.val || (tt.val == "") != (val == nil) {
+				t.Errorf("val = %q, want %q", val, tt.val)
+			}
+			if want := "  " + tt.rest + "\n"; string(rest) != want {
+				t.Errorf("rest = %s, want %s", rest, want)
+			}
+			if tt.val == "" && &rest[0] != &body[0] {
+				t.Error("a body without the member was copied")
+			}
+			if _, err := Parse(rest); err != nil {
+				t.Errorf("rest does not parse: %v", err)
+			}
+		})
+	}
+	t.Run("another body", func(t *testing.T) {
+		body := []byte(call(`{"name":"t","arguments":{"idempotency_key":"k"}}`))
+		m, err := Parse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := m.CutArgument(append([]byte(nil), body...), name); err == nil {
+			t.Error("CutArgument took a copy of the body for the one it read")
+		}
+	})
+}
+
 func TestCancelledRequestID(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, body, want string }{

@@ -201,6 +201,44 @@ func lookup(obj []byte, name string) []byte {
 	return nil
 }
 
+// offsetIn returns where inner, a slice of outer's bytes, starts in outer; ok is false when inner
+// is empty or not a slice of outer's bytes.
+func offsetIn(outer, inner []byte) (off int, ok bool) {
+	off = cap(outer) - cap(inner) // slices of one array: cap(outer[i:]) == cap(outer) - i
+	if len(inner) == 0 || off < 0 || off+len(inner) > len(outer) || &outer[off] != &inner[0] {
+		return 0, false
+	}
+	return off, true
+}
+
+// cutMembers returns obj, a JSON object, without its members called name, and their values: the
+// other members byte for byte, joined by commas without the white space that stood between them.
+func cutMembers(obj []byte, name string) (rest []byte, vals [][]byte) {
+	rest = append(make([]byte, 0, len(obj)), '{')
+	for i := 1; ; {
+		if i = ws(obj, i); i >= len(obj) || obj[i] == '}' {
+			break
+		}
+		if obj[i] == ',' {
+			i = ws(obj, i+1)
+		}
+		start, end := i, stringEnd(obj, i)
+		k := obj[start:end]
+		i = ws(obj, ws(obj, end)+1) // past the ':'
+		end = valueEnd(obj, i)
+		if string(text(k)) == name {
+			vals = append(vals, obj[i:end])
+		} else {
+			if len(rest) > 1 {
+				rest = append(rest, ',')
+			}
+			rest = append(rest, obj[start:end]...)
+		}
+		i = end
+	}
+	return append(rest, '}'), vals
+}
+
 // isString and isNumber tell a raw value's type by its first byte.
 func isString(v []byte) bool { return len(v) > 0 && v[0] == '"' }
 func isNumber(v []byte) bool { return len(v) > 0 && (v[0] == '-' || '0' <= v[0] && v[0] <= '9') }
