@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgateway/idemgateway/auth"
+	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -125,10 +126,14 @@ func (x *Exchange) RefuseHTTP(ref *Refusal) { httpRoute{}.Refuse(x, ref) }
 
 // Commit stores the receipt of x's call from a front end's own reading of its answer: resp is the
 // response replays send (its body kept when kept), and the route's receipt pointers read the
-// remote id and url from lookIn (commitReceipt).
-func (x *Exchange) Commit(resp *record.Response, kept bool, lookIn []byte) {
+// remote id and url from lookIn (commitReceipt); where the route names no remote id, remoteID
+// does (the front end's own, such as a task's id; zero: none).
+func (x *Exchange) Commit(resp *record.Response, kept bool, lookIn []byte, remoteID canonical.Pointer) {
 	x.observeUpstream(Committed.String())
-	x.commitReceipt(resp, kept, lookIn, x.rt.Receipt.RemoteID, x.rt.Receipt.RemoteURL)
+	if !x.rt.Receipt.RemoteID.IsZero() {
+		remoteID = x.rt.Receipt.RemoteID
+	}
+	x.commitReceipt(resp, kept, lookIn, remoteID, x.rt.Receipt.RemoteURL)
 }
 
 // Settle settles x's call, which a front end found of class c (not Committed: Commit stores a

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 	"github.com/idemgateway/idemgateway/record"
@@ -109,8 +110,25 @@ func (m *mcpTool) settleFinal(x *gateway.Exchange, f *mcpwire.Final) {
 		stored.Body = f.Member
 	}
 	// receipt pointers address the final message (/result/structuredContent/id): the member
-	// holds the same path.
-	x.Commit(stored, kept, f.Member)
+	// holds the same path. A task handle's remote id is its task id unless the route names one.
+	var taskID canonical.Pointer
+	if f.Task {
+		taskID = taskIDAt[f.ResultType == mcpwire.ResultTypeTask]
+	}
+	x.Commit(stored, kept, f.Member, taskID)
+}
+
+// taskIDAt is where a task handle's id lies in its final message: 2025-11-25's result.task, or
+// (true) 2026-07-28's result, with resultType "task".
+var taskIDAt = map[bool]canonical.Pointer{false: mustPointer("/result/task/taskId"), true: mustPointer("/result/taskId")}
+
+// mustPointer parses p, a JSON Pointer written in this package.
+func mustPointer(p string) canonical.Pointer {
+	ptr, err := canonical.ParsePointer(p)
+	if err != nil {
+		panic(err)
+	}
+	return ptr
 }
 
 // settleWithout settles a call that got no final response (why) as an unknown outcome.

@@ -92,6 +92,12 @@ func (m *mcpTool) Replay(x *gateway.Exchange, prev *record.Record) {
 	w.Header()["Idempotent-Replayed"] = replayed // shared, as writeJSONRPC's values are
 	if resp := prev.Response; prev.ResponseBodyKept && resp != nil && isMember(resp.Body) {
 		member := resp.Body
+		if task := m.taskNotForThisRetry(member, prev); task != "" {
+			text := fmt.Sprintf("The call already took effect as task %s (idempotency key %q) and was not run again. Follow the task with tasks/get.", task, x.Key())
+			info := &metaInfo{Decision: gateway.DecisionReplay, Key: x.Key(), Tool: x.Route().Name, ExistingRemoteID: prev.RemoteID}
+			m.write(w, mcpwire.Envelope(m.msg.ID, m.resultMember(text, false, info)))
+			return
+		}
 		if stateless(m.version) && !stateless(prev.MCPProtocolVersion) {
 			member = withResultType(member, m.msg.ID)
 		}
@@ -110,6 +116,33 @@ func (m *mcpTool) Replay(x *gateway.Exchange, prev *record.Record) {
 	info := &metaInfo{Decision: gateway.DecisionReplay, Key: x.Key(), Tool: x.Route().Name, ExistingRemoteID: prev.RemoteID}
 	m.write(w, mcpwire.Envelope(m.msg.ID, m.resultMember(text, false, info)))
 }
+
+// taskNotForThisRetry returns the task id of member, a stored result of prev, when it is a task
+// handle that this retry may not be sent (docs/contract.md §9 Tasks): one of another protocol era,
+// or one the retry did not ask for (2025-11-25: params.task) or cannot read (2026-07-28: the tasks
+// extension undeclared). "" otherwise: no handle, or one the retry may have.
+func (m *mcpTool) taskNotForThisRetry(member []byte, prev *record.Record) string {
+	if !bytes.Contains(member, []byte(`"task`)) { // neither shape: the common replay reads nothing more
+		return ""
+	}
+	f, err := mcpwire.ReadFinal(mcpwire.Envelope(m.msg.ID, member))
+	if err != nil || !f.Task {
+		return ""
+	}
+	if stateless(m.version) == stateless(prev.MCPProtocolVersion) &&
+		(stateless(m.version) && m.msg.DeclaresExtension(extensionTasks) || !stateless(m.version) && m.msg.AsksForTask()) {
+		return ""
+	}
+	var id string
+	if json.Unmarshal(f.TaskID, &id) != nil || id == "" {
+		id = "(no task id)"
+	}
+	return id
+}
+
+// extensionTasks is the MCP tasks extension, which a 2026-07-28 client declares to be sent task
+// handles.
+const extensionTasks = "io.modelcontextprotocol/tasks"
 
 // replayMeta is the JSON of result._meta["io.github.idemgateway/idempotency"] in a replay of
 // prev (docs/contract.md §9 Said in band): the decision, the key, the tool as the call names it,

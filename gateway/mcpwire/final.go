@@ -12,9 +12,13 @@ type Final struct {
 	ID         []byte // the id exactly as sent
 	IsError    bool   // result.isError == true
 	ResultType string // result.resultType ("" when absent; "input_required" never stored)
-	Task       bool   // result is a task handle (result.task object present)
-	ErrCode    int    // error.code when the message is an error (0 otherwise)
-	HasError   bool
+	// Task: result is a task handle, in either revision's shape: 2025-11-25's result.task object,
+	// or 2026-07-28's resultType "task" (the tasks extension). TaskID is its task id, raw (a JSON
+	// string; nil when it names none): result.task.taskId, or result.taskId.
+	Task     bool
+	TaskID   []byte
+	ErrCode  int // error.code when the message is an error (0 otherwise)
+	HasError bool
 	// Member is the message's "result" or "error" member as a one-member object
 	// `{"result":…}` / `{"error":…}`, the value exactly the bytes sent: what a receipt stores.
 	Member []byte
@@ -67,11 +71,20 @@ func (f *Final) result(val []byte) {
 			}
 		case "task":
 			if !task {
-				task, f.Task = true, v[0] == '{'
+				task = true
+				if v[0] == '{' {
+					f.Task, f.TaskID = true, lookup(v, "taskId")
+				}
 			}
 		}
 	}
+	if f.ResultType == ResultTypeTask {
+		f.Task, f.TaskID = true, lookup(val, "taskId")
+	}
 }
+
+// ResultTypeTask is the resultType of a 2026-07-28 task handle (the tasks extension).
+const ResultTypeTask = "task"
 
 // validID reports whether id is a JSON string or number, alone.
 func validID(id []byte) bool {

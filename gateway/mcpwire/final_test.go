@@ -24,8 +24,10 @@ func TestReadFinal(t *testing.T) {
 			Final{ID: []byte(`2`), Member: []byte(`{"result":{"content":[{"isError":true}],"structuredContent":{"isError":true}}}`)}},
 		{"resultType", `{"jsonrpc":"2.0","id":3,"result":{"resultType":"input_required","inputRequests":{}}}`,
 			Final{ID: []byte(`3`), ResultType: "input_required", Member: []byte(`{"result":{"resultType":"input_required","inputRequests":{}}}`)}},
-		{"task handle", `{"jsonrpc":"2.0","id":4,"result":{"task":{"taskId":"t-1","status":"working"}}}`,
-			Final{ID: []byte(`4`), Task: true, Member: []byte(`{"result":{"task":{"taskId":"t-1","status":"working"}}}`)}},
+		{"task handle (2025-11-25)", `{"jsonrpc":"2.0","id":4,"result":{"task":{"taskId":"t-1","status":"working"}}}`,
+			Final{ID: []byte(`4`), Task: true, TaskID: []byte(`"t-1"`), Member: []byte(`{"result":{"task":{"taskId":"t-1","status":"working"}}}`)}},
+		{"task handle (2026-07-28)", `{"jsonrpc":"2.0","id":4,"result":{"resultType":"task","taskId":"t-2","status":"working","pollIntervalMs":500}}`,
+			Final{ID: []byte(`4`), Task: true, TaskID: []byte(`"t-2"`), ResultType: "task", Member: []byte(`{"result":{"resultType":"task","taskId":"t-2","status":"working","pollIntervalMs":500}}`)}},
 		{"task not an object", `{"jsonrpc":"2.0","id":4,"result":{"task":"t"}}`,
 			Final{ID: []byte(`4`), Member: []byte(`{"result":{"task":"t"}}`)}},
 		{"result not an object", `{"jsonrpc":"2.0","id":5,"result":[1]}`,
@@ -43,7 +45,7 @@ func TestReadFinal(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := tt.want
-			if string(f.ID) != string(w.ID) || f.IsError != w.IsError || f.ResultType != w.ResultType || f.Task != w.Task ||
+			if string(f.ID) != string(w.ID) || f.IsError != w.IsError || f.ResultType != w.ResultType || f.Task != w.Task || string(f.TaskID) != string(w.TaskID) ||
 				f.ErrCode != w.ErrCode || f.HasError != w.HasError || string(f.Member) != string(w.Member) {
 				t.Errorf("ReadFinal =\n %+v\nwant\n %+v", f, w)
 			}

@@ -40,6 +40,8 @@ type Message struct {
 	// argsTwice: params holds more than one "arguments".
 	args      []byte
 	argsTwice bool
+	// asksTask: a tools/call's params.task is an object (a 2025-11-25 client asks for a task).
+	asksTask bool
 }
 
 const (
@@ -190,6 +192,8 @@ type callParams struct {
 	meta    []byte // the raw "_meta", the first (as lookup reads it); nil when absent
 	args    []byte // the raw "arguments", the first; nil when absent
 	twice   bool   // "arguments" sent more than once
+	task    bool   // the first "task" is an object
+	taskSet bool   // "task" seen
 }
 
 // member reads one member of params.
@@ -207,6 +211,10 @@ func (c *callParams) member(k, v []byte) {
 		if c.args == nil {
 			c.args = v
 		}
+	case "task":
+		if !c.taskSet {
+			c.taskSet, c.task = true, v[0] == '{'
+		}
 	}
 }
 
@@ -217,7 +225,7 @@ func (m *Message) tool(c *callParams) error {
 	if len(m.Params) == 0 || m.Params[0] != '{' || c.name == nil || c.badName {
 		return errToolName()
 	}
-	m.Tool, m.meta, m.args, m.argsTwice = string(text(c.name)), c.meta, c.args, c.twice
+	m.Tool, m.meta, m.args, m.argsTwice, m.asksTask = string(text(c.name)), c.meta, c.args, c.twice, c.task
 	return nil
 }
 
@@ -258,6 +266,18 @@ func (m *Message) CutArgument(body []byte, name string) (val, rest []byte, err e
 	rest = make([]byte, 0, len(body)-len(m.args)+len(args))
 	rest = append(append(append(rest, body[:off]...), args...), body[off+len(m.args):]...)
 	return vals[0], rest, nil
+}
+
+// AsksForTask reports whether m, a tools/call, asks for a task (2025-11-25: params.task is an
+// object).
+func (m *Message) AsksForTask() bool { return m.asksTask }
+
+// DeclaresExtension reports whether m declares the extension ext (e.g.
+// "io.modelcontextprotocol/tasks") in its per-request client capabilities (2026-07-28:
+// params._meta["io.modelcontextprotocol/clientCapabilities"].extensions).
+func (m *Message) DeclaresExtension(ext string) bool {
+	caps := m.Meta("io.modelcontextprotocol/clientCapabilities")
+	return lookup(lookup(caps, "extensions"), ext) != nil
 }
 
 // CancelledRequestID returns params.requestId of a notifications/cancelled (raw), nil otherwise.

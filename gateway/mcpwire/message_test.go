@@ -278,3 +278,34 @@ func TestMessageParseReused(t *testing.T) {
 		}
 	}
 }
+
+func TestTaskRequests(t *testing.T) {
+	t.Parallel()
+	const ext = "io.modelcontextprotocol/tasks"
+	call := func(params string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"` + params + `}}`
+	}
+	tests := []struct {
+		name, body     string
+		asks, declares bool
+	}{
+		{"neither", call(``), false, false},
+		{"params.task (2025-11-25)", call(`,"task":{"ttl":60000}`), true, false},
+		{"params.task not an object", call(`,"task":true`), false, false},
+		{"the extension declared (2026-07-28)", call(`,"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`), false, true},
+		{"another extension", call(`,"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/ui":{}}}}`), false, false},
+		{"capabilities without extensions", call(`,"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}`), false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := Parse([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.AsksForTask() != tt.asks || m.DeclaresExtension(ext) != tt.declares {
+				t.Errorf("AsksForTask %v, DeclaresExtension %v; want %v, %v", m.AsksForTask(), m.DeclaresExtension(ext), tt.asks, tt.declares)
+			}
+		})
+	}
+}
