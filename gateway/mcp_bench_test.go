@@ -25,10 +25,11 @@ const resultBytes = "X-Result-Bytes"
 // cmd/idembench's gateway does), each of a result whose text is 1 KiB or 64 KiB: an HTTP
 // route's with a small JSON body; the same tools/call body on a plain JSON-RPC route (kind: http,
 // format: jsonrpc, its id replaced); on a kind: mcp route (re-enveloped under the retry's id,
-// docs/contract.md §7); and on the HTTP route as a JSON body (http-mcp-body: the fingerprint and
-// the record grow with the body, so this is the HTTP replay to hold the MCP one against).
-// The pairs (mcp÷http-mcp-body, jsonrpc÷http-mcp-body) run both replays in one loop and report
-// their ratio. The budget: an MCP replay costs no more than an HTTP one, and re-enveloping is a
+// docs/contract.md §7; mcp-bytes: with replay_meta: false, the stored result alone); and on the
+// HTTP route as a JSON body (http-mcp-body: the fingerprint and the record grow with the body, so
+// this is the HTTP replay to hold the MCP one against). The pairs (mcp÷http-mcp-body,
+// jsonrpc÷http-mcp-body, and mcp÷mcp-bytes: what the replay's _meta costs) run both replays in one
+// loop and report their ratio. The budget: an MCP replay costs no more than an HTTP one, and re-enveloping is a
 // splice of bytes: what either JSON-RPC replay costs beyond http-mcp-body does not grow with the
 // result (docs/performance.md#mcp-tool-calls).
 func BenchmarkReplay(b *testing.B) {
@@ -58,7 +59,9 @@ upstreams:
 routes:
   - {name: create_ticket, upstream: http, method: POST, path: /v1/tickets, class: non_idempotent}
   - {name: rpc, upstream: mcp, method: POST, path: /rpc, class: non_idempotent, fingerprint: {body: {format: jsonrpc}}}
-  - {name: tickets, kind: mcp, upstream: mcp, path: /mcp, key: {meta: %s}}
+  - {name: tickets, kind: mcp, upstream: mcp, path: /mcp, key: {meta: %[3]s}}
+  - {name: tickets_bytes, kind: mcp, upstream: mcp, path: /mcp-bytes, key: {meta: %[3]s}, replay_meta: false}
+  - {name: tickets_arg, kind: mcp, upstream: mcp, path: /mcp-arg, key: {meta: %[3]s, argument: idempotency_key}}
 `, httpUp.URL, mcpUp.URL, metaKey)), nil)
 	if err != nil {
 		b.Fatal(err)
@@ -76,6 +79,7 @@ routes:
 		serves := map[string]func() *httptest.ResponseRecorder{}
 		call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"printer on fire"},"_meta":{"` + metaKey + `":"k` + strconv.Itoa(size) + `"}}}`
 		key := func(route string) string { return route + "-" + strconv.Itoa(size) }
+		argCall := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","arguments":{"idempotency_key":"k` + strconv.Itoa(size) + `","title":"printer on fire"}}}`
 		for _, c := range []struct {
 			name, path, body string
 			header           http.Header
@@ -83,6 +87,8 @@ routes:
 			{"http", "/v1/tickets", `{"title":"printer on fire"}`, http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key("http")}}},
 			{"jsonrpc", "/rpc", call, http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key("rpc")}}},
 			{"mcp", "/mcp", call, http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}},
+			{"mcp-bytes", "/mcp-bytes", call, http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}},
+			{"mcp-arg", "/mcp-arg", argCall, http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}},
 			{"http-mcp-body", "/v1/tickets", call, http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key("http-mcp-body")}}},
 		} {
 			c.header.Set(resultBytes, strconv.Itoa(size))
@@ -111,6 +117,12 @@ routes:
 				pairReplays(b, serves[route], serves["http-mcp-body"])
 			})
 		}
+		b.Run(fmt.Sprintf("mcp÷mcp-bytes/%dKiB", size>>10), func(b *testing.B) {
+			pairReplays(b, serves["mcp"], serves["mcp-bytes"])
+		})
+		b.Run(fmt.Sprintf("mcp-arg÷mcp/%dKiB", size>>10), func(b *testing.B) {
+			pairReplays(b, serves["mcp-arg"], serves["mcp"])
+		})
 	}
 }
 

@@ -153,7 +153,7 @@ func (b *bench) floorReplayTarget() *target {
 // as a says: through the bare proxy, or a kind: mcp route of the gateway on Redis.
 func (b *bench) mcpTarget(who string, a mcpAnswer) *target {
 	t := &target{name: "MCP gateway " + who + " (" + a.name + ")", url: b.child.addrs.Gateway + a.path, decision: who,
-		keys: b.mcpKeys, size: mediumBody, mcp: true}
+		keys: b.mcpKeys, size: mediumBody, mcp: true, keyArg: a.keyArg}
 	switch who {
 	case "bare":
 		t.name, t.url, t.decision = "MCP bare proxy ("+a.name+")", b.child.addrs.Bare+a.path, ""
@@ -176,20 +176,20 @@ func (b *bench) reset(ctx context.Context, replay bool) error {
 		return nil
 	}
 	var err error
-	if b.replay, err = b.storeKeys(ctx, b.child.addrs.Gateway+routePath, false); err != nil {
+	if b.replay, err = b.storeKeys(ctx, b.child.addrs.Gateway+routePath, false, false); err != nil {
 		return err
 	}
 	if !b.cfg.mcpOnly {
-		if b.embReplay, err = b.storeKeys(ctx, b.child.addrs.Embedded+routePath, false); err != nil {
+		if b.embReplay, err = b.storeKeys(ctx, b.child.addrs.Embedded+routePath, false, false); err != nil {
 			return err
 		}
-		if b.floorReplay, err = b.storeKeys(ctx, b.child.addrs.Floor+routePath, false); err != nil {
+		if b.floorReplay, err = b.storeKeys(ctx, b.child.addrs.Floor+routePath, false, false); err != nil {
 			return err
 		}
 	}
 	if !b.cfg.redisOnly {
-		for _, a := range mcpAnswers {
-			if b.mcpReplay[a.name], err = b.storeKeys(ctx, b.child.addrs.Gateway+a.path, true); err != nil {
+		for _, a := range append(mcpAnswers, mcpArgAnswer) {
+			if b.mcpReplay[a.name], err = b.storeKeys(ctx, b.child.addrs.Gateway+a.path, true, a.keyArg); err != nil {
 				return err
 			}
 		}
@@ -197,16 +197,16 @@ func (b *bench) reset(ctx context.Context, replay bool) error {
 	return nil
 }
 
-// storeKeys executes -replay-keys new keys once each at url (tools/calls with mcp), and returns
-// them.
-func (b *bench) storeKeys(ctx context.Context, url string, mcp bool) (*cycleKeys, error) {
+// storeKeys executes -replay-keys new keys once each at url (tools/calls with mcp, their key an
+// argument with keyArg), and returns them.
+func (b *bench) storeKeys(ctx context.Context, url string, mcp, keyArg bool) (*cycleKeys, error) {
 	fresh := newKeys("replay")
 	keys := make([]string, b.cfg.replayKeys)
 	for i := range keys {
 		keys[i] = fresh.next()
 	}
 	store := &target{name: "storing the replay receipts", url: url, decision: "execute",
-		keys: &cycleKeys{keys: keys}, size: mediumBody, mcp: mcp}
+		keys: &cycleKeys{keys: keys}, size: mediumBody, mcp: mcp, keyArg: keyArg}
 	return &cycleKeys{keys: keys}, b.load.count(ctx, store, len(keys), 8)
 }
 
@@ -394,7 +394,7 @@ type closedRunSpec struct {
 }
 
 // mcpRuns are the closed loops of MCP tools/calls: for each answer, the bare proxy, execute and
-// replay.
+// replay; and the replay whose key is an argument.
 func (b *bench) mcpRuns() []closedRunSpec {
 	var runs []closedRunSpec
 	for _, a := range mcpAnswers {
@@ -402,7 +402,7 @@ func (b *bench) mcpRuns() []closedRunSpec {
 			runs = append(runs, closedRunSpec{mcpName(who, a.name), b.mcpTarget(who, a)})
 		}
 	}
-	return runs
+	return append(runs, closedRunSpec{mcpName("replay", mcpArgAnswer.name), b.mcpTarget("replay", mcpArgAnswer)})
 }
 
 // closedRun runs one closed loop on t and records its throughput and CPU time per request.

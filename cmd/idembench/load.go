@@ -52,6 +52,8 @@ type target struct {
 	// with the call's result under the request's JSON-RPC id; else POSTs of makeBody with the key
 	// in Idempotency-Key, answered 201.
 	mcp bool
+	// keyArg: a tools/call carries its key as an argument (key.argument), not in params._meta.
+	keyArg bool
 }
 
 // loader sends the benchmark's requests from one HTTP client whose pool holds a connection per
@@ -83,7 +85,7 @@ func (l *loader) do(t *target) error {
 	)
 	status := http.StatusCreated
 	if t.mcp {
-		req, answer, err = newToolCall(t.url, key, t.size)
+		req, answer, err = newToolCall(t.url, key, t.size, t.keyArg)
 		status = http.StatusOK
 	} else if req, err = http.NewRequest(http.MethodPost, t.url, bytes.NewReader(makeBody(key, t.size))); err == nil {
 		req.Header.Set("Content-Type", "application/json")

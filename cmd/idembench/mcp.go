@@ -23,15 +23,27 @@ import (
 const (
 	mcpJSONPath = "/mcp-json"
 	mcpSSEPath  = "/mcp-sse"
+	mcpArgPath  = "/mcp-json-arg" // JSON answers; the key in an argument (key.argument)
 )
 
 // mcpAnswer is a form of answer of the MCP server: its name in the runs ("json", "sse") and the
-// path the server answers so on.
-type mcpAnswer struct{ name, path string }
+// path the server answers so on; keyArg: the calls carry their key as the argument mcpKeyArg,
+// not in params._meta.
+type mcpAnswer struct {
+	name, path string
+	keyArg     bool
+}
 
 // mcpAnswers are the forms of answer the bench measures; tools/calls count their Redis round
 // trips on the first.
-var mcpAnswers = []mcpAnswer{{"json", mcpJSONPath}, {"sse", mcpSSEPath}}
+var mcpAnswers = []mcpAnswer{{"json", mcpJSONPath, false}, {"sse", mcpSSEPath, false}}
+
+// mcpArgAnswer is the form of the replays whose key is an argument, measured beside the JSON
+// replays with the key in params._meta (docs/mcp.md#keys-from-every-client).
+var mcpArgAnswer = mcpAnswer{"json-arg", mcpArgPath, true}
+
+// mcpKeyArg is the argument that carries the key on mcpArgPath (key.argument).
+const mcpKeyArg = "idempotency_key"
 
 // mcpVersion is the MCP revision the bench's requests name (Mcp-Protocol-Version).
 const mcpVersion = "2025-11-25"
@@ -46,7 +58,9 @@ func newUpstreamMux() http.Handler {
 	mux.Handle("/", newUpstream())
 	server := newMCPServer()
 	getServer := func(*http.Request) *mcp.Server { return server }
-	mux.Handle(mcpJSONPath, mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+	jsonAnswers := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	mux.Handle(mcpJSONPath, jsonAnswers)
+	mux.Handle(mcpArgPath, jsonAnswers)
 	mux.Handle(mcpSSEPath, mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true}))
 	return mux
 }
@@ -79,12 +93,16 @@ var rpcIDs atomic.Uint64
 const rpcIDBase = 1_000_000_000
 
 // makeToolCall returns a tools/call of create_ticket of exactly size bytes (at least its fixed
-// part) with JSON-RPC id id and key in params._meta; its arguments differ per key and, for ids of
-// one length, are the same for every call under one key, so that a replay sends what its
-// execution sent.
-func makeToolCall(id, key string, size int) []byte {
+// part) with JSON-RPC id id and key in params._meta, or with keyArg in the argument mcpKeyArg; its
+// arguments differ per key and, for ids of one length, are the same for every call under one key,
+// so that a replay sends what its execution sent.
+func makeToolCall(id, key string, size int, keyArg bool) []byte {
 	head := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"create_ticket","_meta":{"` +
 		mcpKeyMeta + `":"` + key + `"},"arguments":{"title":"` + key + `","pad":"`
+	if keyArg {
+		head = `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"create_ticket",` +
+			`"arguments":{"` + mcpKeyArg + `":"` + key + `","title":"` + key + `","pad":"`
+	}
 	const tail = `"}}}`
 	pad := max(size-len(head)-len(tail), 0)
 	b := make([]byte, 0, size)
@@ -93,12 +111,12 @@ func makeToolCall(id, key string, size int) []byte {
 	return append(b, tail...)
 }
 
-// newToolCall returns a request to url with a tools/call under key, sent as a go-sdk client sends
+// newToolCall returns a request to url with a tools/call under key (keyArg: as an argument), sent as a go-sdk client sends
 // one (Accept of both answers, the revision in Mcp-Protocol-Version), and the bytes that the answer
 // to it holds: its id, and then its result.
-func newToolCall(url, key string, size int) (*http.Request, []byte, error) {
+func newToolCall(url, key string, size int, keyArg bool) (*http.Request, []byte, error) {
 	id := strconv.FormatUint(rpcIDBase+rpcIDs.Add(1), 10)
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(makeToolCall(id, key, size)))
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(makeToolCall(id, key, size, keyArg)))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,21 +11,28 @@ import (
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
 )
 
-// TestMakeToolCall: a tools/call of the size asked, one JSON-RPC request whose tool and
-// params._meta key the gateway reads.
+// TestMakeToolCall: a tools/call of the size asked, one JSON-RPC request whose tool and key (in
+// params._meta, or as the argument mcpKeyArg) the gateway reads.
 func TestMakeToolCall(t *testing.T) {
 	t.Parallel()
-	body := makeToolCall("1000000012", "mcp-k1", mediumBody)
-	if len(body) != mediumBody {
-		t.Errorf("%d bytes, want %d", len(body), mediumBody)
-	}
-	msg, err := mcpwire.Parse(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if msg.Kind != mcpwire.Request || msg.Method != "tools/call" || msg.Tool != "create_ticket" || string(msg.ID) != "1000000012" ||
-		string(msg.Meta(mcpKeyMeta)) != `"mcp-k1"` {
-		t.Errorf("parsed %+v, meta %s", msg, msg.Meta(mcpKeyMeta))
+	for _, keyArg := range []bool{false, true} {
+		body := makeToolCall("1000000012", "mcp-k1", mediumBody, keyArg)
+		if len(body) != mediumBody {
+			t.Errorf("keyArg %v: %d bytes, want %d", keyArg, len(body), mediumBody)
+		}
+		msg, err := mcpwire.Parse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, want := msg.Meta(mcpKeyMeta), `"mcp-k1"`
+		arg, _, err := msg.CutArgument(body, mcpKeyArg)
+		if keyArg {
+			meta, arg, want = arg, meta, `"mcp-k1"`
+		}
+		if msg.Kind != mcpwire.Request || msg.Method != "tools/call" || msg.Tool != "create_ticket" || string(msg.ID) != "1000000012" ||
+			string(meta) != want || arg != nil || err != nil {
+			t.Errorf("keyArg %v: parsed %+v, key %s, the other place %s (%v)", keyArg, msg, meta, arg, err)
+		}
 	}
 }
 
@@ -51,14 +58,14 @@ func TestMCPTargets(t *testing.T) {
 	t.Cleanup(bare.Close)
 
 	l := newLoader(1)
-	for _, a := range mcpAnswers {
+	for _, a := range append(mcpAnswers, mcpArgAnswer) {
 		keys := &cycleKeys{keys: []string{"mcp-" + a.name}}
 		for _, tg := range []*target{
 			{name: "bare", url: bare.URL + a.path, keys: keys},
 			{name: "execute", url: gateway.URL + a.path, decision: "execute", keys: keys},
 			{name: "replay", url: gateway.URL + a.path, decision: "replay", keys: keys},
 		} {
-			tg.size, tg.mcp = mediumBody, true
+			tg.size, tg.mcp, tg.keyArg = mediumBody, true, a.keyArg
 			if err := l.do(tg); err != nil {
 				t.Errorf("%s, %s: %v", a.name, tg.name, err)
 			}

@@ -243,7 +243,10 @@ func at1KiB(m map[string][]float64, who string) []float64 { return m[runName(who
 // answer, the throughputs of the bare proxy, execute and replay of a tools/call, their ratios to
 // the bare proxy's, and the budget that a replay of a tools/call costs no more than an HTTP replay,
 // in throughput and in the gateway process's CPU per request, each ratio within one repetition;
-// then the Redis round trips per tools/call.
+// then a replay whose key is an argument against one whose key is in params._meta (no budget:
+// two closed loops run one after the other differ by more than the two replays do; the budget is
+// gateway BenchmarkReplay's interleaved pair mcp-arg÷mcp), and the Redis round trips per
+// tools/call.
 func mcpRows(t *table, r *results) {
 	for _, a := range mcpAnswers {
 		label := map[string]string{"json": "JSON answers", "sse": "SSE answers"}[a.name]
@@ -258,6 +261,11 @@ func mcpRows(t *table, r *results) {
 		t.add("**MCP replay ÷ HTTP replay**, "+label+": gateway process CPU per request", "%.2f",
 			ratios(at1KiB(r.cpuProxy, replay), at1KiB(r.cpuProxy, "replay")), ptr(atMost(1)))
 	}
+	argReplay, metaReplay := mcpName("replay", mcpArgAnswer.name), mcpName("replay", "json")
+	t.add("MCP replay, key argument ÷ key in _meta, JSON answers: throughput", "%.2f",
+		ratios(at1KiB(r.throughput, argReplay), at1KiB(r.throughput, metaReplay)), nil)
+	t.add("MCP replay, key argument ÷ key in _meta, JSON answers: gateway process CPU per request", "%.2f",
+		ratios(at1KiB(r.cpuProxy, argReplay), at1KiB(r.cpuProxy, metaReplay)), nil)
 	t.add("Redis round trips per MCP execute (JSON answers)", "%.2f", []float64{r.tripsMCPExecute}, ptr(atMost(2)))
 	t.add("Redis round trips per MCP replay (JSON answers)", "%.2f", []float64{r.tripsMCPReplay}, ptr(exactly(1)))
 }

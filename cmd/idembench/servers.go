@@ -92,8 +92,8 @@ func newBareProxy(target *url.URL) *httputil.ReverseProxy {
 // routesYAML is the gateway's routes file (a format string: the upstream's URL): the contract's
 // create_ticket route (a key is required, the whole body is the effect) in front of the upstream,
 // with room for the 64 KiB bodies; and a kind: mcp route on each path of the MCP server (mcp.go),
-// whose create_ticket tool takes its key from params._meta and keeps the remote id
-// (docs/mcp.md#fronting-an-mcp-server).
+// whose create_ticket tool takes its key from params._meta (on mcpArgPath also from an argument)
+// and keeps the remote id (docs/mcp.md#fronting-an-mcp-server).
 const routesYAML = `
 upstreams:
   tickets: {url: %[1]s, timeout: 10s}
@@ -118,6 +118,13 @@ routes:
     upstream: tickets_mcp
     path: ` + mcpSSEPath + `
     key: {meta: ` + mcpKeyMeta + `}
+    tools:
+      create_ticket: {receipt: {remote_id: /result/structuredContent/id, remote_url: /result/structuredContent/url}}
+  - name: mcp_json_arg
+    kind: mcp
+    upstream: tickets_mcp
+    path: ` + mcpArgPath + `
+    key: {meta: ` + mcpKeyMeta + `, argument: ` + mcpKeyArg + `}
     tools:
       create_ticket: {receipt: {remote_id: /result/structuredContent/id, remote_url: /result/structuredContent/url}}
 `

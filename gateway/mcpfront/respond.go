@@ -101,12 +101,14 @@ func (m *mcpTool) Replay(x *gateway.Exchange, prev *record.Record) {
 		if stateless(m.version) && !stateless(prev.MCPProtocolVersion) {
 			member = withResultType(member, m.msg.ID)
 		}
+		// Re-enveloped under this request's id by splicing: the stored member goes out as it is,
+		// with the replay's _meta written between two of its pieces.
+		pieces := [3][]byte{member}
 		if x.Route().MCP.ReplayMeta {
-			member = mcpwire.WithResultMeta(member, metaIdempotency, m.replayMeta(x, prev))
+			pieces = mcpwire.WithResultMeta(member, metaIdempotency, m.replayMeta(x, prev))
 		}
-		// Re-enveloped under this request's id by splicing: the stored member goes out as it is.
-		parts := mcpwire.EnvelopeParts(m.msg.ID, member)
-		writeJSONRPC(w, http.StatusOK, m.sse, parts[:]...)
+		parts := mcpwire.EnvelopeParts(m.msg.ID, pieces[0])
+		writeJSONRPC(w, http.StatusOK, m.sse, parts[0], parts[1], parts[2], parts[3], pieces[1], pieces[2])
 		return
 	}
 	text := fmt.Sprintf("The call already took effect (idempotency key %q) and was not run again. Its result was not kept.", x.Key())

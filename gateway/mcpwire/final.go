@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -83,6 +84,12 @@ func (f *Final) result(val []byte) {
 	}
 }
 
+// resultHead starts a result member as ReadFinal writes it; metaName is "_meta" as a JSON string.
+var (
+	resultHead = `{"result":`
+	metaName   = []byte(`"_meta"`)
+)
+
 // ResultTypeTask is the resultType of a 2026-07-28 task handle (the tasks extension).
 const ResultTypeTask = "task"
 
@@ -91,33 +98,44 @@ func validID(id []byte) bool {
 	return (isString(id) || isNumber(id)) && isJSON(id) && valueEnd(id, 0) == len(id)
 }
 
-// WithResultMeta returns member, a final response's member (`{"result":…}`, Final.Member), with
-// value, raw JSON, as result._meta[name]: added to the result's _meta, or a _meta made for it,
-// in place of a member of that name; every other byte as it was. An error member, a result that
-// is not an object and a _meta that is not one are returned as they are.
-func WithResultMeta(member []byte, name string, value []byte) []byte {
-	res := lookup(member, "result")
-	at, ok := offsetIn(member, res)
-	if !ok || res[0] != '{' {
-		return member
-	}
+// WithResultMeta returns the pieces whose concatenation is member, a final response's member
+// (`{"result":…}`, Final.Member), with value, raw JSON, as result._meta[name]: added to the
+// result's _meta, or to a _meta made for it; every other byte as it was. Pieces 0 and 2 are
+// member's own bytes, not a copy (a replay writes them one after the other, as EnvelopeParts'),
+// but where the _meta already holds a member called name, which is replaced in a copy. An error
+// member, a result that is not an object and a _meta that is not one come back as they are, in
+// piece 0.
+func WithResultMeta(member []byte, name string, value []byte) [3][]byte {
 	qname, _ := json.Marshal(name) // a string always encodes
 	entry := slices.Concat(qname, []byte{':'}, value)
-	var out []byte
-	if meta := lookup(res, "_meta"); meta == nil {
-		sep := []byte(",")
-		if trimSpace(res[1:])[0] == '}' { // an empty result
-			sep = nil
+	res, at, meta := member[len(resultHead):], len(resultHead), []byte(nil)
+	if !bytes.HasPrefix(member, []byte(resultHead)) || len(res) == 0 || res[0] != '{' || bytes.Contains(member, metaName) {
+		// Not as ReadFinal writes a result member, or "_meta" somewhere in it: walk it (the
+		// common replay, a result with no "_meta" anywhere, is spared the walk).
+		var ok bool
+		res = lookup(member, "result")
+		if at, ok = offsetIn(member, res); !ok || res[0] != '{' {
+			return [3][]byte{member}
 		}
-		out = slices.Concat(member[:at], []byte(`{"_meta":{`), entry, []byte{'}'}, sep, res[1:], member[at+len(res):])
-	} else if mat, ok := offsetIn(member, meta); ok && meta[0] == '{' {
-		kept, _ := cutMembers(meta, name)
-		if len(kept) > 2 {
-			entry = append(entry, ',')
-		}
-		out = slices.Concat(member[:mat], []byte{'{'}, entry, kept[1:], member[mat+len(meta):])
-	} else {
-		return member
+		meta = lookup(res, "_meta")
 	}
-	return out
+	if meta == nil {
+		insert := slices.Concat([]byte(`"_meta":{`), entry, []byte{'}'})
+		if trimSpace(res[1:])[0] != '}' { // a result with members
+			insert = append(insert, ',')
+		}
+		return [3][]byte{member[:at+1], insert, member[at+1:]}
+	}
+	mat, ok := offsetIn(member, meta)
+	if !ok || meta[0] != '{' {
+		return [3][]byte{member}
+	}
+	kept, cut := cutMembers(meta, name)
+	if len(kept) > 2 {
+		entry = append(entry, ',')
+	}
+	if len(cut) > 0 {
+		return [3][]byte{slices.Concat(member[:mat], []byte{'{'}, entry, kept[1:], member[mat+len(meta):])}
+	}
+	return [3][]byte{member[:mat+1], entry, member[mat+1:]}
 }

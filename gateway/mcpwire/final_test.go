@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 )
@@ -92,7 +93,7 @@ func TestWithResultMeta(t *testing.T) {
 			`{"result": {"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"}}, "content" : [] } }`},
 		{"empty result", `{"result":{ }}`, `{"result":{"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"}} }}`},
 		{"the server's _meta kept", `{"result":{"content":[],"_meta":{"trace":"abc", "n":1.50}}}`,
-			`{"result":{"content":[],"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"},"trace":"abc","n":1.50}}}`},
+			`{"result":{"content":[],"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"},"trace":"abc", "n":1.50}}}`},
 		{"empty _meta", `{"result":{"_meta":{},"content":[]}}`, `{"result":{"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"}},"content":[]}}`},
 		{"an entry of that name replaced", `{"result":{"_meta":{"io.github.idemgateway/idempotency":{"decision":"execute"},"x":1}}}`,
 			`{"result":{"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"},"x":1}}}`},
@@ -103,8 +104,13 @@ func TestWithResultMeta(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := WithResultMeta([]byte(tt.member), name, []byte(value)); string(got) != tt.want {
+			member := []byte(tt.member)
+			pieces := WithResultMeta(member, name, []byte(value))
+			if got := bytes.Join(pieces[:], nil); string(got) != tt.want {
 				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+			if _, ok := offsetIn(member, pieces[0]); !ok && tt.name != "an entry of that name replaced" {
+				t.Error("piece 0 is a copy of the member")
 			}
 		})
 	}

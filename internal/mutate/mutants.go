@@ -675,7 +675,7 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestParseGate$"}}},
 	// MCP tool calls (docs/contract.md §7).
 	{Name: "mcp-replay-under-the-first-id", Behaviour: "an MCP replay carries the stored call's JSON-RPC id, not the retry's: a client drops the answer and hangs",
-		File: "gateway/mcpfront/respond.go", From: "		parts := mcpwire.EnvelopeParts(m.msg.ID, member)\n", To: "		parts := mcpwire.EnvelopeParts([]byte(\"1\"), member)\n",
+		File: "gateway/mcpfront/respond.go", From: "		parts := mcpwire.EnvelopeParts(m.msg.ID, pieces[0])\n", To: "		parts := mcpwire.EnvelopeParts([]byte(\"1\"), pieces[0])\n",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPRetryReplaysWithRetryID$"}}, Core: true},
 	{Name: "mcp-is-error-committed", Behaviour: "an isError tool result is committed by default: the retry replays a failure instead of trying again",
 		File: "gateway/mcpfront/outcome.go", From: "	case f.IsError:\n		return gateway.NotCommitted", To: "	case f.IsError:\n		return gateway.Committed",
@@ -729,7 +729,7 @@ var mutants = []Mutant{
 		File: "gateway/mcpfront/call.go", From: "Source: keyFromArgument, Place: place, Agrees: true}", To: "Source: keyFromArgument, Place: place}",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPKeyArgument$"}}},
 	{Name: "mcp-replay-not-said", Behaviour: "a replayed tool result does not say it is one: the agent reports an action done long ago as just done",
-		File: "gateway/mcpfront/respond.go", From: "\t\t\tmember = mcpwire.WithResultMeta(member, metaIdempotency, m.replayMeta(x, prev))\n", To: "",
+		File: "gateway/mcpfront/respond.go", From: "\t\t\tpieces = mcpwire.WithResultMeta(member, metaIdempotency, m.replayMeta(x, prev))\n", To: "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestMCPReplaySaysSo$"}, {Pkg: "./e2e", Run: "^TestC29_ReplaySaysSoInBand$"}}},
 	{Name: "mcp-not-committed-said-unknown", Behaviour: "the gateway's answer to a call that never reached the server says its outcome is unknown: the agent holds back a retry that is safe",
 		File: "gateway/mcpfront/respond.go", From: "\t\tinfo.Outcome = outcomeNotCommitted\n", To: "",
