@@ -36,7 +36,7 @@ slowest: redis-server mcpts
 
 # The proof under load (docs/contributing.md, "Under load"): while two busy loops keep both cores
 # full, the store conformance suites and the gateway package run ten times each, then the whole
-# make test twice. Nothing is run again on failure. About 35 minutes on two cores.
+# make test twice. Nothing is run again on failure. About 12 minutes on two cores.
 BUSY_COUNT ?= 10
 test-busy: redis-server mcpts
 	@while :; do :; done & b1=$$!; while :; do :; done & b2=$$!; \
