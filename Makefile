@@ -101,10 +101,10 @@ image-binary:
 	test "$$(./$(IMAGE_BINARY) version)" = "idemgateway $(VERSION)"
 	@echo "image-binary: $(IMAGE_BINARY) is static, trimmed, stamped $(VERSION), and runs"
 
-# The TypeScript MCP client of the e2e tests (e2e/mcpts), installed from its lock file when it is
-# not yet (needs Node.js 20+ and npm).
+# The TypeScript MCP clients of the e2e tests (e2e/mcpts), installed from its lock file when the
+# installed ones are older than it (needs Node.js 20+ and npm).
 mcpts:
-	@test -d e2e/mcpts/node_modules || npm ci --prefix e2e/mcpts --no-audit --no-fund
+	@test e2e/mcpts/node_modules/.package-lock.json -nt e2e/mcpts/package-lock.json || npm ci --prefix e2e/mcpts --no-audit --no-fund
 
 redis-server:
 	@command -v redis-server >/dev/null 2>&1 || { \

@@ -612,36 +612,46 @@ func (c tsCall) decision() string {
 	return d
 }
 
-// runTS runs the TypeScript client with cfg against the gateway's route of way w. Without Node.js
-// or the installed client the test fails, saying what to install: it is never skipped.
+// runTS runs the TypeScript client with cfg against the gateway's route of way w.
 func (g *Gateway) runTS(t *testing.T, w mcpWay, cfg tsConfig) tsOutput {
+	t.Helper()
+	cfg.URL, cfg.MetaKey = g.Proxy+w.path, metaKey
+	var out tsOutput
+	runNode(t, "call.mjs", cfg, &out)
+	if len(out.Calls) != cfg.Times {
+		t.Fatalf("call.mjs printed %d calls, want %d", len(out.Calls), cfg.Times)
+	}
+	return out
+}
+
+// runNode runs script, a client of e2e/mcpts, with cfg as its JSON argument, and reads the JSON
+// line it prints into out. Without Node.js or the installed clients the test fails, saying what to
+// install: it is never skipped.
+func runNode(t *testing.T, script string, cfg, out any) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatal("node is not on PATH: the TypeScript MCP client needs Node.js 20+ and npm " +
+		t.Fatal("node is not on PATH: the TypeScript MCP clients need Node.js 20+ and npm " +
 			"(Debian: apt-get install nodejs npm), then make mcpts (npm ci --prefix e2e/mcpts)")
 	}
-	if _, err := os.Stat(filepath.Join("mcpts", "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Fatal("the TypeScript MCP client is not installed: run make mcpts (npm ci --prefix e2e/mcpts)")
+	if _, err := os.Stat(filepath.Join("mcpts", "node_modules", ".package-lock.json")); err != nil {
+		t.Fatal("the TypeScript MCP clients are not installed: run make mcpts (npm ci --prefix e2e/mcpts)")
 	}
-	cfg.URL, cfg.MetaKey = g.Proxy+w.path, metaKey
 	arg, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join("mcpts", "call.mjs"), string(arg))
+	cmd := exec.CommandContext(ctx, node, filepath.Join("mcpts", script), string(arg))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("node call.mjs %s: %v\n%s", arg, err, stderr.String())
+		t.Fatalf("node %s %s: %v\n%s", script, arg, err, stderr.String())
 	}
-	var out tsOutput
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || len(out.Calls) != cfg.Times {
-		t.Fatalf("call.mjs printed %q (%v), want %d calls\n%s", stdout.String(), err, cfg.Times, stderr.String())
+	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+		t.Fatalf("%s printed %q: %v\n%s", script, stdout.String(), err, stderr.String())
 	}
-	return out
 }
 
 // expectSameSession checks that no answer moved the client to another session (it adopts any
