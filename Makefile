@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build demo test unit slowest test-busy redis-server mcpts fuzz vet clean chart-test image-binary helm-lint mutate mutate-all stress
+.PHONY: build demo test unit example-temporal slowest test-busy redis-server mcpts fuzz vet clean chart-test image-binary helm-lint mutate mutate-all stress
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
@@ -22,7 +22,7 @@ TESTFLAGS ?= -race -count=1 -parallel 8
 # The tests start their own redis-server processes on free ports; this only makes sure the program
 # is installed (from Debian's packages when running as root). The chart's tests are a Go module of
 # their own (Helm and Kubernetes stay out of the gateway's module); chart-test runs them.
-test: redis-server mcpts chart-test
+test: redis-server mcpts chart-test example-temporal
 	$(GO) test $(TESTFLAGS) ./...
 
 # The inner loop: every package but the end-to-end tests of the built binaries (e2e/). Under two
@@ -71,6 +71,12 @@ mutate-all: redis-server mcpts
 # lints it, and has the gateway binary accept the rendered routes and environment.
 chart-test:
 	cd charts/idemgateway/tests && $(GO) test -count=1 ./...
+
+# The Temporal example (examples/temporal): a module of its own, so that the Temporal SDK stays out
+# of the gateway's; its tests run the workflow in the SDK's test environment against this
+# checkout's gateway.
+example-temporal:
+	cd examples/temporal && $(GO) test $(TESTFLAGS) ./...
 
 # The real helm CLI, built from the same Helm module (slow the first time: it compiles all of Helm).
 # chart-test covers the same ground through the SDK; this is for a look at the rendered YAML.
