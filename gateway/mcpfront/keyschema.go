@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
-	"slices"
 
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -15,9 +14,13 @@ import (
 // and for clients that check arguments against the schema (LangChain's adapters) to let through.
 // The member is cut from the call before it goes on (call.go): the server never sees it.
 
-// keyProperty is the JSON Schema of the key argument, written for the model that fills it.
+// keyProperty is the JSON Schema of the key argument, written for the model that fills it. It is
+// not listed in the schema's required: a host may send the key in a header or _meta instead, and
+// clients that check arguments against the schema before sending (LangChain's adapters) would
+// refuse such a call for want of the argument. A call that carries no key anywhere is refused by
+// the gateway with a text naming the argument, which the model can act on.
 var keyProperty = json.RawMessage(`{"type":"string","minLength":1,"maxLength":255,` +
-	`"description":"Idempotency key of this action. Use a new unique value (e.g. a UUID) for each new action, ` +
+	`"description":"Idempotency key of this action: always send one. Use a new unique value (e.g. a UUID) for each new action, ` +
 	`and the same value again when retrying the same action after a timeout or an error: the action then takes effect only once."}`)
 
 // declareKeys returns msg, the response of a tools/list on rt, with the key argument declared in
@@ -48,10 +51,9 @@ func (f *Front) declareKeys(rt *routes.Route, msg []byte) (out []byte, ok bool) 
 }
 
 // declareKey returns tool, one tool of a tools/list answer on rt, with its route's key argument
-// in inputSchema.properties, and in inputSchema.required when the tool's key is required and
-// nothing else can yield one (key.from, key.derive). declared is false for a read_only tool, one
-// whose route reads no key argument, and one whose schema already has a property of that name:
-// the tool's own argument, which the gateway would otherwise take, is refused a key (logged).
+// in inputSchema.properties (keyProperty). declared is false for a read_only tool, one whose route
+// reads no key argument, and one whose schema already has a property of that name: the tool's own
+// argument, which the gateway would otherwise take, is refused a key (logged).
 func (f *Front) declareKey(rt *routes.Route, tool json.RawMessage) (out json.RawMessage, declared bool) {
 	var t map[string]json.RawMessage
 	var name string
@@ -81,17 +83,6 @@ func (f *Front) declareKey(rt *routes.Route, tool json.RawMessage) (out json.Raw
 	var ok bool
 	if schema["properties"], ok = encode(props); !ok {
 		return nil, false
-	}
-	if trt.Key.Required && trt.Key.From.IsZero() && trt.Key.Derive == nil {
-		var required []string
-		if r, present := schema["required"]; present && json.Unmarshal(r, &required) != nil {
-			return nil, false
-		}
-		if !slices.Contains(required, arg) {
-			if schema["required"], ok = encode(append(required, arg)); !ok {
-				return nil, false
-			}
-		}
 	}
 	if t["inputSchema"], ok = encode(schema); !ok {
 		return nil, false
