@@ -130,9 +130,11 @@ func TestMCPKeyArgument(t *testing.T) {
 			if text := resultText(mismatch); !mismatch.IsError || !strings.Contains(text, `params.arguments["idempotency_key"] holds another key than params._meta`) || strings.Contains(text, "k2") {
 				t.Errorf("another key in _meta: %s, want a mismatch naming neither key", text)
 			}
-			invalid := call("", map[string]any{"to": "a@example.com", "subject": "hi", "idempotency_key": 17})
-			if text := resultText(invalid); !invalid.IsError || !strings.Contains(text, `params.arguments["idempotency_key"] is not a JSON string`) {
-				t.Errorf("a key that is no string: %s, want it refused", text)
+			for _, bad := range []any{17, 5, ""} { // 5: one byte, no string to look into
+				invalid := call("", map[string]any{"to": "a@example.com", "subject": "hi", "idempotency_key": bad})
+				if text := resultText(invalid); !invalid.IsError || !strings.Contains(text, `params.arguments["idempotency_key"]`) {
+					t.Errorf("the key %#v: %s, want it refused", bad, text)
+				}
 			}
 			if n := up.sends.Load(); n != 1 {
 				t.Errorf("send_email ran %d times, want 1", n)
@@ -174,5 +176,40 @@ func TestMCPDerivedKeyFromArguments(t *testing.T) {
 	key := record.NewToolScope("tickets/create_ticket").Key("default", "sha256:"+hex.EncodeToString(sum[:]), "")
 	if state, _, err := store.Get(context.Background(), key); err != nil || state != record.StateCommitted {
 		t.Errorf("record at the digest of the canonical arguments: %q, %v; want a committed record", state, err)
+	}
+}
+
+// TestMCPKeyArgumentOddSchemas: tool lists whose input schemas are null, have null properties,
+// or are no object at all still reach the client whole: each tool the gateway can declare the
+// argument in is declared, the others are passed as they are.
+func TestMCPKeyArgumentOddSchemas(t *testing.T) {
+	t.Parallel()
+	tools := `[{"name":"a","inputSchema":null},{"name":"b","inputSchema":{"type":"object","properties":null}},` +
+		`{"name":"c","inputSchema":true},{"name":"d"},{"name":"e","inputSchema":{"type":"object","properties":{"x":{"type":"string"}}}}]`
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct{ ID json.RawMessage }
+		_ = json.NewDecoder(r.Body).Decode(&msg)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":%s}}`, msg.ID, tools)
+	}))
+	t.Cleanup(up.Close)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, keyArgumentRoutes(up.URL), gateway.Options{})
+	_, _, body := postRaw(t, srv.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	var answer struct {
+		Result struct {
+			Tools []struct {
+				Name        string          `json:"name"`
+				InputSchema json.RawMessage `json:"inputSchema"`
+			} `json:"tools"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(body), &answer); err != nil || len(answer.Result.Tools) != 5 {
+		t.Fatalf("the tool list %s (%v): want all five tools", body, err)
+	}
+	for _, tool := range answer.Result.Tools {
+		declared := strings.Contains(string(tool.InputSchema), `"idempotency_key"`)
+		if want := tool.Name != "c"; declared != want {
+			t.Errorf("tool %s: schema %s, declared %v, want %v", tool.Name, tool.InputSchema, declared, want)
+		}
 	}
 }

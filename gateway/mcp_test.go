@@ -479,7 +479,8 @@ func TestMCPSpan(t *testing.T) {
 }
 
 // TestMCPReplayWithoutKeptResult: a result over the receipt limit is not kept; a retry replays a
-// valid tool result that says the call took effect, with its remote id.
+// valid tool result that says the call took effect, with its remote id, and the _meta of every
+// replay.
 func TestMCPReplayWithoutKeptResult(t *testing.T) {
 	t.Parallel()
 	up := newMCPUpstream(t, nil)
@@ -489,7 +490,8 @@ func TestMCPReplayWithoutKeptResult(t *testing.T) {
 	res := callTool(t, cs, "create_ticket", "k1", nil)
 	info, _ := res.Meta["io.github.idemgateway/idempotency"].(map[string]any)
 	if lastDecision(tap) != "replay replayed" || res.IsError || !strings.Contains(resultText(res), "already took effect") ||
-		!strings.Contains(resultText(res), "T-1") || info["existingRemoteId"] != "T-1" {
+		!strings.Contains(resultText(res), "T-1") || info["decision"] != "replay" || info["remoteId"] != "T-1" ||
+		info["tool"] != "create_ticket" || info["firstExecutedAt"] == nil {
 		t.Errorf("decision %q, isError %v, %q, _meta %v", lastDecision(tap), res.IsError, resultText(res), res.Meta)
 	}
 	if n := up.count("create_ticket"); n != 1 {
@@ -644,6 +646,7 @@ func TestMCPMetaKey(t *testing.T) {
 		{`"k1"`, "execute "},
 		{`"k\u0031"`, "replay "},
 		{`17`, `"code":-32014`},
+		{`7`, `"code":-32014`}, // one byte: no string to look into
 		{`""`, `"code":-32014`},
 		{`"k\u00e9"`, `"code":-32014`},
 	} {

@@ -85,9 +85,9 @@ func (m *mcpTool) keyPlaces() string {
 // params.arguments[…]): a JSON string holding a valid key (record.CheckKey). Errors wrap
 // problem.ErrInvalidKey and never quote v.
 func stringKey(v []byte, place string) (key string, err error) {
-	switch inner := v[min(1, len(v)):max(len(v)-1, 0)]; {
-	case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(inner, '\\') < 0: // no escapes: the bytes are the key
-		key = string(inner)
+	switch {
+	case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v[1:len(v)-1], '\\') < 0: // no escapes: the bytes are the key
+		key = string(v[1 : len(v)-1])
 	case json.Unmarshal(v, &key) != nil:
 		return "", fmt.Errorf("%w: %s is not a JSON string", problem.ErrInvalidKey, place)
 	}
