@@ -66,13 +66,18 @@ func (f *Front) declareKey(rt *routes.Route, tool json.RawMessage) (out json.Raw
 	if class == routes.ReadOnly || arg == "" {
 		return nil, false
 	}
-	schema := map[string]json.RawMessage{"type": json.RawMessage(`"object"`)}
+	var schema, props map[string]json.RawMessage // null, as a server may write an unset map, is none
 	if s, present := t["inputSchema"]; present && json.Unmarshal(s, &schema) != nil {
 		return nil, false
 	}
-	props := map[string]json.RawMessage{}
+	if schema == nil {
+		schema = map[string]json.RawMessage{"type": json.RawMessage(`"object"`)}
+	}
 	if p, present := schema["properties"]; present && json.Unmarshal(p, &props) != nil {
 		return nil, false
+	}
+	if props == nil {
+		props = map[string]json.RawMessage{}
 	}
 	if _, taken := props[arg]; taken {
 		f.log.Warn("a tool's input schema already has the key argument's name: the tool list does not declare the key, and calls of the tool lose that argument",
