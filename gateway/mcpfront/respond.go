@@ -94,8 +94,7 @@ func (m *mcpTool) Replay(x *gateway.Exchange, prev *record.Record) {
 		member := resp.Body
 		if task := m.taskNotForThisRetry(member, prev); task != "" {
 			text := fmt.Sprintf("The call already took effect as task %s (idempotency key %q) and was not run again. Follow the task with tasks/get.", task, x.Key())
-			info := &metaInfo{Decision: gateway.DecisionReplay, Key: x.Key(), Tool: x.Route().Name, ExistingRemoteID: prev.RemoteID}
-			m.write(w, mcpwire.Envelope(m.msg.ID, m.resultMember(text, false, info)))
+			m.write(w, mcpwire.Envelope(m.msg.ID, m.resultMember(text, false, m.replayMeta(x, prev))))
 			return
 		}
 		if stateless(m.version) && !stateless(prev.MCPProtocolVersion) {
@@ -115,8 +114,7 @@ func (m *mcpTool) Replay(x *gateway.Exchange, prev *record.Record) {
 	if prev.RemoteID != "" {
 		text = fmt.Sprintf("The call already took effect (idempotency key %q), remote id %s, and was not run again. Its full result was not kept.", x.Key(), prev.RemoteID)
 	}
-	info := &metaInfo{Decision: gateway.DecisionReplay, Key: x.Key(), Tool: x.Route().Name, ExistingRemoteID: prev.RemoteID}
-	m.write(w, mcpwire.Envelope(m.msg.ID, m.resultMember(text, false, info)))
+	m.write(w, mcpwire.Envelope(m.msg.ID, m.resultMember(text, false, m.replayMeta(x, prev))))
 }
 
 // taskNotForThisRetry returns the task id of member, a stored result of prev, when it is a task
@@ -146,10 +144,11 @@ func (m *mcpTool) taskNotForThisRetry(member []byte, prev *record.Record) string
 // handles.
 const extensionTasks = "io.modelcontextprotocol/tasks"
 
-// replayMeta is the JSON of result._meta["io.github.idemgateway/idempotency"] in a replay of
-// prev (docs/contract.md §9 Said in band): the decision, the key, the tool as the call names it,
-// the remote id, and when the call was first executed.
-func (m *mcpTool) replayMeta(x *gateway.Exchange, prev *record.Record) []byte {
+// replayMeta is the JSON of result._meta["io.github.idemgateway/idempotency"] in every replay of
+// prev (docs/contract.md §9 Said in band), the stored result's or the gateway's own text in its
+// place: the decision, the key, the tool as the call names it, the remote id, and when the call
+// was first executed.
+func (m *mcpTool) replayMeta(x *gateway.Exchange, prev *record.Record) json.RawMessage {
 	b, _ := json.Marshal(struct { // strings always encode
 		Decision        string `json:"decision"`
 		Key             string `json:"key"`
@@ -275,19 +274,19 @@ const (
 )
 
 // resultMember is the member `{"result":…}` of a CallToolResult holding text, with isError, and
-// info in its _meta; no structuredContent (docs/contract.md §7 Refusals). A 2026-07-28 request
-// gets resultType, which that revision requires.
-func (m *mcpTool) resultMember(text string, isError bool, info *metaInfo) []byte {
+// info (a *metaInfo, or a replay's JSON) in its _meta; no structuredContent (docs/contract.md §7
+// Refusals). A 2026-07-28 request gets resultType, which that revision requires.
+func (m *mcpTool) resultMember(text string, isError bool, info any) []byte {
 	type content struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}
 	result := struct {
-		ResultType string               `json:"resultType,omitempty"`
-		Content    []content            `json:"content"`
-		IsError    bool                 `json:"isError,omitempty"`
-		Meta       map[string]*metaInfo `json:"_meta"`
-	}{Content: []content{{"text", text}}, IsError: isError, Meta: map[string]*metaInfo{metaIdempotency: info}}
+		ResultType string         `json:"resultType,omitempty"`
+		Content    []content      `json:"content"`
+		IsError    bool           `json:"isError,omitempty"`
+		Meta       map[string]any `json:"_meta"`
+	}{Content: []content{{"text", text}}, IsError: isError, Meta: map[string]any{metaIdempotency: info}}
 	if stateless(m.version) {
 		result.ResultType = "complete"
 	}

@@ -84,10 +84,12 @@ func (f *Final) result(val []byte) {
 	}
 }
 
-// resultHead starts a result member as ReadFinal writes it; metaName is "_meta" as a JSON string.
+// resultHead starts a result member as ReadFinal writes it; metaName is "_meta" as a JSON string;
+// unicodeEscape starts a \u escape, with which a name may spell "_meta" otherwise.
 var (
-	resultHead = `{"result":`
-	metaName   = []byte(`"_meta"`)
+	resultHead    = `{"result":`
+	metaName      = []byte(`"_meta"`)
+	unicodeEscape = []byte(`\u`)
 )
 
 // ResultTypeTask is the resultType of a 2026-07-28 task handle (the tasks extension).
@@ -102,16 +104,17 @@ func validID(id []byte) bool {
 // (`{"result":…}`, Final.Member), with value, raw JSON, as result._meta[name]: added to the
 // result's _meta, or to a _meta made for it; every other byte as it was. Pieces 0 and 2 are
 // member's own bytes, not a copy (a replay writes them one after the other, as EnvelopeParts'),
-// but where the _meta already holds a member called name, which is replaced in a copy. An error
-// member, a result that is not an object and a _meta that is not one come back as they are, in
-// piece 0.
+// but where the _meta already holds a member called name, which is replaced in a copy. A _meta
+// that is null is replaced. An error member, a result that is not an object and a _meta that is
+// neither an object nor null come back as they are, in piece 0.
 func WithResultMeta(member []byte, name string, value []byte) [3][]byte {
 	qname, _ := json.Marshal(name) // a string always encodes
 	entry := slices.Concat(qname, []byte{':'}, value)
 	res, at, meta := member[len(resultHead):], len(resultHead), []byte(nil)
-	if !bytes.HasPrefix(member, []byte(resultHead)) || len(res) == 0 || res[0] != '{' || bytes.Contains(member, metaName) {
-		// Not as ReadFinal writes a result member, or "_meta" somewhere in it: walk it (the
-		// common replay, a result with no "_meta" anywhere, is spared the walk).
+	if !bytes.HasPrefix(member, []byte(resultHead)) || len(res) == 0 || res[0] != '{' ||
+		bytes.Contains(member, metaName) || bytes.Contains(member, unicodeEscape) {
+		// Not as ReadFinal writes a result member, or "_meta" somewhere in it, perhaps spelled
+		// with \u escapes: walk it (the common replay, a result with neither, is spared the walk).
 		var ok bool
 		res = lookup(member, "result")
 		if at, ok = offsetIn(member, res); !ok || res[0] != '{' {
@@ -127,7 +130,10 @@ func WithResultMeta(member []byte, name string, value []byte) [3][]byte {
 		return [3][]byte{member[:at+1], insert, member[at+1:]}
 	}
 	mat, ok := offsetIn(member, meta)
-	if !ok || meta[0] != '{' {
+	switch {
+	case ok && string(meta) == "null": // no _meta: the gateway's takes its place
+		return [3][]byte{member[:mat], slices.Concat([]byte{'{'}, entry, []byte{'}'}), member[mat+len(meta):]}
+	case !ok || meta[0] != '{':
 		return [3][]byte{member}
 	}
 	kept, cut := cutMembers(meta, name)

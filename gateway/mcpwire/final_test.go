@@ -99,6 +99,11 @@ func TestWithResultMeta(t *testing.T) {
 			`{"result":{"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"},"x":1}}}`},
 		{"an error", `{"error":{"code":-32603,"message":"m"}}`, `{"error":{"code":-32603,"message":"m"}}`},
 		{"_meta not an object", `{"result":{"_meta":7}}`, `{"result":{"_meta":7}}`},
+		{"_meta null", `{"result":{"content":[],"_meta":null}}`, `{"result":{"content":[],"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"}}}}`},
+		{"_meta spelled with escapes", `{"result":{"content":[],"\u005fmeta":{"srv":1}}}`,
+			`{"result":{"content":[],"\u005fmeta":{"io.github.idemgateway/idempotency":{"decision":"replay"},"srv":1}}}`},
+		{"\\u elsewhere, no _meta", `{"result":{"content":[{"type":"text","text":"\u003cb\u003e"}]}}`,
+			`{"result":{"_meta":{"io.github.idemgateway/idempotency":{"decision":"replay"}},"content":[{"type":"text","text":"\u003cb\u003e"}]}}`},
 		{"result not an object", `{"result":[1]}`, `{"result":[1]}`},
 	}
 	for _, tt := range tests {
