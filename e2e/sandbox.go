@@ -124,18 +124,27 @@ func (sb *Sandbox) waitHeld(t *testing.T, name string, n int) {
 // holding reads how many requests wait on the hold name now (GET /_sandbox/holds).
 func (sb *Sandbox) holding(t *testing.T, name string) int {
 	t.Helper()
+	n, err := sb.held(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// held is holding for a goroutine other than the test's.
+func (sb *Sandbox) held(name string) (int, error) {
 	resp, err := Client.Get(sb.URL + "/_sandbox/holds")
 	if err != nil {
-		t.Fatalf("sandbox holds: %v", err)
+		return 0, fmt.Errorf("sandbox holds: %w", err)
 	}
 	defer resp.Body.Close()
 	var holds struct {
 		Holds map[string]struct{ Waiting int } `json:"holds"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&holds); err != nil {
-		t.Fatalf("sandbox holds: %v", err)
+		return 0, fmt.Errorf("sandbox holds: %w", err)
 	}
-	return holds.Holds[name].Waiting
+	return holds.Holds[name].Waiting, nil
 }
 
 // InFlight reads how many requests the sandbox is serving now (in a delay, a hold, or acting).
