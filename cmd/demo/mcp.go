@@ -44,7 +44,7 @@ func (a *agent) mcpScenario() error {
 	a.mcpStep("key mcp-1 reused for another title", second.call("create_ticket", map[string]any{"title": "Payments are down"}, "mcp-1", 0))
 	slow := map[string]any{"title": "Fail over the database", "ms": 2000}
 	a.mcpStep("slow_create mcp-2 (2s); agent gives up at 0.5s", second.call("slow_create", slow, "mcp-2", 500*time.Millisecond))
-	a.mcpStep("agent retries at once", second.call("slow_create", slow, "mcp-2", 0))
+	a.mcpStep("agent retries at once: waits for the first call", second.call("slow_create", slow, "mcp-2", 0))
 	time.Sleep(2 * time.Second)
 	a.mcpStep("agent retries after 2s", second.call("slow_create", slow, "mcp-2", 0))
 	fmt.Println("\nTwo tickets were asked for three times or more; the MCP server created each exactly once.")
