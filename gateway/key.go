@@ -57,13 +57,20 @@ const (
 )
 
 // keyPlaces names where a request on rt may carry its key: the route's key header, and the places
-// in its body a front end reads (call.Keys).
+// in its body a front end reads (call.Keys; nil: an HTTP route's request).
 func keyPlaces(rt *routes.Route, call *Call) string {
-	places := "header " + rt.Key.Header
-	if call != nil {
-		for _, k := range call.Keys {
-			places += " or " + k.Place
-		}
+	if call == nil {
+		return "header " + rt.Key.Header
+	}
+	return call.KeyPlaces()
+}
+
+// KeyPlaces names where c may carry its key, for the problem of a missing key: its route's key
+// header, then each place of c.Keys.
+func (c *Call) KeyPlaces() string {
+	places := "header " + c.Route.Key.Header
+	for _, k := range c.Keys {
+		places += " or " + k.Place
 	}
 	return places
 }

@@ -72,15 +72,6 @@ func (m *mcpTool) metaKey() (key string, present bool, err error) {
 	return key, true, err
 }
 
-// keyPlaces names where a call may carry its key, for a model told it sent none.
-func (m *mcpTool) keyPlaces() string {
-	places := "header " + m.call.Route.Key.Header
-	for _, k := range m.call.Keys {
-		places += " or " + k.Place
-	}
-	return places
-}
-
 // stringKey reads the key of a tools/call from v, the raw value at place (params._meta[…] or
 // params.arguments[…]): a JSON string holding a valid key (record.CheckKey). Errors wrap
 // problem.ErrInvalidKey and never quote v.

@@ -343,7 +343,7 @@ func (m *mcpTool) refusalText(x *gateway.Exchange, ref *gateway.Refusal) string 
 			"Do not retry it with a new key: check first whether its effect exists. Retries with this key are refused until an operator resolves it.", key, err)
 	case errors.Is(err, problem.ErrMissingKey):
 		return fmt.Sprintf("Not executed: tool %s needs an idempotency key and this call carried none; the host or tool "+
-			"wrapper sends it in %s. Use one new key per intended action, and the same key when you retry that action.", x.Route().Name, m.keyPlaces())
+			"wrapper sends it in %s. Use one new key per intended action, and the same key when you retry that action.", x.Route().Name, m.call.KeyPlaces())
 	case errors.Is(err, problem.ErrInvalidKey):
 		return fmt.Sprintf("Not executed: the idempotency key is invalid (%v). Send a key of printable ASCII characters, the same one for every retry.", err)
 	case errors.Is(err, problem.ErrKeyMismatch):
