@@ -80,7 +80,8 @@ func (f *Front) declareKey(rt *routes.Route, tool json.RawMessage) (out json.Raw
 		props = map[string]json.RawMessage{}
 	}
 	if _, taken := props[arg]; taken {
-		f.log.Warn("a tool's input schema already has the key argument's name: the tool list does not declare the key, and calls of the tool lose that argument",
+		f.log.Warn("a tool's input schema already has the key argument's name: the tool list does not declare the key, "+
+			"and the gateway takes that argument of its calls as their key; set tools.<tool>.key.argument to another name, or ''",
 			slog.String("route", rt.Name), slog.String("tool", name), slog.String("key_argument", arg))
 		return nil, false
 	}
