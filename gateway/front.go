@@ -116,6 +116,17 @@ func (x *Exchange) Identify(c *Call, front Responder, label string) error {
 	return err
 }
 
+// HoldDeadline stops the clock of x's upstream timeout until release is called, bounding the
+// wait by limit instead: for the time an upstream waits on the client (an MCP server's request to
+// the client during a call), which the upstream's timeout does not bound (docs/contract.md §9).
+// Holds nest. Outside a guarded upstream call it does nothing.
+func (x *Exchange) HoldDeadline(limit time.Duration) (release func()) {
+	if x.deadline == nil {
+		return func() {}
+	}
+	return x.deadline.hold(limit)
+}
+
 // Proxy makes x's upstream call through the reverse proxy (proxy.go), which settles its record
 // from the answer (or, when x's responder is a Capturer with a 2xx answer, lets it).
 func (x *Exchange) Proxy() { httpRoute{}.Call(x) }

@@ -44,6 +44,9 @@ func (httpRoute) Call(x *Exchange) {
 	inFlight.Inc()
 	defer func() {
 		inFlight.Dec()
+		if x.deadline != nil {
+			x.deadline.stop()
+		}
 		if x.cancelUpstream != nil {
 			x.cancelUpstream()
 		}
@@ -98,7 +101,8 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		ctx, x.cancelUpstream = context.WithCancel(ctx)
 		x.idle = time.AfterFunc(up.Timeout, x.cancelUpstream)
 	} else {
-		ctx, x.cancelUpstream = context.WithTimeout(ctx, up.Timeout)
+		ctx, x.cancelUpstream = context.WithCancel(ctx)
+		x.deadline = startDeadline(up.Timeout, x.cancelUpstream)
 	}
 	ctx = httptrace.WithClientTrace(ctx, x.clientTrace())
 	x.upStart = time.Now()
@@ -223,6 +227,9 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	x := exchangeFrom(r.Context())
 	if x.upDur == 0 {
 		x.upDur = time.Since(x.upStart)
+	}
+	if x.deadline != nil && x.deadline.ranOut() { // the exchange was cancelled by its deadline
+		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
 	fault := faultOf(err, x.mayHaveSent.Load(), x.rt.Upstream.Timeout)
 	retryable := false

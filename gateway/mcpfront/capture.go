@@ -131,6 +131,28 @@ func mustPointer(p string) canonical.Pointer {
 	return ptr
 }
 
+// ask holds the call's upstream timeout while data, an event of its answer that is a request of
+// the server to the client, waits for the client's answer (asks.go), bounded by
+// stream_idle_timeout.
+func (m *mcpTool) ask(x *gateway.Exchange, data []byte) {
+	var req mcpwire.Message
+	if m.asks == nil || req.Parse(data) != nil || req.Kind != mcpwire.Request {
+		return
+	}
+	release := x.HoldDeadline(x.Route().Upstream.MCP.StreamIdleTimeout)
+	if k, ok := m.asks.opened(m.session, req.ID, release); ok {
+		m.asked = append(m.asked, k)
+	}
+}
+
+// endAsks records that the call ended: its asks still unanswered are answered too late.
+func (m *mcpTool) endAsks() {
+	if m.asks != nil && len(m.asked) > 0 {
+		m.asks.ended(m.asked)
+		m.asked = nil
+	}
+}
+
 // settleWithout settles a call that got no final response (why) as an unknown outcome.
 func settleWithout(x *gateway.Exchange, why error) gateway.Outcome {
 	return x.Settle(gateway.Unknown, why.Error())
@@ -169,6 +191,7 @@ func (c *sseCapture) next() {
 		}
 		c.out.Write(sseEvent(c.m.unsettled(c.x, why, settleWithout(c.x, why))))
 		c.done = true
+		c.m.endAsks()
 		return
 	}
 	if len(ev.Data) == 0 {
@@ -179,6 +202,9 @@ func (c *sseCapture) next() {
 		if f, err := c.m.final(ev.Data); err == nil {
 			c.m.settleFinal(c.x, f)
 			c.done = true
+			c.m.endAsks()
+		} else {
+			c.m.ask(c.x, ev.Data)
 		}
 	}
 	_ = mcpwire.WriteEvent(&c.out, &mcpwire.Event{Event: ev.Event, Data: ev.Data}) // a bytes.Buffer does not fail
@@ -197,5 +223,6 @@ func (c *sseCapture) Close() error {
 		settleWithout(c.x, fmt.Errorf("%w: the client went away (cancel: forward)", errNoFinal))
 		c.done = true
 	}
+	c.m.endAsks()
 	return c.src.Close()
 }

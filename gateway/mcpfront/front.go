@@ -33,6 +33,7 @@ type Front struct {
 	metrics *metrics
 	tools   toolBook // the tools of the routes' servers (tools.go)
 	calls   calls    // guarded tools/calls in flight, for their cancels (calls.go)
+	asks    asks     // what servers ask clients during guarded calls (asks.go)
 	streams streams  // GET streams, ended at shutdown (calls.go)
 }
 
@@ -110,6 +111,13 @@ func (f *Front) Serve(w http.ResponseWriter, r *http.Request, rt *routes.Route, 
 		}
 	}
 	if !x.Admit() {
+		return
+	}
+	if msg.Kind == mcpwire.Response && f.asks.answered(r.Header.Get(headerSessionID), msg.ID) {
+		// The call that asked has ended: the server would act on an answer nobody waits for.
+		x.Rejected()
+		writeJSONRPC(x.Writer(), http.StatusConflict, false, mcpwire.ErrorMessage(nil, &mcpwire.Error{Code: mcpwire.InvalidRequest,
+			Message: "invalid request: this answers a request of a tool call that has ended; it was not relayed"}))
 		return
 	}
 	if f.absorbs(rt, r, msg) {
@@ -198,6 +206,7 @@ func (f *Front) serveToolCall(x *gateway.Exchange, m *mcpTool, body []byte, vers
 		return
 	}
 	m.start(x.Request().Header, rt.MCP.Tool(msg.Tool, class), body, version, source)
+	m.asks = &f.asks
 	// In flight from here, not from the upstream call: a cancel sent while the call is claimed,
 	// waits or runs is absorbed alike (docs/mcp.md "Streams, cancels and slow tools").
 	f.calls.add(m)

@@ -49,6 +49,8 @@ type mcpTool struct {
 	// classSource says where the tool's class came from: config, annotations or default.
 	classSource string
 	keys        [2]gateway.KeyReader // call.Keys' array: a call reads its key in at most two places of its body
+	asks        *asks                // the front end's (asks.go); nil for a call read for Explain
+	asked       []askKey             // this call's asks of the client
 }
 
 // traceCall names x's span "tools/call <tool>" and sets the attributes of docs/contract.md §7
