@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -10,9 +11,9 @@ import (
 // would, except that a front end may hold it (Exchange.HoldDeadline): while the upstream waits on
 // the client (an MCP server's elicitation/create, answered by a person), that time does not count
 // (docs/contract.md §9 Server-to-client requests). While held it is bounded by the hold's own
-// limit instead. When either runs out, expire ends the exchange, and timedOut says so.
+// limit instead. When either runs out, expire ends the exchange, and ranOut says which.
 type deadline struct {
-	expire func() // cancels the upstream exchange's context
+	cancel context.CancelFunc // ends the upstream exchange's context
 
 	mu       sync.Mutex
 	timer    *time.Timer   // fires when the time left runs out; stopped while held
@@ -20,21 +21,25 @@ type deadline struct {
 	since    time.Time     // when the timer last started
 	holds    int
 	holdTmr  *time.Timer // the holds' own limit, while held
-	timedOut bool
+	timedOut string      // what ran out; "" while none has
 	done     bool
 }
 
 // startDeadline starts a deadline of d, which calls cancel when it runs out.
 func startDeadline(d time.Duration, cancel context.CancelFunc) *deadline {
-	dl := &deadline{left: d, since: time.Now()}
-	dl.expire = func() {
-		dl.mu.Lock()
-		dl.timedOut = true
-		dl.mu.Unlock()
-		cancel()
-	}
-	dl.timer = time.AfterFunc(d, dl.expire)
+	dl := &deadline{cancel: cancel, left: d, since: time.Now()}
+	dl.timer = time.AfterFunc(d, func() { dl.expire(fmt.Sprintf("after %s", d)) })
 	return dl
+}
+
+// expire ends the exchange: what ran out, as ranOut says it.
+func (dl *deadline) expire(what string) {
+	dl.mu.Lock()
+	if dl.timedOut == "" {
+		dl.timedOut = what
+	}
+	dl.mu.Unlock()
+	dl.cancel()
 }
 
 // hold stops the deadline's clock until the returned release is called (once; later calls do
@@ -43,12 +48,12 @@ func startDeadline(d time.Duration, cancel context.CancelFunc) *deadline {
 func (dl *deadline) hold(limit time.Duration) (release func()) {
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
-	if dl.done || dl.timedOut {
+	if dl.done || dl.timedOut != "" {
 		return func() {}
 	}
 	if dl.holds == 0 && dl.timer.Stop() {
 		dl.left -= time.Since(dl.since)
-		dl.holdTmr = time.AfterFunc(limit, dl.expire)
+		dl.holdTmr = time.AfterFunc(limit, func() { dl.expire(fmt.Sprintf("after %s waiting on the client", limit)) })
 	}
 	dl.holds++
 	var once sync.Once
@@ -58,7 +63,7 @@ func (dl *deadline) hold(limit time.Duration) (release func()) {
 func (dl *deadline) release() {
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
-	if dl.holds--; dl.holds > 0 || dl.done || dl.timedOut || dl.holdTmr == nil {
+	if dl.holds--; dl.holds > 0 || dl.done || dl.timedOut != "" || dl.holdTmr == nil {
 		return
 	}
 	dl.holdTmr.Stop()
@@ -78,9 +83,10 @@ func (dl *deadline) stop() {
 	}
 }
 
-// ranOut reports whether the deadline, or a hold's limit, ran out.
-func (dl *deadline) ranOut() bool {
+// ranOut says what ran out ("after 30s", "after 5m0s waiting on the client"); ok is false when
+// nothing has.
+func (dl *deadline) ranOut() (what string, ok bool) {
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
-	return dl.timedOut
+	return dl.timedOut, dl.timedOut != ""
 }

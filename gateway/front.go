@@ -127,6 +127,16 @@ func (x *Exchange) HoldDeadline(limit time.Duration) (release func()) {
 	return x.deadline.hold(limit)
 }
 
+// TimedOut says whether x's upstream timeout, or a hold's limit (HoldDeadline), ended its upstream
+// call, and which ("after 30s", "after 5m0s waiting on the client"): an error reading the answer
+// then says so rather than "context canceled".
+func (x *Exchange) TimedOut() (what string, ok bool) {
+	if x.deadline == nil {
+		return "", false
+	}
+	return x.deadline.ranOut()
+}
+
 // Proxy makes x's upstream call through the reverse proxy (proxy.go), which settles its record
 // from the answer (or, when x's responder is a Capturer with a 2xx answer, lets it).
 func (x *Exchange) Proxy() { httpRoute{}.Call(x) }

@@ -228,7 +228,7 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	if x.upDur == 0 {
 		x.upDur = time.Since(x.upStart)
 	}
-	if x.deadline != nil && x.deadline.ranOut() { // the exchange was cancelled by its deadline
+	if _, ok := x.TimedOut(); ok { // the exchange was cancelled by its deadline
 		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
 	fault := faultOf(err, x.mayHaveSent.Load(), x.rt.Upstream.Timeout)

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/gateway/mcpwire"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -43,6 +44,9 @@ func (m *mcpTool) Capture(x *gateway.Exchange, resp *http.Response) {
 		// Read whole: the answer is the final response, settled before a byte of it is sent.
 		// The upstream's timeout bounds the read in time, maxEventBytes in memory.
 		msg, err := io.ReadAll(io.LimitReader(resp.Body, maxEventBytes+1))
+		if err != nil {
+			err = fmt.Errorf("%w: %v", errNoFinal, timedOut(x, err))
+		}
 		if err == nil && len(msg) > maxEventBytes {
 			err = fmt.Errorf("%w: a JSON answer of more than %d bytes", errNoFinal, maxEventBytes)
 		}
@@ -131,6 +135,14 @@ func mustPointer(p string) canonical.Pointer {
 	return ptr
 }
 
+// timedOut is err, an error reading x's answer, or the upstream timeout that caused it.
+func timedOut(x *gateway.Exchange, err error) error {
+	if what, ok := x.TimedOut(); ok {
+		return fmt.Errorf("%w %s", problem.ErrUpstreamTimeout, what)
+	}
+	return err
+}
+
 // ask holds the call's upstream timeout while data, an event of its answer that is a request of
 // the server to the client, waits for the client's answer (asks.go), bounded by
 // stream_idle_timeout.
@@ -187,7 +199,7 @@ func (c *sseCapture) next() {
 	if err != nil {
 		why := errNoFinal
 		if !errors.Is(err, io.EOF) {
-			why = fmt.Errorf("%w: %v", errNoFinal, err)
+			why = fmt.Errorf("%w: %v", errNoFinal, timedOut(c.x, err))
 		}
 		c.out.Write(sseEvent(c.m.unsettled(c.x, why, settleWithout(c.x, why))))
 		c.done = true
