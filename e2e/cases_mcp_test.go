@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"mime"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The field cases of MCP tool calls (docs/cases.md C16–C18): the built gateway in front of the
@@ -206,4 +209,34 @@ func TestC18_RetryOnANewSession(t *testing.T) {
 			e.sb.expectSince(t, "slow_create", slowBefore, 1, 1)
 		})
 	}
+}
+
+// TestC28_ConfirmationOutlivesTheUpstreamTimeout (case C28): the sandbox's confirm_create asks the
+// user to confirm (elicitation/create) in the middle of the call, and the person answers a second
+// later, after the route's 500ms upstream timeout: the call is still in flight, the accepted action
+// happens once, and its result is the receipt a retry replays. Up×1. (An answer that comes after
+// the call ended is refused and not relayed: gateway TestLateConfirmationNotRelayed.)
+func TestC28_ConfirmationOutlivesTheUpstreamTimeout(t *testing.T) {
+	t.Parallel()
+	e := newMCPEnv(t, embeddedStore)
+	w := mcpWay{"timeout-sse", "/timeout/mcp", "tickets_timeout_sse", "2025-11-25"}
+	before := e.sb.mcpCounts(t, "confirm_create")
+	c := e.gw.mcpConnect(t, w, &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			// The person's time, in wall time past the route's timeout: only wall time shows that
+			// the timeout does not run while the server waits on the client.
+			select {
+			case <-time.After(time.Second):
+				return &mcp.ElicitResult{Action: "accept"}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		},
+	})
+	args := map[string]any{"title": "Restart the payment workers"}
+	id := expectTicket(t, c.mustCall(t, "confirm_create", args, "c28"))
+	if again := expectTicket(t, c.mustCall(t, "confirm_create", args, "c28")); again != id {
+		t.Errorf("the retry answered %s, want the replay of %s", again, id)
+	}
+	e.sb.expectSince(t, "confirm_create", before, 1, 1)
 }

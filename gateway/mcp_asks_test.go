@@ -145,10 +145,10 @@ func (a *answerStatuses) statuses() []int {
 	return append([]int(nil), a.got...)
 }
 
-// TestC28_ConfirmationOutlivesTheUpstreamTimeout (case C28): the tool asks for confirmation, and
+// TestConfirmationOutlivesTheUpstreamTimeout (case C28, in-process; e2e TestC28_*): the tool asks for confirmation, and
 // the person answers after the route's upstream timeout (1 s) has passed: the call is still in
 // flight, the accepted action happens once, and its result is the receipt a retry replays.
-func TestC28_ConfirmationOutlivesTheUpstreamTimeout(t *testing.T) {
+func TestConfirmationOutlivesTheUpstreamTimeout(t *testing.T) {
 	t.Parallel()
 	up := newConfirmUpstream(t)
 	srv, _, _ := newGatewayYAML(t, openEmbedded, confirmRoutes(up.url, "1s", "1m"), gateway.Options{})
@@ -182,10 +182,10 @@ func TestC28_ConfirmationOutlivesTheUpstreamTimeout(t *testing.T) {
 	}
 }
 
-// TestC28_LateAnswerNotRelayed (case C28): the person does not answer within stream_idle_timeout
+// TestLateConfirmationNotRelayed (case C28): the person does not answer within stream_idle_timeout
 // (1 s), which bounds the wait: the call ends with an unknown outcome. The answer that comes
 // after is refused 409 with a JSON-RPC error, and never reaches the server, which does not act.
-func TestC28_LateAnswerNotRelayed(t *testing.T) {
+func TestLateConfirmationNotRelayed(t *testing.T) {
 	t.Parallel()
 	up := newConfirmUpstream(t)
 	srv, _, _ := newGatewayYAML(t, openEmbedded, confirmRoutes(up.url, "10s", "1s"), gateway.Options{})

@@ -43,6 +43,8 @@ MCP server (Streamable HTTP, the official go-sdk; counted per tool, the counter 
                                                                              [mcp.progress_create]
   tool failing_create {title}   an isError result, no side effect
   tool broken_create {title}    create, then answer JSON-RPC error -32603   [mcp.broken_create]
+  tool confirm_create {title}   ask the user (elicitation/create), create if they accept
+                                                                             [mcp.confirm_create]
   A ticket created is the structuredContent of the answer: {"id":"T-…","title":…,"tool":…}.
 
   GET  /_sandbox/stats          {"total":N,"by_endpoint":{"jira.create_issue":N,...},

@@ -26,10 +26,11 @@ const (
 	mcpProgressCreate = "mcp.progress_create"
 	mcpFailingCreate  = "mcp.failing_create"
 	mcpBrokenCreate   = "mcp.broken_create"
+	mcpConfirmCreate  = "mcp.confirm_create"
 )
 
 // mcpTools are the counter names of every MCP tool.
-var mcpTools = []string{mcpCreateTicket, mcpSearchTickets, mcpSlowCreate, mcpProgressCreate, mcpFailingCreate, mcpBrokenCreate}
+var mcpTools = []string{mcpCreateTicket, mcpSearchTickets, mcpSlowCreate, mcpProgressCreate, mcpFailingCreate, mcpBrokenCreate, mcpConfirmCreate}
 
 // Bounds of the arguments that make a tool wait, so that a call cannot hold the sandbox for long.
 const (
@@ -155,6 +156,15 @@ func (s *sandbox) addMCPTools(srv *mcp.Server) {
 		func(ctx context.Context, req *mcp.CallToolRequest, in ticketArgs) (*mcp.CallToolResult, any, error) {
 			// A plain error is a tool error: go-sdk answers a result with isError: true.
 			return nil, nil, errors.New("the ticket system refused the ticket: project is archived; nothing was created")
+		})
+	addTool(s, srv, &mcp.Tool{Name: "confirm_create", Description: "Ask the user to confirm (elicitation/create), then create a ticket if they accept."}, mcpConfirmCreate,
+		func(ctx context.Context, req *mcp.CallToolRequest, in ticketArgs) (*mcp.CallToolResult, ticket, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Create the ticket \"" + in.Title + "\"?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
+			if err != nil || res.Action != "accept" {
+				return nil, ticket{}, fmt.Errorf("not confirmed (%v); nothing was created", err)
+			}
+			return nil, s.createTicket(mcpConfirmCreate, "confirm_create", in.Title, in.Priority), nil
 		})
 	addTool(s, srv, &mcp.Tool{Name: "broken_create", Description: "Create a ticket, then fail with a JSON-RPC internal error."}, mcpBrokenCreate,
 		func(ctx context.Context, req *mcp.CallToolRequest, in ticketArgs) (*mcp.CallToolResult, any, error) {

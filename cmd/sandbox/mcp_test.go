@@ -54,7 +54,7 @@ func TestMCPTools(t *testing.T) {
 				readOnly[tl.Name] = tl.Annotations != nil && tl.Annotations.ReadOnlyHint
 			}
 			want := map[string]bool{"create_ticket": false, "search_tickets": true, "slow_create": false,
-				"progress_create": false, "failing_create": false, "broken_create": false}
+				"progress_create": false, "failing_create": false, "broken_create": false, "confirm_create": false}
 			if len(readOnly) != len(want) {
 				t.Errorf("tools %v, want %v", readOnly, want)
 			}

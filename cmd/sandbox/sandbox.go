@@ -31,7 +31,7 @@ const (
 // list each of them, zero or not. apiEndpoints are all the endpoints and tools that play a tool's API.
 var (
 	effectEndpoints = []string{jiraCreateIssue, zendeskCreateTicket, linearIssueCreate, stripeCreateRefund, ticketsCreateTicket,
-		mcpCreateTicket, mcpSlowCreate, mcpProgressCreate, mcpBrokenCreate}
+		mcpCreateTicket, mcpSlowCreate, mcpProgressCreate, mcpBrokenCreate, mcpConfirmCreate}
 	apiEndpoints = append([]string{jiraGetIssue, ticketsFindTickets, mcpSearchTickets, mcpFailingCreate}, effectEndpoints...)
 )
 
