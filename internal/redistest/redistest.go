@@ -338,7 +338,12 @@ func (s *Server) args() []string {
 }
 
 // start runs redis-server and polls PING until it answers, the process exits or ReadyTimeout passes.
+// The server that answers must be this process, whose own log says it is ready: the port was free
+// when chosen, but another test's redis-server may have taken it meanwhile, and then answers PING
+// while this one fails to bind and exits; start then reports the exit, and the caller tries a new
+// port. (INFO's process_id would say so too, but some tests rename INFO away.)
 func (s *Server) start() error {
+	logFrom := s.logSize() // a restart appends to the log: only what this process writes counts
 	cmd := exec.Command(s.bin, s.args()...)
 	cmd.Dir = s.dir
 	var out bytes.Buffer // startup errors before the log file is opened go to stdout/stderr
@@ -362,7 +367,7 @@ func (s *Server) start() error {
 
 	deadline := time.Now().Add(ReadyTimeout)
 	for {
-		if ping(s.Addr(), s.clientTLS()) == nil {
+		if ping(s.Addr(), s.clientTLS()) == nil && s.logSaysReady(logFrom) {
 			return nil
 		}
 		select {
@@ -410,10 +415,7 @@ func (s *Server) signalAndWait(sig syscall.Signal, timeout time.Duration) {
 
 // logTail returns the last lines of the server's log file, for failure messages.
 func (s *Server) logTail() string {
-	name := "redis.log"
-	if s.sentinel != "" {
-		name = "sentinel.log"
-	}
+	name := s.logName()
 	b, err := os.ReadFile(filepath.Join(s.dir, name))
 	if err != nil {
 		return ""
@@ -423,6 +425,37 @@ func (s *Server) logTail() string {
 		lines = lines[len(lines)-20:]
 	}
 	return "\n" + name + ":\n" + strings.Join(lines, "\n")
+}
+
+// logName is the name of the server's log file in its directory.
+func (s *Server) logName() string {
+	if s.sentinel != "" {
+		return "sentinel.log"
+	}
+	return "redis.log"
+}
+
+// logSize is the size of the server's log now, 0 when there is none yet.
+func (s *Server) logSize() int64 {
+	fi, err := os.Stat(filepath.Join(s.dir, s.logName()))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logSaysReady reports whether the server's log, from byte from on, says it accepts connections:
+// the process started since then listens on its port. A sentinel, which says no such thing, is
+// taken at its PING.
+func (s *Server) logSaysReady(from int64) bool {
+	if s.sentinel != "" {
+		return true
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, s.logName()))
+	if err != nil || int64(len(b)) < from {
+		return false
+	}
+	return bytes.Contains(b[from:], []byte("Ready to accept connections"))
 }
 
 // freePort asks the kernel for a free loopback port. The port is released before redis-server
