@@ -15,7 +15,7 @@ func TestWatch(t *testing.T) {
 	file := func(route string) []byte {
 		return []byte("upstreams:\n  t: {url: \"http://127.0.0.1:9000\"}\nroutes:\n  - {name: " + route + ", upstream: t, method: POST, path: /x, class: non_idempotent}\n")
 	}
-	if err := os.WriteFile(path, file("first"), 0o600); err != nil {
+	if err := replaceFile(path, file("first")); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
@@ -43,13 +43,13 @@ func TestWatch(t *testing.T) {
 			return result{}
 		}
 	}
-	if err := os.WriteFile(path, file("second"), 0o600); err != nil {
+	if err := replaceFile(path, file("second")); err != nil {
 		t.Fatal(err)
 	}
 	if r := next(); r.name != "second" || r.err != nil {
 		t.Fatalf("after a change: %+v", r)
 	}
-	if err := os.WriteFile(path, []byte("routes: [\n"), 0o600); err != nil {
+	if err := replaceFile(path, []byte("routes: [\n")); err != nil {
 		t.Fatal(err)
 	}
 	if r := next(); r.err == nil || !strings.Contains(r.err.Error(), "routes.yaml") {
@@ -59,7 +59,7 @@ func TestWatch(t *testing.T) {
 	if r := next(); r.err == nil {
 		t.Fatalf("forced reload of the bad file: %+v", r)
 	}
-	if err := os.WriteFile(path, file("third"), 0o600); err != nil {
+	if err := replaceFile(path, file("third")); err != nil {
 		t.Fatal(err)
 	}
 	if r := next(); r.name != "third" {
@@ -80,7 +80,7 @@ func TestWatchWithoutPolling(t *testing.T) {
 	file := func(route string) []byte {
 		return []byte("upstreams:\n  t: {url: \"http://127.0.0.1:9000\"}\nroutes:\n  - {name: " + route + ", upstream: t, method: POST, path: /x, class: non_idempotent}\n")
 	}
-	if err := os.WriteFile(path, file("first"), 0o600); err != nil {
+	if err := replaceFile(path, file("first")); err != nil {
 		t.Fatal(err)
 	}
 	names := make(chan string, 10)
@@ -99,7 +99,7 @@ func TestWatchWithoutPolling(t *testing.T) {
 	}()
 	// Two changes, then one request: only the content at the request is loaded.
 	for _, name := range []string{"second", "third"} {
-		if err := os.WriteFile(path, file(name), 0o600); err != nil {
+		if err := replaceFile(path, file(name)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,4 +114,15 @@ func TestWatchWithoutPolling(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// replaceFile writes data to path as a deploy tool does, by renaming a file written beside it: a
+// watcher that reads path sees the old content or the new, never a half-written file (which a
+// poll on a loaded machine would catch between the truncation and the write of os.WriteFile).
+func replaceFile(path string, data []byte) error {
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
