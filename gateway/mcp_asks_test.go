@@ -145,15 +145,9 @@ func (a *answerStatuses) statuses() []int {
 	return append([]int(nil), a.got...)
 }
 
-// TestConfirmationOutlivesTheUpstreamTimeout (case C28, in-process; e2e TestC28_*): the tool asks for confirmation, and
-// the person answers after the route's upstream timeout (1 s) has passed: the call is still in
-// flight, the accepted action happens once, and its result is the receipt a retry replays.
-func TestConfirmationOutlivesTheUpstreamTimeout(t *testing.T) {
-	t.Parallel()
-	up := newConfirmUpstream(t)
-	srv, _, _ := newGatewayYAML(t, openEmbedded, confirmRoutes(up.url, "1s", "1m"), gateway.Options{})
-	asked, answer := make(chan struct{}, 1), make(chan struct{})
-	cs, _ := confirmingClient(t, srv.URL, asked, answer)
+// callConfirm calls confirm_create under the key k1 in the background; its answer, or the error
+// as a tool error's text, comes on the channel.
+func callConfirm(cs *mcp.ClientSession) <-chan *mcp.CallToolResult {
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
 		res, err := cs.CallTool(context.Background(), toolParams("confirm_create", "k1", nil))
@@ -162,6 +156,19 @@ func TestConfirmationOutlivesTheUpstreamTimeout(t *testing.T) {
 		}
 		done <- res
 	}()
+	return done
+}
+
+// TestConfirmationOutlivesTheUpstreamTimeout (case C28, in-process; e2e TestC28_*): the tool asks
+// for confirmation, and the person answers after the route's upstream timeout (1 s) has passed: the call is still in
+// flight, the accepted action happens once, and its result is the receipt a retry replays.
+func TestConfirmationOutlivesTheUpstreamTimeout(t *testing.T) {
+	t.Parallel()
+	up := newConfirmUpstream(t)
+	srv, _, _ := newGatewayYAML(t, openEmbedded, confirmRoutes(up.url, "1s", "1m"), gateway.Options{})
+	asked, answer := make(chan struct{}, 1), make(chan struct{})
+	cs, _ := confirmingClient(t, srv.URL, asked, answer)
+	done := callConfirm(cs)
 	<-asked
 	// The person's time, in wall time past the upstream timeout: only wall time shows that the
 	// timeout does not run while the server waits on the client.
@@ -191,14 +198,7 @@ func TestLateConfirmationNotRelayed(t *testing.T) {
 	srv, _, _ := newGatewayYAML(t, openEmbedded, confirmRoutes(up.url, "10s", "1s"), gateway.Options{})
 	asked, answer := make(chan struct{}, 1), make(chan struct{})
 	cs, statuses := confirmingClient(t, srv.URL, asked, answer)
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := cs.CallTool(context.Background(), toolParams("confirm_create", "k1", nil))
-		if err != nil {
-			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
-		}
-		done <- res
-	}()
+	done := callConfirm(cs)
 	<-asked
 	res := <-done // the hold's limit ends the call
 	if !res.IsError || !strings.Contains(resultText(res), "Unknown whether the call took effect") ||
