@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -136,5 +137,52 @@ func expectJiraRead(t *testing.T, g *Gateway) {
 	read := g.do(t, Request{Method: http.MethodGet, Path: "/rest/api/3/issue/OPS-1", NoKey: true})
 	if read.Status != http.StatusOK || !strings.Contains(string(read.Body), `"OPS-1"`) {
 		t.Errorf("read_only route while Redis is unsafe: %d %.300s, want 200 with the issue", read.Status, read.Body)
+	}
+}
+
+// TestC27_StoreBack (docs/cases.md C27): Redis stops under a gateway whose timed safety check runs
+// once an hour, and comes back with its data (AOF) or empty. While it is away keyed requests get
+// 503 store-unavailable; once it is back they execute and /readyz is ready, though no timed check
+// has run since: the keyed request that meets the store unfit asks for a check at once (at most one
+// a second), so recovery takes at most a second after Redis's return rather than the interval.
+// The wait is polled (eventually); the time it took is logged, not asserted.
+func TestC27_StoreBack(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		keepData bool
+	}{{"with its data", true}, {"empty", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, redisStore, envOptions{redis: redistest.Options{AppendOnly: tc.keepData}, env: []string{"IDEMGATEWAY_REDIS_CHECK_INTERVAL=1h"}})
+			done := Request{Key: "c27-done", Body: ticketBody}
+			first := e.gw.do(t, done)
+			expectCreated(t, first)
+
+			e.redis.Stop()
+			for range 2 {
+				r := e.gw.do(t, Request{Key: "c27-new", Body: ticketBody})
+				expectProblem(t, r, http.StatusServiceUnavailable, "store-unavailable", "", true)
+			}
+			eventually.True(t, "the store's check to find Redis unreachable", func() bool { return e.gw.metric(t, storeSafe) == 0 })
+
+			e.redis.Restart()
+			back := time.Now()
+			var r Response
+			eventually.True(t, "a keyed request to be served after Redis's return", func() bool {
+				r = e.gw.do(t, Request{Key: "c27-new", Body: ticketBody})
+				return r.Status != http.StatusServiceUnavailable
+			})
+			t.Logf("keyed requests served %v after Redis answered again", time.Since(back).Round(time.Millisecond))
+			expectCreated(t, r)
+			e.gw.waitReady(t)
+			if tc.keepData {
+				expectReplayOf(t, e.gw.do(t, done), first)
+				expectUp(t, e.sb, 2)
+			} else { // the record went with the data: the key is new to the store
+				expectCreated(t, e.gw.do(t, done))
+				expectUp(t, e.sb, 3)
+			}
+		})
 	}
 }

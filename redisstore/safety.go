@@ -42,12 +42,14 @@ var ErrScriptsRefused = errors.New("redis refuses the store's scripts")
 //
 // The check sends PING, reads the policy as Ping does, and claims and releases a probe key
 // ("safety-check/<random>", under Options.Prefix), since only a write shows that writes and the
-// scripts work. It runs every Options.CheckInterval (DefaultCheckInterval, 5 s), and at once after
-// a script call of this store fails with an error reply other than NOSCRIPT and CORRUPT (OOM,
-// NOPERM, …), though never sooner than the interval or 1 s, whichever is shorter, after the last
-// check. The checks start with the first call of Safe, which waits for the first one (at most
-// 2 s); later calls read the last verdict and never wait. Options.OnSafetyChange is told of every
-// change. On Redis Cluster the policy is read from one node, and the probe writes to the node that
+// scripts work. It runs every Options.CheckInterval (DefaultCheckInterval, 5 s), and at once when
+// the store is met unfit: a call of Safe that returns an error, a command of this store that could
+// not reach Redis, or a script call that fails with an error reply other than NOSCRIPT and CORRUPT
+// (OOM, NOPERM, …); never sooner than the interval or 1 s, whichever is shorter, after the last
+// check. So a Redis that returns is found fit within a second of the first keyed request that
+// meets it (docs/stores.md, "Fail closed"), not at the next interval. The checks start with the
+// first call of Safe, which waits for the first one (at most 2 s); later calls read the last
+// verdict and never wait. Options.OnSafetyChange is told of every change. On Redis Cluster the policy is read from one node, and the probe writes to the node that
 // serves its key.
 func (s *Store) Safe() error {
 	c := s.safety
@@ -60,7 +62,11 @@ func (s *Store) Safe() error {
 		}
 		return errors.New("redisstore: closed")
 	}
-	return c.verdict.Load().err
+	err := c.verdict.Load().err
+	if err != nil {
+		c.ask()
+	}
+	return err
 }
 
 // Check runs the safety check of Safe now, bounded by ctx and 2 s, and returns its verdict, which
@@ -139,6 +145,14 @@ func (c *safety) run() {
 	}
 }
 
+// ask asks run for a check now; it runs at once unless the last one ended less than minGap ago.
+func (c *safety) ask() {
+	select {
+	case c.wake <- struct{}{}:
+	default: // a check is asked for already
+	}
+}
+
 // close stops the checks; Safe then returns the last verdict.
 func (c *safety) close() { c.closed.Do(func() { close(c.done) }) }
 
@@ -202,9 +216,11 @@ func writesRefused(err error) bool {
 	return false
 }
 
-// safetyHook wakes the safety check when a script call fails with an error reply other than
+// safetyHook wakes the safety check when a command of the store gets no reply (Redis cannot be
+// reached, or did not answer in time) and when a script call fails with an error reply other than
 // NOSCRIPT (which Script.Run answers with EVAL) and the store's own CORRUPT (one record's damage,
-// not the store's): Redis out of memory, or refusing the script (NOPERM).
+// not the store's): Redis out of memory, or refusing the script (NOPERM). A command whose caller
+// went away (context.Canceled) says nothing of Redis.
 type safetyHook struct{ c *safety }
 
 func (h safetyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -228,13 +244,13 @@ func (h safetyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 func (h safetyHook) observe(ctx context.Context, cmd redis.Cmder, err error) {
-	var reply redis.Error
-	if err == nil || err == redis.Nil || !errors.As(err, &reply) || ctx.Value(checking{}) != nil ||
-		!strings.HasPrefix(cmd.Name(), "eval") || redis.HasErrorPrefix(err, "NOSCRIPT") || redis.HasErrorPrefix(err, "CORRUPT") {
+	if err == nil || err == redis.Nil || ctx.Value(checking{}) != nil || errors.Is(err, context.Canceled) {
 		return
 	}
-	select {
-	case h.c.wake <- struct{}{}:
-	default: // a check is asked for already
+	var reply redis.Error
+	if errors.As(err, &reply) && (!strings.HasPrefix(cmd.Name(), "eval") ||
+		redis.HasErrorPrefix(err, "NOSCRIPT") || redis.HasErrorPrefix(err, "CORRUPT")) {
+		return
 	}
+	h.c.ask()
 }

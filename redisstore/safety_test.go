@@ -197,7 +197,8 @@ func TestSafeCheckedAtOnceAfterAScriptError(t *testing.T) {
 // outOfMemory is TestSafeCheckedAtOnceAfterAScriptError's OOM case, with or without auto pipelining.
 func outOfMemory(t *testing.T, auto bool) {
 	srv := redistest.Start(t, redistest.Options{})
-	s := newStore(t, srv, redisstore.Options{CheckInterval: time.Hour, AutoPipeline: auto})
+	var seen changes
+	s := newStore(t, srv, redisstore.Options{CheckInterval: time.Hour, AutoPipeline: auto, OnSafetyChange: seen.add})
 	mustClaim(t, s, "done", time.Hour, []byte("claim"))
 	if ok, err := s.Commit(ctx, "done", "owner", []byte("receipt"), time.Hour); !ok || err != nil {
 		t.Fatalf("Commit = %v, %v", ok, err)
@@ -213,7 +214,11 @@ func outOfMemory(t *testing.T, auto bool) {
 	if _, _, _, err := s.Claim(ctx, "new", "owner", []byte("p"), time.Minute, time.Hour); !redis.HasErrorPrefix(err, "OOM") {
 		t.Fatalf("Claim of a new key out of memory = %v, want OOM", err)
 	}
-	waitSafe(t, s, "ErrWritesRefused", func(err error) bool { return errors.Is(err, record.ErrWritesRefused) })
+	// Told by OnSafetyChange, not by Safe: a Safe that returns an error asks for a check itself.
+	eventually.True(t, "OnSafetyChange to be told ErrWritesRefused", func() bool {
+		errs := seen.get()
+		return len(errs) > 0 && errors.Is(errs[len(errs)-1], record.ErrWritesRefused)
+	})
 	// The check that found OOM failed its own probe: that must not wake another (at most one a
 	// second, minGap), nor any later one. PING starts each check.
 	pings := commandCalls(t, raw)["ping"]
@@ -260,5 +265,30 @@ func TestNewRefusesNegativeCheckInterval(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	if _, err := redisstore.New(client, redisstore.Options{CheckInterval: -time.Second}); err == nil || !strings.Contains(err.Error(), "check interval") {
 		t.Errorf("New with a negative check interval: %v", err)
+	}
+}
+
+// TestSafeAgainWhenRedisReturns: with checks an hour apart, a Redis that stopped is found
+// unreachable by the check that a failed command asks for, and found fit again by the check that
+// a call of Safe asks for once it is back (docs/stores.md, "Fail closed"): recovery does not wait
+// for the interval. With or without Options.AutoPipeline.
+func TestSafeAgainWhenRedisReturns(t *testing.T) {
+	t.Parallel()
+	for _, auto := range []bool{false, true} {
+		t.Run(fmt.Sprintf("auto pipelining %v", auto), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t, redistest.Options{})
+			s := newStore(t, srv, redisstore.Options{CheckInterval: time.Hour, AutoPipeline: auto})
+			if err := s.Safe(); err != nil {
+				t.Fatalf("Safe() = %v", err)
+			}
+			srv.Stop()
+			if _, _, _, err := s.Claim(ctx, "k", "owner", []byte("p"), time.Minute, time.Hour); err == nil {
+				t.Fatal("Claim with Redis stopped = nil")
+			}
+			waitSafe(t, s, "an error (Redis stopped)", func(err error) bool { return err != nil })
+			srv.Restart()
+			waitSafe(t, s, "nil (Redis back)", func(err error) bool { return err == nil })
+		})
 	}
 }
