@@ -121,6 +121,11 @@ func (g *Gateway) Send(req Request) (Response, error) {
 	if err != nil {
 		return Response{}, err
 	}
+	return readResponse(resp)
+}
+
+// readResponse reads and closes resp's body, and decodes a problem.
+func readResponse(resp *http.Response) (Response, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {

@@ -26,6 +26,13 @@ func (d *deadlines) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	dw := &deadlineWriter{ResponseWriter: w, rc: rc, allowance: d.limits.WriteTimeout, rate: d.limits.MinRate}
 	if r.Body != nil && r.Body != http.NoBody {
 		dw.body = &Body{ReadCloser: r.Body, rc: rc, allowance: d.limits.BodyTimeout, rate: d.limits.MinRate}
+		// A copy of the request carries the wrapped body: net/http looks at its own request's
+		// body after the handler, and must still find its own. Answered without reading a body
+		// it was asked to wait for (Expect: 100-continue), it then closes the connection after
+		// the answer; given another body, it would read this one first to drain it, sending
+		// "100 Continue" and holding the answer until the client sent the body or the deadline
+		// cut it (docs/cases.md C26).
+		r = r.WithContext(r.Context())
 		r.Body = dw.body
 	}
 	d.next.ServeHTTP(dw, r)

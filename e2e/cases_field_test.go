@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemgateway/idemgateway/internal/eventually"
+)
+
+// watchedBody is a request body that counts the bytes read of it: a body never asked for has 0.
+type watchedBody struct {
+	r    io.Reader
+	read atomic.Int64
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.read.Add(int64(n))
+	return n, err
+}
+
+// sendExpecting sends req as Go's HTTP client does with "Expect: 100-continue": the head first,
+// the body only after "100 Continue" (or the client's timeout, here the test's ceiling on a hang,
+// so a body sent means the gateway asked for it). declared, when not 0, is the Content-Length
+// sent in place of the body's (a larger one: the client never sends more than the gateway asks
+// for). It returns the answer and the body bytes the client sent.
+func sendExpecting(t *testing.T, g *Gateway, req Request, declared int64) (Response, int64) {
+	t.Helper()
+	body := &watchedBody{r: strings.NewReader(req.Body)}
+	hr, err := http.NewRequest(http.MethodPost, g.Proxy+req.Path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.ContentLength = int64(len(req.Body))
+	if declared != 0 {
+		hr.ContentLength = declared
+		body.r = io.MultiReader(body.r, strings.NewReader(strings.Repeat(" ", int(declared)-len(req.Body))))
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Expect", "100-continue")
+	if !req.NoKey {
+		hr.Header.Set("Idempotency-Key", req.Key)
+	}
+	tr := &http.Transport{ExpectContinueTimeout: eventually.Ceiling}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(hr)
+	if err != nil {
+		t.Fatalf("POST %s with Expect: 100-continue: %v", req.Path, err)
+	}
+	r, err := readResponse(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, body.read.Load()
+}
+
+// TestC26_ExpectContinue (docs/cases.md C26): a client that sends "Expect: 100-continue" and
+// waits for "100 Continue" before its body gets a refusal decided from the head (no key, no
+// route, a declared length over max_body_bytes) at once, without being asked for a byte of the
+// body; a good request is asked for its body, executes once, and its retry replays.
+func TestC26_ExpectContinue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, embeddedStore)
+	refused := func(status int, name string) func(*testing.T, Response) {
+		return func(t *testing.T, r Response) { expectProblem(t, r, status, name, "", false) }
+	}
+	for _, tc := range []struct {
+		name     string
+		req      Request
+		declared int64
+		expect   func(*testing.T, Response)
+	}{
+		{"no key", Request{Path: PathTickets, NoKey: true, Body: ticketBody}, 0, refused(http.StatusBadRequest, "missing-idempotency-key")},
+		{"invalid key", Request{Path: PathTickets, Key: strings.Repeat("k", 256), Body: ticketBody}, 0, refused(http.StatusBadRequest, "invalid-idempotency-key")},
+		{"no route", Request{Path: "/v1/nowhere", Key: "c26", Body: ticketBody}, 0, expectNoRoute},
+		{"declared too large", Request{Path: PathTickets, Key: "c26", Body: ticketBody}, 1 << 20, refused(http.StatusRequestEntityTooLarge, "body-too-large")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, sent := sendExpecting(t, e.gw, tc.req, tc.declared)
+			tc.expect(t, r)
+			if sent != 0 {
+				t.Errorf("the client sent %d body bytes: the gateway asked for the body (100 Continue) before refusing from the head", sent)
+			}
+		})
+	}
+	good := Request{Path: PathTickets, Key: "c26", Body: ticketBody}
+	r, sent := sendExpecting(t, e.gw, good, 0)
+	expectCreated(t, r)
+	if sent != int64(len(ticketBody)) {
+		t.Errorf("the client sent %d body bytes of %d", sent, len(ticketBody))
+	}
+	retry, _ := sendExpecting(t, e.gw, good, 0)
+	expectReplayOf(t, retry, r)
+	expectUp(t, e.sb, 1)
+}
