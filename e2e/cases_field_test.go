@@ -96,3 +96,32 @@ func TestC26_ExpectContinue(t *testing.T) {
 	expectReplayOf(t, retry, r)
 	expectUp(t, e.sb, 1)
 }
+
+// TestC25_CaseFoldingUpstream (docs/cases.md C25): an upstream de-duplicates by the key the
+// gateway forwards (forward_key) in an index that folds case (the sandbox's
+// X-Sandbox-Key-Collation: ci, as a MySQL _ci collation). Two keys that differ only in case, and
+// two tenants that do, are two operations each: two executions, each answered with its own
+// ticket, each replayed to its own retries. On both stores.
+func TestC25_CaseFoldingUpstream(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		call := func(tenant, key string) Request {
+			return Request{Path: pathForward, Key: key, Body: ticketBody,
+				Header: map[string]string{"X-Tenant-ID": tenant, "X-Sandbox-Key-Collation": "ci"}}
+		}
+		for _, pair := range [][2]Request{
+			{call("acme", "Refund-7"), call("acme", "refund-7")},
+			{call("Acme", "c25"), call("acme", "c25")},
+		} {
+			first, second := e.gw.do(t, pair[0]), e.gw.do(t, pair[1])
+			id1, id2 := expectCreated(t, first), expectCreated(t, second)
+			if id1 == id2 {
+				t.Errorf("tenant %s key %s and tenant %s key %s got one ticket %s: the upstream took them for one operation",
+					pair[0].Header["X-Tenant-ID"], pair[0].Key, pair[1].Header["X-Tenant-ID"], pair[1].Key, id1)
+			}
+			expectReplayOf(t, e.gw.do(t, pair[0]), first)
+			expectReplayOf(t, e.gw.do(t, pair[1]), second)
+		}
+		expectUp(t, e.sb, 4)
+	})
+}

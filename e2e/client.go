@@ -25,6 +25,7 @@ const (
 	pathSlow     = "/slow/v1/tickets"     // create_ticket_slow: upstream timeout 300ms
 	pathDead     = "/dead/v1/tickets"     // create_ticket_dead: upstream refuses connections
 	pathDeclined = "/declined/v1/tickets" // create_ticket_committed_402: a 402 is committed
+	pathForward  = "/forward/v1/tickets"  // create_ticket_forward: forward_key X-Sandbox-Idempotency-Key
 )
 
 // The sandbox's side-effect counter behind every create_ticket route.

@@ -13,6 +13,9 @@ import (
 
 // Seams for the tests of package gateway_test.
 
+// CaseSafe is caseSafe: a scope key as forward_key sends it.
+var CaseSafe = caseSafe
+
 // AdminHandler is the admin API (package admin) over g's store, with g as its pipeline and
 // bearer token token, as cmd/idemgateway serves it.
 func (g *Gateway) AdminHandler(token string) http.Handler {

@@ -19,10 +19,45 @@ import (
 
 // forwardedKey is the key the gateway sends upstream on the upstream's forward_key header and
 // offers as {key} to reconcile templates: the scope key (tenant, tool and idempotency key,
-// URL-escaped), or its digest when longer than 255 bytes. Unlike the client's key it cannot
-// collide across tenants or tools at the upstream.
+// URL-escaped) made case-safe (caseSafe), or its digest when longer than 255 bytes. Unlike the
+// client's key it cannot collide across tenants or tools at the upstream, nor between two keys
+// that differ only in letter case at an upstream that folds case.
 func (x *Exchange) forwardedKey() string {
-	return routes.KeyOrDigest(x.skey)
+	return routes.KeyOrDigest(caseSafe(x.skey))
+}
+
+// caseSafe returns k, a scope key, with each upper-case ASCII letter percent-encoded ("A" is
+// "%41"), so that two scope keys that differ only in letter case stay different under ASCII case
+// folding: an upstream whose de-duplication index folds case (a MySQL _ci collation) must not take
+// "Refund-7" for "refund-7", nor tenant "Acme" for "acme" (docs/cases.md C25). k's segments are
+// URL-escaped already: "%" starts an escape whose hex digits are upper case, and is copied with
+// it; letters are never escaped by url.PathEscape, so "%41" to "%5A" come from here alone. A
+// forwarded key folded to lower case therefore still tells its key apart, and a key without
+// upper-case letters is forwarded as it is.
+func caseSafe(k string) string {
+	upper := 0
+	for i := 0; i < len(k); i++ {
+		if 'A' <= k[i] && k[i] <= 'Z' {
+			upper++
+		}
+	}
+	if upper == 0 {
+		return k
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, len(k)+2*upper) // at most: escapes' hex letters are not re-encoded
+	for i := 0; i < len(k); i++ {
+		switch c := k[i]; {
+		case c == '%' && i+2 < len(k):
+			b = append(b, k[i:i+3]...)
+			i += 2
+		case 'A' <= c && c <= 'Z':
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
 }
 
 // templateValue looks up a field of a reconcile template for this request.

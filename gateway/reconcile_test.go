@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -474,4 +475,51 @@ routes:
       status: 201
       after: 10m
 `
+}
+
+// TestForwardedKeyIsCaseSafe (docs/cases.md C25): every pair of distinct scope keys, over tenants
+// and keys of up to three characters drawn from letters of both cases, digits and characters
+// that URL-escaping changes, is forwarded as two values that differ under ASCII case folding;
+// a key without upper-case letters is forwarded unchanged, and escaping is undone by unescaping.
+func TestForwardedKeyIsCaseSafe(t *testing.T) {
+	t.Parallel()
+	var words []string
+	var grow func(prefix string)
+	grow = func(prefix string) {
+		words = append(words, prefix)
+		if len(prefix) < 3 {
+			for _, c := range []string{"a", "A", "f", "F", "4", "%", "/", " "} {
+				grow(prefix + c)
+			}
+		}
+	}
+	grow("")
+	scope := record.NewToolScope("Refund/v2")
+	folded := map[string]string{} // lower-cased forwarded value -> scope key
+	for _, tenant := range []string{"acme", "Acme", "ACME", "a%41"} {
+		for _, key := range words[1:] {
+			skey := scope.Key(tenant, key, "")
+			fwd := gateway.CaseSafe(skey)
+			if prev, dup := folded[strings.ToLower(fwd)]; dup {
+				t.Fatalf("scope keys %q and %q are forwarded as %q and a value equal to it under case folding", prev, skey, fwd)
+			}
+			folded[strings.ToLower(fwd)] = skey
+			if back, err := url.PathUnescape(fwd); err != nil || back != mustUnescape(t, skey) {
+				t.Fatalf("%q forwarded as %q, which unescapes to %q (%v), not to what the scope key does", skey, fwd, back, err)
+			}
+			if strings.ToLower(skey) == skey && fwd != skey {
+				t.Fatalf("%q, without upper-case letters, forwarded as %q", skey, fwd)
+			}
+		}
+	}
+}
+
+// mustUnescape is url.PathUnescape of a value that must unescape.
+func mustUnescape(t *testing.T, s string) string {
+	t.Helper()
+	u, err := url.PathUnescape(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -1,5 +1,10 @@
 package main
 
+import (
+	"net/http"
+	"strings"
+)
+
 // De-duplication by a forwarded key. The sandbox ignores Idempotency-Key (the client's key reaches
 // it unchanged through the gateway, and every de-duplication a test sees must be the gateway's),
 // but it honours one header of its own, as an upstream with its own idempotency keys (Stripe,
@@ -13,14 +18,31 @@ package main
 //	                               the effect, so two concurrent ones make one effect. An answer
 //	                               without effect (an invalid request, an injected status) stores
 //	                               nothing. A reset forgets the keys.
+//	X-Sandbox-Key-Collation: ci    K is compared as a MySQL _ci collation compares: keys equal
+//	                               under ASCII case folding are one key (an upstream whose unique
+//	                               index folds case, docs/cases.md C25).
 //
 // A route whose upstream sets forward_key: X-Sandbox-Idempotency-Key sends the gateway's scoped
 // key on it: the sandbox is then an upstream that de-duplicates by the forwarded key. Faults apply
 // to a replayed answer as to the first (delay, hold, status before it; fail after commit,
 // Set-Cookie and padding after it).
 
-// headerIdempotencyKey is the header the sandbox de-duplicates by.
-const headerIdempotencyKey = "X-Sandbox-Idempotency-Key"
+// headerIdempotencyKey is the header the sandbox de-duplicates by, and headerKeyCollation the one
+// that makes it fold case ("ci").
+const (
+	headerIdempotencyKey = "X-Sandbox-Idempotency-Key"
+	headerKeyCollation   = "X-Sandbox-Key-Collation"
+)
+
+// dedupKey is the key a request is de-duplicated by: its X-Sandbox-Idempotency-Key, folded to
+// lower case under X-Sandbox-Key-Collation: ci; "" when it has none.
+func dedupKey(h http.Header) string {
+	key := h.Get(headerIdempotencyKey)
+	if strings.EqualFold(h.Get(headerKeyCollation), "ci") {
+		key = strings.ToLower(key)
+	}
+	return key
+}
 
 // keyedCall runs h for a request with the forwarded key key, or answers the reply stored for key
 // by an earlier effect of endpoint (replayed true, and no effect).

@@ -290,6 +290,23 @@ func TestForwardedKey(t *testing.T) {
 			}
 		})
 	}
+	t.Run("collation ci folds case", func(t *testing.T) {
+		t.Parallel()
+		s, srv := newTestSandbox(t)
+		c := newClient()
+		for _, key := range []string{"Refund-7", "refund-7", "REFUND-7"} {
+			send(t, c, srv.URL, creates[4].req.with(map[string]string{headerIdempotencyKey: key, headerKeyCollation: "ci"}))
+		}
+		if st := s.snapshot(); st.Total != 1 {
+			t.Errorf("effects %d under collation ci, want 1", st.Total)
+		}
+		for _, key := range []string{"Other-8", "other-8"} {
+			send(t, c, srv.URL, creates[4].req.with(map[string]string{headerIdempotencyKey: key}))
+		}
+		if st := s.snapshot(); st.Total != 3 {
+			t.Errorf("effects %d, want 3: without the collation header keys keep their case", st.Total)
+		}
+	})
 	t.Run("no effect stores nothing", func(t *testing.T) {
 		t.Parallel()
 		s, srv := newTestSandbox(t)

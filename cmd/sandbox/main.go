@@ -76,6 +76,7 @@ Fault headers, per request (a scripted fault replaces them all):
 De-duplication (not a fault; route it with the gateway's forward_key):
   X-Sandbox-Idempotency-Key: K       the first effect with K is answered again, without a second
                                      effect, to every later request to that endpoint with K
+  X-Sandbox-Key-Collation: ci        compare keys as a MySQL _ci collation does: K and k are one key
 
 Flags:
 `

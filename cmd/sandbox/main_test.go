@@ -118,7 +118,7 @@ func TestRunFlags(t *testing.T) {
 				"/_sandbox/holds", "/_sandbox/release", "/mcp", "/mcp-json", "/mcp-stateless",
 				"search_tickets", "failing_create",
 				headerDelay, headerHold, headerDetach, headerIdempotencyKey, headerStatus, headerFailAfterCommit + ": drop", headerFailAfterCommit + ": 500",
-				headerSetCookie, headerBodyBytes,
+				headerSetCookie, headerBodyBytes, headerKeyCollation,
 			} {
 				if !strings.Contains(stderr.String(), want) {
 					t.Errorf("usage lacks %q", want)

@@ -222,7 +222,7 @@ func (s *sandbox) api(endpoint string, h apiHandler) http.Handler {
 
 		c := &call{r: cr, body: body, base: baseURL(r)}
 		var rep reply
-		if key := r.Header.Get(headerIdempotencyKey); key != "" {
+		if key := dedupKey(r.Header); key != "" {
 			rep, e.keyReplayed = s.keyedCall(endpoint, key, h, c)
 		} else {
 			rep = h(c)
