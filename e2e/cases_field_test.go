@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgateway/idemgateway/internal/eventually"
 )
@@ -123,5 +127,66 @@ func TestC25_CaseFoldingUpstream(t *testing.T) {
 			expectReplayOf(t, e.gw.do(t, pair[1]), second)
 		}
 		expectUp(t, e.sb, 4)
+	})
+}
+
+// unknownTTL is the default unknown_ttl (docs/configuration.md): 30 days.
+const unknownTTL = 30 * 24 * time.Hour
+
+// expectExpiresIn checks that r's Idempotency-Expires is about ttl from now: within ten minutes,
+// which tells the route's ttl (an hour in testdata/routes.yaml.tmpl) from unknown_ttl (30 days)
+// however slow the machine. It returns the time.
+func expectExpiresIn(t *testing.T, r Response, ttl time.Duration) time.Time {
+	t.Helper()
+	v := r.Header.Get("Idempotency-Expires")
+	at, err := http.ParseTime(v)
+	if err != nil {
+		t.Errorf("Idempotency-Expires %q: %v", v, err)
+		return at
+	}
+	if d := time.Until(at) - ttl; d < -10*time.Minute || d > 10*time.Minute {
+		t.Errorf("Idempotency-Expires %s is %s from now, want about %s", v, time.Until(at).Round(time.Second), ttl)
+	}
+	return at
+}
+
+// TestC23_RetentionSaid (docs/cases.md C23): every answer the store decided says when the key
+// expires: a receipt its ttl (1h), its replays the same time. A call whose outcome is unknown,
+// under block, is kept for unknown_ttl (30 days), and says so to the call and its refused
+// retries; the admin record says it too, and on Redis the record's own expiry is that far off, so
+// the key does not lapse into a second execution when the receipt's ttl would have ended. (An
+// executor that dies mid-call leaves the same: e2e TestKill9InFlight.) On both stores.
+func TestC23_RetentionSaid(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		done := Request{Key: "c23-done", Body: ticketBody}
+		first := e.gw.do(t, done)
+		expectCreated(t, first)
+		at := expectExpiresIn(t, first, time.Hour)
+		if r := e.gw.do(t, done); r.Header.Get("Idempotency-Expires") != at.Format(http.TimeFormat) {
+			t.Errorf("replay: Idempotency-Expires %q, want the receipt's %q", r.Header.Get("Idempotency-Expires"), at.Format(http.TimeFormat))
+		}
+
+		unknown := Request{Key: "c23-unknown", Body: ticketBody}
+		r := e.gw.do(t, Request{Key: unknown.Key, Body: ticketBody, Header: map[string]string{"X-Sandbox-Fail-After-Commit": "drop"}})
+		expectUnknownExecution(t, r)
+		at = expectExpiresIn(t, r, unknownTTL)
+		retry := e.gw.do(t, unknown)
+		expectProblem(t, retry, http.StatusConflict, "outcome-unknown", "outcome_unknown", false)
+		if retry.Header.Get("Idempotency-Expires") != at.Format(http.TimeFormat) {
+			t.Errorf("refused retry: Idempotency-Expires %q, want the record's %q", retry.Header.Get("Idempotency-Expires"), at.Format(http.TimeFormat))
+		}
+		if rec := e.gw.mustRecord(t, "create_ticket", unknown.Key); !rec.ExpiresAt.Truncate(time.Second).Equal(at) {
+			t.Errorf("admin record expires_at %s, want %s", rec.ExpiresAt, at)
+		}
+		if e.redis != nil {
+			raw := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+			defer raw.Close()
+			pttl, err := raw.PTTL(context.Background(), "idemgateway:{default/create_ticket/c23-unknown}").Result()
+			if err != nil || pttl < unknownTTL-10*time.Minute {
+				t.Errorf("Redis PTTL of the unknown record %v (%v), want about %s", pttl, err, unknownTTL)
+			}
+		}
+		expectUp(t, e.sb, 2)
 	})
 }

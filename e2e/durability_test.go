@@ -105,7 +105,9 @@ func TestKill9InFlight(t *testing.T) {
 			}
 			return r.Decision() == "outcome_unknown"
 		})
-		expectProblem(t, g.do(t, req), http.StatusConflict, "outcome-unknown", "outcome_unknown", false)
+		r := g.do(t, req)
+		expectProblem(t, r, http.StatusConflict, "outcome-unknown", "outcome_unknown", false)
+		expectExpiresIn(t, r, unknownTTL) // kept as one marked unknown: not lapsing at the receipt's ttl (C23)
 		if rec := g.mustRecord(t, "create_ticket_lease", "kill-2"); rec.State != "outcome_unknown" {
 			t.Errorf("record after the retries: %q, want outcome_unknown", rec.State)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/routes"
 )
 
 // TestStoreFailsAtCommit (docs/guarantees.md, "Pending receipts"; docs/contract.md §8): the store
@@ -111,6 +112,9 @@ func TestStoreFailsAtCommit(t *testing.T) {
 			back()
 			eventually.True(t, "the receipt to be committed", committed(store))
 			eventually.True(t, "no receipt pending", func() bool { return metricValue(t, reg, "idemgateway_receipts_pending", "op", "commit") == 0 })
+			// The failed commits told the store's safety check that Redis was out of reach: keyed
+			// requests get 503 until a check finds it back, at most a second after it is asked for.
+			eventually.True(t, "the store to be found fit again", func() bool { return metricValue(t, reg, "idemgateway_store_safe") == 1 })
 			replays(t, srv.URL, up)
 		})
 	})
@@ -174,24 +178,33 @@ func (s *ttlRecorder) Commit(ctx context.Context, key, owner string, settle []by
 // ttl plus the upstream timeout and one store call, so that the commit that follows within the
 // upstream timeout keeps that expiry (ttl 0: no PEXPIRE in Redis) and the receipt still lives at
 // least ttl after it. A commit sent again after a failure sets ttl from then: the first may have
-// landed late.
+// landed late. Where unknown outcomes block the key and unknown_ttl is longer than ttl (30 days by
+// default), the claim keeps the record for unknown_ttl instead, since an executor that dies
+// leaves it outcome_unknown (case C23), and the commit sets ttl.
 func TestCommitKeepsTheClaimsExpiry(t *testing.T) {
 	t.Parallel()
 	const upTimeout, storeTimeout, ttl = 20 * time.Second, 3 * time.Second, 24 * time.Hour
 	for _, tc := range []struct {
 		name        string
+		unknownTTL  string // the route's unknown_ttl; "": the default
 		failCommits int
+		claim       time.Duration   // the ttl of the Claim
 		want        []time.Duration // the ttls of the Commits
 	}{
-		{"prompt commit", 0, []time.Duration{0}},
-		{"commit sent again", 1, []time.Duration{0, ttl}},
+		{"prompt commit", "24h", 0, ttl + upTimeout + storeTimeout, []time.Duration{0}},
+		{"commit sent again", "24h", 1, ttl + upTimeout + storeTimeout, []time.Duration{0, ttl}},
+		{"unknown_ttl by default", "", 0, routes.DefaultUnknownTTL + upTimeout + storeTimeout, []time.Duration{ttl}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			up := newHeldUpstream(t, nil)
 			up.releaseAll()
 			store := &ttlRecorder{Store: openEmbedded(t), failCommits: tc.failCommits}
-			yaml := strings.Replace(settleYAML(up.URL, upTimeout, 10*time.Second), "defaults: {", fmt.Sprintf("defaults: {ttl: %s, ", ttl), 1)
+			defaults := fmt.Sprintf("defaults: {ttl: %s, ", ttl)
+			if tc.unknownTTL != "" {
+				defaults += "unknown_ttl: " + tc.unknownTTL + ", "
+			}
+			yaml := strings.Replace(settleYAML(up.URL, upTimeout, 10*time.Second), "defaults: {", defaults, 1)
 			srv, _, gw := newGatewayOn(t, store, yaml, gateway.Options{StoreTimeout: storeTimeout})
 			gw.SetSettleRetry(time.Millisecond, time.Millisecond)
 			if r := await(t, sendAsync(srv.URL, "k", `{}`), "the call"); r.String() != "201 execute" {
@@ -199,7 +212,7 @@ func TestCommitKeepsTheClaimsExpiry(t *testing.T) {
 			}
 			store.mu.Lock()
 			defer store.mu.Unlock()
-			if want := []time.Duration{ttl + upTimeout + storeTimeout}; !slices.Equal(store.claims, want) {
+			if want := []time.Duration{tc.claim}; !slices.Equal(store.claims, want) {
 				t.Errorf("Claim ttls %v, want %v", store.claims, want)
 			}
 			if !slices.Equal(store.commits, tc.want) {

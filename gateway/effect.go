@@ -74,12 +74,14 @@ func (x *Exchange) run() {
 			wait.await(x.r.Context())
 			continue
 		case actInProgress:
+			x.sayExpires(prev.ExpiresAt)
 			x.refuse(DecisionInProgress, fmt.Errorf("%w: started %s ago", problem.ErrInProgress, time.Since(prev.StartedAt).Round(time.Millisecond)), time.Second)
 		case actReconcile:
 			x.reconcile(prev)
 		case actReexecute:
 			x.reexecute(prev)
 		case actOutcomeUnknown:
+			x.sayExpires(prev.ExpiresAt)
 			x.refuse(DecisionOutcomeUnknown, outcomeUnknownError(prev), 0)
 		case actCorrupt:
 			x.reject(fmt.Errorf("%w: unknown state %q", record.ErrCorrupt, prev.State))
@@ -157,7 +159,7 @@ func (x *Exchange) claim() (prev *record.Record, f found, err error) {
 			EffectFingerprint: x.fp,
 			Actor:             x.actor,
 			RemoteSystem:      x.rt.Upstream.Name,
-			ExpiresAt:         now.Add(x.rt.TTL),
+			ExpiresAt:         now.Add(x.holdTTL()),
 			Executions:        1,
 		},
 		Owner:     x.owner,
@@ -193,20 +195,33 @@ func (x *Exchange) claim() (prev *record.Record, f found, err error) {
 	return prev, f, nil
 }
 
-// claimTTL is the expiry a claim (or reclaim) gives its record: the route's ttl, plus the upstream
-// timeout and one store call, so that a commit sent within the upstream timeout of the claim, as
-// nearly every one is, keeps it (commitKeepsTTL) and the receipt still lives ttl after it: a
-// first execution runs one command less in Redis, the commit's PEXPIRE (docs/stores.md#redis).
+// holdTTL is how long the record of a call is kept unless it commits: the route's unknown_ttl
+// where an unknown outcome blocks the key, else its ttl. A claim's record whose executor dies
+// turns outcome_unknown without a marking, so its claim must keep it as long as a marking would
+// (docs/unknown-outcomes.md#retention, case C23); a record marked unknown is kept that long too.
+func (x *Exchange) holdTTL() time.Duration {
+	if x.rt.OnUnknownOutcome == routes.Block {
+		return x.rt.UnknownTTL
+	}
+	return x.rt.TTL
+}
+
+// claimTTL is the expiry a claim (or reclaim) gives its record: holdTTL, plus the upstream
+// timeout and one store call. Where that is the route's ttl (unknown outcomes release the key, or
+// unknown_ttl is ttl), a commit sent within the upstream timeout of the claim, as nearly every one
+// is, keeps it (commitKeepsTTL) and the receipt still lives ttl after it: a first execution runs
+// one command less in Redis, the commit's PEXPIRE (docs/stores.md#redis).
 func (x *Exchange) claimTTL() time.Duration {
-	return x.rt.TTL + x.rt.Upstream.Timeout + x.g.opts.StoreTimeout
+	return x.holdTTL() + x.rt.Upstream.Timeout + x.g.opts.StoreTimeout
 }
 
 // commitKeepsTTL reports whether the commit sent now may keep the expiry the claim set
-// (claimTTL): it is sent within the upstream timeout of the claim, and lands, if it is answered,
-// within one store call, so at least ttl before the record expires. A later commit, or one sent
-// again (its first may have landed late), sets ttl from its landing.
+// (claimTTL): the claim kept the record for the route's ttl, and the commit is sent within the
+// upstream timeout of the claim and lands, if it is answered, within one store call, so at least
+// ttl before the record expires. A later commit, one sent again (its first may have landed late),
+// or one after a claim that kept the record for unknown_ttl sets ttl from its landing.
 func (x *Exchange) commitKeepsTTL() bool {
-	return time.Since(x.claimSent) <= x.rt.Upstream.Timeout
+	return x.holdTTL() == x.rt.TTL && time.Since(x.claimSent) <= x.rt.Upstream.Timeout
 }
 
 // reclaim takes over prev, a record whose outcome is unknown, for a new execution or a
@@ -229,7 +244,7 @@ func (x *Exchange) reclaim(prev *record.Record, executions int) bool {
 // client: a client that goes away does not cancel it.
 func (x *Exchange) execute() {
 	x.decide(DecisionExecute)
-	e := &execution{key: x.skey, owner: x.owner, rec: *x.rec, ttl: x.rt.TTL} // a copy: x.rec changes as the call settles
+	e := &execution{key: x.skey, owner: x.owner, rec: *x.rec, ttl: x.holdTTL()} // a copy: x.rec changes as the call settles
 	x.g.inFlight.Store(e, struct{}{})
 	defer x.g.inFlight.Delete(e)
 	x.holdLease()

@@ -186,6 +186,18 @@ func (x *Exchange) decide(decision string) {
 	}
 }
 
+// expiresHeader says, on an answer the store decided, until when the key's record is kept (an
+// HTTP-date, RFC 9110): how long a retry of the key is still recognised (case C23).
+const expiresHeader = "Idempotency-Expires"
+
+// sayExpires sets Idempotency-Expires to at, when the record the key holds expires (at the
+// earliest: a commit that keeps its claim's expiry keeps up to an upstream timeout more).
+func (x *Exchange) sayExpires(at time.Time) {
+	if !at.IsZero() {
+		x.w.Header().Set(expiresHeader, at.UTC().Format(http.TimeFormat))
+	}
+}
+
 // logger returns the gateway's logger with the exchange's tool, tenant and, once known, key and
 // key source: for the warnings and errors of one request. It is built on each call, since most
 // requests log nothing but their access line.

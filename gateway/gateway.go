@@ -142,6 +142,7 @@ func New(cfg *routes.Config, store record.Store, opts Options) (*Gateway, error)
 	g := &Gateway{store: store, log: opts.Logger, opts: opts, churn: newChurn(time.Minute, 100_000), now: time.Now,
 		retryMin: settleRetryMin, retryMax: settleRetryMax}
 	g.metrics = newMetrics(opts.Metrics, g.storeSafety)
+	opts.Metrics.MustRegister(newUnknownCollector(g))
 	g.fronts = make(map[routes.Kind]Front, len(opts.Fronts))
 	for kind, newFront := range opts.Fronts {
 		g.fronts[kind] = newFront(g)

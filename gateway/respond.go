@@ -54,6 +54,7 @@ type Conflict struct {
 // replay answers with the stored response, without calling the upstream.
 func (x *Exchange) replay(prev *record.Record) {
 	x.decide(DecisionReplay)
+	x.sayExpires(prev.ExpiresAt)
 	x.setRemoteID(prev.RemoteID)
 	x.front.Replay(x, prev)
 }
@@ -71,6 +72,7 @@ func (x *Exchange) conflict(prev *record.Record) {
 		}
 	}
 	x.decide(DecisionConflict)
+	x.sayExpires(prev.ExpiresAt)
 	x.front.Refuse(x, &Refusal{
 		Decision: DecisionConflict,
 		Err:      fmt.Errorf("%w: key %q was first used for a request with another fingerprint", problem.ErrConflict, x.key),

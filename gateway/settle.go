@@ -124,8 +124,13 @@ func (x *Exchange) commitReceipt(resp *record.Response, kept bool, lookIn []byte
 // owner (lease lost) is logged, and ends there.
 func (x *Exchange) settle(op settleOp) {
 	x.settled = true
+	ttl := x.rt.TTL
+	if op == opMarkUnknown {
+		ttl = x.rt.UnknownTTL
+		x.rec.ExpiresAt = time.Now().UTC().Add(ttl)
+	}
 	p := &pendingSettle{
-		g: x.g, op: op, key: x.skey, owner: x.owner, tool: x.label, ttl: x.rt.TTL,
+		g: x.g, op: op, key: x.skey, owner: x.owner, tool: x.label, ttl: ttl,
 		keepTTL: op == opCommit && x.commitKeepsTTL(),
 		until:   x.claimSent.Add(x.claimTTL()), lease: x.lease, logger: x.logger(),
 	}
@@ -153,6 +158,11 @@ func (x *Exchange) settle(op settleOp) {
 	}
 	switch {
 	case err == nil:
+		if op == opRelease { // the key is free: nothing holds it
+			x.w.Header().Del(expiresHeader)
+		} else {
+			x.sayExpires(x.rec.ExpiresAt)
+		}
 		p.landed()
 		p.end()
 	case errors.Is(err, errRefused):

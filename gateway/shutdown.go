@@ -37,6 +37,7 @@ func (g *Gateway) Abandon(ctx context.Context) int {
 			defer cancel()
 			rec := e.rec
 			rec.Detail = "the gateway shut down before the upstream call finished"
+			rec.ExpiresAt = time.Now().UTC().Add(e.ttl)
 			ok, err := g.store.MarkUnknown(sctx, e.key, e.owner, rec.EncodeSettle(), e.ttl)
 			if err != nil {
 				g.log.Error("abandoning a call: store failed; its lease will lapse to outcome_unknown", "err", err)

@@ -22,6 +22,7 @@ const (
 	DefaultLockLease       = 10 * time.Second
 	MinLockLease           = 100 * time.Millisecond // shorter leases lapse under ordinary scheduling delays
 	MaxTTL                 = 365 * 24 * time.Hour   // a year; far longer ones overflow the stores' clocks
+	DefaultUnknownTTL      = 30 * 24 * time.Hour    // an unknown outcome outlives its receipt's ttl: nobody may retry it into a second effect
 	DefaultReconcileAfter  = time.Minute
 	DefaultWaitTimeout     = 10 * time.Second
 	DefaultUpstreamTimeout = 30 * time.Second
@@ -234,6 +235,11 @@ type Route struct {
 	Outcome Outcome
 	// TTL is how long a committed receipt (and its key) is kept. Default DefaultTTL.
 	TTL time.Duration
+	// UnknownTTL is how long a record whose outcome is unknown is kept where unknown outcomes
+	// block the key (OnUnknownOutcome Block): from its marking, and from its claim, since a claim
+	// whose executor dies turns outcome_unknown without a marking. At least TTL. Default the
+	// longer of DefaultUnknownTTL and TTL.
+	UnknownTTL time.Duration
 	// LockLease is the lease of the execution lock, renewed while the upstream call runs.
 	// Default DefaultLockLease.
 	LockLease time.Duration

@@ -84,6 +84,7 @@ type rawUpstreamMCP struct {
 // rawSettings are the fields of the defaults block, which a route may set too.
 type rawSettings struct {
 	TTL            *time.Duration `yaml:"ttl"`
+	UnknownTTL     *time.Duration `yaml:"unknown_ttl"`
 	LockLease      *time.Duration `yaml:"lock_lease"`
 	Concurrency    *string        `yaml:"concurrency"`
 	WaitTimeout    *time.Duration `yaml:"wait_timeout"`

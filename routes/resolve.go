@@ -43,6 +43,7 @@ func (r *resolver) addf(field, format string, args ...any) {
 // settings are the resolved fields of the defaults block.
 type settings struct {
 	ttl, lockLease, waitTimeout time.Duration
+	unknownTTL                  time.Duration // 0: the longer of DefaultUnknownTTL and ttl
 	concurrency                 Concurrency
 	tenantHeader, actorHeader   string
 	tenantRequired              bool
@@ -285,6 +286,17 @@ func (r *resolver) settings(at string, raw rawSettings, base settings) settings 
 	duration("ttl", raw.TTL, &s.ttl)
 	if raw.TTL != nil && *raw.TTL > MaxTTL {
 		r.addf(at+"ttl", "%s: must be at most %s (a year)", *raw.TTL, MaxTTL)
+	}
+	duration("unknown_ttl", raw.UnknownTTL, &s.unknownTTL)
+	if raw.UnknownTTL != nil && *raw.UnknownTTL > MaxTTL {
+		r.addf(at+"unknown_ttl", "%s: must be at most %s (a year)", *raw.UnknownTTL, MaxTTL)
+	}
+	if s.unknownTTL > 0 && s.unknownTTL < s.ttl && (raw.UnknownTTL != nil || raw.TTL != nil) {
+		name := "unknown_ttl"
+		if raw.UnknownTTL == nil {
+			name = "ttl"
+		}
+		r.addf(at+name, "unknown_ttl %s is shorter than ttl %s: an unknown outcome must be kept at least as long as a receipt", s.unknownTTL, s.ttl)
 	}
 	duration("lock_lease", raw.LockLease, &s.lockLease)
 	if raw.LockLease != nil && *raw.LockLease > 0 && *raw.LockLease < MinLockLease {

@@ -162,6 +162,10 @@ func (r *resolver) effect(p string, level effectLevel, raw *rawEffect, rt *Route
 
 	s := r.settings(p, raw.rawSettings, base)
 	rt.TTL, rt.LockLease, rt.WaitTimeout = s.ttl, s.lockLease, s.waitTimeout
+	rt.UnknownTTL = s.unknownTTL
+	if rt.UnknownTTL == 0 {
+		rt.UnknownTTL = max(DefaultUnknownTTL, s.ttl)
+	}
 	rt.Concurrency = s.concurrency
 	rt.TenantHeader, rt.ActorHeader, rt.TenantRequired = s.tenantHeader, s.actorHeader, s.tenantRequired
 	rt.MaxBodyBytes = s.maxBodyBytes
@@ -358,11 +362,12 @@ func (r *resolver) withoutStoreFields(p, what string, raw rawEffect) rawEffect {
 	drop("reconcile", c.Reconcile != nil)
 	drop("scope", c.Scope != nil)
 	drop("ttl", c.TTL != nil)
+	drop("unknown_ttl", c.UnknownTTL != nil)
 	drop("lock_lease", c.LockLease != nil)
 	drop("concurrency", c.Concurrency != nil)
 	drop("wait_timeout", c.WaitTimeout != nil)
 	c.Key, c.Fingerprint, c.Receipt, c.OnUnknownOutcome, c.Outcome, c.Reconcile, c.Scope = nil, nil, nil, nil, nil, nil, nil
-	c.TTL, c.LockLease, c.Concurrency, c.WaitTimeout = nil, nil, nil, nil
+	c.TTL, c.UnknownTTL, c.LockLease, c.Concurrency, c.WaitTimeout = nil, nil, nil, nil, nil
 	return c
 }
 

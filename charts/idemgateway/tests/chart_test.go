@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -63,6 +64,28 @@ type serviceMonitor struct {
 	} `json:"spec"`
 }
 
+// ruleGroups is the spec of a PrometheusRule (monitoring.coreos.com/v1), as the chart writes it
+// and as deploy/prometheus-alerts.yaml holds it.
+type ruleGroups struct {
+	Groups []struct {
+		Name  string `json:"name"`
+		Rules []struct {
+			Alert       string            `json:"alert"`
+			Expr        string            `json:"expr"`
+			For         string            `json:"for"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"rules"`
+	} `json:"groups"`
+}
+
+// prometheusRule is the Prometheus Operator's PrometheusRule.
+type prometheusRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              ruleGroups `json:"spec"`
+}
+
 // kinds maps apiVersion/kind to a new object of its Go type.
 var kinds = map[string]func() any{
 	"apps/v1/Deployment":                      func() any { return new(appsv1.Deployment) },
@@ -75,6 +98,7 @@ var kinds = map[string]func() any{
 	"policy/v1/PodDisruptionBudget":           func() any { return new(policyv1.PodDisruptionBudget) },
 	"networking.k8s.io/v1/NetworkPolicy":      func() any { return new(networkingv1.NetworkPolicy) },
 	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return new(serviceMonitor) },
+	"monitoring.coreos.com/v1/PrometheusRule": func() any { return new(prometheusRule) },
 }
 
 // manifests are the decoded objects of one render, by "Kind/name".
@@ -729,4 +753,38 @@ func mapsSubset(sub, super map[string]string) bool {
 		}
 	}
 	return len(sub) > 0
+}
+
+// TestRenderPrometheusRule: prometheusRule.enabled renders a PrometheusRule whose rules are
+// deploy/prometheus-alerts.yaml's, every one (the expiry of unknown outcomes among them), with the
+// labels asked for; by default there is none.
+func TestRenderPrometheusRule(t *testing.T) {
+	if _, ok := render(t, "")["PrometheusRule/"+fullname]; ok {
+		t.Error("a PrometheusRule rendered by default")
+	}
+	m := render(t, "prometheusRule: {enabled: true, labels: {release: prometheus}}")
+	pr := get[prometheusRule](t, m, "PrometheusRule/"+fullname)
+	data, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "prometheus-alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want ruleGroups
+	if err := yaml.UnmarshalStrict(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(pr.Spec, want) {
+		t.Errorf("the PrometheusRule's rules differ from deploy/prometheus-alerts.yaml:\n got %+v\nwant %+v", pr.Spec, want)
+	}
+	if pr.Labels["release"] != "prometheus" {
+		t.Errorf("labels %v, want release: prometheus", pr.Labels)
+	}
+	found := false
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			found = found || r.Alert == "IdemgatewayOutcomeUnknownExpiring"
+		}
+	}
+	if !found {
+		t.Error("no IdemgatewayOutcomeUnknownExpiring rule")
+	}
 }
