@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -188,5 +189,55 @@ func TestC23_RetentionSaid(t *testing.T) {
 			}
 		}
 		expectUp(t, e.sb, 2)
+	})
+}
+
+// TestC24_AnswersThatSayNothingHappened (docs/cases.md C24): a GraphQL mutation answered 200 with
+// errors and data {"issueCreate": null}, and a plain JSON-RPC API's error -32602 at 200, did
+// nothing: neither is stored as a receipt; the key is free, and its next request executes and is
+// committed (Up×1 each in all), then replayed. On both stores.
+func TestC24_AnswersThatSayNothingHappened(t *testing.T) {
+	t.Parallel()
+	const mutation = `{"query":"mutation IssueCreate($input: IssueCreateInput!) { issueCreate(input: $input) { success issue { id identifier url } } }","variables":{"input":{"teamId":"OPS","title":%q}}}`
+	forEachStore(t, func(t *testing.T, e *env) {
+		for _, tc := range []struct {
+			name, path, tool, endpoint string
+			failed, fixed              string
+			saysWhy                    string // a part of the failed answer's body
+		}{
+			{"graphql", "/graphql", "linear_issue_create", "linear.issue_create",
+				fmt.Sprintf(mutation, ""), fmt.Sprintf(mutation, "Disk full"), `"issueCreate":null`},
+			{"jsonrpc", "/jsonrpc", "jsonrpc_create_ticket", "jsonrpc.create_ticket",
+				`{"jsonrpc":"2.0","id":1,"method":"tickets.create","params":{}}`,
+				`{"jsonrpc":"2.0","id":2,"method":"tickets.create","params":{"title":"Disk full"}}`, `-32602`},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				key := "c24-" + tc.name
+				r := e.gw.do(t, Request{Path: tc.path, Key: key, Body: tc.failed})
+				if r.Status != http.StatusOK || r.Decision() != "execute" || !strings.Contains(string(r.Body), tc.saysWhy) {
+					t.Fatalf("failed call: %d %q %s, want the upstream's 200 with %s", r.Status, r.Decision(), r.Body, tc.saysWhy)
+				}
+				if r.Header.Get("Idempotency-Expires") != "" {
+					t.Errorf("Idempotency-Expires %q on an answer that freed its key", r.Header.Get("Idempotency-Expires"))
+				}
+				if rec, found := e.gw.Record(t, "default", tc.tool, key); found {
+					t.Errorf("the answer that did nothing was stored: %+v", rec)
+				}
+				first := e.gw.do(t, Request{Path: tc.path, Key: key, Body: tc.fixed})
+				if first.Status != http.StatusOK || first.Decision() != "execute" {
+					t.Fatalf("the corrected call under the same key: %d %q %s, want an execution", first.Status, first.Decision(), first.Body)
+				}
+				retry := e.gw.do(t, Request{Path: tc.path, Key: key, Body: tc.fixed})
+				if retry.Decision() != "replay" || retry.Status != http.StatusOK {
+					t.Errorf("retry: %d %q, want the replay", retry.Status, retry.Decision())
+				}
+				if rec := e.gw.mustRecord(t, tc.tool, key); rec.State != "committed" || rec.RemoteID == "" {
+					t.Errorf("record %+v, want committed with a remote id", rec)
+				}
+				if n := e.sb.Stats(t).ByEndpoint[tc.endpoint]; n != 1 {
+					t.Errorf("%s: Up×%d, want Up×1", tc.endpoint, n)
+				}
+			})
+		}
 	})
 }

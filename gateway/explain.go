@@ -37,6 +37,32 @@ type Explanation struct {
 	// Steps say what each fingerprint rule did (included, excluded, defaulted, normalized, set,
 	// absent); only when asked for.
 	Steps []canonical.Step `json:"steps,omitempty"`
+	// Answer is how the route classes an upstream answer, when one is given (ExplainAnswer).
+	Answer *AnswerExplanation `json:"answer,omitempty"`
+}
+
+// AnswerExplanation is how a route classes one upstream answer: its outcome class (committed,
+// not_committed, unknown) and the body rule that decided it ("" when its status did), as the
+// record's detail names it (docs/unknown-outcomes.md#answers-that-say-what-happened).
+type AnswerExplanation struct {
+	Class string `json:"class"`
+	Rule  string `json:"rule,omitempty"`
+}
+
+// ExplainAnswer says how the kind: http route named route in cfg classes an executed call's answer
+// of status with body (read whole, as the gateway reads a body up to its receipt limit).
+func ExplainAnswer(cfg *routes.Config, route string, status int, body []byte) (*AnswerExplanation, error) {
+	rt, _ := explained(cfg, route)
+	switch {
+	case rt == nil:
+		return nil, fmt.Errorf("no route named %q", route)
+	case rt.Kind != routes.KindHTTP && rt.Kind != "":
+		return nil, fmt.Errorf("route %q is of kind %s: its tool calls are classed by their JSON-RPC answers (docs/mcp.md)", route, rt.Kind)
+	case status < 200 || status > 599:
+		return nil, fmt.Errorf("answer status %d: want 200 to 599", status)
+	}
+	class, rule := answerClass(status, body, true, rt)
+	return &AnswerExplanation{Class: class.String(), Rule: rule}, nil
 }
 
 // Explain returns the Explanation of r under the route named route in cfg. r's method and path

@@ -158,19 +158,44 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 		c.Capture(x, resp)
 		return nil
 	}
-	oc := outcomeOf(upstreamResult{status: resp.StatusCode}, x.rt)
+	// The body is read first (up to MaxReceiptBodyBytes, what a receipt keeps) when it may class
+	// the answer (bodyoutcome.go) or is to be stored; the client gets the whole body either way.
+	var kept []byte
+	var readErr error
+	limit := g.opts.MaxReceiptBodyBytes
+	readBody := func() {
+		kept, readErr = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(kept), resp.Body), resp.Body}
+	}
+	if readsBody(resp.StatusCode, x.rt) {
+		readBody()
+	}
+	whole := readErr == nil && int64(len(kept)) <= limit
+	class, rule := answerClass(resp.StatusCode, kept, whole, x.rt)
+	oc := settled(class, x.rt)
 	x.observeUpstream(oc.class.String())
+	if rule != "" {
+		x.rec.Detail = fmt.Sprintf("upstream answered %d; its body classed it %s by %s", resp.StatusCode, oc.class, rule)
+	}
 	if oc.op != opCommit {
-		x.rec.Detail = fmt.Sprintf("upstream answered %d", resp.StatusCode)
+		if rule == "" {
+			x.rec.Detail = fmt.Sprintf("upstream answered %d", resp.StatusCode)
+		}
 		x.settle(oc.op)
+		if readErr != nil {
+			return fmt.Errorf("%w: %w", faultBodyBroke, readErr)
+		}
 		return nil
 	}
 
-	// Committed: keep up to MaxReceiptBodyBytes of the body in the receipt; the client gets the
-	// whole body either way.
-	limit := g.opts.MaxReceiptBodyBytes
-	kept, readErr := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	whole := readErr == nil && int64(len(kept)) <= limit
+	// Committed: keep up to MaxReceiptBodyBytes of the body in the receipt.
+	if kept == nil && readErr == nil {
+		readBody()
+		whole = readErr == nil && int64(len(kept)) <= limit
+	}
 	stored := &record.Response{Status: resp.StatusCode, Header: storedHeader(resp.Header, x.rt.Receipt.ReplayHeaders)}
 	if whole {
 		stored.Body = kept
@@ -185,10 +210,6 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	if readErr != nil {
 		return fmt.Errorf("%w: %w", faultBodyBroke, readErr)
 	}
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(kept), resp.Body), resp.Body}
 	return nil
 }
 

@@ -336,7 +336,8 @@ func NeverReplayed(name string) bool {
 }
 
 // Outcome lists status codes (100 to 599) whose class a route overrides. A code may stand in one
-// list only; nil lists override nothing.
+// list only; nil lists override nothing. (A tool's error_codes lists JSON-RPC error codes in the
+// same form: Tool.ErrorCodes.)
 type Outcome struct {
 	// Committed codes are stored as the receipt and replayed.
 	Committed []int
@@ -344,4 +345,37 @@ type Outcome struct {
 	NotCommitted []int
 	// Unknown codes follow the route's OnUnknownOutcome.
 	Unknown []int
+	// ErrorCodes moves JSON-RPC error codes between the rows of a JSON-RPC error on a route whose
+	// fingerprint format is jsonrpc (outcome.error_codes), as a tool's error_codes do on kind: mcp
+	// routes (docs/unknown-outcomes.md#answers-that-say-what-happened); nil: none.
+	ErrorCodes *Outcome
+	// Body rules class an answer by its body before the status rows, the first that matches
+	// deciding (outcome.body); kind: http routes only.
+	Body []BodyRule
 }
+
+// BodyRule is one of outcome.body: an answer whose JSON body's value at Pointer equals Equals
+// (compared as canonical JSON), or, with Equals nil, is present (Present: a value other than
+// null) or not (absent or null), is of class Class.
+type BodyRule struct {
+	Pointer canonical.Pointer
+	Equals  []byte // canonical JSON text; nil: the rule tests presence
+	Present bool
+	Class   OutcomeName
+}
+
+// String is the rule as `idemgateway fingerprint --explain` and a record's detail name it, e.g.
+// `/status equals "failed"` or `/error present`.
+func (b BodyRule) String() string {
+	switch {
+	case b.Equals != nil:
+		return b.Pointer.String() + " equals " + string(b.Equals)
+	case b.Present:
+		return b.Pointer.String() + " present"
+	default:
+		return b.Pointer.String() + " absent or null"
+	}
+}
+
+// MaxBodyRules bounds a route's outcome.body: each is tried on every answer.
+const MaxBodyRules = 32

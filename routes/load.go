@@ -182,9 +182,20 @@ type rawReceipt struct {
 }
 
 type rawOutcome struct {
-	Committed    []int `yaml:"committed"`
-	NotCommitted []int `yaml:"not_committed"`
-	Unknown      []int `yaml:"unknown"`
+	Committed    []int         `yaml:"committed"`
+	NotCommitted []int         `yaml:"not_committed"`
+	Unknown      []int         `yaml:"unknown"`
+	ErrorCodes   *rawOutcome   `yaml:"error_codes"` // outcome of a format: jsonrpc route only
+	Body         []rawBodyRule `yaml:"body"`        // outcome of a kind: http route only
+}
+
+// rawBodyRule is one of outcome.body: a pointer, what its value must be (equals) or whether it is
+// there (present), and the class of an answer it matches.
+type rawBodyRule struct {
+	Pointer string    `yaml:"pointer"`
+	Equals  yaml.Node `yaml:"equals"` // a Node, so that equals: null is told from no equals
+	Present *bool     `yaml:"present"`
+	Class   string    `yaml:"class"`
 }
 
 // decode decodes data strictly into a rawFile. Its errors are Errors of *FieldError with the line

@@ -111,6 +111,17 @@ var routeBadFiles = map[string][]string{
 		`defaults.bad.yml: routes[2] "create_third": unknown_ttl: unknown_ttl 24h0m0s is shorter than ttl 48h0m0s: an unknown outcome must be kept at least as long as a receipt`,
 		`defaults.bad.yml: routes[3] "create_fourth": unknown_ttl: 100000h0m0s: must be at most 8760h0m0s (a year)`,
 	},
+	"outcome.bad.yml": {
+		`outcome.bad.yml: routes[0] "rules": outcome.error_codes: only on a route whose fingerprint.body.format is jsonrpc: it classes JSON-RPC errors`,
+		`outcome.bad.yml: routes[0] "rules": outcome.body[0].pointer: required: the JSON Pointer of the member the rule reads`,
+		`outcome.bad.yml: routes[0] "rules": outcome.body[1].pointer: "status": JSON Pointer must start with "/"`,
+		`outcome.bad.yml: routes[0] "rules": outcome.body[2].equals: set one of equals and present`,
+		`outcome.bad.yml: routes[0] "rules": outcome.body[3].equals: set one of equals and present`,
+		`outcome.bad.yml: routes[0] "rules": outcome.body[4].class: required: committed, not_committed or unknown`,
+		`outcome.bad.yml: routes[0] "rules": outcome.body[5].class: "maybe": must be committed, not_committed or unknown`,
+		`outcome.bad.yml: routes[1] "nested": outcome.error_codes: holds lists of codes only (committed, not_committed, unknown)`,
+		`outcome.bad.yml: routes[2] "tools": outcome.body: only on a kind: http route; a tools/call is classed by its JSON-RPC answer`,
+	},
 	"read_only.bad.yml": {
 		`read_only.bad.yml: routes[0] "get_ticket": key: meaningless on a read_only route, which never touches the store`,
 		`read_only.bad.yml: routes[0] "get_ticket": fingerprint: meaningless on a read_only route, which never touches the store`,

@@ -1,11 +1,13 @@
 package routes
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/idemgateway/idemgateway/canonical"
@@ -249,8 +251,81 @@ func (r *resolver) effect(p string, level effectLevel, raw *rawEffect, rt *Route
 
 	if o := raw.Outcome; o != nil {
 		rt.Outcome = r.outcome(field("outcome"), o)
+		if o.ErrorCodes != nil {
+			switch {
+			case level != onHTTPRoute:
+				r.addf(field("outcome.error_codes"), "only on a kind: http route; a tool of a kind: mcp route has error_codes of its own")
+			case rt.Fingerprint.Format() != canonical.FormatJSONRPC:
+				r.addf(field("outcome.error_codes"), "only on a route whose fingerprint.body.format is jsonrpc: it classes JSON-RPC errors")
+			default:
+				codes := r.codeLists(field("outcome.error_codes"), "outcome.error_codes", o.ErrorCodes, nil)
+				rt.Outcome.ErrorCodes = &codes
+			}
+		}
+		if len(o.Body) > 0 {
+			if level != onHTTPRoute {
+				r.addf(field("outcome.body"), "only on a kind: http route; a tools/call is classed by its JSON-RPC answer")
+			} else {
+				rt.Outcome.Body = r.bodyRules(field("outcome.body"), o.Body)
+			}
+		}
 	}
 	return set
+}
+
+// bodyRules validates outcome.body: at most MaxBodyRules rules, each a JSON Pointer, one of equals
+// (a YAML value, kept as canonical JSON) and present, and a class.
+func (r *resolver) bodyRules(at string, raw []rawBodyRule) []BodyRule {
+	if len(raw) > MaxBodyRules {
+		r.addf(at, "%d rules: at most %d", len(raw), MaxBodyRules)
+		return nil
+	}
+	rules := make([]BodyRule, 0, len(raw))
+	for i, rr := range raw {
+		p := fmt.Sprintf("%s[%d].", at, i)
+		var rule BodyRule
+		if rr.Pointer == "" {
+			r.addf(p+"pointer", "required: the JSON Pointer of the member the rule reads")
+		} else if ptr, err := canonical.ParsePointer(rr.Pointer); err != nil {
+			r.add(p+"pointer", err)
+		} else {
+			rule.Pointer = ptr
+		}
+		switch equals := rr.Equals.Kind != 0; {
+		case equals && rr.Present != nil, !equals && rr.Present == nil:
+			r.addf(p+"equals", "set one of equals and present")
+		case equals:
+			rule.Equals = r.jsonValue(p+"equals", &rr.Equals)
+		default:
+			rule.Present = *rr.Present
+		}
+		if rr.Class == "" {
+			r.addf(p+"class", "required: committed, not_committed or unknown")
+		} else {
+			oneOf(r, p+"class", &rr.Class, &rule.Class, OutcomeCommitted, OutcomeNotCommitted, OutcomeUnknown)
+		}
+		rules = append(rules, rule)
+	}
+	return rules
+}
+
+// jsonValue returns the canonical JSON text of a YAML value: a string, number, boolean, null, or
+// a sequence or mapping of them.
+func (r *resolver) jsonValue(at string, n *yaml.Node) []byte {
+	var v any
+	if err := n.Decode(&v); err != nil {
+		r.add(at, err)
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err == nil {
+		b, err = canonical.Canonicalize(b)
+	}
+	if err != nil {
+		r.addf(at, "not a JSON value: %v", err)
+		return nil
+	}
+	return b
 }
 
 // key applies a key block to k. Where a kind: mcp route reads the key decides where each field
@@ -469,6 +544,9 @@ func (r *resolver) outcome(at string, raw *rawOutcome) Outcome {
 // codeLists validates the committed, not_committed and unknown lists of block (outcome or
 // error_codes) at at: each code in one list once, and none that problem (nil: none) refuses.
 func (r *resolver) codeLists(at, block string, raw *rawOutcome, problem func(code int) string) Outcome {
+	if block != "outcome" && (raw.ErrorCodes != nil || raw.Body != nil) {
+		r.addf(at, "holds lists of codes only (committed, not_committed, unknown)")
+	}
 	seen := make(map[int]string)
 	check := func(name string, codes []int) []int {
 		for j, code := range codes {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -28,6 +29,8 @@ func fingerprint(args []string, stdin io.Reader, stdout io.Writer) error {
 	method := fs.String("method", "", "the request's method (with -path; else a raw HTTP request is read from stdin)")
 	path := fs.String("path", "", "the request's path and query")
 	body := fs.String("body", "", "the request's body; @FILE reads it from FILE")
+	answerStatus := fs.Int("answer-status", 0, "also say how the route classes an upstream answer of this status (with -answer)")
+	answer := fs.String("answer", "", "that answer's body; @FILE reads it from FILE")
 	var headers []string
 	fs.Func("H", "a request header, 'Name: value' (repeatable)", func(h string) error { headers = append(headers, h); return nil })
 	if err := fs.Parse(args); err != nil {
@@ -40,21 +43,23 @@ func fingerprint(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var answerBody []byte
+	if *answerStatus != 0 {
+		if answerBody, err = fileOrValue(*answer); err != nil {
+			return err
+		}
+	}
 	var r *http.Request
 	if *path == "" {
 		if r, err = http.ReadRequest(bufio.NewReader(stdin)); err != nil {
 			return errors.New("fingerprint: reading a raw HTTP request from stdin: " + err.Error())
 		}
 	} else {
-		b := *body
-		if name, ok := strings.CutPrefix(b, "@"); ok {
-			data, err := os.ReadFile(name)
-			if err != nil {
-				return err
-			}
-			b = string(data)
+		b, err := fileOrValue(*body)
+		if err != nil {
+			return err
 		}
-		r = httptest.NewRequest(*method, *path, strings.NewReader(b))
+		r = httptest.NewRequest(*method, *path, bytes.NewReader(b))
 		for _, h := range headers {
 			name, value, _ := strings.Cut(h, ":")
 			r.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
@@ -64,9 +69,22 @@ func fingerprint(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *answerStatus != 0 {
+		if e.Answer, err = gateway.ExplainAnswer(cfg, *route, *answerStatus, answerBody); err != nil {
+			return err
+		}
+	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(e)
+}
+
+// fileOrValue is v, or the contents of the file v names after "@".
+func fileOrValue(v string) ([]byte, error) {
+	if name, ok := strings.CutPrefix(v, "@"); ok {
+		return os.ReadFile(name)
+	}
+	return []byte(v), nil
 }
 
 func envOr(name, fallback string) string {

@@ -406,3 +406,36 @@ func sendRaw(t *testing.T, addr, raw string) *http.Response {
 	resp.Body.Close()
 	return resp
 }
+
+// TestFingerprintAnswer: -answer-status and -answer say how a route classes an upstream answer,
+// and which body rule did (examples/routes.yaml's linear_issue_create is format: graphql).
+func TestFingerprintAnswer(t *testing.T) {
+	t.Parallel()
+	const req = `{"query":"mutation { issueCreate(input: {title: \"x\"}) { success } }"}`
+	for _, tc := range []struct {
+		status, body, want string
+	}{
+		{"200", `{"errors":[{"message":"title must be provided"}],"data":{"issueCreate":null}}`, `{"class":"not_committed","rule":"graphql: errors and no data"}`},
+		{"200", `{"data":{"issueCreate":{"success":true}}}`, `{"class":"committed"}`},
+		{"502", `{}`, `{"class":"unknown"}`},
+	} {
+		var out bytes.Buffer
+		err := fingerprint([]string{"-routes", "../../examples/routes.yaml", "-route", "linear_issue_create",
+			"-method", "POST", "-path", "/graphql", "-H", "Content-Type: application/json", "-H", "Idempotency-Key: k1",
+			"-body", req, "-answer-status", tc.status, "-answer", tc.body}, strings.NewReader(""), &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Answer json.RawMessage `json:"answer"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		var compact bytes.Buffer
+		_ = json.Compact(&compact, e.Answer)
+		if compact.String() != tc.want {
+			t.Errorf("answer %s %s: %s, want %s", tc.status, tc.body, compact.String(), tc.want)
+		}
+	}
+}

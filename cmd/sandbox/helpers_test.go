@@ -130,6 +130,9 @@ var creates = []createCase{
 	{ticketsCreateTicket, request{path: "/v1/tickets", contentType: "application/json",
 		body: `{"title":"Printer on fire","priority":"high","customer_id":"C-77"}`},
 		[]string{"id"}},
+	{jsonrpcCreateTicket, request{path: "/jsonrpc", contentType: "application/json",
+		body: `{"jsonrpc":"2.0","id":7,"method":"tickets.create","params":{"title":"Printer on fire"}}`},
+		[]string{"result", "id"}},
 }
 
 // getStats reads GET /_sandbox/stats.

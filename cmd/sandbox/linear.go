@@ -32,15 +32,16 @@ type graphQLError struct {
 	Extensions map[string]any `json:"extensions,omitempty"`
 }
 
-// linearErrors answers status with {"errors":[...]}; withData adds "data":null, as for errors
-// raised while executing rather than validating the document.
+// linearErrors answers status with {"errors":[...]}; withData adds "data":{"issueCreate":null},
+// as GraphQL does for an error raised while executing the mutation's field rather than validating
+// the document.
 func linearErrors(status int, withData bool, code, message string) reply {
 	body := map[string]any{"errors": []graphQLError{{
 		Message:    message,
 		Extensions: map[string]any{"code": code, "userError": true, "userPresentableMessage": message},
 	}}}
 	if withData {
-		body["data"] = nil
+		body["data"] = map[string]any{"issueCreate": nil}
 	}
 	return reply{status: status, body: body, rejected: true}
 }

@@ -31,6 +31,8 @@ Endpoints (side-effect counter name in brackets):
   POST /v1/tickets              generic: create a ticket from any JSON object [tickets.create_ticket]
   GET  /v1/tickets?external_id=X  generic: {"data":[tickets created with that external_id]}
                                 (the lookup of a reconcile block; no side effect)
+  POST /jsonrpc                 plain JSON-RPC 2.0: method tickets.create {title}; errors at 200
+                                                                          [jsonrpc.create_ticket]
 
 MCP server (Streamable HTTP, the official go-sdk; counted per tool, the counter name in brackets):
   /mcp                          sessions (initialize, Mcp-Session-Id, GET stream), SSE answers

@@ -25,13 +25,14 @@ const (
 	stripeCreateRefund  = "stripe.create_refund"
 	ticketsCreateTicket = "tickets.create_ticket"
 	ticketsFindTickets  = "tickets.find_tickets"
+	jsonrpcCreateTicket = "jsonrpc.create_ticket"
 )
 
 // effectEndpoints are the endpoints (and MCP tools, mcp.go) that perform a side effect; the stats
 // list each of them, zero or not. apiEndpoints are all the endpoints and tools that play a tool's API.
 var (
 	effectEndpoints = []string{jiraCreateIssue, zendeskCreateTicket, linearIssueCreate, stripeCreateRefund, ticketsCreateTicket,
-		mcpCreateTicket, mcpSlowCreate, mcpProgressCreate, mcpBrokenCreate, mcpConfirmCreate}
+		jsonrpcCreateTicket, mcpCreateTicket, mcpSlowCreate, mcpProgressCreate, mcpBrokenCreate, mcpConfirmCreate}
 	apiEndpoints = append([]string{jiraGetIssue, ticketsFindTickets, mcpSearchTickets, mcpFailingCreate}, effectEndpoints...)
 )
 
@@ -89,6 +90,7 @@ func newSandbox(log *slog.Logger) *sandbox {
 	s.mux.Handle("POST /v1/refunds", s.api(stripeCreateRefund, s.stripeCreateRefund))
 	s.mux.Handle("POST /v1/tickets", s.api(ticketsCreateTicket, s.ticketsCreateTicket))
 	s.mux.Handle("GET /v1/tickets", s.api(ticketsFindTickets, s.ticketsFindTickets))
+	s.mux.Handle("POST /jsonrpc", s.api(jsonrpcCreateTicket, s.jsonrpcCreate))
 	s.mountMCP()
 
 	s.mux.Handle("GET /_sandbox/stats", s.admin("sandbox.stats", s.serveStats))

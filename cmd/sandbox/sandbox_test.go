@@ -21,7 +21,7 @@ var uuidRe = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 // counting one effect, and refuses an invalid one without counting any.
 func TestEndpoints(t *testing.T) {
 	t.Parallel()
-	for _, tc := range slices.Concat(jiraCases, zendeskCases, linearCases, stripeCases, ticketsCases) {
+	for _, tc := range slices.Concat(jiraCases, zendeskCases, linearCases, stripeCases, ticketsCases, jsonrpcCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s, srv := newTestSandbox(t)
@@ -293,6 +293,33 @@ var ticketsCases = []endpointCase{
 	},
 }
 
+var jsonrpcCases = []endpointCase{
+	{
+		name: "jsonrpc tickets.create", req: creates[5].req, wantStatus: 200, wantEffect: jsonrpcCreateTicket,
+		check: func(t *testing.T, base string, _ *http.Response, v map[string]any) {
+			if fmt.Sprint(v["id"]) != "7" || at(v, "result", "id") != "T-1842" || at(v, "result", "url") != base+"/v1/tickets/T-1842" {
+				t.Errorf("answer = %v", v)
+			}
+		},
+	},
+	{name: "jsonrpc without a title", wantStatus: 200, check: wantJSONRPCError(-32602),
+		req: request{path: "/jsonrpc", body: `{"jsonrpc":"2.0","id":1,"method":"tickets.create","params":{}}`}},
+	{name: "jsonrpc another method", wantStatus: 200, check: wantJSONRPCError(-32601),
+		req: request{path: "/jsonrpc", body: `{"jsonrpc":"2.0","id":1,"method":"tickets.delete","params":{"title":"x"}}`}},
+	{name: "jsonrpc not a request", wantStatus: 200, check: wantJSONRPCError(-32600),
+		req: request{path: "/jsonrpc", body: `[1]`}},
+}
+
+// wantJSONRPCError checks a JSON-RPC error answer of code.
+func wantJSONRPCError(code int) func(*testing.T, string, *http.Response, map[string]any) {
+	return func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
+		t.Helper()
+		if fmt.Sprint(at(v, "error", "code")) != fmt.Sprint(code) || at(v, "error", "message") == "" || v["result"] != nil {
+			t.Errorf("answer = %v, want error %d", v, code)
+		}
+	}
+}
+
 func wantGraphQLErrors(withData bool) func(*testing.T, string, *http.Response, map[string]any) {
 	return func(t *testing.T, _ string, _ *http.Response, v map[string]any) {
 		t.Helper()
@@ -300,8 +327,11 @@ func wantGraphQLErrors(withData bool) func(*testing.T, string, *http.Response, m
 			t.Errorf("errors = %v, want one with a message", v["errors"])
 		}
 		data, ok := v["data"]
-		if ok != withData || data != nil {
-			t.Errorf("data = %v (present %v), want present %v and null", data, ok, withData)
+		switch {
+		case !withData && ok:
+			t.Errorf("data = %v, want none", data)
+		case withData && (!ok || at(data, "issueCreate") != nil || len(data.(map[string]any)) != 1):
+			t.Errorf("data = %v (present %v), want {\"issueCreate\":null}", data, ok)
 		}
 	}
 }
