@@ -28,6 +28,8 @@ func (c *Canonicalizer) body(r *Request, tr *trace) (node, error) {
 		v, _, err = parseBounded(r.Body, budget, c.selection())
 	case FormatForm:
 		v, err = parseForm(r.Body)
+	case FormatMultipart:
+		v, err = parseMultipart(r.Body, r.Header.Get("Content-Type"), budget)
 	case FormatGraphQL:
 		v, err = graphqlBody(r.Body, budget, tr)
 	case FormatJSONRPC:
@@ -39,11 +41,13 @@ func (c *Canonicalizer) body(r *Request, tr *trace) (node, error) {
 			v, _, err = parseBounded(r.Body, budget, c.selection())
 		case mt == "application/x-www-form-urlencoded":
 			v, err = parseForm(r.Body)
+		case mt == "multipart/form-data":
+			v, err = parseMultipart(r.Body, ct, budget)
 		case c.hasBodyRules():
-			return node{}, fmt.Errorf("%w: fields are fingerprinted but the body is not JSON or a form (Content-Type %q)", ErrInvalidBody, ct)
+			return node{}, fmt.Errorf("%w: fields are fingerprinted but the body is not JSON, a form or multipart/form-data (Content-Type %q)", ErrInvalidBody, ct)
 		default:
 			sum := sha256.Sum256(r.Body)
-			tr.add("/body", actionIncluded, "the Content-Type is not JSON or a form: the SHA-256 of the bytes")
+			tr.add("/body", actionIncluded, "the Content-Type is not JSON, a form or multipart/form-data: the SHA-256 of the bytes")
 			return node{kind: kindString, str: "sha256:" + hex.EncodeToString(sum[:])}, nil
 		}
 	}

@@ -82,6 +82,9 @@ func TestMemoryBound(t *testing.T) {
 		{"graphql document", Fields{Format: FormatGraphQL}, "application/json", graphqlSelections(mib), true, false},
 		{"graphql document of short fields, at the budget", Fields{Format: FormatGraphQL}, "application/json", graphqlShortFields(99_990), true, false},
 		{"graphql variables", Fields{Format: FormatGraphQL}, "application/json", benchGraphQLBody(mib), true, false},
+		{"multipart of small fields, at the budget", Fields{}, "multipart/form-data; boundary=b", multipartFields(DefaultMaxValues / multipartPartValues), false, false},
+		{"multipart of one large file", Fields{}, "multipart/form-data; boundary=b", multipartFile(mib), false, false},
+		{"multipart of small fields, over the budget", Fields{}, "multipart/form-data; boundary=b", multipartFields(DefaultMaxValues/multipartPartValues + 1), false, true},
 		{"array of small numbers, over the budget", Fields{}, "application/json", arrayBody(mib, "1"), false, true},
 		{"graphql document, over the budget", Fields{Format: FormatGraphQL}, "application/json", graphqlSelections(4 * mib), true, true},
 	}
@@ -206,4 +209,15 @@ func TestIncludeBuildsOnlyItsMembers(t *testing.T) {
 	if p*2 > w {
 		t.Errorf("include-only allocated %d bytes, the whole parse %d: want at most half", p, w)
 	}
+}
+
+// multipartFields is a multipart/form-data body (boundary b) of n one-byte fields of one name.
+func multipartFields(n int) []byte {
+	return []byte(strings.Repeat("--b\r\nContent-Disposition: form-data; name=a\r\n\r\n1\r\n", n) + "--b--\r\n")
+}
+
+// multipartFile is a multipart/form-data body (boundary b) of one file part of about size bytes.
+func multipartFile(size int) []byte {
+	return []byte("--b\r\nContent-Disposition: form-data; name=file; filename=a.bin\r\nContent-Type: application/octet-stream\r\n\r\n" +
+		strings.Repeat("\x00", size) + "\r\n--b--\r\n")
 }

@@ -22,8 +22,8 @@ const TruncatedMarker = "…"
 //     body is named as sent ("/params/arguments/title"). In a graphql body the query document is
 //     "/query", the request member that carries it (the rules call it /document), and the
 //     variables are "/variables/...";
-//   - "body": the body differs as a whole (one of them is empty, or is not JSON or a form and
-//     counts by its hash, or the two are values of different kinds);
+//   - "body": the body differs as a whole (one of them is empty, or is not JSON, a form or
+//     multipart/form-data and counts by its hash, or the two are values of different kinds);
 //   - a part outside the body, named without a leading slash so that it is never taken for a body
 //     pointer: "method", "tool", "path/<parameter>", "query/<name>" or "headers/<lower-case
 //     name>", with "~" and "/" in names escaped as in RFC 6901 ("query/a~1b" for a/b).

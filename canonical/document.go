@@ -276,8 +276,8 @@ type Request struct {
 // r must not be nil; Document does not modify it. Document returns the same document as Explain.
 // Errors wrap ErrInvalidBody, e.g. `invalid body: duplicate member "title" at /customer`,
 // `invalid body: invalid UTF-8 at offset 6`, `invalid body: data after the top-level value at
-// offset 13`, `invalid body: fields are fingerprinted but the body is not JSON or a form
-// (Content-Type "text/plain")`, `invalid body: jsonrpc: batches are not supported` or
+// offset 13`, `invalid body: fields are fingerprinted but the body is not JSON, a form or
+// multipart/form-data (Content-Type "text/plain")`, `invalid body: jsonrpc: batches are not supported` or
 // `invalid body: graphql: invalid document at line 1, column 9: Expected Name, found <EOF>`.
 func (c *Canonicalizer) Document(r *Request) ([]byte, error) {
 	return c.document(r, nil)

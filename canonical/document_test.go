@@ -41,8 +41,8 @@ func TestCompileErrors(t *testing.T) {
 		{"no ops", Fields{Normalize: []Normalization{{mustPointer(t, "/title"), nil}}}, `normalize[0]: "/title": no ops (want trim, collapse_space, casefold or nfc)`},
 		{"unknown op", Fields{Normalize: []Normalization{{mustPointer(t, "/title"), []string{"trim", "upper"}}}}, `normalize[0]: "/title": ops[1]: "upper": unknown normalization (want trim, collapse_space, casefold or nfc)`},
 		{"op in the wrong case", Fields{Normalize: []Normalization{{mustPointer(t, "/title"), []string{"NFC"}}}}, `normalize[0]: "/title": ops[0]: "NFC": unknown normalization (want trim, collapse_space, casefold or nfc)`},
-		{"unknown format", Fields{Format: "xml"}, `format: "xml": unknown format (want json, form, graphql or jsonrpc)`},
-		{"format in the wrong case", Fields{Format: "JSON"}, `format: "JSON": unknown format (want json, form, graphql or jsonrpc)`},
+		{"unknown format", Fields{Format: "xml"}, `format: "xml": unknown format (want json, form, multipart, graphql or jsonrpc)`},
+		{"format in the wrong case", Fields{Format: "JSON"}, `format: "JSON": unknown format (want json, form, multipart, graphql or jsonrpc)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,11 +81,11 @@ func TestDocumentErrors(t *testing.T) {
 		{"invalid UTF-8", Fields{}, Request{Header: jsonType, Body: []byte("\"\xff\"")},
 			`invalid body: invalid UTF-8 at offset 1`},
 		{"text body with include pointers", withInclude, Request{Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("title=x")},
-			`invalid body: fields are fingerprinted but the body is not JSON or a form (Content-Type "text/plain")`},
+			`invalid body: fields are fingerprinted but the body is not JSON, a form or multipart/form-data (Content-Type "text/plain")`},
 		{"body without a type with exclude pointers", withExclude, Request{Body: []byte(`{"title":"x"}`)},
-			`invalid body: fields are fingerprinted but the body is not JSON or a form (Content-Type "")`},
+			`invalid body: fields are fingerprinted but the body is not JSON, a form or multipart/form-data (Content-Type "")`},
 		{"malformed type with include pointers", withInclude, Request{Header: http.Header{"Content-Type": {"application/"}}, Body: []byte(`{}`)},
-			`invalid body: fields are fingerprinted but the body is not JSON or a form (Content-Type "application/")`},
+			`invalid body: fields are fingerprinted but the body is not JSON, a form or multipart/form-data (Content-Type "application/")`},
 		{"bad form escape", Fields{}, Request{Header: formType, Body: []byte("a=%zz")},
 			`invalid body: invalid form: invalid URL escape "%zz"`},
 		{"form semicolon", Fields{}, Request{Header: formType, Body: []byte("a=1;b=2")},

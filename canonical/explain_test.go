@@ -77,7 +77,7 @@ func TestExplainFormats(t *testing.T) {
 	}{
 		{"empty body", Fields{}, &Request{}, []Step{{"/body", "absent", "empty body: null whatever the rules"}}},
 		{"opaque body", Fields{}, &Request{Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("x")},
-			[]Step{{"/body", "included", "the Content-Type is not JSON or a form: the SHA-256 of the bytes"}}},
+			[]Step{{"/body", "included", "the Content-Type is not JSON, a form or multipart/form-data: the SHA-256 of the bytes"}}},
 		{"graphql", Fields{Format: FormatGraphQL}, &Request{Body: []byte(`{"query":"query Q { a }","extensions":{},"x":1}`)}, []Step{
 			{"/body/extensions", "excluded", "graphql: extensions (persisted-query hashes, tracing) never count"},
 			{"/body/x", "excluded", "graphql: not a member of a GraphQL request; never counts"},

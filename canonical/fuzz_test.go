@@ -58,6 +58,7 @@ func FuzzDocument(f *testing.F) {
 	}
 	f.Add([]byte("a=1&a=2&b=%C3%A9"), "application/x-www-form-urlencoded")
 	f.Add([]byte("hello"), "text/plain")
+	f.Add([]byte("--b\r\nContent-Disposition: form-data; name=title\r\n\r\nx\r\n--b\r\ncontent-type: text/plain\r\nContent-Disposition: form-data; name=\"items\"; filename=a\r\n\r\n1\r\n--b--\r\n"), "multipart/form-data; boundary=b")
 	f.Add([]byte(`{"items":[1,2,3],"title":"x","meta":{"at":1}}`), "application/problem+json")
 	c, err := Compile(Fields{
 		Include: []Pointer{mustPointer(f, "/items"), mustPointer(f, "/title"), mustPointer(f, "/a/0"), mustPointer(f, "/1")},
@@ -76,7 +77,7 @@ func FuzzDocument(f *testing.F) {
 		Exclude:   []Pointer{mustPointer(f, "/items/0")},
 	}
 	formats := []*Canonicalizer{c}
-	for _, format := range []string{"", FormatJSON, FormatForm, FormatGraphQL, FormatJSONRPC} {
+	for _, format := range []string{"", FormatJSON, FormatForm, FormatMultipart, FormatGraphQL, FormatJSONRPC} {
 		ff := rules
 		ff.Format = format
 		fc, err := Compile(ff)

@@ -177,7 +177,7 @@ func TestRulesOnOpaqueBody(t *testing.T) {
 		"normalize": {Normalize: []Normalization{normRule(t, "/a", "trim")}},
 	} {
 		_, err := bodyPart(t, f, &Request{Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("a")})
-		if !errors.Is(err, ErrInvalidBody) || !strings.Contains(err.Error(), "not JSON or a form") {
+		if !errors.Is(err, ErrInvalidBody) || !strings.Contains(err.Error(), "not JSON, a form or multipart/form-data") {
 			t.Errorf("%s: %v, want the not-JSON error", name, err)
 		}
 	}
@@ -251,7 +251,7 @@ func TestCheckFormatAndNormalization(t *testing.T) {
 	if err := CheckNormalization(""); err == nil || err.Error() != `"": unknown normalization (want trim, collapse_space, casefold or nfc)` {
 		t.Errorf("CheckNormalization(\"\") = %v", err)
 	}
-	if err := CheckFormat("yaml"); err == nil || err.Error() != `"yaml": unknown format (want json, form, graphql or jsonrpc)` {
+	if err := CheckFormat("yaml"); err == nil || err.Error() != `"yaml": unknown format (want json, form, multipart, graphql or jsonrpc)` {
 		t.Errorf("CheckFormat(\"yaml\") = %v", err)
 	}
 }

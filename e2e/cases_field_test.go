@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -238,6 +241,46 @@ func TestC24_AnswersThatSayNothingHappened(t *testing.T) {
 					t.Errorf("%s: Up×%d, want Up×1", tc.endpoint, n)
 				}
 			})
+		}
+	})
+}
+
+// TestC21_MultipartRetry (docs/cases.md C21): a file upload (multipart/form-data, written by Go's
+// mime/multipart, which picks a random boundary) is sent again by another writer: a new boundary,
+// and its part headers in another order and letter case. The retry replays (Up×1); an upload whose
+// file changed under the same key is 422 naming the part. On both stores.
+func TestC21_MultipartRetry(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		createJiraIssue(t, e.sb)
+		const pdf = "%PDF-1.7 quarterly report"
+		var first bytes.Buffer
+		w := multipart.NewWriter(&first)
+		_ = w.WriteField("comment", "Q3 numbers")
+		fw, _ := w.CreatePart(textproto.MIMEHeader{"Content-Disposition": {`form-data; name="file"; filename="q3.pdf"`}, "Content-Type": {"application/pdf"}})
+		_, _ = io.WriteString(fw, pdf)
+		_ = w.Close()
+		upload := func(contentType, body string) Request {
+			return Request{Path: "/rest/api/3/issue/OPS-1/attachments", Key: "c21", Body: body, ContentType: contentType,
+				Header: map[string]string{"X-Atlassian-Token": "no-check"}}
+		}
+		r := e.gw.do(t, upload(w.FormDataContentType(), first.String()))
+		if r.Status != http.StatusOK || r.Decision() != "execute" {
+			t.Fatalf("upload: %d %q %s", r.Status, r.Decision(), r.Body)
+		}
+		retry := func(file string) string {
+			return "--retry-7MA4YWxk\r\ncontent-disposition: form-data; name=comment\r\n\r\nQ3 numbers\r\n" +
+				"--retry-7MA4YWxk\r\nCONTENT-TYPE: application/pdf\r\nContent-Disposition: form-data; filename=\"q3.pdf\"; name=\"file\"\r\n\r\n" +
+				file + "\r\n--retry-7MA4YWxk--\r\n"
+		}
+		expectReplayOf(t, e.gw.do(t, upload("multipart/form-data; boundary=retry-7MA4YWxk", retry(pdf))), r)
+		changed := e.gw.do(t, upload("multipart/form-data; boundary=retry-7MA4YWxk", retry("%PDF-1.7 another report")))
+		expectProblem(t, changed, http.StatusUnprocessableEntity, "idempotency-key-reused", "conflict", false)
+		if !strings.Contains(string(changed.Body), `"differing_fields":["/file"]`) {
+			t.Errorf("the 422 does not name the changed part /file alone: %s", changed.Body)
+		}
+		if n := e.sb.Stats(t).ByEndpoint["jira.add_attachment"]; n != 1 {
+			t.Errorf("jira.add_attachment: Up×%d, want Up×1", n)
 		}
 	})
 }

@@ -202,8 +202,8 @@ var fingerprintBadFiles = map[string][]string{
 		`rules.bad.yml: routes[0] "x": fingerprint.body.normalize["/tags"][1]: "NFC": unknown normalization (want trim, collapse_space, casefold or nfc)`,
 		`rules.bad.yml: routes[0] "x": fingerprint.body.normalize["/title"][1]: "upper": unknown normalization (want trim, collapse_space, casefold or nfc)`,
 		`rules.bad.yml: routes[0] "x": fingerprint.body.normalize["title"]: "title": JSON Pointer must start with "/"`,
-		`rules.bad.yml: routes[0] "x": fingerprint.body.format: "xml": unknown format (want json, form, graphql or jsonrpc)`,
-		`rules.bad.yml: routes[1] "y": fingerprint.body.format: "GraphQL": unknown format (want json, form, graphql or jsonrpc)`,
+		`rules.bad.yml: routes[0] "x": fingerprint.body.format: "xml": unknown format (want json, form, multipart, graphql or jsonrpc)`,
+		`rules.bad.yml: routes[1] "y": fingerprint.body.format: "GraphQL": unknown format (want json, form, multipart, graphql or jsonrpc)`,
 	},
 	"key.bad.yml": {
 		`key.bad.yml: routes[0] "x": key.from: "tenant": want body:/POINTER, query:NAME or header:NAME`,

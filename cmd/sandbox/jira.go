@@ -18,10 +18,12 @@ type jiraState struct {
 	lastID  int64                 // the first issue gets id 10001
 	lastNum map[string]int64      // last issue number by project key: OPS-1, OPS-2, ...
 	issues  map[string]*jiraIssue // by id and by key
+	// lastAttachment numbers the attachments (jira_attachments.go): the first gets id 10001.
+	lastAttachment int64
 }
 
 func newJiraState() jiraState {
-	return jiraState{lastID: 10000, lastNum: make(map[string]int64), issues: make(map[string]*jiraIssue)}
+	return jiraState{lastID: 10000, lastNum: make(map[string]int64), issues: make(map[string]*jiraIssue), lastAttachment: 10000}
 }
 
 // forget forgets the issues created.

@@ -25,6 +25,8 @@ injects faults on request. It prints "sandbox listening on http://ADDR" when rea
 Endpoints (side-effect counter name in brackets):
   POST /rest/api/3/issue        Jira: create an issue, JSON               [jira.create_issue]
   GET  /rest/api/3/issue/{id}   Jira: read an issue by id or key; 404 if unknown (no side effect)
+  POST /rest/api/3/issue/{id}/attachments  Jira: attach files, multipart/form-data parts "file",
+                                with X-Atlassian-Token: no-check          [jira.add_attachment]
   POST /api/v2/tickets.json     Zendesk: create a ticket, JSON            [zendesk.create_ticket]
   POST /graphql                 Linear: mutation issueCreate, GraphQL     [linear.issue_create]
   POST /v1/refunds              Stripe: create a refund, form-encoded     [stripe.create_refund]

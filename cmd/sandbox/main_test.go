@@ -114,7 +114,7 @@ func TestRunFlags(t *testing.T) {
 			// The -h text documents every endpoint and every fault header.
 			for _, want := range []string{
 				"-listen", "/rest/api/3/issue", "/rest/api/3/issue/{id}", "/api/v2/tickets.json", "/graphql",
-				"/v1/refunds", "/v1/tickets", "/v1/tickets?external_id=", "/jsonrpc", "/_sandbox/stats", "/_sandbox/reset", "/_sandbox/script",
+				"/v1/refunds", "/v1/tickets", "/v1/tickets?external_id=", "/jsonrpc", "/rest/api/3/issue/{id}/attachments", "/_sandbox/stats", "/_sandbox/reset", "/_sandbox/script",
 				"/_sandbox/holds", "/_sandbox/release", "/mcp", "/mcp-json", "/mcp-stateless",
 				"search_tickets", "failing_create",
 				headerDelay, headerHold, headerDetach, headerIdempotencyKey, headerStatus, headerFailAfterCommit + ": drop", headerFailAfterCommit + ": 500",

@@ -26,13 +26,14 @@ const (
 	ticketsCreateTicket = "tickets.create_ticket"
 	ticketsFindTickets  = "tickets.find_tickets"
 	jsonrpcCreateTicket = "jsonrpc.create_ticket"
+	jiraAddAttachment   = "jira.add_attachment"
 )
 
 // effectEndpoints are the endpoints (and MCP tools, mcp.go) that perform a side effect; the stats
 // list each of them, zero or not. apiEndpoints are all the endpoints and tools that play a tool's API.
 var (
 	effectEndpoints = []string{jiraCreateIssue, zendeskCreateTicket, linearIssueCreate, stripeCreateRefund, ticketsCreateTicket,
-		jsonrpcCreateTicket, mcpCreateTicket, mcpSlowCreate, mcpProgressCreate, mcpBrokenCreate, mcpConfirmCreate}
+		jsonrpcCreateTicket, jiraAddAttachment, mcpCreateTicket, mcpSlowCreate, mcpProgressCreate, mcpBrokenCreate, mcpConfirmCreate}
 	apiEndpoints = append([]string{jiraGetIssue, ticketsFindTickets, mcpSearchTickets, mcpFailingCreate}, effectEndpoints...)
 )
 
@@ -85,6 +86,7 @@ func newSandbox(log *slog.Logger) *sandbox {
 
 	s.mux.Handle("POST /rest/api/3/issue", s.api(jiraCreateIssue, s.jiraCreateIssue))
 	s.mux.Handle("GET /rest/api/3/issue/{id}", s.api(jiraGetIssue, s.jiraGetIssue))
+	s.mux.Handle("POST /rest/api/3/issue/{id}/attachments", s.api(jiraAddAttachment, s.jiraAddAttachment))
 	s.mux.Handle("POST /api/v2/tickets.json", s.api(zendeskCreateTicket, s.zendeskCreateTicket))
 	s.mux.Handle("POST /graphql", s.api(linearIssueCreate, s.linearGraphQL))
 	s.mux.Handle("POST /v1/refunds", s.api(stripeCreateRefund, s.stripeCreateRefund))
