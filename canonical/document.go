@@ -111,6 +111,7 @@ type Canonicalizer struct {
 	sets      []compiledPointer       // deepest first, then by pointer text
 	query     []string                // sorted by compareUTF16
 	headers   []string                // lower case, sorted
+	rules     []byte                  // Rules' text, made once by Compile
 }
 
 type compiledPointer struct {
@@ -181,6 +182,7 @@ func Compile(f Fields) (*Canonicalizer, error) {
 	})
 	slices.SortFunc(c.query, compareUTF16)
 	slices.Sort(c.headers)
+	c.rules = c.rulesText()
 	return c, nil
 }
 

@@ -8,8 +8,10 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -283,4 +285,51 @@ func TestC21_MultipartRetry(t *testing.T) {
 			t.Errorf("jira.add_attachment: Up×%d, want Up×1", n)
 		}
 	})
+}
+
+// TestC22_RulesChangeBetweenAttempts (docs/cases.md C22): key K executes under rules that leave
+// /customer_id out; the routes file is changed to leave /priority out instead and reloaded
+// (SIGHUP). K's identical retry replays; a retry that changed /title, which both rule sets read,
+// is 422 naming /title alone; one that changed only /priority is fingerprint-rules-changed, naming
+// no field (never a 422 naming a field the route no longer reads). Up×1. On both stores.
+func TestC22_RulesChangeBetweenAttempts(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, e *env) {
+		first := e.gw.do(t, Request{Key: "c22", Body: ticketBody})
+		expectCreated(t, first)
+
+		old, err := os.ReadFile(e.routes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := strings.Replace(string(old), "exclude: [/customer_id]", "exclude: [/priority]", 1)
+		if changed == string(old) {
+			t.Fatal("testdata/c22.yaml.tmpl no longer excludes /customer_id")
+		}
+		if err := os.WriteFile(e.routes, []byte(changed), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.gw.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		e.gw.waitLog(t, "routes reloaded", 1)
+
+		// The replay: the first answer, under this request's fingerprint (the route's rules now).
+		replay := e.gw.do(t, Request{Key: "c22", Body: ticketBody})
+		expectDecision(t, replay, first.Status, "replay")
+		if !bytes.Equal(replay.Body, first.Body) {
+			t.Errorf("replayed body %s, want the first answer's %s", replay.Body, first.Body)
+		}
+		r := e.gw.do(t, Request{Key: "c22", Body: strings.Replace(ticketBody, "Disk full", "Disk empty", 1)})
+		expectProblem(t, r, http.StatusUnprocessableEntity, "idempotency-key-reused", "conflict", false)
+		if !strings.Contains(string(r.Body), `"differing_fields":["/title"]`) {
+			t.Errorf("the 422 does not name /title alone: %s", r.Body)
+		}
+		r = e.gw.do(t, Request{Key: "c22", Body: strings.Replace(ticketBody, `"high"`, `"low"`, 1)})
+		expectProblem(t, r, http.StatusUnprocessableEntity, "fingerprint-rules-changed", "conflict", false)
+		if strings.Contains(string(r.Body), "differing_fields") {
+			t.Errorf("fingerprint-rules-changed names fields: %s", r.Body)
+		}
+		expectUp(t, e.sb, 1)
+	}, envOptions{routes: "c22.yaml.tmpl", env: []string{"IDEMGATEWAY_ROUTES_POLL=0"}})
 }

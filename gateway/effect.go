@@ -169,6 +169,7 @@ func (x *Exchange) claim() (prev *record.Record, f found, err error) {
 	if len(x.doc) <= record.MaxDocumentBytes {
 		x.rec.Document = x.doc
 	}
+	x.rec.Rules = x.rt.Fingerprint.Rules()
 	var state string
 	var stored record.Payload
 	x.claimSent = time.Now() // the lease runs from here at the latest
@@ -191,7 +192,7 @@ func (x *Exchange) claim() (prev *record.Record, f found, err error) {
 	if prev, err = record.Decode(state, stored); err != nil {
 		return nil, f, err
 	}
-	f.state, f.sameEffect = state, prev.EffectFingerprint == x.fp
+	f.state, f.sameEffect = state, x.sameEffect(prev)
 	return prev, f, nil
 }
 

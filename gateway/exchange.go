@@ -51,6 +51,7 @@ type Exchange struct {
 
 	identity // who asks, the key and its scope, the fingerprint (identify.go)
 	decision string
+	prior    *priorRules // the request under the rules of a record made under others (rulesversion.go)
 
 	// Set for an execution under a claimed key; settled once the record's final write started.
 	owner     string

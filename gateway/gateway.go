@@ -94,6 +94,7 @@ type Gateway struct {
 
 	inFlight sync.Map              // *execution -> struct{}: calls under way, for Abandon
 	churn    *churn                // recent executions, to count keys minted per retry
+	ruleSets ruleSets              // the rules of records made under other rules than their route's now
 	waiters  waiters               // duplicates waiting for a record to settle (concurrency: wait)
 	settles  settles               // settle writes retried in the background (settle.go)
 	fronts   map[routes.Kind]Front // the front ends of Options.Fronts (front.go)

@@ -118,7 +118,7 @@ func identify(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter,
 	if id.req, err = canonicalRequest(rt, r, id.body); err != nil {
 		return id, err
 	}
-	if id.doc, err = gatedDocument(r.Context(), rt, id.req); err != nil {
+	if id.doc, err = gatedDocument(r.Context(), rt.Fingerprint, id.req); err != nil {
 		return id, err
 	}
 	id.fp = canonical.Fingerprint(id.doc)

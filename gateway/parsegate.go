@@ -12,7 +12,6 @@ import (
 
 	"github.com/idemgateway/idemgateway/canonical"
 	"github.com/idemgateway/idemgateway/problem"
-	"github.com/idemgateway/idemgateway/routes"
 )
 
 // Defaults of Options.
@@ -67,13 +66,13 @@ func newParseGate(opts *Options, m *metrics) *parseGate {
 // identify phase of every front end.
 type parseGateKey struct{}
 
-// gatedDocument returns the canonical document of req under rt, through the parseGate of ctx.
+// gatedDocument returns the canonical document of req under c, through the parseGate of ctx.
 // Explain's requests have none: they parse alone, under the default value budget.
-func gatedDocument(ctx context.Context, rt *routes.Route, req *canonical.Request) ([]byte, error) {
+func gatedDocument(ctx context.Context, c *canonical.Canonicalizer, req *canonical.Request) ([]byte, error) {
 	if g, ok := ctx.Value(parseGateKey{}).(*parseGate); ok {
-		return g.document(ctx, rt.Fingerprint, req)
+		return g.document(ctx, c, req)
 	}
-	return rt.Fingerprint.Document(req)
+	return c.Document(req)
 }
 
 // document returns the canonical document of req under c, once the gate lets its parse in.

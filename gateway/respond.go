@@ -65,14 +65,26 @@ func (x *Exchange) replay(prev *record.Record) {
 // (docs/security.md#who-is-calling).
 func (x *Exchange) conflict(prev *record.Record) {
 	c := &Conflict{ReceivedFingerprint: x.fp}
-	if x.caller == "" || x.caller == prev.Caller {
+	same := x.caller == "" || x.caller == prev.Caller
+	if same {
 		c.ExistingFingerprint, c.ExistingRemoteID = prev.EffectFingerprint, prev.RemoteID
-		if prev.Document != nil && x.doc != nil {
+		switch {
+		case x.prior != nil: // made under other rules (rulesversion.go)
+			c.DifferingFields = x.priorConflict(prev, problem.MaxDifferingFields)
+		case prev.Document != nil && x.doc != nil:
 			c.DifferingFields = x.rt.Fingerprint.DifferingFields(prev.Document, x.doc, problem.MaxDifferingFields)
 		}
 	}
 	x.decide(DecisionConflict)
 	x.sayExpires(prev.ExpiresAt)
+	if x.prior != nil && len(c.DifferingFields) == 0 {
+		x.front.Refuse(x, &Refusal{
+			Decision: DecisionConflict,
+			Err: fmt.Errorf("%w: key %q was first used under other fingerprint rules, and no field both rule sets read tells this request from that one; send it under a new key if it is another effect",
+				problem.ErrRulesChanged, x.key),
+		})
+		return
+	}
 	x.front.Refuse(x, &Refusal{
 		Decision: DecisionConflict,
 		Err:      fmt.Errorf("%w: key %q was first used for a request with another fingerprint", problem.ErrConflict, x.key),

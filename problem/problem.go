@@ -29,6 +29,7 @@ var (
 	ErrTenantMismatch   = errors.New("tenant mismatch")
 	ErrActorMismatch    = errors.New("actor mismatch")
 	ErrConflict         = errors.New("idempotency key reused with a different effect")
+	ErrRulesChanged     = errors.New("fingerprint rules changed since the key was first used")
 	ErrInProgress       = errors.New("a request with this idempotency key is in progress")
 	ErrOutcomeUnknown   = errors.New("the outcome of the request with this idempotency key is unknown")
 	ErrStoreUnavailable = errors.New("idempotency store unavailable")
@@ -71,6 +72,7 @@ func kindOf(err error) kind {
 		{ErrTenantMismatch, kind{http.StatusForbidden, "tenant-mismatch", "Tenant mismatch", false}},
 		{ErrActorMismatch, kind{http.StatusForbidden, "actor-mismatch", "Actor mismatch", false}},
 		{ErrConflict, kind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused", false}},
+		{ErrRulesChanged, kind{http.StatusUnprocessableEntity, "fingerprint-rules-changed", "Fingerprint rules changed", false}},
 		{ErrInProgress, kind{http.StatusConflict, "request-in-progress", "Request in progress", true}},
 		{ErrOutcomeUnknown, kind{http.StatusConflict, "outcome-unknown", "Outcome unknown", false}},
 		{ErrStoreUnavailable, kind{http.StatusServiceUnavailable, "store-unavailable", "Idempotency store unavailable", true}},

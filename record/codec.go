@@ -26,6 +26,11 @@ type Record struct {
 	// (docs/security.md#who-is-calling): only that caller's conflicts tell of the record. "" without
 	// clients, and in records written before it was kept.
 	Caller string
+	// Rules is the fingerprint rules the request that claimed the key was fingerprinted under
+	// (canonical.Canonicalizer.Rules), kept so that a retry that meets the record after the rules
+	// changed is compared under them (docs/fingerprint.md#when-the-rules-change). The claim part
+	// holds it, as it holds the document; nil in records written before it was kept.
+	Rules []byte
 }
 
 // MaxDocumentBytes bounds the canonical document a record keeps (64 KiB). A request whose
@@ -72,7 +77,8 @@ const recordHead = len(recordMagic) + 4
 // copies the small fields once and leaves the large ones in place. After them come the optional
 // small fields, each written only when set, so that a record without them is the same bytes as
 // before they existed: the caller (a string), the MCP protocol version (a string) and the span
-// of the response body's JSON-RPC id (two integers).
+// of the response body's JSON-RPC id (two integers, both 0 when there is none), and the
+// fingerprint rules (a string).
 func (rec *Record) Encode() []byte {
 	var body []byte
 	if rec.Response != nil {
@@ -94,7 +100,7 @@ func (rec *Record) Encode() []byte {
 // that a settle does not send it to the store again (Decode puts it back).
 func (rec *Record) EncodeSettle() []byte {
 	r := *rec
-	r.Document = nil
+	r.Document, r.Rules = nil, nil
 	return r.Encode()
 }
 
@@ -113,7 +119,7 @@ func Decode(state string, stored Payload) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec.Document = claim.Document
+	rec.Document, rec.Rules = claim.Document, claim.Rules
 	return rec, nil
 }
 
@@ -157,6 +163,8 @@ func (rec *Record) fields(e *recordEncoder, bodyLen int) {
 	}
 	optional := 0
 	switch {
+	case rec.Rules != nil:
+		optional = 4
 	case idSpan != [2]int{}:
 		optional = 3
 	case r.MCPProtocolVersion != "":
@@ -173,6 +181,9 @@ func (rec *Record) fields(e *recordEncoder, bodyLen int) {
 	if optional >= 3 {
 		e.int(int64(idSpan[0]))
 		e.int(int64(idSpan[1]))
+	}
+	if optional >= 4 {
+		e.string(string(rec.Rules))
 	}
 }
 
@@ -287,8 +298,14 @@ func decodePart(state string, payload []byte) (*Record, error) {
 	}
 	var idSpan [2]int
 	if d.err == nil && d.off < len(small) {
-		idSpan[0] = d.intIn("response id start", 1, bodyLen)
-		idSpan[1] = d.intIn("response id end", idSpan[0]+1, bodyLen)
+		if idSpan[0] = d.intIn("response id start", 0, bodyLen); idSpan[0] == 0 { // none
+			d.intIn("response id end", 0, 0)
+		} else {
+			idSpan[1] = d.intIn("response id end", idSpan[0]+1, bodyLen)
+		}
+	}
+	if d.err == nil && d.off < len(small) {
+		rec.Rules = []byte(d.string("rules"))
 	}
 	if d.err == nil && d.off != len(small) {
 		d.err = fmt.Errorf("%d bytes after the last field", len(small)-d.off)

@@ -49,7 +49,12 @@ func TestRecordRoundTrip(t *testing.T) {
 	withCaller.Caller = "sha256:0123456789abcdef0123456789abcdef"
 	withIDSpan := fullRecord()
 	withIDSpan.Response.IDSpan = [2]int{6, 11}
-	for name, rec := range map[string]*Record{"full": fullRecord(), "claim": claim, "bodiless": bodiless, "caller": withCaller, "id span": withIDSpan} {
+	withRules := fullRecord()
+	withRules.Rules = []byte(`{"exclude":["/trace_id"]}`)
+	withRulesAndSpan := fullRecord()
+	withRulesAndSpan.Rules, withRulesAndSpan.Response.IDSpan = []byte(`{}`), [2]int{6, 11}
+	for name, rec := range map[string]*Record{"full": fullRecord(), "claim": claim, "bodiless": bodiless, "caller": withCaller, "id span": withIDSpan,
+		"rules": withRules, "rules and id span": withRulesAndSpan} {
 		got, err := decodePart(rec.State, rec.Encode())
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -87,6 +92,15 @@ func TestRecordInTwoParts(t *testing.T) {
 	}
 	if got, err := Decode(StateInProgress, Payload{Claim: claimPart}); err != nil || got.Response != nil || !bytes.Equal(got.Document, rec.Document) {
 		t.Errorf("Decode(claim) = %+v, %v; want the claim with its document", got, err)
+	}
+	// With rules, the claim part holds them and the settle part does not.
+	rec.Rules, claim.Rules = []byte(`{"exclude":["/trace_id"]}`), []byte(`{"exclude":["/trace_id"]}`)
+	claimPart, settlePart = claim.Encode(), rec.EncodeSettle()
+	if bytes.Contains(settlePart, rec.Rules) {
+		t.Errorf("the settle part %q holds the rules again", settlePart)
+	}
+	if got, err := Decode(rec.State, Payload{Claim: claimPart, Settle: settlePart}); err != nil || !reflect.DeepEqual(got, rec) {
+		t.Errorf("Decode(claim, settle) with rules = %+v, %v\nwant %+v", got, err, rec)
 	}
 	// A damaged part is refused, whichever it is.
 	for name, p := range map[string]Payload{
