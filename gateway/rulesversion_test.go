@@ -50,7 +50,7 @@ func TestRulesChangeBetweenAttempts(t *testing.T) {
 		}
 		for _, tc := range []struct {
 			name, key, body, want string
-			fields             string // the problem's differing_fields, for a 422
+			fields                string // the problem's differing_fields, for a 422
 		}{
 			{"identical retry", "k", body, "201 replay", ""},
 			{"duplicate in flight", "held", body, "409 in_progress", ""},
