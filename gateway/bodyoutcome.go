@@ -36,18 +36,13 @@ var jsonrpcNotCommitted = []int{-32700, -32600, -32601, -32602, -32020, -32021, 
 // route's outcome.error_codes), then jsonrpcNotCommitted, else unknown: the server failed, and
 // may have acted first.
 func JSONRPCErrorClass(code int, codes routes.Outcome) OutcomeClass {
-	switch {
-	case slices.Contains(codes.Committed, code):
-		return Committed
-	case slices.Contains(codes.NotCommitted, code):
-		return NotCommitted
-	case slices.Contains(codes.Unknown, code):
-		return Unknown
-	case slices.Contains(jsonrpcNotCommitted, code):
-		return NotCommitted
-	default:
-		return Unknown
+	if c, ok := listed(code, codes); ok {
+		return c
 	}
+	if slices.Contains(jsonrpcNotCommitted, code) {
+		return NotCommitted
+	}
+	return Unknown
 }
 
 // answerClass is the class of an executed call's answer of status with body (whole: not cut off)

@@ -145,6 +145,20 @@ func outcomeOf(res upstreamResult, rt *routes.Route) Outcome {
 	return settled(classOf(res, rt.Outcome), rt)
 }
 
+// listed returns the class of the list of o (committed, not_committed, unknown) that holds code,
+// a status or a JSON-RPC error code; ok is false when none does.
+func listed(code int, o routes.Outcome) (c OutcomeClass, ok bool) {
+	switch {
+	case slices.Contains(o.Committed, code):
+		return Committed, true
+	case slices.Contains(o.NotCommitted, code):
+		return NotCommitted, true
+	case slices.Contains(o.Unknown, code):
+		return Unknown, true
+	}
+	return 0, false
+}
+
 func classOf(res upstreamResult, o routes.Outcome) OutcomeClass {
 	status := res.status
 	switch {
@@ -154,12 +168,11 @@ func classOf(res upstreamResult, o routes.Outcome) OutcomeClass {
 		return NotCommitted
 	case status < 200: // RFC 9110 §15.2: never final; the upstream may have acted and switched
 		return Unknown
-	case slices.Contains(o.Committed, status):
-		return Committed
-	case slices.Contains(o.NotCommitted, status):
-		return NotCommitted
-	case slices.Contains(o.Unknown, status):
-		return Unknown
+	}
+	if c, ok := listed(status, o); ok {
+		return c
+	}
+	switch {
 	case status < 400:
 		return Committed
 	case status < 500, status == http.StatusServiceUnavailable:

@@ -738,7 +738,7 @@ var mutants = []Mutant{
 		File: "gateway/mcpfront/outcome.go", From: "	case f.IsError:\n		return gateway.NotCommitted", To: "	case f.IsError:\n		return gateway.Committed",
 		Tests: []Target{{Pkg: "./gateway/mcpfront", Run: "^TestFinalClass$"}, {Pkg: "./gateway", Run: "^TestMCPIsErrorNotStored$"}}},
 	{Name: "mcp-error-after-effect-not-committed", Behaviour: "a JSON-RPC error outside the not-committed codes frees the key: a retry runs the effect a second time",
-		File: "gateway/bodyoutcome.go", From: "	default:\n		return Unknown\n	}\n}\n\n// answerClass", To: "	default:\n		return NotCommitted\n	}\n}\n\n// answerClass",
+		File: "gateway/bodyoutcome.go", From: "		return NotCommitted\n	}\n	return Unknown\n}\n\n// answerClass", To: "		return NotCommitted\n	}\n	return NotCommitted\n}\n\n// answerClass",
 		Tests: []Target{{Pkg: "./gateway/mcpfront", Run: "^TestFinalClass$"}, {Pkg: "./gateway", Run: "^TestMCPProtocolErrorAfterEffectUnknown$"}}},
 	{Name: "mcp-cancel-forwarded", Behaviour: "a client's notifications/cancelled of a guarded call in flight reaches the server, which stops the tool mid-effect",
 		File: "gateway/mcpfront/front.go", From: "	return msg.Kind == mcpwire.Notification && msg.Method == methodCancelled && rt.MCP.Cancel != routes.CancelForward &&", To: "	return false && msg.Kind == mcpwire.Notification && msg.Method == methodCancelled && rt.MCP.Cancel != routes.CancelForward &&",
