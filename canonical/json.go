@@ -2,6 +2,7 @@ package canonical
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -91,6 +92,44 @@ func LookupJSON(data []byte, p Pointer) (value []byte, ok bool) {
 		return nil, false
 	}
 	return appendValue(nil, v), true
+}
+
+// LookupLenient is LookupJSON for JSON text a server wrote rather than a request the gateway
+// fingerprints: data is read as encoding/json reads it (a member named twice has its last value;
+// invalid UTF-8 and lone surrogates become U+FFFD), as most clients of an API read its answers.
+// The value is returned as canonical JSON text. ok is false when data is not one JSON value or p
+// is absent or the zero Pointer.
+func LookupLenient(data []byte, p Pointer) (value []byte, ok bool) {
+	if p.IsZero() {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil || dec.InputOffset() < int64(len(bytes.TrimRight(data, " \t\r\n"))) {
+		return nil, false
+	}
+	for _, tok := range p.tokens() {
+		switch x := v.(type) {
+		case map[string]any:
+			if v, ok = x[tok]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, ok := arrayIndex(tok, len(x))
+			if !ok {
+				return nil, false
+			}
+			v = x[i]
+		default:
+			return nil, false
+		}
+	}
+	b, err := json.Marshal(v)
+	if err == nil {
+		b, err = Canonicalize(b)
+	}
+	return b, err == nil
 }
 
 // resolve returns the value at the reference tokens toks below v (RFC 6901 §4), or nil when there

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"mime"
+	"mime/quotedprintable"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -38,52 +40,55 @@ const (
 
 // parseMultipart reads body as multipart/form-data with the boundary of the Content-Type ct,
 // within budget values: the parts are counted by their boundary lines before any is read, so a
-// body of too many is refused having built nothing. A line may end in CRLF or LF. Errors wrap
-// ErrInvalidBody (no boundary, a part not closed by one, headers that are not "Name: value" lines
-// or over MaxMultipartHeaderBytes, a part without Content-Disposition: form-data and a name, a
-// name, filename or Content-Type that is not valid) or ErrBodyTooComplex.
+// body of too many is refused having built nothing. As Go's mime/multipart reads it (RFC 2046
+// §5.1.1): a delimiter line is the boundary after "--" at the start of a line, then optional
+// white space and the line end; the first one says whether lines end in CRLF or LF, and only that
+// line end starts a delimiter in what follows (a part's content may hold the other, or the
+// boundary followed by more on its line); the close delimiter adds "--". Errors wrap
+// ErrInvalidBody (no boundary, a part not closed by one, bad part headers, a part without
+// Content-Disposition: form-data and a name, a name, filename or Content-Type that is not valid)
+// or ErrBodyTooComplex.
 func parseMultipart(body []byte, ct string, budget int) (node, error) {
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
 		return node{}, fmt.Errorf("%w: a multipart body needs Content-Type multipart/form-data with a boundary (got %q)", ErrInvalidBody, ct)
 	}
-	delim := "--" + params["boundary"]
-	if parts := bytes.Count(body, []byte(delim)) - 1; parts*multipartPartValues > budget {
+	delim := []byte("--" + params["boundary"])
+	if parts := bytes.Count(body, delim) - 1; parts*multipartPartValues > budget {
 		return node{}, fmt.Errorf("%w: %d multipart parts, more than %d", ErrBodyTooComplex, parts, budget/multipartPartValues)
 	}
-	next := "\n" + delim // a delimiter starts a line
-	pos := 0
-	if !bytes.HasPrefix(body, []byte(delim)) {
-		i := bytes.Index(body, []byte(next))
-		if i < 0 {
-			return node{}, fmt.Errorf("%w: multipart: no boundary line", ErrInvalidBody)
+	// The first delimiter line: at the start, or after a line end (the preamble never counts).
+	lfDelim := append([]byte("\n"), delim...)
+	pos, final, nl := -1, false, ""
+	for i := 0; pos < 0; i++ {
+		if i > 0 || !bytes.HasPrefix(body, delim) {
+			j := bytes.Index(body[i:], lfDelim)
+			if j < 0 {
+				return node{}, fmt.Errorf("%w: multipart: no boundary line", ErrInvalidBody)
+			}
+			i += j + 1
 		}
-		pos = i + 1 // the preamble before it never counts
+		pos, final, nl = delimiterLine(body, i+len(delim), "")
 	}
 	obj := node{kind: kindObject}
 	index := map[string]int{} // part name -> its member in obj
-	for {
-		pos += len(delim)
-		if bytes.HasPrefix(body[pos:], []byte("--")) { // the close delimiter; the epilogue never counts
-			break
-		}
-		for pos < len(body) && (body[pos] == ' ' || body[pos] == '\t') { // transport padding
-			pos++
-		}
-		if pos = lineEnd(body, pos); pos < 0 {
-			return node{}, fmt.Errorf("%w: multipart: a boundary line with more after it", ErrInvalidBody)
-		}
-		disposition, contentType, end, err := partHeaders(body, pos)
+	for !final {
+		h, end, err := partHeaders(body, pos)
 		if err != nil {
 			return node{}, err
 		}
-		k := bytes.Index(body[end:], []byte(next))
-		if k < 0 {
-			return node{}, fmt.Errorf("%w: multipart: a part not closed by a boundary line", ErrInvalidBody)
+		var k int
+		for from := end; ; from = k + 1 { // the next delimiter line; a boundary with more after it is content
+			i := bytes.Index(body[from:], append([]byte(nl), delim...))
+			if i < 0 {
+				return node{}, fmt.Errorf("%w: multipart: a part not closed by a boundary line", ErrInvalidBody)
+			}
+			k = from + i
+			if pos, final, _ = delimiterLine(body, k+len(nl)+len(delim), nl); pos >= 0 {
+				break
+			}
 		}
-		content := bytes.TrimSuffix(body[end:end+k], []byte("\r"))
-		pos = end + k + 1
-		name, part, err := multipartPart(disposition, contentType, content)
+		name, part, err := multipartPart(h, body[end:k])
 		if err != nil {
 			return node{}, err
 		}
@@ -99,61 +104,87 @@ func parseMultipart(body []byte, ct string, budget int) (node, error) {
 	return obj, nil
 }
 
-// lineEnd returns the position after the line end (CRLF or LF) at pos, or -1 when there is none.
-func lineEnd(body []byte, pos int) int {
-	switch {
-	case bytes.HasPrefix(body[pos:], []byte("\r\n")):
-		return pos + 2
-	case bytes.HasPrefix(body[pos:], []byte("\n")):
-		return pos + 1
+// delimiterLine reads the rest of a delimiter line from pos, just after the boundary: "--" for the
+// close delimiter (final), then optional spaces and tabs, then the line end nl ("": CRLF or LF,
+// which it returns as nl), or the body's end after a close delimiter. next is where the line
+// ends, or -1 when this is no delimiter line (more follows the boundary on its line).
+func delimiterLine(body []byte, pos int, nl string) (next int, final bool, lineEnd string) {
+	if final = bytes.HasPrefix(body[pos:], []byte("--")); final {
+		pos += 2
 	}
-	return -1
+	for pos < len(body) && (body[pos] == ' ' || body[pos] == '\t') {
+		pos++
+	}
+	for _, end := range []string{"\r\n", "\n"} {
+		if (nl == "" || nl == end) && bytes.HasPrefix(body[pos:], []byte(end)) {
+			return pos + len(end), final, end
+		}
+	}
+	if final && pos == len(body) {
+		return pos, true, nl
+	}
+	return -1, false, nl
 }
 
-// partHeaders reads the header lines of a part from pos to the empty line that ends them, and
-// returns its Content-Disposition and Content-Type (names in any letter case; a line that starts
-// with a space or tab continues the one before) and where its content starts. Other headers are
-// read past.
-func partHeaders(body []byte, pos int) (disposition, contentType string, end int, err error) {
-	var current *string // the header a continuation line adds to
+// partFields are the part headers that count, as partHeaders read them.
+type partFields struct {
+	disposition, contentType, encoding string
+}
+
+// partHeaders reads the header lines of a part from pos to the empty line that ends them (each
+// line ending in CRLF or LF), and returns its Content-Disposition, Content-Type and
+// Content-Transfer-Encoding (names in any letter case, each at most once) and where its content
+// starts. Other headers are read past. A line folded onto the next (a line that starts with a
+// space or tab, obsolete since RFC 7230) is refused.
+func partHeaders(body []byte, pos int) (h partFields, end int, err error) {
 	size := 0
 	for {
 		nl := bytes.IndexByte(body[pos:], '\n')
 		if nl < 0 {
-			return "", "", 0, fmt.Errorf("%w: multipart: a part's headers do not end", ErrInvalidBody)
+			return h, 0, fmt.Errorf("%w: multipart: a part's headers do not end", ErrInvalidBody)
 		}
 		line := bytes.TrimSuffix(body[pos:pos+nl], []byte("\r"))
 		pos += nl + 1
 		if len(line) == 0 {
-			return disposition, contentType, pos, nil
+			return h, pos, nil
 		}
 		if size += len(line); size > MaxMultipartHeaderBytes {
-			return "", "", 0, fmt.Errorf("%w: a multipart part's headers hold more than %d bytes", ErrInvalidBody, MaxMultipartHeaderBytes)
+			return h, 0, fmt.Errorf("%w: a multipart part's headers hold more than %d bytes", ErrInvalidBody, MaxMultipartHeaderBytes)
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			if current != nil {
-				*current += " " + string(bytes.TrimSpace(line))
-			}
-			continue
+			return h, 0, fmt.Errorf("%w: multipart: a part's header line folded onto the next (obsolete line folding)", ErrInvalidBody)
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
-			return "", "", 0, fmt.Errorf("%w: multipart: a part's header line is not \"Name: value\"", ErrInvalidBody)
+			return h, 0, fmt.Errorf("%w: multipart: a part's header line is not \"Name: value\"", ErrInvalidBody)
 		}
-		current = nil
-		switch {
-		case bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Disposition")):
-			disposition, current = string(bytes.TrimSpace(value)), &disposition
-		case bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Type")):
-			contentType, current = string(bytes.TrimSpace(value)), &contentType
+		var dst *string
+		switch strings.ToLower(string(bytes.TrimSpace(name))) {
+		case "content-disposition":
+			dst = &h.disposition
+		case "content-type":
+			dst = &h.contentType
+		case "content-transfer-encoding":
+			dst = &h.encoding
+		default:
+			continue
+		}
+		if *dst != "" {
+			return h, 0, fmt.Errorf("%w: multipart: a part sends %s twice", ErrInvalidBody, bytes.TrimSpace(name))
+		}
+		if *dst = string(bytes.TrimSpace(value)); *dst == "" {
+			return h, 0, fmt.Errorf("%w: multipart: a part sends an empty %s", ErrInvalidBody, bytes.TrimSpace(name))
 		}
 	}
 }
 
-// multipartPart is the name and the object of a part with those headers and content
-// (parseMultipart).
-func multipartPart(disposition, ct string, content []byte) (string, node, error) {
-	kind, dparams, err := mime.ParseMediaType(disposition)
+// multipartPart is the name and the object of a part with headers h and content (parseMultipart).
+// Quoted-printable content is decoded first, as Go's mime/multipart decodes it for the upstream;
+// an identity Content-Transfer-Encoding (7bit, 8bit, binary) never counts, and any other is a
+// member of the part ("content_transfer_encoding"), so that bytes an upstream may read otherwise
+// never fingerprint alike.
+func multipartPart(h partFields, content []byte) (string, node, error) {
+	kind, dparams, err := mime.ParseMediaType(h.disposition)
 	name := dparams["name"]
 	switch {
 	case err != nil || !strings.EqualFold(kind, "form-data"):
@@ -164,15 +195,25 @@ func multipartPart(disposition, ct string, content []byte) (string, node, error)
 		return "", node{}, fmt.Errorf("%w: a multipart part's name is not valid UTF-8", ErrInvalidBody)
 	}
 	contentType := "text/plain"
-	if ct != "" {
-		mt, params, err := mime.ParseMediaType(ct)
+	if h.contentType != "" {
+		mt, params, err := mime.ParseMediaType(h.contentType)
 		if err != nil {
-			return "", node{}, fmt.Errorf("%w: multipart part %q: Content-Type %q: %v", ErrInvalidBody, name, ct, err)
+			return "", node{}, fmt.Errorf("%w: multipart part %q: Content-Type %q: %v", ErrInvalidBody, name, h.contentType, err)
 		}
 		contentType = mime.FormatMediaType(mt, params)
 	}
-	kids := make([]member, 1, 3)
+	kids := make([]member, 1, 4)
 	kids[0] = member{name: "content_type", val: node{kind: kindString, str: contentType}}
+	switch encoding := strings.ToLower(h.encoding); encoding {
+	case "", "7bit", "8bit", "binary":
+	case "quoted-printable":
+		// The reader is lenient, as Go's is for an upstream: a malformed escape passes through.
+		if content, err = io.ReadAll(quotedprintable.NewReader(bytes.NewReader(content))); err != nil {
+			return "", node{}, fmt.Errorf("%w: multipart part %q: quoted-printable: %v", ErrInvalidBody, name, err)
+		}
+	default:
+		kids = append(kids, member{name: "content_transfer_encoding", val: node{kind: kindString, str: encoding}})
+	}
 	filename, hasFile := dparams["filename"]
 	if hasFile {
 		if !utf8.ValidString(filename) {

@@ -152,3 +152,54 @@ func TestMultipartRefused(t *testing.T) {
 		t.Errorf("20 parts within the budget: %v", err)
 	}
 }
+
+// TestMultipartAsGoReadsIt: the parts are those Go's mime/multipart gives an upstream, so that two
+// bodies are one effect only when an upstream reads them alike (each row found by trying to break
+// the parser): the line end of the first delimiter line is the one that starts the others, so a
+// CRLF body whose content holds "\n--b" is one part; the boundary with more after it on its line
+// is content; "--b--junk" closes nothing; quoted-printable content counts decoded, and another
+// transfer encoding counts as a member; LF-only bodies are read.
+func TestMultipartAsGoReadsIt(t *testing.T) {
+	t.Parallel()
+	const ct = "multipart/form-data; boundary=b"
+	doc := func(body string) string {
+		t.Helper()
+		return string(multipartDocument(t, Fields{}, ct, []byte(body)))
+	}
+	file := func(headers, content string) string {
+		return "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n" + headers + "\r\n" + content + "\r\n--b--\r\n"
+	}
+	// One file whose content holds a bare-LF delimiter and part headers, and two real files.
+	one := doc("--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nx\n--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\ny\r\n--b--\r\n")
+	two := doc("--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nx\r\n--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\ny\r\n--b--\r\n")
+	if one == two || strings.Count(one, "sha256:") != 1 || strings.Count(two, "sha256:") != 2 {
+		t.Errorf("a bare-LF delimiter in a CRLF body:\n%s\nwant one part, unlike the two-part\n%s", one, two)
+	}
+	if got := doc(file("", "x\r\n--bc\r\ny")); strings.Count(got, "sha256:") != 1 {
+		t.Errorf("the boundary with more after it is content: %s", got)
+	}
+	raw, qp, rawEscaped := doc(file("", "x=y")), doc(file("Content-Transfer-Encoding: quoted-printable\r\n", "x=3Dy")), doc(file("", "x=3Dy"))
+	if raw != qp || raw == rawEscaped {
+		t.Errorf("quoted-printable x=3Dy must be raw x=y and not raw x=3Dy:\n%s\n%s\n%s", raw, qp, rawEscaped)
+	}
+	if got := doc(file("Content-Transfer-Encoding: base64\r\n", "eA==")); !strings.Contains(got, `"content_transfer_encoding":"base64"`) {
+		t.Errorf("base64: %s", got)
+	}
+	if got := doc(file("Content-Transfer-Encoding: BINARY\r\n", "x=y")); got != raw {
+		t.Errorf("an identity transfer encoding counts: %s", got)
+	}
+	lf := doc("--b\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\n\nx=y\n--b--\n")
+	if lf != raw {
+		t.Errorf("an LF-only body:\n%s\nwant\n%s", lf, raw)
+	}
+	c, _ := Compile(Fields{})
+	for name, body := range map[string]string{
+		"close delimiter with more after it": "--b\r\nContent-Disposition: form-data; name=a\r\n\r\n1\r\n--b--junk\r\n",
+		"Content-Disposition twice":          "--b\r\nContent-Disposition: form-data; name=\"a\"; filename=\"evil.txt\"\r\nContent-Disposition: form-data; name=\"a\"; filename=\"a.txt\"\r\n\r\n1\r\n--b--\r\n",
+		"a folded header line":               "--b\r\nContent-Disposition: form-data;\r\n name=a\r\n\r\n1\r\n--b--\r\n",
+	} {
+		if _, err := c.Document(&Request{Tool: "t", Method: "POST", Header: http.Header{"Content-Type": {ct}}, Body: []byte(body)}); !errors.Is(err, ErrInvalidBody) {
+			t.Errorf("%s: %v, want ErrInvalidBody", name, err)
+		}
+	}
+}

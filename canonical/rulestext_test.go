@@ -80,3 +80,27 @@ func TestReadsField(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupLenient: an answer's value at a pointer, read as encoding/json reads it, as canonical
+// JSON text.
+func TestLookupLenient(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		data, ptr, want string
+		ok              bool
+	}{
+		{`{"a":{"b":[1,{"c":1.50}]}}`, "/a/b/1/c", `1.5`, true},
+		{`{"a":"x","a":"y"}`, "/a", `"y"`, true},
+		{"{\"a\":\"caf\xe9\"}", "/a", "\"caf\uFFFD\"", true},
+		{`{"a":null}`, "/a", `null`, true},
+		{`{"a":[1]}`, "/a/01", ``, false},
+		{`{"a":1}`, "/b", ``, false},
+		{`{"a":1} {}`, "/a", ``, false},
+		{`not json`, "/a", ``, false},
+	} {
+		got, ok := LookupLenient([]byte(tc.data), mustPointer(t, tc.ptr))
+		if ok != tc.ok || string(got) != tc.want {
+			t.Errorf("LookupLenient(%q, %s) = %s, %v; want %s, %v", tc.data, tc.ptr, got, ok, tc.want, tc.ok)
+		}
+	}
+}

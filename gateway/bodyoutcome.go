@@ -88,7 +88,7 @@ func readsBody(status int, rt *routes.Route) bool {
 // bodyMatches reports whether body matches rule: its value at the pointer equals rule.Equals, or
 // is present (not null) as rule.Present asks.
 func bodyMatches(body []byte, rule routes.BodyRule) bool {
-	v, ok := canonical.LookupJSON(body, rule.Pointer)
+	v, ok := canonical.LookupLenient(body, rule.Pointer) // read as the API's clients read it
 	present := ok && string(v) != "null"
 	if rule.Equals != nil {
 		return ok && bytes.Equal(v, rule.Equals)
@@ -104,15 +104,17 @@ func bodyMatches(body []byte, rule routes.BodyRule) bool {
 // operation did not run, or failed before it acted); errors beside data that is not all null is
 // unknown (a mutation of several fields may have done part of its work); no errors, committed.
 func graphqlClass(body []byte) (OutcomeClass, string) {
-	var answer struct {
-		Errors []json.RawMessage           `json:"errors"`
-		Data   map[string]*json.RawMessage `json:"data"`
-	}
-	if json.Unmarshal(body, &answer) != nil || len(answer.Errors) == 0 {
+	var answer map[string]json.RawMessage // members by their exact names: not "Errors"
+	var errs []json.RawMessage
+	if json.Unmarshal(body, &answer) != nil || json.Unmarshal(answer["errors"], &errs) != nil || len(errs) == 0 {
 		return Committed, ""
 	}
-	for _, v := range answer.Data {
-		if v != nil && string(*v) != "null" {
+	var data map[string]json.RawMessage
+	if d := answer["data"]; d != nil && json.Unmarshal(d, &data) != nil { // data that is no object: not GraphQL's
+		return Unknown, "graphql: errors beside data that is no object"
+	}
+	for _, v := range data {
+		if string(v) != "null" {
 			return Unknown, "graphql: errors beside data"
 		}
 	}

@@ -61,6 +61,9 @@ func TestAnswerClass(t *testing.T) {
 		{"gql", 200, `{"errors":[{"message":"no"}],"data":null}`, false, Committed, ""}, // cut off: its status decides
 		{"gql", 500, `{"errors":[{"message":"no"}],"data":null}`, true, Unknown, ""},    // status rows first
 		{"gql", 200, `not json`, true, Committed, ""},
+		{"gql", 200, `{"Errors":[{"message":"no"}],"data":null}`, true, Committed, ""}, // members by exact name
+		{"gql", 200, `{"errors":null,"data":null}`, true, Committed, ""},
+		{"gql", 200, `{"errors":[{"message":"no"}],"data":[1]}`, true, Unknown, "graphql: errors beside data that is no object"},
 		// JSON-RPC: an error by its code.
 		{"rpc", 200, `{"jsonrpc":"2.0","id":1,"result":{"id":"T-1"}}`, true, Committed, ""},
 		{"rpc", 200, `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"invalid params"}}`, true, NotCommitted, "jsonrpc: error -32602"},
@@ -76,6 +79,10 @@ func TestAnswerClass(t *testing.T) {
 		{"rules", 409, `{}`, true, Committed, ""},
 		{"rules", 500, `{"status":"failed"}`, true, NotCommitted, `outcome.body[0] (/status equals "failed")`},
 		{"rules", 200, `<html>`, true, Committed, ""},
+		// Read as clients read an answer: invalid UTF-8, a member named twice (the last counts).
+		{"rules", 200, "{\"status\":\"failed\",\"note\":\"caf\xe9\"}", true, NotCommitted, `outcome.body[0] (/status equals "failed")`},
+		{"rules", 200, `{"status":"ok","status":"failed"}`, true, NotCommitted, `outcome.body[0] (/status equals "failed")`},
+		{"rules", 200, `{"status":"failed"} trailing`, true, Committed, ""},
 		// A route whose body says nothing: its status decides.
 		{"plain", 200, `{"errors":[{"message":"no"}],"data":null}`, true, Committed, ""},
 	} {
