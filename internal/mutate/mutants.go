@@ -556,7 +556,7 @@ var mutants = []Mutant{
 		File: "gateway/outbound.go", From: "return canon == rt.Key.Header || ", To: "return ",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestUpstreamRequestsAreClean$"}}},
 	{Name: "rules-change-not-compared", Behaviour: "a retry that meets a record made under other rules is compared by fingerprint alone: its identical retry is 422 (case C22)",
-		File: "gateway/rulesversion.go", From: "if prev.Rules == nil || bytes.Equal(prev.Rules, x.rt.Fingerprint.Rules()) {", To: "if true {",
+		File: "gateway/rulesversion.go", From: "if prev.Rules == nil || bytes.Equal(prev.Rules, x.rt.Fingerprint.Rules()) {", To: "if true || bytes.Equal(prev.Rules, x.rt.Fingerprint.Rules()) {",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestRulesChangeBetweenAttempts$"}, {Pkg: "./e2e", Run: "^TestC22_RulesChangeBetweenAttempts$"}}},
 	{Name: "rules-changed-names-unread-field", Behaviour: "a conflict under changed rules names fields the route no longer reads (case C22)",
 		File: "gateway/rulesversion.go", From: "return !x.rt.Fingerprint.ReadsField(f)", To: "return false",
