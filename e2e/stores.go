@@ -8,6 +8,7 @@ import (
 	"text/template"
 
 	"github.com/idemgateway/idemgateway/internal/deadaddr"
+	"github.com/idemgateway/idemgateway/internal/pgtest"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 )
 
@@ -17,16 +18,18 @@ type storeKind string
 const (
 	embeddedStore storeKind = "embedded" // IDEMGATEWAY_DATA_DIR
 	redisStore    storeKind = "redis"    // IDEMGATEWAY_REDIS_URL, a redis-server of the test's own
+	postgresStore storeKind = "postgres" // IDEMGATEWAY_POSTGRES_URL, a PostgreSQL of the test's own
 )
 
-var storeKinds = []storeKind{embeddedStore, redisStore}
+var storeKinds = []storeKind{embeddedStore, redisStore, postgresStore}
 
 // env is one test's world: a sandbox, a routes file pointing at it, a store, and a gateway.
 type env struct {
 	kind     storeKind
 	sb       *Sandbox
 	gw       *Gateway
-	redis    *redistest.Server // nil on the embedded store
+	redis    *redistest.Server // nil on the other stores
+	postgres *pgtest.Server    // nil on the other stores
 	routes   string            // path of the routes file
 	storeEnv []string          // the gateway's store settings, and envOptions.env
 }
@@ -52,6 +55,9 @@ func newEnv(t *testing.T, kind storeKind, opts ...envOptions) *env {
 	case redisStore:
 		e.redis = redistest.Start(t, o.redis)
 		e.storeEnv = []string{"IDEMGATEWAY_REDIS_URL=" + e.redis.URL()}
+	case postgresStore:
+		e.postgres = pgtest.Start(t)
+		e.storeEnv = []string{"IDEMGATEWAY_POSTGRES_URL=" + e.postgres.URL()}
 	default:
 		t.Fatalf("unknown store kind %q", kind)
 	}

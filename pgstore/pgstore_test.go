@@ -90,3 +90,29 @@ func TestNewStoreTwice(t *testing.T) {
 		t.Error("New with schema Bad-Name: no error")
 	}
 }
+
+// TestLongDurations: leases and ttls up to a year (routes.MaxTTL) are kept, beyond what a 32-bit
+// count of milliseconds holds.
+func TestLongDurations(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Start(t)
+	pool := newPool(t, srv)
+	s := newStore(t, pool)
+	sub := subject(s, pool)
+	const year = 365 * 24 * time.Hour
+	for i, settle := range []func(key string) (bool, error){
+		func(key string) (bool, error) { return s.Commit(ctx, key, "o", []byte("receipt"), year) },
+		func(key string) (bool, error) { return s.MarkUnknown(ctx, key, "o", []byte("why"), year) },
+	} {
+		key := fmt.Sprint("k", i)
+		if claimed, _, _, err := s.Claim(ctx, key, "o", []byte("p"), year, year); !claimed || err != nil {
+			t.Fatalf("Claim for a year = %v, %v", claimed, err)
+		}
+		if ok, err := settle(key); !ok || err != nil {
+			t.Fatalf("settle %d for a year = %v, %v", i, ok, err)
+		}
+		if left, err := sub.TTL(key); err != nil || left < year-time.Hour {
+			t.Errorf("settle %d: %v left (%v), want about a year", i, left, err)
+		}
+	}
+}

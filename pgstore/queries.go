@@ -4,7 +4,8 @@ import "strings"
 
 // The statements of the transitions, on the records table (schema.go), written {t}. Every statement compares
 // times with now(), the database's clock, so gateways with skewed clocks agree; an expired row
-// (expires_at <= now()) is never read as live. Durations are milliseconds ($n * interval).
+// (expires_at <= now()) is never read as live. Durations are milliseconds, as bigint: a ttl of a
+// year is more than an int4 holds.
 type queries struct {
 	claim, claimExpired, claimAgain, claimLapsed, watch string
 	reclaim, renew, finish, release, get, list, delete  string
@@ -22,7 +23,7 @@ func newQueries(table string) queries {
 		// inserted nor read, and the claim runs again).
 		claim: `WITH ins AS (
 	INSERT INTO {t} (key, state, owner, lease_until, expires_at, claim, watched)
-	VALUES ($1, 'in_progress', $2, now() + $4 * interval '1 millisecond', now() + $5 * interval '1 millisecond', $3, false)
+	VALUES ($1, 'in_progress', $2, now() + $4::bigint * interval '1 millisecond', now() + $5::bigint * interval '1 millisecond', $3, false)
 	ON CONFLICT (key) DO NOTHING
 	RETURNING 1
 )
@@ -30,29 +31,29 @@ SELECT true, '', '', NULL::bytea, NULL::bytea, false, false, false FROM ins
 UNION ALL
 SELECT false, state, owner, claim, settle, watched, expires_at <= now(), lease_until <= now()
 FROM {t} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`,
-		claimExpired: `UPDATE {t} SET state = 'in_progress', owner = $2, lease_until = now() + $4 * interval '1 millisecond',
-	expires_at = now() + $5 * interval '1 millisecond', claim = $3, settle = NULL, watched = false
+		claimExpired: `UPDATE {t} SET state = 'in_progress', owner = $2, lease_until = now() + $4::bigint * interval '1 millisecond',
+	expires_at = now() + $5::bigint * interval '1 millisecond', claim = $3, settle = NULL, watched = false
 WHERE key = $1 AND expires_at <= now()`,
 		// $1 key, $2 owner, $3 payload, $4 lease: this very claim (or reclaim), sent again.
-		claimAgain: `UPDATE {t} SET lease_until = now() + $4 * interval '1 millisecond'
+		claimAgain: `UPDATE {t} SET lease_until = now() + $4::bigint * interval '1 millisecond'
 WHERE key = $1 AND expires_at > now() AND state = 'in_progress' AND owner = $2 AND claim IS NOT DISTINCT FROM $3`,
 		// $1 key, $2 the owner whose lease lapsed.
 		claimLapsed: `UPDATE {t} SET state = 'outcome_unknown'
 WHERE key = $1 AND expires_at > now() AND state = 'in_progress' AND owner = $2 AND lease_until <= now()`,
 		watch: `UPDATE {t} SET watched = true WHERE key = $1 AND state = 'in_progress' AND owner = $2 AND NOT watched`,
 		// $1 key, $2 from, $3 owner, $4 payload, $5 lease, $6 ttl.
-		reclaim: `UPDATE {t} SET state = 'in_progress', owner = $3, lease_until = now() + $5 * interval '1 millisecond',
-	expires_at = now() + $6 * interval '1 millisecond', claim = $4, settle = NULL, watched = false
+		reclaim: `UPDATE {t} SET state = 'in_progress', owner = $3, lease_until = now() + $5::bigint * interval '1 millisecond',
+	expires_at = now() + $6::bigint * interval '1 millisecond', claim = $4, settle = NULL, watched = false
 WHERE key = $1 AND expires_at > now() AND owner = $2 AND (state = 'outcome_unknown' OR (state = 'in_progress' AND lease_until <= now()))`,
 		// $1 key, $2 owner, $3 lease.
-		renew: `UPDATE {t} SET lease_until = now() + $3 * interval '1 millisecond'
+		renew: `UPDATE {t} SET lease_until = now() + $3::bigint * interval '1 millisecond'
 WHERE key = $1 AND expires_at > now() AND state = 'in_progress' AND owner = $2`,
 		// $1 key, $2 owner, $3 state, $4 settle, $5 ttl (0: keep the expiry), $6 channel. The
 		// same settle sent again changes nothing, its expiry still the first's.
 		finish: `WITH u AS (
 	UPDATE {t} SET state = $3, settle = $4,
 		expires_at = CASE WHEN state = $3 AND settle = $4 THEN expires_at
-			WHEN $5 > 0 THEN now() + $5 * interval '1 millisecond' ELSE expires_at END
+			WHEN $5::bigint > 0 THEN now() + $5::bigint * interval '1 millisecond' ELSE expires_at END
 	WHERE key = $1 AND expires_at > now() AND (` + unsettledBy + `
 		OR (owner = $2 AND state = $3 AND settle = $4 AND length($4) > 0))
 	RETURNING watched

@@ -20,7 +20,7 @@ import (
 )
 
 // The secrets of the tests below: none may appear in any printed settings, error or log line.
-var secrets = []string{"admin-s3cret", "url-s3cret", "redis-s3cret", "sentinel-s3cret"}
+var secrets = []string{"admin-s3cret", "url-s3cret", "redis-s3cret", "sentinel-s3cret", "pg-s3cret"}
 
 func assertNoSecret(t *testing.T, what, text string) {
 	t.Helper()
@@ -43,6 +43,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		{"sentinel", map[string]string{"IDEMGATEWAY_ADMIN_TOKEN": "admin-s3cret", "IDEMGATEWAY_REDIS_ADDRS": "127.0.0.1:1",
 			"IDEMGATEWAY_REDIS_MASTER": "m", "IDEMGATEWAY_REDIS_PASSWORD": "redis-s3cret", "IDEMGATEWAY_REDIS_SENTINEL_PASSWORD": "sentinel-s3cret"}},
 		{"cluster", map[string]string{"IDEMGATEWAY_REDIS_ADDRS": "127.0.0.1:1", "IDEMGATEWAY_REDIS_PASSWORD": "redis-s3cret"}},
+		{"postgres", map[string]string{"IDEMGATEWAY_POSTGRES_URL": "postgres://gw:pg-s3cret@127.0.0.1:1/db?connect_timeout=1"}},
 	}
 	for _, c := range configs {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,6 +91,8 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		{"IDEMGATEWAY_REDIS_URL": "redis://gw:url-s3cret@127.0.0.1:1/0", "IDEMGATEWAY_REDIS_ADDRS": "a:1"},
 		{"IDEMGATEWAY_ADMIN_LISTEN": "0.0.0.0:9090", "IDEMGATEWAY_REDIS_PASSWORD": "redis-s3cret"},
 		{"IDEMGATEWAY_REDIS_ADDRS": "a:1", "IDEMGATEWAY_REDIS_SENTINEL_PASSWORD": "sentinel-s3cret"},
+		{"IDEMGATEWAY_POSTGRES_URL": "postgres://gw:pg-s3cret@127.0.0.1:1/db", "IDEMGATEWAY_REDIS_URL": "redis://127.0.0.1:1"},
+		{"IDEMGATEWAY_POSTGRES_URL": "postgres://gw:pg-s3cret@127.0.0.1:1/db?pool_max_conns=many"},
 	}
 	for i, env := range bad {
 		t.Run(fmt.Sprintf("invalid %d", i), func(t *testing.T) {

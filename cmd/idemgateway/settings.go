@@ -29,6 +29,8 @@ type settings struct {
 	RedisAddrs         []string `split_words:"true"`
 	RedisMaster        string   `split_words:"true"`
 	RedisAllowEviction bool     `split_words:"true"`
+	PostgresURL        string   `split_words:"true"` // secret: may hold a password (postgres.go)
+	PostgresSchema     string   `default:"idemgateway" split_words:"true"`
 	DataDir            string   `default:"./data" split_words:"true"`
 	LogLevel           string   `default:"info" split_words:"true"`
 	LogFormat          string   `default:"json" split_words:"true"`
@@ -92,6 +94,8 @@ func loadSettings(args []string) (*settings, error) {
 	fs.StringVar(&s.AdminListen, "admin-listen", s.AdminListen, "admin listener (IDEMGATEWAY_ADMIN_LISTEN)")
 	fs.StringVar(&s.RedisURL, "redis-url", s.RedisURL, "redis:// or rediss:// URL of a single Redis (IDEMGATEWAY_REDIS_URL)")
 	fs.StringVar(&s.DataDir, "data-dir", s.DataDir, "directory of the embedded store (IDEMGATEWAY_DATA_DIR)")
+	fs.StringVar(&s.PostgresURL, "postgres-url", s.PostgresURL, "postgres:// URL of the PostgreSQL store (IDEMGATEWAY_POSTGRES_URL)")
+	fs.StringVar(&s.PostgresSchema, "postgres-schema", s.PostgresSchema, "schema of the PostgreSQL store's tables (IDEMGATEWAY_POSTGRES_SCHEMA)")
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "debug, info, warn or error (IDEMGATEWAY_LOG_LEVEL)")
 	fs.StringVar(&s.LogFormat, "log-format", s.LogFormat, "json or text (IDEMGATEWAY_LOG_FORMAT)")
 	if err := fs.Parse(args); err != nil {
@@ -122,6 +126,9 @@ func loadSettings(args []string) (*settings, error) {
 	if err := s.checkRedis(); err != nil {
 		return nil, err
 	}
+	if err := s.checkPostgres(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -133,6 +140,9 @@ func (s *settings) String() string {
 		if *secret != "" {
 			*secret = "[redacted]"
 		}
+	}
+	if c.PostgresURL != "" {
+		c.PostgresURL = postgresRedacted(s.PostgresURL)
 	}
 	if c.RedisURL != "" {
 		c.RedisURL = "[redacted]"
@@ -162,10 +172,12 @@ func (s *settings) logger() (*slog.Logger, error) {
 	return nil, fmt.Errorf("IDEMGATEWAY_LOG_FORMAT %q: want json or text", s.LogFormat)
 }
 
-// storeName names the store for the log: "redis", "redis-sentinel", "redis-cluster" or
-// "embedded:<data dir>".
+// storeName names the store for the log: "postgres", "redis", "redis-sentinel", "redis-cluster"
+// or "embedded:<data dir>".
 func (s *settings) storeName() string {
 	switch {
+	case s.PostgresURL != "":
+		return "postgres"
 	case s.RedisURL != "":
 		return "redis"
 	case len(s.RedisAddrs) > 0 && s.RedisMaster != "":
@@ -176,7 +188,6 @@ func (s *settings) storeName() string {
 	return "embedded:" + s.DataDir
 }
 
-// openStore opens the Redis store when a Redis setting is given (redis.go), else the embedded store.
 // encryptionKey decodes IDEMGATEWAY_ENCRYPTION_KEY: nil when unset. The error never shows it.
 func (s *settings) encryptionKey() ([]byte, error) {
 	if s.EncryptionKey == "" {
@@ -209,6 +220,9 @@ func (s *settings) openStore(log *slog.Logger) (record.Store, func(), error) {
 }
 
 func (s *settings) openBaseStore(log *slog.Logger) (record.Store, func(), error) {
+	if s.PostgresURL != "" {
+		return s.openPostgresStore(log)
+	}
 	if s.RedisURL != "" || len(s.RedisAddrs) > 0 {
 		return s.openRedisStore(log)
 	}
