@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build demo test unit example-temporal slowest test-busy redis-server mcpts fuzz vet clean chart-test image-binary helm-lint mutate mutate-all stress
+.PHONY: build demo test unit example-temporal slowest test-busy redis-server postgresql mcpts fuzz vet clean chart-test image-binary helm-lint mutate mutate-all stress
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
@@ -22,12 +22,12 @@ TESTFLAGS ?= -race -count=1 -parallel 8
 # The tests start their own redis-server processes on free ports; this only makes sure the program
 # is installed (from Debian's packages when running as root). The chart's tests are a Go module of
 # their own (Helm and Kubernetes stay out of the gateway's module); chart-test runs them.
-test: redis-server mcpts chart-test example-temporal
+test: redis-server postgresql mcpts chart-test example-temporal
 	$(GO) test $(TESTFLAGS) ./...
 
 # The inner loop: every package but the end-to-end tests of the built binaries (e2e/). Under two
 # minutes on two cores.
-unit: redis-server
+unit: redis-server postgresql
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/e2e\(/\|$$\)')
 
 # Where make test's time goes: each package's time and the 15 slowest tests (internal/slowest).
@@ -117,6 +117,14 @@ redis-server:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server; \
 	  else echo "make test needs redis-server: sudo apt-get install redis-server" >&2; exit 1; fi; }
+
+# PostgreSQL for the PostgreSQL store's tests (internal/pgtest starts servers of its own from the
+# package's initdb and postgres).
+postgresql:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql; \
+	  else echo "make test needs PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; fi; }
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzCanonicalize -fuzztime=60s ./canonical
