@@ -75,6 +75,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- fail "store.redis.master needs the Sentinel addresses in store.redis.addrs" }}
 {{- end }}
 {{- end }}
+{{- if and (eq .Values.store.mode "postgres") (not .Values.store.postgres.urlSecret.name) }}
+{{- fail "store.mode postgres needs store.postgres.urlSecret.name: the Secret holding the connection URL" }}
+{{- end }}
 {{- end }}
 
 {{/* The pod template of the Deployment and the StatefulSet. */}}
@@ -140,6 +143,14 @@ spec:
         {{- if $embedded }}
         - name: IDEMGATEWAY_DATA_DIR
           value: /var/lib/idemgateway
+        {{- else if eq .Values.store.mode "postgres" }}
+        - name: IDEMGATEWAY_POSTGRES_URL
+          valueFrom:
+            secretKeyRef:
+              name: {{ .Values.store.postgres.urlSecret.name }}
+              key: {{ .Values.store.postgres.urlSecret.key }}
+        - name: IDEMGATEWAY_POSTGRES_SCHEMA
+          value: {{ .Values.store.postgres.schema | quote }}
         {{- else }}
         {{- if $r.urlSecret.name }}
         - name: IDEMGATEWAY_REDIS_URL
@@ -232,7 +243,7 @@ spec:
         {{- if $embedded }}
         - name: data
           mountPath: /var/lib/idemgateway
-        {{- else if $r.caSecret.name }}
+        {{- else if and (eq .Values.store.mode "redis") $r.caSecret.name }}
         - name: redis-ca
           mountPath: /etc/redis-ca
           readOnly: true
@@ -241,7 +252,7 @@ spec:
     - name: routes
       configMap:
         name: {{ include "idemgateway.fullname" . }}-routes
-    {{- if and (not $embedded) $r.caSecret.name }}
+    {{- if and (eq .Values.store.mode "redis") $r.caSecret.name }}
     - name: redis-ca
       secret:
         secretName: {{ $r.caSecret.name }}

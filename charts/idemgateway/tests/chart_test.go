@@ -217,6 +217,14 @@ store:
     passwordSecret: {name: redis, key: redis-password}
 replicaCount: 3
 `
+	postgres = `
+store:
+  mode: postgres
+  postgres:
+    urlSecret: {name: pg, key: dsn}
+    schema: agents_gw
+replicaCount: 3
+`
 	redisSentinelEverything = `
 store:
   mode: redis
@@ -492,7 +500,7 @@ func TestRenderRedisCluster(t *testing.T) {
 // routes mount and the admin listener on all addresses with its token.
 func TestEveryWorkload(t *testing.T) {
 	for name, values := range map[string]string{"defaults": "", "embedded": embeddedAsked5, "redis": redisSingle,
-		"sentinel": redisSentinelEverything, "cluster": redisCluster} {
+		"sentinel": redisSentinelEverything, "cluster": redisCluster, "postgres": postgres} {
 		t.Run(name, func(t *testing.T) {
 			m := render(t, values)
 			tmpl, kind := workload(t, m)
@@ -621,6 +629,8 @@ func TestInvalidValues(t *testing.T) {
 	cases := []struct{ name, values, wantErr string }{
 		{"unknown store mode", "store: {mode: memory}", "store/mode"},
 		{"redis without an address", "store: {mode: redis}", "store.mode redis needs store.redis.url"},
+		{"postgres without a Secret", "store: {mode: postgres}", "store.mode postgres needs store.postgres.urlSecret.name"},
+		{"postgres schema not an identifier", "store: {mode: postgres, postgres: {urlSecret: {name: pg}, schema: Agents}}", "store/postgres/schema"},
 		{"url and addrs", "store: {mode: redis, redis: {url: 'redis://r:6379', addrs: ['a:1']}}", "not both"},
 		{"master without addrs", "store: {mode: redis, redis: {url: 'redis://r:6379', master: m}}", "store.redis.master needs"},
 		{"not a redis url", "store: {mode: redis, redis: {url: 'http://r:6379'}}", "store/redis/url"},
@@ -705,7 +715,7 @@ func TestBinaryAcceptsRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
-	for name, values := range map[string]string{"defaults": "", "redis": redisSingle, "sentinel": redisSentinelEverything, "cluster": redisCluster} {
+	for name, values := range map[string]string{"defaults": "", "redis": redisSingle, "sentinel": redisSentinelEverything, "cluster": redisCluster, "postgres": postgres} {
 		t.Run(name, func(t *testing.T) {
 			m := render(t, values)
 			tmpl, _ := workload(t, m)
@@ -718,8 +728,11 @@ func TestBinaryAcceptsRender(t *testing.T) {
 				value := e.Value
 				if e.ValueFrom != nil {
 					value = "from-a-secret"
-					if e.Name == "IDEMGATEWAY_REDIS_URL" {
+					switch e.Name {
+					case "IDEMGATEWAY_REDIS_URL":
 						value = "redis://redis:6379/0"
+					case "IDEMGATEWAY_POSTGRES_URL":
+						value = "postgres://gw:pw@db:5432/agents"
 					}
 				}
 				if e.Name == "IDEMGATEWAY_ROUTES" {
@@ -786,5 +799,31 @@ func TestRenderPrometheusRule(t *testing.T) {
 	}
 	if !found {
 		t.Error("no IdemgatewayOutcomeUnknownExpiring rule")
+	}
+}
+
+// TestRenderPostgres: store.mode postgres is a Deployment of replicaCount replicas whose
+// connection URL comes from the Secret asked for, with the schema asked for and no Redis or
+// embedded setting.
+func TestRenderPostgres(t *testing.T) {
+	m := render(t, postgres)
+	d := get[appsv1.Deployment](t, m, "Deployment/"+fullname)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
+		t.Errorf("replicas = %v, want 3", d.Spec.Replicas)
+	}
+	env := envMap(d.Spec.Template.Spec.Containers[0])
+	if ref := env["IDEMGATEWAY_POSTGRES_URL"].ValueFrom; ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != "pg" || ref.SecretKeyRef.Key != "dsn" {
+		t.Errorf("IDEMGATEWAY_POSTGRES_URL = %+v, want the Secret pg, key dsn", env["IDEMGATEWAY_POSTGRES_URL"])
+	}
+	if env["IDEMGATEWAY_POSTGRES_SCHEMA"].Value != "agents_gw" {
+		t.Errorf("IDEMGATEWAY_POSTGRES_SCHEMA = %q", env["IDEMGATEWAY_POSTGRES_SCHEMA"].Value)
+	}
+	for name := range env {
+		if strings.HasPrefix(name, "IDEMGATEWAY_REDIS_") || name == "IDEMGATEWAY_DATA_DIR" {
+			t.Errorf("%s set in postgres mode", name)
+		}
+	}
+	if _, ok := m["StatefulSet/"+fullname]; ok {
+		t.Error("a StatefulSet in postgres mode")
 	}
 }
