@@ -345,13 +345,22 @@ func TestC12_InFlightDifferentBody(t *testing.T) {
 	})
 }
 
-// TestTwoReplicasShareRedis: two gateway processes on one Redis get the same key at the same
-// moment: one executes, held at the upstream until the five others have been answered 409 in
-// progress; then both replicas replay it. (Field case C13 of docs/cases.md, with a failover, is
-// TestC13_FailoverClaimOnNewPrimary.)
-func TestTwoReplicasShareRedis(t *testing.T) {
+// TestTwoReplicasShareAStore: two gateway processes on one Redis, or one PostgreSQL, get the same
+// key at the same moment: one executes, held at the upstream until the five others have been
+// answered 409 in progress; then both replicas replay it. (Field case C13 of docs/cases.md, with
+// a failover, is TestC13_FailoverClaimOnNewPrimary.)
+func TestTwoReplicasShareAStore(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, redisStore)
+	for _, kind := range []storeKind{redisStore, postgresStore} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			twoReplicas(t, newEnv(t, kind))
+		})
+	}
+}
+
+// twoReplicas is TestTwoReplicasShareAStore on e's store.
+func twoReplicas(t *testing.T, e *env) {
 	other := e.startGateway(t)
 	req := Request{Key: "c13", Body: ticketBody}
 	gws := []*Gateway{e.gw, other, e.gw, other, e.gw, other}

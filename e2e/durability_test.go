@@ -21,7 +21,7 @@ func TestReceiptsSurviveKill9(t *testing.T) {
 		name      string
 		kind      storeKind
 		opts      envOptions
-		killRedis bool
+		killStore bool // the Redis or PostgreSQL server crashes too
 		powerCut  bool
 	}{
 		{"embedded", embeddedStore, envOptions{}, false, false},
@@ -29,6 +29,10 @@ func TestReceiptsSurviveKill9(t *testing.T) {
 		{"redis", redisStore, envOptions{redis: redistest.Options{AppendOnly: true}}, false, false},
 		// Redis crashes too; with appendfsync always no acknowledged write is lost.
 		{"redis killed too", redisStore, envOptions{redis: redistest.Options{AppendOnly: true, Args: []string{"--appendfsync", "always"}}}, true, false},
+		// PostgreSQL crashes too (immediate shutdown): a commit acknowledged under
+		// synchronous_commit on is in its WAL.
+		{"postgres", postgresStore, envOptions{}, false, false},
+		{"postgres crashed too", postgresStore, envOptions{}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -46,9 +50,13 @@ func TestReceiptsSurviveKill9(t *testing.T) {
 			id := expectCreated(t, first)
 
 			e.gw.Kill9(t)
-			if tc.killRedis {
+			switch {
+			case tc.killStore && e.redis != nil:
 				e.redis.Kill()
 				e.redis.Restart()
+			case tc.killStore:
+				e.postgres.Crash()
+				e.postgres.Restart()
 			}
 			if tc.powerCut { // the host comes back with what was synced, the mount gone
 				if err := fsys.Crash(); err != nil {
