@@ -110,6 +110,7 @@ func (r *Rule) done() {
 type Proxy struct {
 	target string
 	ln     net.Listener
+	raw    bool // forward bytes unread (StartRaw): any protocol, and only Cut's faults
 
 	mu     sync.Mutex
 	rules  []*Rule
@@ -140,6 +141,28 @@ func Start(tb testing.TB, target string) *Proxy {
 	}
 	tb.Cleanup(func() { _ = p.Close() })
 	return p
+}
+
+// StartRaw is Start for a server of any protocol (PostgreSQL's): the proxy forwards bytes without
+// reading them, so rules do not apply; Cut breaks its connections.
+func StartRaw(tb testing.TB, target string) *Proxy {
+	tb.Helper()
+	p := Start(tb, target)
+	p.mu.Lock()
+	p.raw = true
+	p.mu.Unlock()
+	return p
+}
+
+// Cut closes every connection the proxy carries now, in both directions, as a network that drops
+// them would; the proxy keeps accepting new ones.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
+		delete(p.conns, c)
+	}
 }
 
 // Addr returns the proxy's address, "127.0.0.1:<port>".
@@ -191,6 +214,15 @@ func (p *Proxy) accept() {
 		if !p.track(client, server) {
 			return
 		}
+		p.mu.Lock()
+		raw := p.raw
+		p.mu.Unlock()
+		if raw {
+			p.wg.Add(2)
+			go p.copy(client, server)
+			go p.copy(server, client)
+			continue
+		}
 		c := &conn{p: p, client: client, server: server, faults: map[int]lostReply{}}
 		p.wg.Add(2)
 		go c.requests()
@@ -213,6 +245,14 @@ func (p *Proxy) track(ends ...net.Conn) bool {
 		p.conns[c] = struct{}{}
 	}
 	return true
+}
+
+// copy forwards the bytes of a raw connection from src to dst until either end closes, then
+// closes both.
+func (p *Proxy) copy(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	p.untrack(dst, src)
 }
 
 // untrack closes the two ends of a connection and forgets them.
