@@ -50,10 +50,12 @@ func TestSettleWakesWaitersOfAnotherStore(t *testing.T) {
 			t.Cleanup(stop)
 		}
 	}
+	var committedAt time.Time
 	for _, key := range []string{"stopped", "committed"} {
 		if ok, err := a.Commit(ctx, key, "first", []byte("receipt"), 0); !ok || err != nil {
 			t.Fatalf("Commit(%s) = %v, %v", key, ok, err)
 		}
+		committedAt = time.Now()
 	}
 	if ok, err := a.Release(ctx, "released", "first"); !ok || err != nil {
 		t.Fatalf("Release = %v, %v", ok, err)
@@ -61,6 +63,9 @@ func TestSettleWakesWaitersOfAnotherStore(t *testing.T) {
 	for _, key := range []string{"committed", "released"} {
 		select {
 		case <-woken[key]:
+			if key == "committed" {
+				t.Logf("the watcher on the other store woken %v after the commit returned", time.Since(committedAt))
+			}
 		case <-time.After(30 * time.Second): // bounds a hang, never a speed
 			t.Errorf("the watcher of %s was not woken by the settle through the other store", key)
 		}
