@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgateway/idemgateway/internal/pgtest"
 )
 
 // bench is the running setup: Redis, the upstream and the load generator in this process, and
@@ -19,9 +21,10 @@ import (
 type bench struct {
 	cfg     config
 	redis   *redisServer
-	admin   *redis.Client // the harness's own Redis client: INFO, FLUSHALL, PING
-	dataDir string        // the embedded store's directory, removed by close
-	child   *child        // the bare proxy, the gateway on Redis and on the embedded store, the floor
+	admin   *redis.Client  // the harness's own Redis client: INFO, FLUSHALL, PING
+	dataDir string         // the embedded store's directory, removed by close
+	pg      *pgtest.Server // the PostgreSQL of the PostgreSQL-store gateway, stopped by close
+	child   *child         // the bare proxy, the gateway on Redis, on the embedded store and on PostgreSQL, the floor
 
 	upstream *server
 	// In this process, for the allocation benchmarks only: a bare proxy and a gateway on the same
@@ -38,6 +41,9 @@ type bench struct {
 	embKeys   *uniqueKeys // first executions on the embedded store
 	embReplay *cycleKeys  // keys the embedded store holds; refilled by reset
 
+	pgKeys   *uniqueKeys // first executions on the PostgreSQL store
+	pgReplay *cycleKeys  // keys the PostgreSQL store holds; refilled by reset
+
 	floorKeys   *uniqueKeys // first executions on the floor
 	floorReplay *cycleKeys  // keys the floor holds; refilled by reset
 
@@ -49,7 +55,7 @@ type bench struct {
 // stopped.
 func setup(ctx context.Context, cfg config) (*bench, error) {
 	b := &bench{cfg: cfg, load: newLoader(cfg.concurrency), bareKeys: newKeys("bare"), execKeys: newKeys("exec"),
-		embKeys: newKeys("embedded"), floorKeys: newKeys("floor"), mcpKeys: newKeys("mcp"), mcpReplay: map[string]*cycleKeys{},
+		embKeys: newKeys("embedded"), pgKeys: newKeys("postgres"), floorKeys: newKeys("floor"), mcpKeys: newKeys("mcp"), mcpReplay: map[string]*cycleKeys{},
 		closeStore: func() {}}
 	if err := b.start(ctx); err != nil {
 		b.close()
@@ -75,8 +81,12 @@ func (b *bench) start(ctx context.Context) error {
 	if b.dataDir, err = os.MkdirTemp(b.cfg.dataDir, "idembench-embedded-"); err != nil {
 		return err
 	}
+	logf("starting PostgreSQL")
+	if b.pg, err = pgtest.Launch(); err != nil {
+		return err
+	}
 	if b.child, err = startChild(ctx, childConfig{Upstream: b.upstream.url, Redis: b.redis.addr, DataDir: b.dataDir,
-		MemProfile: b.cfg.memprofile != ""}); err != nil {
+		Postgres: b.pg.URL(), MemProfile: b.cfg.memprofile != ""}); err != nil {
 		return err
 	}
 	b.bareHandler = newBareProxy(upURL)
@@ -86,8 +96,8 @@ func (b *bench) start(ctx context.Context) error {
 	}
 	b.gwHandler, b.closeStore = gw, closeStore
 	a := b.child.addrs
-	logf("redis %s, upstream %s; child process %d: bare proxy %s, gateway %s, embedded-store gateway %s (%s), floor %s",
-		b.redis.addr, b.upstream.url, b.child.cmd.Process.Pid, a.Bare, a.Gateway, a.Embedded, b.dataDir, a.Floor)
+	logf("redis %s, postgres %s, upstream %s; child process %d: bare proxy %s, gateway %s, embedded-store gateway %s (%s), postgres-store gateway %s, floor %s",
+		b.redis.addr, b.pg.Addr(), b.upstream.url, b.child.cmd.Process.Pid, a.Bare, a.Gateway, a.Embedded, b.dataDir, a.Postgres, a.Floor)
 	return nil
 }
 
@@ -98,6 +108,9 @@ func (b *bench) close() {
 	}
 	if b.dataDir != "" {
 		_ = os.RemoveAll(b.dataDir)
+	}
+	if b.pg != nil {
+		b.pg.Close()
 	}
 	if b.upstream != nil {
 		b.upstream.close()
@@ -135,6 +148,14 @@ func (b *bench) pipelinedReplay() *target {
 
 func (b *bench) embeddedExecute() *target {
 	return &target{name: "embedded-store execute", url: b.child.addrs.Embedded + routePath, decision: "execute", keys: b.embKeys, size: mediumBody}
+}
+
+func (b *bench) postgresExecute() *target {
+	return &target{name: "postgres-store execute", url: b.child.addrs.Postgres + routePath, decision: "execute", keys: b.pgKeys, size: mediumBody}
+}
+
+func (b *bench) postgresReplay() *target {
+	return &target{name: "postgres-store replay", url: b.child.addrs.Postgres + routePath, decision: "replay", keys: b.pgReplay, size: mediumBody}
 }
 
 func (b *bench) embeddedReplay() *target {
@@ -181,6 +202,9 @@ func (b *bench) reset(ctx context.Context, replay bool) error {
 	}
 	if !b.cfg.mcpOnly {
 		if b.embReplay, err = b.storeKeys(ctx, b.child.addrs.Embedded+routePath, false, false); err != nil {
+			return err
+		}
+		if b.pgReplay, err = b.storeKeys(ctx, b.child.addrs.Postgres+routePath, false, false); err != nil {
 			return err
 		}
 		if b.floorReplay, err = b.storeKeys(ctx, b.child.addrs.Floor+routePath, false, false); err != nil {
@@ -363,6 +387,8 @@ func (b *bench) repetition(ctx context.Context, r *results, rep int) error {
 		closed("floor-replay", b.floorReplayTarget()),
 		closed("embedded", b.embeddedExecute()),
 		closed("embedded-replay", b.embeddedReplay()),
+		closed("postgres", b.postgresExecute()),
+		closed("postgres-replay", b.postgresReplay()),
 	}
 	for _, run := range b.mcpRuns() {
 		steps = append(steps, closed(run.who, run.t))

@@ -32,6 +32,7 @@ type childConfig struct {
 	Upstream string `json:"upstream"` // the upstream's base URL
 	Redis    string `json:"redis"`    // host:port of the harness's redis-server
 	DataDir  string `json:"data_dir"` // directory of the embedded store's file
+	Postgres string `json:"postgres"` // connection URL of the harness's PostgreSQL
 	// MemProfile makes the child record every allocation (runtime.MemProfileRate = 1), for
 	// -memprofile.
 	MemProfile bool `json:"mem_profile"`
@@ -43,6 +44,7 @@ type childAddrs struct {
 	Bare     string `json:"bare"`
 	Gateway  string `json:"gateway"`  // on Redis
 	Embedded string `json:"embedded"` // on the embedded store (boltstore)
+	Postgres string `json:"postgres"` // on the PostgreSQL store (pgstore)
 	// Pipelined is a gateway on the same Redis whose store auto-pipelines (-redis-only runs).
 	Pipelined string `json:"pipelined"`
 	Floor     string `json:"floor"`
@@ -93,6 +95,11 @@ func runChild(env string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	defer closeBolt()
+	pg, closePG, err := newPostgresGateway(up, cfg.Postgres)
+	if err != nil {
+		return err
+	}
+	defer closePG()
 	floorRedis := newRedisClient(cfg.Redis)
 	defer floorRedis.Close()
 
@@ -110,7 +117,7 @@ func runChild(env string, stdin io.Reader, stdout io.Writer) error {
 		url *string
 		gw  bool // served as cmd/idemgateway serves the gateway (serveGateway)
 	}{
-		{newBareProxy(up), &addrs.Bare, false}, {gw, &addrs.Gateway, true}, {emb, &addrs.Embedded, true},
+		{newBareProxy(up), &addrs.Bare, false}, {gw, &addrs.Gateway, true}, {emb, &addrs.Embedded, true}, {pg, &addrs.Postgres, true},
 		{pipelined, &addrs.Pipelined, true}, {newFloor(up, floorRedis), &addrs.Floor, false}, {control, &addrs.Control, false},
 	} {
 		serveIt := serve

@@ -160,6 +160,10 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	t.add("Embedded store: gateway replay throughput (req/s)", "%.0f", th("embedded-replay", mediumBody), nil)
 	t.add("**R1 on the embedded store** = execute ÷ bare", "%.2f", ratios(th("embedded", mediumBody), th("bare", mediumBody)), ptr(atLeast(0.4)))
 	t.add("R2 on the embedded store = replay ÷ bare", "%.2f", ratios(th("embedded-replay", mediumBody), th("bare", mediumBody)), nil)
+	t.add("PostgreSQL store: gateway execute throughput (req/s)", "%.0f", th("postgres", mediumBody), nil)
+	t.add("PostgreSQL store: gateway replay throughput (req/s)", "%.0f", th("postgres-replay", mediumBody), nil)
+	t.add("**R1 on the PostgreSQL store** = execute ÷ bare", "%.2f", ratios(th("postgres", mediumBody), th("bare", mediumBody)), ptr(atLeast(0.25)))
+	t.add("**R2 on the PostgreSQL store** = replay ÷ bare", "%.2f", ratios(th("postgres-replay", mediumBody), th("bare", mediumBody)), ptr(atLeast(0.8)))
 	for _, who := range []string{"bare", "execute", "replay", "floor", "embedded"} {
 		label := map[string]string{"bare": "Bare proxy", "execute": "Gateway execute", "replay": "Gateway replay", "floor": "Floor execute",
 			"embedded": "Embedded-store execute"}[who]
@@ -329,6 +333,7 @@ func writeCPU(w io.Writer, m machine, r *results) {
 		{"gateway replay, 1 KiB", "replay", mediumBody, ""},
 		{"auto-pipelined gateway: execute, 1 KiB", "pipelined", mediumBody, ""}, {"auto-pipelined gateway: replay, 1 KiB", "pipelined-replay", mediumBody, ""},
 		{"embedded store: execute, 1 KiB", "embedded", mediumBody, ""}, {"embedded store: replay, 1 KiB", "embedded-replay", mediumBody, ""},
+		{"postgres store: execute, 1 KiB", "postgres", mediumBody, ""}, {"postgres store: replay, 1 KiB", "postgres-replay", mediumBody, ""},
 		{"floor execute, 1 KiB", "floor", mediumBody, ""}, {"floor replay, 1 KiB", "floor-replay", mediumBody, ""},
 		{"bare proxy, 256 B", "bare", smallBody, ""}, {"gateway execute, 256 B", "execute", smallBody, ""},
 		{"bare proxy, 64 KiB", "bare", largeBody, ""}, {"gateway execute, 64 KiB", "execute", largeBody, ""},

@@ -13,11 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/gateway/mcpfront"
+	"github.com/idemgateway/idemgateway/pgstore"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
 	"github.com/idemgateway/idemgateway/routes"
@@ -166,6 +168,28 @@ func newEmbeddedGateway(target *url.URL, dir string) (*gateway.Gateway, func(), 
 		return nil, nil, err
 	}
 	return newGateway(target, store)
+}
+
+// newPostgresGateway returns the gateway in front of target on the PostgreSQL store at url, as
+// cmd/idemgateway opens it (pgx's pool defaults, schema idemgateway).
+func newPostgresGateway(target *url.URL, dbURL string) (*gateway.Gateway, func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := pgstore.New(ctx, pool, pgstore.Options{})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	gw, closeStore, err := newGateway(target, store)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return gw, func() { closeStore(); pool.Close() }, nil
 }
 
 // newGateway returns the gateway in front of target on store. It logs as cmd/idemgateway does by

@@ -1,11 +1,12 @@
-// Package pgtest starts PostgreSQL servers for tests: each test its own, from the binaries of
-// Debian's postgresql package (initdb and postgres, on PATH or under /usr/lib/postgresql/*/bin),
-// in a temporary directory, on a free loopback port, as internal/redistest does for Redis. A test
-// can stop, crash and restart its server. Run as root, the server runs as the postgres user
+// Package pgtest starts PostgreSQL servers for tests, each test its own (and for the benchmark
+// harness: Launch), from the binaries of Debian's postgresql package (initdb and postgres, on PATH
+// or under /usr/lib/postgresql/*/bin), in a temporary directory, on a free loopback port, as
+// internal/redistest does for Redis. A test can stop, crash and restart its server. Run as root, the server runs as the postgres user
 // (initdb refuses root).
 package pgtest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -29,11 +30,12 @@ import (
 // taken for it.
 const ReadyLine = "database system is ready to accept connections"
 
-// Server is a postgres process owned by one test. Its methods are not safe for concurrent use.
+// Server is a postgres process owned by one test (or by Launch's caller). Its methods are not safe
+// for concurrent use.
 type Server struct {
-	tb   testing.TB
-	bin  string // the directory of initdb and postgres
-	dir  string // the data directory, also the socket directory
+	tb   testing.TB // nil when Launch started it
+	bin  string     // the directory of initdb and postgres
+	dir  string     // the data directory, also the socket directory
 	port int
 	cred *syscall.Credential // the postgres user's, when the test runs as root
 
@@ -74,46 +76,78 @@ func version(dir string) int {
 // skips it elsewhere, saying how to install it.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	bin, ok := Binaries()
-	if !ok {
-		msg := "pgtest: PostgreSQL is not installed (Debian package postgresql: initdb and postgres under /usr/lib/postgresql/*/bin)"
+	if _, ok := Binaries(); !ok {
+		msg := "pgtest: " + errNotInstalled.Error()
 		if os.Getenv("CI") != "" {
 			tb.Fatal(msg)
 		}
 		tb.Skip(msg)
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
+	s, err := Launch()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s := &Server{tb: tb, bin: bin, dir: dir}
+	s.tb = tb
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// errNotInstalled says how to install PostgreSQL.
+var errNotInstalled = errors.New("PostgreSQL is not installed (Debian package postgresql: initdb and postgres under /usr/lib/postgresql/*/bin)")
+
+// Launch is Start for a program that is not a test (the benchmark harness): the caller stops the
+// server and removes its directory with Close.
+func Launch() (*Server, error) {
+	bin, ok := Binaries()
+	if !ok {
+		return nil, fmt.Errorf("pgtest: %w", errNotInstalled)
+	}
+	dir, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, dir: dir}
+	if err := s.launch(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch runs initdb and starts the server on a free port.
+func (s *Server) launch() error {
 	if os.Getuid() == 0 {
+		var err error
 		if s.cred, err = postgresUser(); err != nil {
-			tb.Fatalf("pgtest: running as root, and %v", err)
+			return fmt.Errorf("pgtest: running as root, and %w", err)
 		}
-		if err := os.Chown(dir, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
-			tb.Fatal(err)
+		if err := os.Chown(s.dir, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+			return err
 		}
 	}
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"), "-U", "postgres",
+	initdb := exec.Command(filepath.Join(s.bin, "initdb"), "-D", filepath.Join(s.dir, "data"), "-U", "postgres",
 		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-instructions")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGKILL}
 	if out, err := initdb.CombinedOutput(); err != nil {
-		tb.Fatalf("pgtest: initdb: %v\n%s", err, out)
+		return fmt.Errorf("pgtest: initdb: %v\n%s", err, out)
 	}
 	var lastErr error
 	for range 5 { // another process may take the free port before postgres binds it
+		var err error
 		if s.port, err = freePort(); err != nil {
-			tb.Fatal(err)
+			return err
 		}
 		if lastErr = s.start(); lastErr == nil {
-			tb.Cleanup(s.Stop)
-			return s
+			return nil
 		}
 	}
-	tb.Fatalf("pgtest: start postgres: %v", lastErr)
-	return nil
+	return fmt.Errorf("pgtest: start postgres: %w", lastErr)
+}
+
+// Close stops the server and removes its directory.
+func (s *Server) Close() {
+	s.Stop()
+	_ = os.RemoveAll(s.dir)
 }
 
 // postgresUser is the credential of the user "postgres", which Debian's package creates.
