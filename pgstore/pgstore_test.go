@@ -116,3 +116,50 @@ func TestLongDurations(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkPerExecution states the PostgreSQL work of a first execution (docs/stores.md#postgresql):
+// two statements, one round trip each (the claim's insert, the commit's update), and the WAL they
+// write, measured here with a claim part and a settle part of the sizes a 1 KiB request and answer
+// make (1.2 KB and 1.3 KB). A replay is one statement that writes nothing (once the page's old row
+// versions were pruned by a first read): checked.
+func TestWorkPerExecution(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Start(t)
+	pool := newPool(t, srv)
+	s := newStore(t, pool)
+	claim, settle := make([]byte, 1200), make([]byte, 1300)
+	lsn := func() (n int64) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const n = 200
+	before := lsn()
+	for i := range n {
+		key := fmt.Sprint("k", i)
+		if claimed, _, _, err := s.Claim(ctx, key, "o", claim, time.Minute, 24*time.Hour); !claimed || err != nil {
+			t.Fatalf("Claim = %v, %v", claimed, err)
+		}
+		if ok, err := s.Commit(ctx, key, "o", settle, 0); !ok || err != nil {
+			t.Fatalf("Commit = %v, %v", ok, err)
+		}
+	}
+	perExecution := (lsn() - before) / n
+	replays := func() {
+		for i := range n {
+			if _, state, _, err := s.Claim(ctx, fmt.Sprint("k", i), "other", claim, time.Minute, 24*time.Hour); state != record.StateCommitted || err != nil {
+				t.Fatalf("replay Claim = %q, %v", state, err)
+			}
+		}
+	}
+	replays() // the first reads prune the row versions the commits left, which PostgreSQL logs
+	before = lsn()
+	replays()
+	perReplay := (lsn() - before) / n
+	t.Logf("WAL per first execution: %d bytes (payload %d bytes); per replay: %d bytes", perExecution, len(claim)+len(settle), perReplay)
+	if perReplay > 0 {
+		t.Errorf("a replay wrote %d bytes of WAL, want none", perReplay)
+	}
+}
