@@ -1,5 +1,5 @@
 // Package pgstore is the PostgreSQL store of idempotency records (record.Store): one table, each
-// transition one statement (or, on the rare paths of Claim and Reclaim, one more), fenced by the
+// transition one statement (a claim of a new key two: a read, then the insert; rare paths one more), fenced by the
 // owner token and safe to send twice, with durations on the database's clock (now()). Waiting
 // duplicates are woken by LISTEN/NOTIFY (notify.go), expired rows are never read as live and are
 // swept in batches (sweep.go), and the schema is created and migrated at start under a version
@@ -99,10 +99,10 @@ func (s *Store) SynchronousCommit(ctx context.Context) (string, error) {
 	return v, nil
 }
 
-// Claim implements record.Store.Claim: one statement inserts the record or reads the one there;
-// only a record that must change (expired, this very claim sent again, a lapsed lease, a duplicate
-// that marks it watched) takes a second, guarded statement, and a guard that no longer holds (a
-// concurrent transition) runs the claim again.
+// Claim implements record.Store.Claim: it reads the record, and inserts one when there is none; a
+// replay is the read alone. A record that must change (expired, this very claim sent again, a
+// lapsed lease, a duplicate that marks it watched) takes a second, guarded statement, and a guard
+// that no longer holds (a concurrent transition) runs the claim again.
 func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (claimed bool, state string, stored record.Payload, err error) {
 	if err := record.CheckArgs(ctx, key, owner, record.Positive("lease", lease), record.Positive("ttl", ttl)); err != nil {
 		return false, "", record.Payload{}, fmt.Errorf("pgstore: claim: %w", err)
@@ -110,15 +110,20 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 	leaseMs, ttlMs := record.Millis(lease), record.Millis(ttl)
 	for range maxAttempts {
 		var r row
-		err := s.pool.QueryRow(ctx, s.q.claim, []byte(key), owner, payload, leaseMs, ttlMs).
-			Scan(&r.inserted, &r.state, &r.owner, &r.claim, &r.settle, &r.watched, &r.expired, &r.lapsed)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows): // inserted and gone, or there and gone, meanwhile
-			continue
-		case err != nil:
+		err := s.pool.QueryRow(ctx, s.q.read, []byte(key)).
+			Scan(&r.state, &r.owner, &r.claim, &r.settle, &r.watched, &r.expired, &r.lapsed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			inserted, err := s.exec(ctx, s.q.insert, []byte(key), owner, payload, leaseMs, ttlMs)
+			if err != nil {
+				return false, "", record.Payload{}, wrap("claim", key, err)
+			}
+			if inserted {
+				return true, record.StateInProgress, record.Payload{Claim: payload}, nil
+			}
+			continue // a concurrent claim inserted it: read it
+		}
+		if err != nil {
 			return false, "", record.Payload{}, wrap("claim", key, err)
-		case r.inserted:
-			return true, record.StateInProgress, record.Payload{Claim: payload}, nil
 		}
 		var done bool
 		switch {
@@ -158,7 +163,6 @@ var errContended = errors.New("the record changed under every attempt")
 
 // row is what Claim reads of a record.
 type row struct {
-	inserted        bool
 	state, owner    string
 	claim, settle   []byte
 	watched         bool

@@ -118,7 +118,7 @@ func TestLongDurations(t *testing.T) {
 }
 
 // TestWorkPerExecution states the PostgreSQL work of a first execution (docs/stores.md#postgresql):
-// two statements, one round trip each (the claim's insert, the commit's update), and the WAL they
+// three statements, one round trip each (the claim's read and insert, the commit's update), and the WAL they
 // write, measured here with a claim part and a settle part of the sizes a 1 KiB request and answer
 // make (1.2 KB and 1.3 KB). A replay is one statement that writes nothing (once the page's old row
 // versions were pruned by a first read): checked.
