@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,7 +24,8 @@ import (
 type Options struct {
 	// Schema holds the store's tables: created at start when missing. Several gateways (or
 	// tests) that share a database and must not share records use a schema each. Default
-	// DefaultSchema; lower-case letters, digits and "_", at most 40 bytes.
+	// DefaultSchema; a lower-case letter or "_", then lower-case letters, digits and "_", at most
+	// 40 bytes, not starting with "pg_" (PostgreSQL's own).
 	Schema string
 	// SweepInterval is how often expired rows are deleted (sweep.go). Default DefaultSweepInterval;
 	// negative: never (tests).
@@ -57,11 +59,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if opts.Schema == "" {
 		opts.Schema = DefaultSchema
 	}
-	if !schemaName.MatchString(opts.Schema) {
-		return nil, fmt.Errorf("pgstore: schema %q: want lower-case letters, digits and _, at most 40 bytes", opts.Schema)
+	if !schemaName.MatchString(opts.Schema) || strings.HasPrefix(opts.Schema, "pg_") {
+		return nil, fmt.Errorf("pgstore: schema %q: want a lower-case letter or _ first, then lower-case letters, digits and _, at most 40 bytes, not starting with pg_", opts.Schema)
 	}
 	if opts.SweepInterval == 0 {
 		opts.SweepInterval = DefaultSweepInterval
+	}
+	if err := pool.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: connect: %w", err)
 	}
 	if err := migrate(ctx, pool, opts.Schema); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -161,5 +162,36 @@ func TestWorkPerExecution(t *testing.T) {
 	t.Logf("WAL per first execution: %d bytes (payload %d bytes); per replay: %d bytes", perExecution, len(claim)+len(settle), perReplay)
 	if perReplay > 0 {
 		t.Errorf("a replay wrote %d bytes of WAL, want none", perReplay)
+	}
+}
+
+// TestPrecreatedSchema (docs/deploy.md): a role without CREATE on the database opens a store in a
+// schema created for it beforehand, on which it has USAGE and CREATE, and is refused one it would
+// have to create; a schema name PostgreSQL keeps (pg_…) is refused before any connection.
+func TestPrecreatedSchema(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Start(t)
+	admin := newPool(t, srv)
+	if _, err := admin.Exec(ctx, `CREATE ROLE gw LOGIN; CREATE SCHEMA pre; GRANT USAGE, CREATE ON SCHEMA pre TO gw`); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := pgxpool.New(ctx, strings.Replace(srv.URL(), "postgres://postgres@", "postgres://gw@", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Close)
+	s, err := pgstore.New(ctx, gw, pgstore.Options{Schema: "pre"})
+	if err != nil {
+		t.Fatalf("New in the schema created for the role: %v", err)
+	}
+	defer s.Close()
+	if claimed, _, _, err := s.Claim(ctx, "k", "o", []byte("p"), time.Minute, time.Hour); !claimed || err != nil {
+		t.Errorf("Claim = %v, %v", claimed, err)
+	}
+	if _, err := pgstore.New(ctx, gw, pgstore.Options{Schema: "other"}); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("New in a schema the role may not create = %v, want permission denied", err)
+	}
+	if _, err := pgstore.New(ctx, gw, pgstore.Options{Schema: "pg_temp"}); err == nil || !strings.Contains(err.Error(), "not starting with pg_") {
+		t.Errorf("New in schema pg_temp = %v, want it refused", err)
 	}
 }

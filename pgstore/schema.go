@@ -40,8 +40,17 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('idemgateway schema ' || $1))`, schema); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+schema+`;
-CREATE TABLE IF NOT EXISTS `+schema+`.schema_version (version integer NOT NULL)`); err != nil {
+		// A schema created beforehand needs no CREATE on the database (docs/deploy.md).
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			if _, err := tx.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+schema+`.schema_version (version integer NOT NULL)`); err != nil {
 			return err
 		}
 		var version int
@@ -65,7 +74,7 @@ CREATE TABLE IF NOT EXISTS `+schema+`.schema_version (version integer NOT NULL)`
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: schema %s: %w", schema, err)
+		return fmt.Errorf("pgstore: creating or migrating schema %s: %w", schema, err)
 	}
 	return nil
 }

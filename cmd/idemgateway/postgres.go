@@ -31,7 +31,10 @@ func (s *settings) checkPostgres() error {
 		return errors.New("set one store: IDEMGATEWAY_POSTGRES_URL or a Redis setting, not both")
 	}
 	if _, err := pgxpool.ParseConfig(s.PostgresURL); err != nil {
-		return errors.New("IDEMGATEWAY_POSTGRES_URL: not a connection URL or string pgx can parse")
+		return fmt.Errorf("IDEMGATEWAY_POSTGRES_URL: %w", err) // pgx hides the password
+	}
+	if s.PostgresSchema == "" {
+		return errors.New("IDEMGATEWAY_POSTGRES_SCHEMA is empty: leave it unset for idemgateway, or name a schema")
 	}
 	return nil
 }
@@ -41,7 +44,7 @@ func (s *settings) checkPostgres() error {
 func (s *settings) openPostgresStore(log *slog.Logger) (record.Store, func(), error) {
 	cfg, err := pgxpool.ParseConfig(s.PostgresURL)
 	if err != nil {
-		return nil, nil, errors.New("IDEMGATEWAY_POSTGRES_URL: not a connection URL or string pgx can parse")
+		return nil, nil, fmt.Errorf("IDEMGATEWAY_POSTGRES_URL: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), postgresStartTimeout)
 	defer cancel()

@@ -172,12 +172,12 @@ func (s *settings) logger() (*slog.Logger, error) {
 	return nil, fmt.Errorf("IDEMGATEWAY_LOG_FORMAT %q: want json or text", s.LogFormat)
 }
 
-// storeName names the store for the log: "postgres", "redis", "redis-sentinel", "redis-cluster"
+// storeName names the store for the log: "postgres:<schema>", "redis", "redis-sentinel", "redis-cluster"
 // or "embedded:<data dir>".
 func (s *settings) storeName() string {
 	switch {
 	case s.PostgresURL != "":
-		return "postgres"
+		return "postgres:" + s.PostgresSchema
 	case s.RedisURL != "":
 		return "redis"
 	case len(s.RedisAddrs) > 0 && s.RedisMaster != "":
