@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -193,5 +194,21 @@ func TestPrecreatedSchema(t *testing.T) {
 	}
 	if _, err := pgstore.New(ctx, gw, pgstore.Options{Schema: "pg_temp"}); err == nil || !strings.Contains(err.Error(), "not starting with pg_") {
 		t.Errorf("New in schema pg_temp = %v, want it refused", err)
+	}
+}
+
+// TestParseConfig: the pool is 10 connections per CPU unless the connection string sets
+// pool_max_conns; a string pgx cannot parse is an error that hides the password.
+func TestParseConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgstore.ParseConfig("postgres://gw:pw@db:5432/agents")
+	if err != nil || cfg.MaxConns != int32(10*runtime.GOMAXPROCS(0)) {
+		t.Errorf("ParseConfig = %v, %v; want %d connections", cfg.MaxConns, err, 10*runtime.GOMAXPROCS(0))
+	}
+	if cfg, err = pgstore.ParseConfig("postgres://gw:pw@db:5432/agents?pool_max_conns=7"); err != nil || cfg.MaxConns != 7 {
+		t.Errorf("with pool_max_conns=7: %v, %v", cfg.MaxConns, err)
+	}
+	if _, err := pgstore.ParseConfig("postgres://gw:s3cret@db:notaport/agents"); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a bad port: %v, want an error without the password", err)
 	}
 }

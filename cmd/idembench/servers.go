@@ -171,11 +171,15 @@ func newEmbeddedGateway(target *url.URL, dir string) (*gateway.Gateway, func(), 
 }
 
 // newPostgresGateway returns the gateway in front of target on the PostgreSQL store at url, as
-// cmd/idemgateway opens it (pgx's pool defaults, schema idemgateway).
+// cmd/idemgateway opens it (pgstore.ParseConfig's pool, schema idemgateway).
 func newPostgresGateway(target *url.URL, dbURL string) (*gateway.Gateway, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, dbURL)
+	cfg, err := pgstore.ParseConfig(dbURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -30,7 +30,7 @@ func (s *settings) checkPostgres() error {
 	if s.RedisURL != "" || len(s.RedisAddrs) > 0 {
 		return errors.New("set one store: IDEMGATEWAY_POSTGRES_URL or a Redis setting, not both")
 	}
-	if _, err := pgxpool.ParseConfig(s.PostgresURL); err != nil {
+	if _, err := pgstore.ParseConfig(s.PostgresURL); err != nil {
 		return fmt.Errorf("IDEMGATEWAY_POSTGRES_URL: %w", err) // pgx hides the password
 	}
 	if s.PostgresSchema == "" {
@@ -42,7 +42,7 @@ func (s *settings) checkPostgres() error {
 // openPostgresStore connects to PostgreSQL, creates or migrates the schema, and warns when
 // synchronous_commit is off (an acknowledged commit, a receipt, may then be lost in a crash).
 func (s *settings) openPostgresStore(log *slog.Logger) (record.Store, func(), error) {
-	cfg, err := pgxpool.ParseConfig(s.PostgresURL)
+	cfg, err := pgstore.ParseConfig(s.PostgresURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("IDEMGATEWAY_POSTGRES_URL: %w", err)
 	}
