@@ -245,7 +245,14 @@ var outageKinds = []struct {
 	{"redis", func(t *testing.T) (record.Store, func(), func()) {
 		// AOF: the claim survives the stop (SIGTERM writes it out).
 		store, srv := openRedisServer(t, redistest.Options{AppendOnly: true})
-		return store, srv.Stop, srv.Restart
+		// Back means answering: go-redis's pool, after as many failed dials as it has
+		// connections, answers its last dial error at once until a dial of its own, once a
+		// second, succeeds.
+		back := func() {
+			srv.Restart()
+			eventually.True(t, "the Redis store to answer again", func() bool { return store.Ping(context.Background()) == nil })
+		}
+		return store, srv.Stop, back
 	}},
 }
 
