@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/idemgateway/idemgateway/internal/pgtest"
-	"github.com/idemgateway/idemgateway/pgstore"
 )
 
 // TestSettleWakesWaitersOfAnotherStore: two stores on one database, as two gateways: a duplicate
@@ -17,16 +16,7 @@ func TestSettleWakesWaitersOfAnotherStore(t *testing.T) {
 	t.Parallel()
 	srv := pgtest.Start(t)
 	pool := newPool(t, srv)
-	a, err := pgstore.New(ctx, pool, pgstore.Options{Schema: "shared"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
-	b, err := pgstore.New(ctx, newPool(t, srv), pgstore.Options{Schema: "shared"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	a, b := openStore(t, pool, "shared"), openStore(t, newPool(t, srv), "shared")
 
 	woken := map[string]chan struct{}{}
 	for _, key := range []string{"committed", "released", "stopped"} {

@@ -37,7 +37,13 @@ var schemas atomic.Int64
 // newStore is a store on pool in a schema of its own, closed when t ends.
 func newStore(t *testing.T, pool *pgxpool.Pool) *pgstore.Store {
 	t.Helper()
-	s, err := pgstore.New(ctx, pool, pgstore.Options{Schema: fmt.Sprintf("t%d", schemas.Add(1))})
+	return openStore(t, pool, fmt.Sprintf("t%d", schemas.Add(1)))
+}
+
+// openStore is a store on pool in schema, closed when t ends.
+func openStore(t *testing.T, pool *pgxpool.Pool, schema string) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.New(ctx, pool, pgstore.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,19 +78,11 @@ func TestNewStoreTwice(t *testing.T) {
 	t.Parallel()
 	srv := pgtest.Start(t)
 	pool := newPool(t, srv)
-	a, err := pgstore.New(ctx, pool, pgstore.Options{Schema: "shared"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openStore(t, pool, "shared")
 	if claimed, _, _, err := a.Claim(ctx, "k", "o", []byte("p"), time.Minute, time.Hour); !claimed || err != nil {
 		t.Fatalf("Claim = %v, %v", claimed, err)
 	}
-	b, err := pgstore.New(ctx, pool, pgstore.Options{Schema: "shared"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openStore(t, pool, "shared")
 	if state, _, err := b.Get(ctx, "k"); state != record.StateInProgress || err != nil {
 		t.Errorf("Get on the second store = %q, %v", state, err)
 	}

@@ -228,20 +228,8 @@ func (s *Server) signal(sig syscall.Signal) {
 	s.mu.Lock()
 	cmd, exited := s.cmd, s.exited
 	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-exited:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
+	if cmd != nil {
+		childproc.SignalAndWait(cmd.Process, exited, 30*time.Second, sig)
 	}
 }
 

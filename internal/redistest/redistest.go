@@ -394,23 +394,10 @@ func (s *Server) signalAndWait(sig syscall.Signal, timeout time.Duration) {
 	cmd, exited := s.cmd, s.exited
 	s.cmd = nil
 	s.mu.Unlock()
-	if cmd == nil {
-		return
+	if cmd != nil {
+		// SIGCONT: a server stopped by Pause handles sig only once continued.
+		childproc.SignalAndWait(cmd.Process, exited, timeout, sig, syscall.SIGCONT)
 	}
-	select {
-	case <-exited:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(sig)
-	_ = cmd.Process.Signal(syscall.SIGCONT) // a server stopped by Pause handles sig only once continued
-	select {
-	case <-exited:
-		return
-	case <-time.After(timeout):
-	}
-	_ = cmd.Process.Kill()
-	<-exited
 }
 
 // logTail returns the last lines of the server's log file, for failure messages.
