@@ -38,12 +38,12 @@ slowest: redis-server mcpts
 # full, the store conformance suites and the gateway package run ten times each, then the whole
 # make test twice. Nothing is run again on failure. About 12 minutes on two cores.
 BUSY_COUNT ?= 10
-test-busy: redis-server mcpts
+test-busy: redis-server postgresql mcpts
 	@while :; do :; done & b1=$$!; while :; do :; done & b2=$$!; \
 	trap 'kill $$b1 $$b2' EXIT INT TERM; \
 	start=$$(date +%s); \
 	echo "test-busy: two busy loops (pids $$b1 $$b2); conformance and gateway, -count=$(BUSY_COUNT)"; \
-	$(GO) test $(TESTFLAGS) -count=$(BUSY_COUNT) -run 'Conformance|^TestCluster$$' ./boltstore ./redisstore && \
+	$(GO) test $(TESTFLAGS) -count=$(BUSY_COUNT) -run 'Conformance|^TestCluster$$' ./boltstore ./redisstore ./pgstore && \
 	$(GO) test $(TESTFLAGS) -count=$(BUSY_COUNT) ./gateway && \
 	echo "test-busy: make test, first run" && $(MAKE) --no-print-directory test && \
 	echo "test-busy: make test, second run" && $(MAKE) --no-print-directory test && \
