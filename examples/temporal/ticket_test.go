@@ -20,13 +20,17 @@ import (
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/gateway"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
 // TestOneTicketAcrossRetries: the upstream holds the first call past the attempt's deadline, so
 // the attempt fails and the engine runs the activity again, by Temporal's default retry policy,
-// while the upstream still works on the first. The retries carry the same key; the gateway lets the
-// first call finish and answers them with its receipt. One ticket, which the workflow returns.
+// while the upstream still works on the first: the second attempt is told the call is in
+// progress. The third lets the first call end, and starts once its receipt is stored (the test
+// environment skips the retries' backoff, so without the wait they could all come before the
+// commit); the retries carry the same key, and it answers with the receipt. One ticket, which the
+// workflow returns.
 //
 // The attempt ends by its HTTP client's timeout (1 s), not by StartToClose: the SDK's test
 // environment ends the workflow on a StartToClose timeout instead of retrying it as a Temporal
@@ -35,10 +39,18 @@ import (
 func TestOneTicketAcrossRetries(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
-	env := newEnv(t, newGateway(t, up.URL, "30s"), &http.Client{Timeout: time.Second})
+	gw, store := newGateway(t, up.URL, "30s")
+	env := newEnv(t, gw, &http.Client{Timeout: time.Second})
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		if info.Attempt >= 2 { // the engine retried: the first call may end now
-			up.release()
+		if info.Attempt < 3 {
+			return
+		}
+		up.release() // the engine retried twice: the first call may end now
+		key := record.ScopeKey{Tenant: routes.DefaultTenant, Tool: "create_ticket", Key: info.WorkflowExecution.ID + "/" + info.ActivityID}.String()
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) { // bounds a hang only
+			if state, _, err := store.Get(context.Background(), key); err == nil && state == record.StateCommitted {
+				return
+			}
 		}
 	})
 	env.ExecuteWorkflow(TicketWorkflow, "Printer on fire")
@@ -61,7 +73,8 @@ func TestOneTicketAcrossRetries(t *testing.T) {
 func TestUnknownOutcomeStopsTheWorkflow(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t) // never released: the call outlives the route's 200ms timeout
-	env := newEnv(t, newGateway(t, up.URL, "200ms"), nil)
+	gw, _ := newGateway(t, up.URL, "200ms")
+	env := newEnv(t, gw, nil)
 	var attempts atomic.Int32
 	env.SetOnActivityStartedListener(func(*activity.Info, context.Context, converter.EncodedValues) { attempts.Add(1) })
 	env.ExecuteWorkflow(TicketWorkflow, "Printer on fire")
@@ -101,9 +114,10 @@ func newUpstream(t *testing.T) *upstream {
 
 func (u *upstream) release() { u.once.Do(func() { close(u.hold) }) }
 
-// newGateway serves a gateway on its embedded store with one route, POST /v1/tickets, in front
-// of upstream with the given timeout (the route file of examples/routes.yaml, reduced).
-func newGateway(t *testing.T, upstream, timeout string) *httptest.Server {
+// newGateway serves a gateway on its embedded store (returned too) with one route, POST
+// /v1/tickets, in front of upstream with the given timeout (the route file of examples/routes.yaml,
+// reduced).
+func newGateway(t *testing.T, upstream, timeout string) (*httptest.Server, record.Store) {
 	t.Helper()
 	cfg, err := routes.Parse("routes.yaml", []byte(fmt.Sprintf(`
 upstreams:
@@ -130,7 +144,7 @@ routes:
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, store
 }
 
 // newEnv is the SDK's test environment with the workflow, and the activities calling gw with
