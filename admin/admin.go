@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/idemgateway/idemgateway/admin/ui"
 	"github.com/idemgateway/idemgateway/problem"
 
 	"github.com/idemgateway/idemgateway/record"
@@ -35,6 +36,8 @@ type Pipeline interface {
 	// Settled wakes the requests that wait for the record at key (concurrency: wait) once a
 	// resolve has settled it.
 	Settled(key string)
+	// Activity is what the gateway is doing now, for the operator console (GET /v1/activity).
+	Activity() Activity
 }
 
 // Options configure Handler. Store is required; every other field's zero value is its default.
@@ -61,18 +64,29 @@ type Options struct {
 //	       own safety check (record.SafetyReporter) finds it so, else 503; the store probe runs at
 //	       most once a second, shared by concurrent callers (readyz.go)
 //	GET    /metrics                          Prometheus exposition of Options.Metrics
-//	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped), 404 if none;
-//	       ?credential=<credential_scope> on every records path addresses a credential-scoped key
+//	GET    /ui/                              the operator console (package ui): static assets, no token
+//	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped) with started_at and,
+//	       unless committed, resolve_status (the status a resolve as committed stores by
+//	       default), 404 if none; ?credential=<credential_scope> on every records path
+//	       addresses a credential-scoped key
+//	GET    /v1/records/{tenant}/{tool}/{key}/response
+//	       the response a committed record replays: status, content type, and its body up to
+//	       64 KiB when it is UTF-8 text ({"stored":false} when the record holds none)
 //	GET    /v1/records?state=outcome_unknown[&tenant=T[&tool=X]][&limit=N][&cursor=C]
 //	       {"records":[receipt…],"next_cursor":"…"}: the outcome_unknown records, in key order,
-//	       limit 1 to 1000 (default 100), from the store's index (no keyspace scan)
+//	       limit 1 to 1000 (default 100), from the store's index (no keyspace scan);
+//	       &order=oldest: the limit oldest by started_at and their "total", no cursor (reads at
+//	       most 10 000 records of the index, "total_capped" when there were more)
+//	GET    /v1/activity                      this process's upstream calls in flight and pending
+//	       receipts (oldest 100 of each, and their counts), and its decisions per minute over the
+//	       last hour
 //	DELETE /v1/records/{tenant}/{tool}/{key} removes the record, 204; 404 if none; 409 while a
 //	       call is under way (its lease is live) unless ?force=true
 //	POST   /v1/records/{tenant}/{tool}/{key}/resolve
 //	       settles an outcome_unknown record (or one whose executor's lease lapsed):
 //	       {"outcome":"committed","remote_id":"…","remote_url":"…","response_status":201}
-//	       stores it as committed (replays then answer response_status, default 200, with no
-//	       body); {"outcome":"not_committed"} frees the key. 200 with the receipt, or 204.
+//	       stores it as committed (replays then answer response_status, default the route's
+//	       first committed code, else 200, with no body); {"outcome":"not_committed"} frees the key. 200 with the receipt, or 204.
 //	       409 when the record is committed, or in progress with a live lease.
 //
 // When Options.Token is not empty, the records API requires `Authorization: Bearer <token>`,
@@ -106,11 +120,15 @@ func (a *admin) handler(token string, metrics prometheus.Gatherer) http.Handler 
 		metrics = prometheus.NewRegistry()
 	}
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	r.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	r.Handle("/ui/*", http.StripPrefix("/ui", ui.Handler()))
 	r.Group(func(r chi.Router) {
 		r.Use(requireBearer(token), requireJSON)
+		r.Get("/v1/activity", a.activity)
 		r.Get("/v1/records", a.listRecords)
 		r.Get("/v1/records/{tenant}/{tool}/{key}", a.getRecord)
 		r.Delete("/v1/records/{tenant}/{tool}/{key}", a.deleteRecord)
+		r.Get("/v1/records/{tenant}/{tool}/{key}/response", a.getResponse)
 		r.Post("/v1/records/{tenant}/{tool}/{key}/resolve", a.resolveRecord)
 	})
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
@@ -155,3 +173,4 @@ type noPipeline struct{}
 
 func (noPipeline) Route(string) *routes.Route { return nil }
 func (noPipeline) Settled(string)             {}
+func (noPipeline) Activity() Activity         { return Activity{} }

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
@@ -42,9 +44,98 @@ func (a *admin) getRecord(w http.ResponseWriter, r *http.Request) {
 		problem.New(err, "", "").Write(w, 1)
 		return
 	}
+	view := recordView{Receipt: rec.Receipt, StartedAt: rec.StartedAt}
+	if rec.State != record.StateCommitted {
+		view.ResolveStatus = usualSuccess(a.pipeline.Route(rec.Tool))
+	}
+	writeJSON(w, view)
+}
+
+// recordView is a record as the records API serves it: its receipt, when its call started and,
+// for a record not committed, the status a resolve as committed stores by default.
+type recordView struct {
+	record.Receipt
+	StartedAt     time.Time `json:"started_at"`
+	ResolveStatus int       `json:"resolve_status,omitempty"`
+}
+
+// usualSuccess is the status a record of rt resolved as committed stores when the resolve names
+// none: the route's first committed code (outcome.committed), else 200.
+func usualSuccess(rt *routes.Route) int {
+	if rt != nil {
+		for _, code := range rt.Outcome.Committed {
+			if code >= 200 && code <= 399 {
+				return code
+			}
+		}
+	}
+	return http.StatusOK
+}
+
+// writeJSON answers v as JSON, never cached.
+func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(rec.Receipt)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// maxBodyView bounds the stored body GET .../response shows (64 KiB).
+const maxBodyView = 64 << 10
+
+// responseView is the answer of GET /v1/records/{tenant}/{tool}/{key}/response: the response a
+// committed record replays, its body cut to maxBodyView bytes and shown only when it is UTF-8 text.
+type responseView struct {
+	Stored        bool   `json:"stored"` // false: the record holds no response (not committed, or resolved by hand)
+	Status        int    `json:"status,omitempty"`
+	ContentType   string `json:"content_type,omitempty"`
+	BodyBytes     int    `json:"body_bytes"`
+	Body          string `json:"body,omitempty"`
+	BodyTruncated bool   `json:"body_truncated,omitempty"`
+	BodyBinary    bool   `json:"body_binary,omitempty"` // not UTF-8: not shown
+}
+
+func (a *admin) getResponse(w http.ResponseWriter, r *http.Request) {
+	key := recordKey(r)
+	var state string
+	var stored record.Payload
+	err := a.storeOp(r.Context(), func(ctx context.Context) (err error) {
+		state, stored, err = a.store.Get(ctx, key)
+		return err
+	})
+	if err == nil && state == "" {
+		err = fmt.Errorf("%w for that tenant, tool and key", problem.ErrNoRecord)
+	}
+	var rec *record.Record
+	if err == nil {
+		rec, err = record.Decode(state, stored)
+	}
+	if err != nil {
+		problem.New(err, "", "").Write(w, 1)
+		return
+	}
+	writeJSON(w, viewResponse(rec.Response))
+}
+
+// viewResponse returns the view of resp (nil: none stored).
+func viewResponse(resp *record.Response) responseView {
+	if resp == nil {
+		return responseView{}
+	}
+	v := responseView{Stored: true, Status: resp.Status, ContentType: resp.Header.Get("Content-Type"), BodyBytes: len(resp.Body)}
+	body := resp.Body
+	if len(body) > maxBodyView {
+		cut := maxBodyView // moved back to a rune's start, so that text is not made invalid by the cut
+		for i := 0; i < utf8.UTFMax && !utf8.RuneStart(body[cut]); i++ {
+			cut--
+		}
+		body, v.BodyTruncated = body[:cut], true
+	}
+	if utf8.Valid(body) {
+		v.Body = string(body)
+	} else {
+		v.BodyBinary = true
+	}
+	return v
 }
 
 func (a *admin) deleteRecord(w http.ResponseWriter, r *http.Request) {
@@ -85,7 +176,7 @@ type resolution struct {
 	Outcome        string `json:"outcome"` // committed | not_committed
 	RemoteID       string `json:"remote_id"`
 	RemoteURL      string `json:"remote_url"`
-	ResponseStatus int    `json:"response_status"` // default 200
+	ResponseStatus int    `json:"response_status"` // default: the route's usual success (usualSuccess)
 }
 
 // errResolve is a resolve request that cannot be carried out as asked: 409.
@@ -104,9 +195,7 @@ func (a *admin) resolveRecord(w http.ResponseWriter, r *http.Request) {
 	case res.Outcome != "committed" && res.Outcome != "not_committed":
 		problem.New(fmt.Errorf("%w: resolve: outcome %q: want committed or not_committed", problem.ErrInvalidBody, res.Outcome), "", "").Write(w, 0)
 		return
-	case res.ResponseStatus == 0:
-		res.ResponseStatus = http.StatusOK
-	case res.ResponseStatus < 200 || res.ResponseStatus > 399:
+	case res.ResponseStatus != 0 && res.ResponseStatus < 200 || res.ResponseStatus > 399:
 		problem.New(fmt.Errorf("%w: resolve: response_status %d: a committed call answers 2xx or 3xx", problem.ErrInvalidBody, res.ResponseStatus), "", "").Write(w, 0)
 		return
 	}
@@ -147,7 +236,8 @@ func (a *admin) resolve(ctx context.Context, key string, res resolution) (*recor
 		return nil, err
 	}
 	ttl, lease := routes.DefaultTTL, routes.DefaultLockLease
-	if rt := a.pipeline.Route(rec.Tool); rt != nil {
+	rt := a.pipeline.Route(rec.Tool)
+	if rt != nil {
 		ttl, lease = rt.TTL, rt.LockLease
 	}
 	from := rec.Owner
@@ -171,6 +261,9 @@ func (a *admin) resolve(ctx context.Context, key string, res resolution) (*recor
 	}
 	now := time.Now().UTC()
 	rec.State, rec.CommittedAt, rec.ExpiresAt = record.StateCommitted, &now, now.Add(ttl)
+	if res.ResponseStatus == 0 {
+		res.ResponseStatus = usualSuccess(rt)
+	}
 	rec.RemoteID, rec.RemoteURL, rec.ResponseStatus = res.RemoteID, res.RemoteURL, res.ResponseStatus
 	rec.Response, rec.ResponseBodyKept = nil, false
 	rec.Detail = "resolved as committed by an operator"
@@ -212,11 +305,21 @@ func (a *admin) probeStore(ctx context.Context) error {
 	return nil
 }
 
-// recordPage is the answer of GET /v1/records.
+// recordPage is the answer of GET /v1/records: in key order, a page and the cursor of the next;
+// oldest first, the oldest limit records and how many the queue holds.
 type recordPage struct {
-	Records    []record.Receipt `json:"records"`
-	NextCursor string           `json:"next_cursor,omitempty"`
+	Records    []recordView `json:"records"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+	Total      *int         `json:"total,omitempty"`
+	// TotalCapped says the store's index holds more than maxQueueScan records: Total counts
+	// those of the filter among the ones read.
+	TotalCapped bool `json:"total_capped,omitempty"`
 }
+
+// maxQueueScan bounds the records GET /v1/records?order=oldest reads to sort: a queue that long
+// is not worked through by hand, and its oldest are found among them only when the store's key
+// order happens to agree.
+const maxQueueScan = 10_000
 
 func (a *admin) listRecords(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -241,20 +344,77 @@ func (a *admin) listRecords(w http.ResponseWriter, r *http.Request) {
 		bad("cursor: not one this API gave")
 		return
 	}
+	order := q.Get("order")
+	switch {
+	case order != "" && order != "key" && order != "oldest":
+		bad("order %q: want key or oldest", order)
+		return
+	case order == "oldest" && len(cursor) > 0:
+		bad("cursor: order=oldest answers the oldest records in one page, without a cursor")
+		return
+	}
 	tenant, tool := q.Get("tenant"), q.Get("tool")
-	prefix := record.ScopePrefix(tenant, tool)
-	var keys []string
-	var stored []record.Payload
-	var next string
-	err = a.storeOp(r.Context(), func(ctx context.Context) (err error) {
-		keys, stored, next, err = a.store.ListUnknown(ctx, prefix, string(cursor), limit)
-		return err
-	})
+	var page recordPage
+	if order == "oldest" {
+		page, err = a.oldestUnknown(r.Context(), tenant, tool, limit)
+	} else {
+		page, err = a.unknownPage(r.Context(), tenant, tool, string(cursor), limit)
+	}
 	if err != nil {
 		problem.New(err, "", "").Write(w, 1)
 		return
 	}
-	page := recordPage{Records: []record.Receipt{}}
+	writeJSON(w, page)
+}
+
+// unknownPage returns the outcome_unknown records of tenant and tool ("": any) in key order from
+// cursor, up to limit of them.
+func (a *admin) unknownPage(ctx context.Context, tenant, tool, cursor string, limit int) (recordPage, error) {
+	views, next, err := a.listUnknown(ctx, tenant, tool, cursor, limit)
+	page := recordPage{Records: views}
+	if next != "" {
+		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(next))
+	}
+	return page, err
+}
+
+// oldestUnknown returns the limit oldest outcome_unknown records of tenant and tool ("": any), by
+// started_at, read from the store's index up to maxQueueScan of them.
+func (a *admin) oldestUnknown(ctx context.Context, tenant, tool string, limit int) (recordPage, error) {
+	const pageSize = 1000
+	all := []recordView{}
+	cursor := ""
+	for read := pageSize; ; read += pageSize {
+		views, next, err := a.listUnknown(ctx, tenant, tool, cursor, pageSize)
+		if err != nil {
+			return recordPage{}, err
+		}
+		all = append(all, views...)
+		if next == "" || read >= maxQueueScan {
+			page := recordPage{TotalCapped: next != ""}
+			sort.SliceStable(all, func(i, j int) bool { return all[i].StartedAt.Before(all[j].StartedAt) })
+			total := len(all)
+			page.Records, page.Total = all[:min(limit, total)], &total
+			return page, nil
+		}
+		cursor = next
+	}
+}
+
+// listUnknown reads one page of the store's index of outcome_unknown records: the views of those
+// of tenant and tool ("": any) among limit records from cursor, and the store's next cursor.
+func (a *admin) listUnknown(ctx context.Context, tenant, tool, cursor string, limit int) ([]recordView, string, error) {
+	var keys []string
+	var stored []record.Payload
+	var next string
+	err := a.storeOp(ctx, func(ctx context.Context) (err error) {
+		keys, stored, next, err = a.store.ListUnknown(ctx, record.ScopePrefix(tenant, tool), cursor, limit)
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	views := []recordView{}
 	for i, p := range stored {
 		rec, err := record.Decode(record.StateUnknown, p)
 		if err != nil {
@@ -262,13 +422,8 @@ func (a *admin) listRecords(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if tool == "" || rec.Tool == tool { // a tool without a tenant is filtered here
-			page.Records = append(page.Records, rec.Receipt)
+			views = append(views, recordView{Receipt: rec.Receipt, StartedAt: rec.StartedAt})
 		}
 	}
-	if next != "" {
-		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(next))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(page)
+	return views, next, nil
 }

@@ -22,6 +22,9 @@ type Gateway struct {
 	*process
 	Proxy string // "http://127.0.0.1:PORT"
 	Admin string // "http://127.0.0.1:PORT"
+	// AdminToken is sent as the bearer token of the admin API by Record and adminDo: the
+	// gateway's IDEMGATEWAY_ADMIN_TOKEN, "" when it has none.
+	AdminToken string
 }
 
 // StartGateway starts the gateway on free loopback ports with the routes file and the extra
@@ -159,18 +162,13 @@ func recordPath(tenant, tool, key string) string {
 // Record reads a Record through the admin API; found is false on 404.
 func (g *Gateway) Record(t *testing.T, tenant, tool, key string) (rec Receipt, found bool) {
 	t.Helper()
-	resp, err := Client.Get(g.Admin + recordPath(tenant, tool, key))
-	if err != nil {
-		t.Fatalf("admin GET record: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	switch resp.StatusCode {
+	status, b := g.adminDo(t, http.MethodGet, recordPath(tenant, tool, key), "")
+	switch status {
 	case http.StatusOK:
 	case http.StatusNotFound:
 		return Receipt{}, false
 	default:
-		t.Fatalf("admin GET %s: %d %s", recordPath(tenant, tool, key), resp.StatusCode, b)
+		t.Fatalf("admin GET %s: %d %s", recordPath(tenant, tool, key), status, b)
 	}
 	if err := json.Unmarshal(b, &rec); err != nil {
 		t.Fatalf("admin GET record: %v: %s", err, b)
@@ -210,6 +208,9 @@ func (g *Gateway) adminDo(t *testing.T, method, path, body string) (int, []byte)
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if g.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+g.AdminToken)
 	}
 	resp, err := Client.Do(req)
 	if err != nil {

@@ -180,7 +180,7 @@ func (x *Exchange) setRemoteID(id string) {
 
 func (x *Exchange) decide(decision string) {
 	x.decision = decision
-	x.g.metrics.decisions.WithLabelValues(x.label, decision).Inc()
+	x.g.countDecision(x.label, decision)
 	x.w.Header().Set("Idempotency-Decision", decision)
 	if x.traced {
 		x.span.SetAttributes(attrDecision.String(decision))

@@ -80,7 +80,7 @@ func (x *Exchange) Reject(err error) { x.reject(err) }
 // Rejected counts x as rejected, for a front end that answers the request itself.
 func (x *Exchange) Rejected() {
 	x.decision = DecisionRejected
-	x.g.metrics.decisions.WithLabelValues(x.label, DecisionRejected).Inc()
+	x.g.countDecision(x.label, DecisionRejected)
 }
 
 // LimitBody holds the body of x's request, which streams through, to its route's max_body_bytes:

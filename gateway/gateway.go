@@ -92,12 +92,13 @@ type Gateway struct {
 	proxy   *httputil.ReverseProxy
 	table   atomic.Pointer[routeTable] // the routes in force; Reload swaps it
 
-	inFlight sync.Map              // *execution -> struct{}: calls under way, for Abandon
-	churn    *churn                // recent executions, to count keys minted per retry
-	ruleSets ruleSets              // the rules of records made under other rules than their route's now
-	waiters  waiters               // duplicates waiting for a record to settle (concurrency: wait)
-	settles  settles               // settle writes retried in the background (settle.go)
-	fronts   map[routes.Kind]Front // the front ends of Options.Fronts (front.go)
+	inFlight     sync.Map              // *execution -> struct{}: calls under way, for Abandon
+	churn        *churn                // recent executions, to count keys minted per retry
+	ruleSets     ruleSets              // the rules of records made under other rules than their route's now
+	waiters      waiters               // duplicates waiting for a record to settle (concurrency: wait)
+	settles      settles               // settle writes retried in the background (settle.go)
+	decisionRate decisionRate          // decisions per minute over the last hour, for the console (activity.go)
+	fronts       map[routes.Kind]Front // the front ends of Options.Fronts (front.go)
 
 	// retryMin and retryMax bound the pauses between a settle's attempts: settleRetryMin and
 	// settleRetryMax; tests set them (export_test.go).

@@ -106,7 +106,7 @@ func (x *Exchange) reject(err error) {
 	if x.traced {
 		x.span.SetAttributes(attrDecision.String(DecisionRejected))
 	}
-	x.g.metrics.decisions.WithLabelValues(x.label, DecisionRejected).Inc()
+	x.g.countDecision(x.label, DecisionRejected)
 	x.w.Header().Del("Idempotency-Decision")
 	var retryAfter time.Duration
 	switch {

@@ -50,6 +50,7 @@ type pendingSettle struct {
 	until            time.Time // the record expires then: retrying later is pointless
 	lease            *lease    // renewed until the write ends; nil for an orphaned claim
 	orphan           bool      // the release of a claim whose reply was lost
+	since            time.Time // when it was left to the background (retryInBackground)
 	logger           *slog.Logger
 	backoff          backoff
 
@@ -222,6 +223,7 @@ func (g *Gateway) retryInBackground(p *pendingSettle, after time.Duration) bool 
 	if g.settles.set == nil {
 		g.settles.set = map[*pendingSettle]struct{}{}
 	}
+	p.since = time.Now()
 	g.settles.set[p] = struct{}{}
 	if p.orphan {
 		g.settles.orphans++

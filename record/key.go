@@ -80,3 +80,25 @@ func ScopePrefix(tenant, tool string) string {
 	}
 	return prefix
 }
+
+// ParseScopeKey returns the ScopeKey whose String is s: its three or four segments, each
+// unescaped. A store key that ScopeKey.String cannot have made (another segment count, a bad
+// escape) is an error.
+func ParseScopeKey(s string) (ScopeKey, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 && len(parts) != 4 {
+		return ScopeKey{}, fmt.Errorf("store key %q: want tenant/tool/key[/credential]", s)
+	}
+	for i, p := range parts {
+		u, err := url.PathUnescape(p)
+		if err != nil {
+			return ScopeKey{}, fmt.Errorf("store key %q: %v", s, err)
+		}
+		parts[i] = u
+	}
+	k := ScopeKey{Tenant: parts[0], Tool: parts[1], Key: parts[2]}
+	if len(parts) == 4 {
+		k.Credential = parts[3]
+	}
+	return k, nil
+}

@@ -33,6 +33,9 @@ func TestScopeKeyEncoding(t *testing.T) {
 			if got := record.NewToolScope(tt.key.Tool).Key(tt.key.Tenant, tt.key.Key, tt.key.Credential); got != tt.want {
 				t.Errorf("the ToolScope of %+v spells it %q, want %q", tt.key, got, tt.want)
 			}
+			if back, err := record.ParseScopeKey(tt.want); err != nil || back != tt.key {
+				t.Errorf("ParseScopeKey(%q) = %+v, %v; want %+v", tt.want, back, err, tt.key)
+			}
 		})
 	}
 }
@@ -54,6 +57,15 @@ func TestScopeKeyDoesNotCollide(t *testing.T) {
 			t.Errorf("%+v is stored at %q, which holds a Redis hash-tag brace", s, k)
 		}
 		seen[k] = s
+	}
+}
+
+func TestParseScopeKeyRefuses(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "a/b", "a/b/c/d/e", "a/b/%zz", "readyz/owner"} {
+		if k, err := record.ParseScopeKey(s); err == nil {
+			t.Errorf("ParseScopeKey(%q) = %+v, want an error", s, k)
+		}
 	}
 }
 

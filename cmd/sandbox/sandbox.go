@@ -444,9 +444,14 @@ func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 
 // writeJSON answers status with v encoded as JSON, and the extra headers; a status that has no
 // body (204) with the headers alone. When pad > 0, v must encode as a non-empty JSON object; a
-// member "sandbox_padding" whose string value is pad bytes of "x" is appended to it.
+// member "sandbox_padding" whose string value is pad bytes of "x" is appended to it. Strings are
+// written as most APIs write them, "<", ">" and "&" as they are (not as \u003c…, Go's default).
 func writeJSON(w http.ResponseWriter, status int, header http.Header, v any, pad int) {
-	b, err := json.Marshal(v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if err != nil {
 		writeProblem(w, http.StatusInternalServerError, "encoding the response: "+err.Error(), false, "")
 		return
