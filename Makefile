@@ -1,9 +1,9 @@
-# idemgateway — make demo runs the main job (needs Go); make test runs the tests (Go, redis-server, Node.js).
+# idemgateway — make demo runs the main job (needs Go); make test runs the tests (Go, redis-server, PostgreSQL, Chromium, Node.js).
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build demo test unit example-temporal slowest test-busy redis-server postgresql mcpts fuzz vet clean chart-test image-binary helm-lint mutate mutate-all stress
+.PHONY: build demo test unit example-temporal slowest test-busy redis-server postgresql chromium screenshots mcpts fuzz vet clean chart-test image-binary helm-lint mutate mutate-all stress
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
@@ -22,7 +22,7 @@ TESTFLAGS ?= -race -count=1 -parallel 8
 # The tests start their own redis-server processes on free ports; this only makes sure the program
 # is installed (from Debian's packages when running as root). The chart's tests are a Go module of
 # their own (Helm and Kubernetes stay out of the gateway's module); chart-test runs them.
-test: redis-server postgresql mcpts chart-test example-temporal
+test: redis-server postgresql chromium mcpts chart-test example-temporal
 	$(GO) test $(TESTFLAGS) ./...
 
 # The inner loop: every package but the end-to-end tests of the built binaries (e2e/). Under two
@@ -31,14 +31,14 @@ unit: redis-server postgresql
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/e2e\(/\|$$\)')
 
 # Where make test's time goes: each package's time and the 15 slowest tests (internal/slowest).
-slowest: redis-server mcpts
+slowest: redis-server postgresql chromium mcpts
 	$(GO) test $(TESTFLAGS) -json ./... | $(GO) run ./internal/slowest -n 15
 
 # The proof under load (docs/contributing.md, "Under load"): while two busy loops keep both cores
 # full, the store conformance suites and the gateway package run ten times each, then the whole
 # make test twice. Nothing is run again on failure. About 12 minutes on two cores.
 BUSY_COUNT ?= 10
-test-busy: redis-server postgresql mcpts
+test-busy: redis-server postgresql chromium mcpts
 	@while :; do :; done & b1=$$!; while :; do :; done & b2=$$!; \
 	trap 'kill $$b1 $$b2' EXIT INT TERM; \
 	start=$$(date +%s); \
@@ -125,6 +125,17 @@ postgresql:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql; \
 	  else echo "make test needs PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; fi; }
+
+# Chromium for the operator console's tests in a real browser (e2e/console_test.go, driven by chromedp).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; \
+	  else echo "make test needs Chromium: sudo apt-get install chromium" >&2; exit 1; fi; }
+
+# The operator console's screenshots in docs/img, taken by its browser test (docs/operations.md#operator-console).
+screenshots: chromium
+	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run '^TestConsole$$' ./e2e
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzCanonicalize -fuzztime=60s ./canonical

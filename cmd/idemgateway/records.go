@@ -49,7 +49,7 @@ func records(args []string, stdout io.Writer) error {
 		fs.StringVar(&res.Outcome, "outcome", "", "committed or not_committed")
 		fs.StringVar(&res.RemoteID, "remote-id", "", "the upstream's id of what was created (committed)")
 		fs.StringVar(&res.RemoteURL, "remote-url", "", "its URL (committed)")
-		fs.IntVar(&res.ResponseStatus, "status", 0, "the status replays answer (committed; default 200)")
+		fs.IntVar(&res.ResponseStatus, "status", 0, "the status replays answer (committed; default the route's first outcome.committed code, else 200)")
 	case "list":
 		nargs = 0
 		fs.StringVar(&q.State, "state", "outcome_unknown", "the records' state")

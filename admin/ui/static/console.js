@@ -242,11 +242,12 @@
     }
   }
 
-  // drawChart draws the decisions per minute as stacked bars (an SVG built node by node), with
-  // a legend that gives each decision's count over the hour.
+  // drawChart draws the decisions per minute as stacked bars (an SVG built node by node, stretched
+  // to the page's width), its scale and time axis as text around it, and a legend that gives each
+  // decision's count over the hour.
   function drawChart(minutes) {
     const NS = 'http://www.w3.org/2000/svg';
-    const W = 600, H = 150, top = 12, bottom = 20, bar = W / 60;
+    const W = 600, H = 100, bar = W / 60;
     const plot = $('chart-plot');
     clear(plot);
     let max = 1;
@@ -260,14 +261,15 @@
       }
       max = Math.max(max, sum);
     }
+    const all = DECISIONS.reduce((s, d) => s + totals[d], 0);
+    plot.appendChild(el('p', 'at most ' + max + ' a minute', 'chart-scale'));
     const svg = document.createElementNS(NS, 'svg');
     svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+    svg.setAttribute('preserveAspectRatio', 'none');
     svg.setAttribute('role', 'img');
-    const all = DECISIONS.reduce((s, d) => s + totals[d], 0);
     svg.setAttribute('aria-label', 'Decisions per minute over the last hour: ' + all + ' in all, at most ' + max + ' in a minute.');
-    const scale = (H - top - bottom) / max;
     minutes.forEach((m, i) => {
-      let y = H - bottom;
+      let y = H;
       const g = document.createElementNS(NS, 'g');
       const title = document.createElementNS(NS, 'title');
       const made = DECISIONS.filter((d) => m.decisions[d]).map((d) => m.decisions[d] + ' ' + d);
@@ -276,7 +278,7 @@
       for (const d of DECISIONS) {
         const n = m.decisions[d] || 0;
         if (!n) continue;
-        const h = n * scale;
+        const h = (n * H) / max;
         y -= h;
         const r = document.createElementNS(NS, 'rect');
         r.setAttribute('x', String(i * bar + 1));
@@ -288,25 +290,11 @@
       }
       svg.appendChild(g);
     });
-    const text = (x, y, s, anchor) => {
-      const t = document.createElementNS(NS, 'text');
-      t.setAttribute('x', String(x));
-      t.setAttribute('y', String(y));
-      t.setAttribute('text-anchor', anchor);
-      t.textContent = s;
-      svg.appendChild(t);
-    };
-    const axis = document.createElementNS(NS, 'line');
-    axis.setAttribute('x1', '0');
-    axis.setAttribute('x2', String(W));
-    axis.setAttribute('y1', String(H - bottom));
-    axis.setAttribute('y2', String(H - bottom));
-    axis.setAttribute('class', 'axis');
-    svg.appendChild(axis);
-    text(2, top - 2, max + ' a minute', 'start');
-    text(2, H - 4, '60 min ago', 'start');
-    text(W - 2, H - 4, 'now', 'end');
     plot.appendChild(svg);
+    const axis = el('div', null, 'chart-axis');
+    axis.appendChild(el('span', '60 min ago'));
+    axis.appendChild(el('span', 'now'));
+    plot.appendChild(axis);
     const legend = $('chart-legend');
     clear(legend);
     for (const d of DECISIONS) {
