@@ -137,7 +137,7 @@ func (x *Exchange) settle(op settleOp) {
 	}
 	x.lease = nil // the settle stops it
 	if op != opRelease {
-		p.payload = x.rec.Encode()
+		p.payload = x.rec.EncodeSettle() // the claim part holds the document and the rules: not sent again
 	}
 	p.backoff = x.g.newBackoff(x.rt.LockLease, p.until)
 	if p.lease != nil {

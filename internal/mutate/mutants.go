@@ -914,4 +914,8 @@ var mutants = []Mutant{
 	{Name: "console-401-not-asked-again", Behaviour: "a refused token does not bring the prompt back",
 		File: "admin/ui/static/console.js", From: "      askToken(token ? 'The gateway refused that token. Enter the admin token again.' : '');", To: "      if (!token) askToken('');",
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestConsole$"}}},
+	// A record's document is stored once (docs/record-format.md).
+	{Name: "settle-sends-document", Behaviour: "a commit or mark unknown sends the whole record: the canonical document is stored twice, and sent again at every commit",
+		File: "gateway/settle.go", From: "p.payload = x.rec.EncodeSettle()", To: "p.payload = x.rec.Encode()",
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestSettleSendsNoDocument$"}}},
 }
