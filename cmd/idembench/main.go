@@ -139,7 +139,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.count, "count", 2000, "requests over which Redis commands per request are counted")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "after the table, profile one more closed-loop run of -profile into `file`")
 	fs.StringVar(&c.memprofile, "memprofile", "", "write the allocation profile (every allocation, cumulative over the process) to `file` after the profiled run")
-	fs.StringVar(&c.profile, "profile", "execute", "the run -cpuprofile and -memprofile profile: execute, replay, bare, embedded, embedded-replay or mcp-replay (a tools/call with JSON answers)")
+	fs.StringVar(&c.profile, "profile", "execute", "the run -cpuprofile and -memprofile profile: execute, replay, bare, embedded, embedded-replay, postgres, postgres-replay or mcp-replay (a tools/call with JSON answers)")
 	fs.IntVar(&c.profileSize, "profile-size", mediumBody, "body size in bytes of the profiled run of execute or bare: 256, 1024 or 65536 (replay: 1024)")
 	fs.BoolVar(&c.profileOnly, "profile-only", false, "skip the table: only the profiled run")
 	fs.BoolVar(&c.redisOnly, "redis-only", false, "measure only the Redis store's work: commands per request, and closed loops of the bare proxy, execute and replay at 1 KiB, on the plain and on the auto-pipelined Redis store")
@@ -162,9 +162,9 @@ func parseFlags(args []string) (config, error) {
 		problems = append(problems, errors.New("-rate must be positive and at most 1e9"))
 	}
 	switch c.profile {
-	case "execute", "replay", "bare", "embedded", "embedded-replay", "mcp-replay":
+	case "execute", "replay", "bare", "embedded", "embedded-replay", "postgres", "postgres-replay", "mcp-replay":
 	default:
-		problems = append(problems, fmt.Errorf("-profile %q: want execute, replay, bare, embedded, embedded-replay or mcp-replay", c.profile))
+		problems = append(problems, fmt.Errorf("-profile %q: want execute, replay, bare, embedded, embedded-replay, postgres, postgres-replay or mcp-replay", c.profile))
 	}
 	switch c.profileSize {
 	case smallBody, mediumBody, largeBody:
@@ -229,7 +229,7 @@ func run(ctx context.Context, cfg config) error {
 func (b *bench) profile(ctx context.Context) error {
 	t := b.execute(b.cfg.profileSize)
 	switch b.cfg.profile {
-	case "replay", "embedded-replay", "mcp-replay":
+	case "replay", "embedded-replay", "postgres-replay", "mcp-replay":
 		if err := b.reset(ctx, true); err != nil {
 			return err
 		}
@@ -238,6 +238,8 @@ func (b *bench) profile(ctx context.Context) error {
 			t = b.replayTarget()
 		case "embedded-replay":
 			t = b.embeddedReplay()
+		case "postgres-replay":
+			t = b.postgresReplay()
 		default:
 			t = b.mcpTarget("replay", mcpAnswers[0])
 		}
@@ -245,6 +247,8 @@ func (b *bench) profile(ctx context.Context) error {
 		t = b.bareTarget(b.cfg.profileSize)
 	case "embedded":
 		t = b.embeddedExecute()
+	case "postgres":
+		t = b.postgresExecute()
 	default:
 		if err := b.reset(ctx, false); err != nil {
 			return err

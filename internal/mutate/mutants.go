@@ -277,7 +277,7 @@ var mutants = []Mutant{
 		File: "gateway/exchange.go", From: "x.span.SetAttributes(attrActor.String(x.actor))", To: "_ = x.actor // mutant",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestSpanAttributes$"}}},
 	{Name: "outcome-unknown-decision-uncounted", Behaviour: "idemgateway_decisions_total never counts decision=outcome_unknown: the alert on it never fires",
-		File: "gateway/exchange.go", From: "x.g.metrics.decisions.WithLabelValues(x.label, decision).Inc()", To: "if decision != DecisionOutcomeUnknown { // mutant\n\t\tx.g.metrics.decisions.WithLabelValues(x.label, decision).Inc()\n\t}",
+		File: "gateway/activity.go", From: "\tg.metrics.decisions.WithLabelValues(tool, decision).Inc()", To: "\tif decision != DecisionOutcomeUnknown { // mutant\n\t\tg.metrics.decisions.WithLabelValues(tool, decision).Inc()\n\t}",
 		Tests: []Target{{Pkg: "./gateway", Run: "^(TestDecisionMetrics|TestDeployMetricsAreRegistered)$"}}},
 	{Name: "in-flight-never-forgotten", Behaviour: "finished executions stay in inFlight: every call's record leaks, and a shutdown's Abandon writes to every past call",
 		File: "gateway/effect.go", From: "\tdefer x.g.inFlight.Delete(e)\n", To: "",
