@@ -72,6 +72,11 @@ type Options struct {
 //	GET    /v1/records/{tenant}/{tool}/{key}/response
 //	       the response a committed record replays: status, content type, and its body up to
 //	       64 KiB when it is UTF-8 text ({"stored":false} when the record holds none)
+//	GET    /v1/records/{tenant}/{tool}/{key}/request
+//	       the canonical document of the request that claimed the key, up to 64 KiB of UTF-8 text
+//	       /v1/record?tenant=T&tool=X&key=K[&credential=C] and its /response, /request and
+//	       /resolve: the same, the record named by the query (a key or tenant "." or "..",
+//	       which clients remove from a path, can be named so)
 //	GET    /v1/records?state=outcome_unknown[&tenant=T[&tool=X]][&limit=N][&cursor=C]
 //	       {"records":[receipt…],"next_cursor":"…"}: the outcome_unknown records, in key order,
 //	       limit 1 to 1000 (default 100), from the store's index (no keyspace scan);
@@ -120,16 +125,23 @@ func (a *admin) handler(token string, metrics prometheus.Gatherer) http.Handler 
 		metrics = prometheus.NewRegistry()
 	}
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
-	r.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	r.Get("/ui", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Location", "ui/") // relative: kept under a proxy that serves the listener under a prefix
+		w.WriteHeader(http.StatusMovedPermanently)
+	})
 	r.Handle("/ui/*", http.StripPrefix("/ui", ui.Handler()))
 	r.Group(func(r chi.Router) {
 		r.Use(requireBearer(token), requireJSON)
 		r.Get("/v1/activity", a.activity)
 		r.Get("/v1/records", a.listRecords)
-		r.Get("/v1/records/{tenant}/{tool}/{key}", a.getRecord)
-		r.Delete("/v1/records/{tenant}/{tool}/{key}", a.deleteRecord)
-		r.Get("/v1/records/{tenant}/{tool}/{key}/response", a.getResponse)
-		r.Post("/v1/records/{tenant}/{tool}/{key}/resolve", a.resolveRecord)
+		// A record, named by the path or (/v1/record) by the query: recordKey.
+		for _, at := range []string{"/v1/records/{tenant}/{tool}/{key}", "/v1/record"} {
+			r.Get(at, a.getRecord)
+			r.Delete(at, a.deleteRecord)
+			r.Get(at+"/response", a.getResponse)
+			r.Get(at+"/request", a.getRequest)
+			r.Post(at+"/resolve", a.resolveRecord)
+		}
 	})
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		err := fmt.Errorf("%w at %s", problem.ErrNoRoute, req.URL.EscapedPath())

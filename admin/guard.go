@@ -80,17 +80,18 @@ func requireJSON(next http.Handler) http.Handler {
 }
 
 // requireBearer refuses a request of the records API without the bearer token, when there is one,
-// with 401 unauthorized.
+// with 401 unauthorized. Space around the token is not part of it, on either side; a token of
+// spaces alone admits nobody.
 func requireBearer(token string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		if token == "" {
 			return next
 		}
-		want := []byte(token)
+		want := []byte(strings.TrimSpace(token)) // as the received token is: a secret file's final newline is not part of it
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 			// The scheme is case-insensitive (RFC 9110 §11.1); the token is compared in constant time.
-			if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+			if len(want) == 0 || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="idemgateway-admin"`)
 				(&problem.Problem{Type: problem.TypePrefix + "unauthorized", Title: "Unauthorized", Status: http.StatusUnauthorized,
 					Detail: "the records API needs the admin bearer token"}).Write(w, 0)

@@ -132,3 +132,29 @@ func adminDo(t *testing.T, admin http.Handler, method, path, token, body string)
 	_ = json.Unmarshal(w.Body.Bytes(), &v)
 	return w.Code, v
 }
+
+// TestBearerTokenSpace: space around the configured token (a secret file's final newline) is not
+// part of it; a token of spaces alone admits nobody.
+func TestBearerTokenSpace(t *testing.T) {
+	t.Parallel()
+	store := openEmbedded(t)
+	for _, c := range []struct {
+		configured, sent string
+		want             int
+	}{
+		{"s3cret\n", "s3cret", http.StatusNotFound}, // admitted: no such record
+		{" s3cret ", "s3cret", http.StatusNotFound},
+		{"s3cret", "wrong", http.StatusUnauthorized},
+		{"  ", "", http.StatusUnauthorized},
+		{"\n", " ", http.StatusUnauthorized},
+	} {
+		h := admin.Handler(admin.Options{Store: store, Token: c.configured})
+		req := httptest.NewRequest(http.MethodGet, "/v1/records/t/x/k", nil)
+		req.Header.Set("Authorization", "Bearer "+c.sent)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != c.want {
+			t.Errorf("token %q, sent %q: %d, want %d", c.configured, c.sent, w.Code, c.want)
+		}
+	}
+}

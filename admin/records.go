@@ -7,26 +7,46 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
-	"unicode/utf8"
+	"unicode"
 
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
 
-// recordKey is the store key named by the admin path /v1/records/{tenant}/{tool}/{key}[/resolve],
-// whose segments are URL-escaped once (docs/contract.md §5), and by ?credential= on a route with
-// scope.credential.
-func recordKey(r *http.Request) string {
-	p := routes.PathParams(r)
-	return record.ScopeKey{Tenant: p["tenant"], Tool: p["tool"], Key: p["key"], Credential: r.URL.Query().Get("credential")}.String()
+// recordKey is the store key a records request names: by the path
+// /v1/records/{tenant}/{tool}/{key}[/…], whose segments are URL-escaped once (docs/contract.md §5),
+// or by the query of /v1/record[/…]?tenant=T&tool=X&key=K (a key or tenant that is "." or ".."
+// cannot be a path segment: clients remove such segments from URLs); ?credential= on either names
+// a credential-scoped key. The query form needs tenant, tool and key: without them it answers 400
+// and returns false.
+func recordKey(w http.ResponseWriter, r *http.Request) (string, bool) {
+	q := r.URL.Query()
+	k := record.ScopeKey{Credential: q.Get("credential")}
+	if p := routes.PathParams(r); p["key"] != "" {
+		k.Tenant, k.Tool, k.Key = p["tenant"], p["tool"], p["key"]
+	} else {
+		k.Tenant, k.Tool, k.Key = q.Get("tenant"), q.Get("tool"), q.Get("key")
+		if k.Tenant == "" || k.Tool == "" || k.Key == "" {
+			problem.New(fmt.Errorf("%w: /v1/record needs ?tenant=, ?tool= and ?key=", problem.ErrInvalidRequest), "", "").Write(w, 0)
+			return "", false
+		}
+	}
+	return k.String(), true
 }
 
-func (a *admin) getRecord(w http.ResponseWriter, r *http.Request) {
-	key := recordKey(r)
+// readRecord reads and decodes the record r names, answering the problem and returning nil when
+// there is none or it cannot be read.
+func (a *admin) readRecord(w http.ResponseWriter, r *http.Request) *record.Record {
+	key, ok := recordKey(w, r)
+	if !ok {
+		return nil
+	}
 	var state string
 	var stored record.Payload
 	err := a.storeOp(r.Context(), func(ctx context.Context) (err error) {
@@ -42,13 +62,24 @@ func (a *admin) getRecord(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		problem.New(err, "", "").Write(w, 1)
-		return
+		return nil
 	}
-	view := recordView{Receipt: rec.Receipt, StartedAt: rec.StartedAt}
+	return rec
+}
+
+func (a *admin) getRecord(w http.ResponseWriter, r *http.Request) {
+	if rec := a.readRecord(w, r); rec != nil {
+		writeJSON(w, a.view(rec))
+	}
+}
+
+// view is rec as the records API serves it.
+func (a *admin) view(rec *record.Record) recordView {
+	v := recordView{Receipt: rec.Receipt, StartedAt: rec.StartedAt}
 	if rec.State != record.StateCommitted {
-		view.ResolveStatus = usualSuccess(a.pipeline.Route(rec.Tool))
+		v.ResolveStatus = usualSuccess(a.pipeline.Route(rec.Tool))
 	}
-	writeJSON(w, view)
+	return v
 }
 
 // recordView is a record as the records API serves it: its receipt, when its call started and,
@@ -79,67 +110,11 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// maxBodyView bounds the stored body GET .../response shows (64 KiB).
-const maxBodyView = 64 << 10
-
-// responseView is the answer of GET /v1/records/{tenant}/{tool}/{key}/response: the response a
-// committed record replays, its body cut to maxBodyView bytes and shown only when it is UTF-8 text.
-type responseView struct {
-	Stored        bool   `json:"stored"` // false: the record holds no response (not committed, or resolved by hand)
-	Status        int    `json:"status,omitempty"`
-	ContentType   string `json:"content_type,omitempty"`
-	BodyBytes     int    `json:"body_bytes"`
-	Body          string `json:"body,omitempty"`
-	BodyTruncated bool   `json:"body_truncated,omitempty"`
-	BodyBinary    bool   `json:"body_binary,omitempty"` // not UTF-8: not shown
-}
-
-func (a *admin) getResponse(w http.ResponseWriter, r *http.Request) {
-	key := recordKey(r)
-	var state string
-	var stored record.Payload
-	err := a.storeOp(r.Context(), func(ctx context.Context) (err error) {
-		state, stored, err = a.store.Get(ctx, key)
-		return err
-	})
-	if err == nil && state == "" {
-		err = fmt.Errorf("%w for that tenant, tool and key", problem.ErrNoRecord)
-	}
-	var rec *record.Record
-	if err == nil {
-		rec, err = record.Decode(state, stored)
-	}
-	if err != nil {
-		problem.New(err, "", "").Write(w, 1)
+func (a *admin) deleteRecord(w http.ResponseWriter, r *http.Request) {
+	key, ok := recordKey(w, r)
+	if !ok {
 		return
 	}
-	writeJSON(w, viewResponse(rec.Response))
-}
-
-// viewResponse returns the view of resp (nil: none stored).
-func viewResponse(resp *record.Response) responseView {
-	if resp == nil {
-		return responseView{}
-	}
-	v := responseView{Stored: true, Status: resp.Status, ContentType: resp.Header.Get("Content-Type"), BodyBytes: len(resp.Body)}
-	body := resp.Body
-	if len(body) > maxBodyView {
-		cut := maxBodyView // moved back to a rune's start, so that text is not made invalid by the cut
-		for i := 0; i < utf8.UTFMax && !utf8.RuneStart(body[cut]); i++ {
-			cut--
-		}
-		body, v.BodyTruncated = body[:cut], true
-	}
-	if utf8.Valid(body) {
-		v.Body = string(body)
-	} else {
-		v.BodyBinary = true
-	}
-	return v
-}
-
-func (a *admin) deleteRecord(w http.ResponseWriter, r *http.Request) {
-	key := recordKey(r)
 	if r.URL.Query().Get("force") != "true" {
 		var state string
 		err := a.storeOp(r.Context(), func(ctx context.Context) (err error) {
@@ -183,40 +158,62 @@ type resolution struct {
 var errResolve = errors.New("cannot resolve")
 
 func (a *admin) resolveRecord(w http.ResponseWriter, r *http.Request) {
-	key := recordKey(r)
+	key, ok := recordKey(w, r)
+	if !ok {
+		return
+	}
 	var res resolution
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&res); err != nil {
+	err := dec.Decode(&res)
+	if err == nil && dec.More() {
+		err = errors.New("more after the JSON object")
+	}
+	if err == nil {
+		err = res.check()
+	}
+	if err != nil {
 		problem.New(fmt.Errorf("%w: resolve: %v", problem.ErrInvalidBody, err), "", "").Write(w, 0)
 		return
 	}
-	switch {
-	case res.Outcome != "committed" && res.Outcome != "not_committed":
-		problem.New(fmt.Errorf("%w: resolve: outcome %q: want committed or not_committed", problem.ErrInvalidBody, res.Outcome), "", "").Write(w, 0)
-		return
-	case res.ResponseStatus != 0 && res.ResponseStatus < 200 || res.ResponseStatus > 399:
-		problem.New(fmt.Errorf("%w: resolve: response_status %d: a committed call answers 2xx or 3xx", problem.ErrInvalidBody, res.ResponseStatus), "", "").Write(w, 0)
-		return
-	}
-	receipt, err := a.resolve(r.Context(), key, res)
+	rec, err := a.resolve(r.Context(), key, res)
 	switch {
 	case errors.Is(err, errResolve):
 		(&problem.Problem{Type: problem.TypePrefix + "cannot-resolve", Title: "Cannot resolve", Status: http.StatusConflict, Detail: err.Error()}).Write(w, 0)
 	case err != nil:
 		problem.New(err, "", "").Write(w, 1)
-	case receipt == nil:
+	case rec == nil:
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(receipt)
+		_ = json.NewEncoder(w).Encode(a.view(rec))
 	}
+}
+
+// check refuses a resolution the gateway cannot store as asked: an outcome other than committed
+// or not_committed, a status no committed call answers, a remote URL that is not an absolute
+// http(s) URL, control characters in the remote id or URL.
+func (res resolution) check() error {
+	switch {
+	case res.Outcome != "committed" && res.Outcome != "not_committed":
+		return fmt.Errorf("outcome %q: want committed or not_committed", res.Outcome)
+	case res.ResponseStatus != 0 && (res.ResponseStatus < 200 || res.ResponseStatus > 399):
+		return fmt.Errorf("response_status %d: a committed call answers 2xx or 3xx", res.ResponseStatus)
+	case strings.ContainsFunc(res.RemoteID+res.RemoteURL, unicode.IsControl):
+		return errors.New("remote_id and remote_url hold no control characters")
+	}
+	if res.RemoteURL != "" {
+		if u, err := url.Parse(res.RemoteURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("remote_url %q: want an absolute http or https URL", res.RemoteURL)
+		}
+	}
+	return nil
 }
 
 // resolve settles the record at key as res says: it takes the record over from its last owner
 // (the store refuses when the record is committed, or in progress under a live lease), then commits
 // or releases it under the new owner token, so a concurrent execution can never be overwritten.
-func (a *admin) resolve(ctx context.Context, key string, res resolution) (*record.Receipt, error) {
+func (a *admin) resolve(ctx context.Context, key string, res resolution) (*record.Record, error) {
 	var state string
 	var stored record.Payload
 	err := a.storeOp(ctx, func(ctx context.Context) (err error) {
@@ -271,7 +268,7 @@ func (a *admin) resolve(ctx context.Context, key string, res resolution) (*recor
 		_, err := a.store.Commit(ctx, key, rec.Owner, rec.EncodeSettle(), ttl)
 		return err
 	})
-	return &rec.Receipt, err
+	return rec, err
 }
 
 // storeOp runs one admin store call, bounded by StoreTimeout and detached from the end of ctx;

@@ -48,7 +48,7 @@ func TestConsole(t *testing.T) {
 	b := StartBrowser(t)
 	home := e.gw.Admin + "/ui/"
 	recordURL := func(tenant, tool, key string) string {
-		return home + "#/record/" + url.PathEscape(tenant) + "/" + url.PathEscape(tool) + "/" + url.PathEscape(key)
+		return home + "#/record?" + url.Values{"tenant": {tenant}, "tool": {tool}, "key": {key}}.Encode()
 	}
 
 	// The page asks for the token; a wrong one is refused and asked for again.
@@ -92,8 +92,11 @@ func TestConsole(t *testing.T) {
 	if got := Eval[string](t, b, `document.querySelector('label[for=remote-id]').textContent`); got != "Remote id" {
 		t.Errorf("the remote id input's label is %q, want \"Remote id\"", got)
 	}
-	b.Do(t, "ask to resolve as committed", chromedp.SendKeys(chromedp.ID("remote-id"), "T-4242"), chromedp.Click(chromedp.ID("committed")),
-		chromedp.WaitVisible(chromedp.ID("confirm")))
+	b.Until(t, "the request's fields, to look the effect up by", `document.getElementById('request').textContent.includes('Disk full on db-1')`)
+	// A confirmation is withdrawn when the form changes: it never sends what the form no longer shows.
+	b.Do(t, "ask to resolve as committed, then change the remote id", chromedp.Click(chromedp.ID("committed")),
+		chromedp.WaitVisible(chromedp.ID("confirm")), chromedp.SendKeys(chromedp.ID("remote-id"), "T-4242"), chromedp.WaitNotVisible(chromedp.ID("confirm")))
+	b.Do(t, "ask again", chromedp.Click(chromedp.ID("committed")), chromedp.WaitVisible(chromedp.ID("confirm")))
 	screenshot(t, b, "console-record.png")
 	// Nothing is sent at the first click.
 	if rec := e.gw.mustRecord(t, "create_ticket_slow", "console-oldest"); rec.State != "outcome_unknown" {
@@ -148,18 +151,22 @@ func TestConsole(t *testing.T) {
 	expectNoMarkup(t, b)
 	b.Do(t, "resolve as not committed", chromedp.Click(chromedp.ID("not-committed")), chromedp.WaitVisible(chromedp.ID("confirm")), chromedp.Click(chromedp.ID("confirm-yes")))
 	b.Until(t, "the page to say the key is free", `document.getElementById('notice').textContent.includes('Resolved as not committed')`)
-	b.Until(t, "the record page to say no record holds the key", `document.getElementById('record-error').textContent.includes('No record holds this key')`)
+	b.Until(t, "the record page to say no record holds the key", `document.getElementById('record-gone').textContent.includes('No record holds this key')`)
 	expectCreated(t, e.gw.do(t, Request{Path: pathSlow, Key: consoleMarkupKey, Body: ticketBody, Header: map[string]string{"X-Tenant-ID": "acme"}}))
 
 	// 360 px wide: nothing wider than the screen.
 	b.Do(t, "a 360 px screen", chromedp.EmulateViewport(360, 740), chromedp.Navigate(home))
 	b.Until(t, "the queue, empty now", `document.getElementById('queue-summary').textContent === 'No unknown outcomes.'`)
-	timeOut("console-narrow", "default")
+	// The key "..", which a URL's path cannot carry (clients remove dot segments).
+	timeOut("..", "default")
 	b.Do(t, "refresh", chromedp.Click(chromedp.ID("refresh")))
 	b.Until(t, "the queue's row", `document.querySelectorAll('#queue tbody tr').length === 1`)
 	expectFits(t, b, "the queue")
 	screenshot(t, b, "console-narrow.png")
 	b.Do(t, "open the record", chromedp.Click(chromedp.CSS(`#queue tbody tr:first-child a`)), chromedp.WaitVisible(chromedp.ID("resolve")))
+	if got := Eval[string](t, b, `document.getElementById('record-key').textContent`); got != ".." {
+		t.Errorf("the record of key .. shows key %q", got)
+	}
 	expectFits(t, b, "a record's page")
 
 	// Everything the page loaded came from the admin listener.

@@ -167,7 +167,8 @@ routes:
 
 // TestAdminStoredResponse: GET .../response shows the answer a committed record replays: its
 // status, content type and body as text, cut at 64 KiB on a rune boundary; a binary body is
-// not shown, and a record holding no response says so.
+// not shown, a body the receipt did not keep is said to be so, and a record holding no response
+// says so. GET .../request shows the request's canonical document.
 func TestAdminStoredResponse(t *testing.T) {
 	t.Parallel()
 	big := `{"text":"` + strings.Repeat("é", 40<<10) + `"}` // 80 KiB of 2-byte runes
@@ -188,8 +189,9 @@ func TestAdminStoredResponse(t *testing.T) {
 		_, _ = w.Write([]byte(body))
 	}))
 	t.Cleanup(up.Close)
-	srv, _, gw := newGateway(t, openEmbedded, up.URL, gateway.Options{})
+	srv, _, gw := newGateway(t, openEmbedded, up.URL, gateway.Options{MaxReceiptBodyBytes: 96 << 10})
 	admin := gw.AdminHandler("")
+	bodies["over"] = `{"text":"` + strings.Repeat("x", 100<<10) + `"}` // over the receipt's bound: not kept
 	for key := range bodies {
 		if r, err := send(srv.URL, key, `{"answer":"`+key+`"}`); err != nil || r.String() != "201 execute" {
 			t.Fatalf("%s: %s %v, want 201 execute", key, r, err)
@@ -202,16 +204,31 @@ func TestAdminStoredResponse(t *testing.T) {
 		}
 		return v
 	}
-	if v := view("small"); v["stored"] != true || v["status"] != 201.0 || v["content_type"] != "application/json" || v["body"] != bodies["small"] || v["body_truncated"] != nil {
+	text := func(v map[string]any) (string, map[string]any) {
+		body, _ := v["body"].(map[string]any)
+		s, _ := body["text"].(string)
+		return s, body
+	}
+	if v := view("small"); v["stored"] != true || v["status"] != 201.0 || v["content_type"] != "application/json" || v["body_kept"] != true {
 		t.Errorf("small: %v", v)
+	} else if s, body := text(v); s != bodies["small"] || body["truncated"] != nil {
+		t.Errorf("small: body %v, want %q whole", body, bodies["small"])
 	}
-	v := view("big")
-	body, _ := v["body"].(string)
-	if v["body_truncated"] != true || v["body_bytes"] != float64(len(big)) || len(body) > 64<<10 || len(body) < 64<<10-3 || body != big[:len(body)] {
-		t.Errorf("big: truncated %v, body_bytes %v, %d bytes shown; want truncated, %d, the first 64 KiB up to a rune", v["body_truncated"], v["body_bytes"], len(body), len(big))
+	s, body := text(view("big"))
+	if body["truncated"] != true || body["bytes"] != float64(len(big)) || len(s) > 64<<10 || len(s) < 64<<10-3 || s != big[:len(s)] {
+		t.Errorf("big: truncated %v, bytes %v, %d bytes shown; want truncated, %d, the first 64 KiB up to a rune", body["truncated"], body["bytes"], len(s), len(big))
 	}
-	if v := view("binary"); v["body_binary"] != true || v["body"] != nil {
-		t.Errorf("binary: %v, want body_binary and no body", v)
+	if s, body := text(view("binary")); body["binary"] != true || s != "" {
+		t.Errorf("binary: %v, want binary and no text", body)
+	}
+	// The request that claimed the key: its canonical document.
+	if code, v := adminDo(t, admin, http.MethodGet, "/v1/records/default/create_ticket/small/request", "", ""); code != http.StatusOK || v["kept"] != true {
+		t.Errorf("GET small/request: %d %v", code, v)
+	} else if s, _ := text(map[string]any{"body": v["document"]}); !strings.Contains(s, `"body":{"answer":"small"}`) {
+		t.Errorf("small's request document: %q, want the canonical request, its body {\"answer\":\"small\"}", s)
+	}
+	if v := view("over"); v["stored"] != true || v["body_kept"] != false || v["body"] != nil {
+		t.Errorf("a body over the receipt's bound: %v, want stored, body_kept false, no body", v)
 	}
 	// An unknown outcome holds no response; no record, a 404.
 	if r, err := send(srv.URL, "none", `{}`); err != nil || r.String() != "502 execute" {
@@ -222,5 +239,51 @@ func TestAdminStoredResponse(t *testing.T) {
 	}
 	if code, v := adminDo(t, admin, http.MethodGet, "/v1/records/default/create_ticket/nothing/response", "", ""); code != http.StatusNotFound {
 		t.Errorf("GET the response of no record: %d %v, want 404", code, v)
+	}
+}
+
+// TestAdminRecordByQuery: /v1/record names a record by its query, so that a key or tenant that is
+// "." or ".." (which clients remove from a URL's path) can be read and resolved; a resolve that
+// cannot be stored as sent is refused whole.
+func TestAdminRecordByQuery(t *testing.T) {
+	t.Parallel()
+	up, calls := unknownUpstream(t)
+	srv, _, gw := newGateway(t, openEmbedded, up.URL, gateway.Options{})
+	admin := gw.AdminHandler("")
+	for _, key := range []string{"..", "."} {
+		if r, err := send(srv.URL, key, `{}`); err != nil || r.String() != "502 execute" {
+			t.Fatalf("key %q: %s %v, want 502 execute", key, r, err)
+		}
+	}
+	if code, rec := adminDo(t, admin, http.MethodGet, "/v1/record?tenant=default&tool=create_ticket&key=..", "", ""); code != http.StatusOK || rec["idempotency_key"] != ".." || rec["state"] != "outcome_unknown" {
+		t.Fatalf("GET /v1/record key ..: %d %v", code, rec)
+	}
+	for _, bad := range []string{
+		`{"outcome":"committed"} {"outcome":"not_committed"}`,
+		`{"outcome":"committed","remote_url":"javascript:alert(1)"}`,
+		`{"outcome":"committed","remote_url":"/relative"}`,
+		`{"outcome":"committed","remote_id":"T-1
+X-Injected: 1"}`,
+		`{"outcome":"committed","response_status":199}`,
+	} {
+		if code, v := adminDo(t, admin, http.MethodPost, "/v1/record/resolve?tenant=default&tool=create_ticket&key=..", "", bad); code != http.StatusBadRequest {
+			t.Errorf("resolve %s: %d %v, want 400", bad, code, v)
+		}
+	}
+	code, rec := adminDo(t, admin, http.MethodPost, "/v1/record/resolve?tenant=default&tool=create_ticket&key=..", "", `{"outcome":"committed","remote_id":"T-2","remote_url":"https://tickets.example/T-2"}`)
+	if code != http.StatusOK || rec["state"] != "committed" || rec["remote_url"] != "https://tickets.example/T-2" || rec["started_at"] == nil {
+		t.Fatalf("resolve key .. by query: %d %v, want 200, the committed record with started_at", code, rec)
+	}
+	if code, _ := adminDo(t, admin, http.MethodPost, "/v1/record/resolve?tenant=default&tool=create_ticket&key=.", "", `{"outcome":"not_committed"}`); code != http.StatusNoContent {
+		t.Fatalf("resolve key . as not committed: %d, want 204", code)
+	}
+	if r, err := send(srv.URL, "..", `{}`); err != nil || r.String() != "200 replay" {
+		t.Errorf("a retry of ..: %s %v, want 200 replay", r, err)
+	}
+	if r, err := send(srv.URL, ".", `{}`); err != nil || r.String() != "502 execute" || calls.Load() != 3 {
+		t.Errorf("a retry of .: %s %v (%d upstream calls), want 502 execute, the third call", r, err, calls.Load())
+	}
+	if code, _ := adminDo(t, admin, http.MethodGet, "/v1/record?tenant=default&tool=create_ticket", "", ""); code != http.StatusBadRequest {
+		t.Errorf("GET /v1/record without key: %d, want 400", code)
 	}
 }

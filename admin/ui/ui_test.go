@@ -59,8 +59,8 @@ func TestAssetsSelfContained(t *testing.T) {
 		}
 		return err
 	})
-	if len(names) != 3 {
-		t.Fatalf("static holds %v, want the page, its script and its stylesheet", names)
+	if strings.Join(names, " ") != "console.css console.js favicon.svg index.html" {
+		t.Fatalf("static holds %v, want the page, its script, its stylesheet and its icon", names)
 	}
 	// The one absolute URL allowed is SVG's namespace, a name and not a load.
 	url := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}`)

@@ -4,12 +4,14 @@
 'use strict';
 
 (() => {
-  const TOKEN = 'idemgateway.adminToken'; // sessionStorage: this tab only, never in a URL
+  // sessionStorage: this tab only, never in a URL; one entry per page path, so that gateways
+  // served under prefixes of one origin never get each other's token.
+  const TOKEN = 'idemgateway.adminToken:' + location.pathname;
   const DECISIONS = ['execute', 'replay', 'conflict', 'in_progress', 'outcome_unknown', 'rejected'];
+  const QUEUE_LIMIT = 200;
   const POLL_MS = 10000;
 
   const $ = (id) => document.getElementById(id);
-  const enc = encodeURIComponent;
 
   function el(tag, text, className) {
     const e = document.createElement(tag);
@@ -30,6 +32,7 @@
     constructor(status, problem) {
       super((problem && (problem.detail || problem.title)) || 'the admin API answered ' + status);
       this.status = status;
+      this.type = (problem && problem.type) || '';
     }
   }
 
@@ -57,20 +60,22 @@
       data = null;
     }
     if (!resp.ok) throw new APIError(resp.status, data);
+    if (data === null) throw new APIError(resp.status, { detail: 'the admin API answered ' + resp.status + ' without JSON (a proxy in between?)' });
     return data;
   }
 
   // ref names a record: tenant, tool, idempotency_key, credential_scope, as the API spells them.
+  // The record is named by the query (/v1/record?…), which carries any key, "." and ".." too.
   function recordPath(ref, suffix) {
-    let p = 'v1/records/' + enc(ref.tenant) + '/' + enc(ref.tool) + '/' + enc(ref.idempotency_key) + (suffix || '');
-    if (ref.credential_scope) p += '?credential=' + enc(ref.credential_scope);
-    return p;
+    const q = new URLSearchParams({ tenant: ref.tenant, tool: ref.tool, key: ref.idempotency_key });
+    if (ref.credential_scope) q.set('credential', ref.credential_scope);
+    return 'v1/record' + (suffix || '') + '?' + q.toString();
   }
 
   function recordHash(ref) {
-    let h = '#/record/' + enc(ref.tenant) + '/' + enc(ref.tool) + '/' + enc(ref.idempotency_key);
-    if (ref.credential_scope) h += '?credential=' + enc(ref.credential_scope);
-    return h;
+    const q = new URLSearchParams({ tenant: ref.tenant, tool: ref.tool, key: ref.idempotency_key });
+    if (ref.credential_scope) q.set('credential', ref.credential_scope);
+    return '#/record?' + q.toString();
   }
 
   // ---- times ---------------------------------------------------------------------------------
@@ -109,10 +114,12 @@
 
   let view = 0; // bumped by every route change: a late answer for an older view is dropped
   let poll = null;
+  let filter = { tenant: '', tool: '' }; // the queue's filter, as the address says
 
-  function show(id) {
+  function show(id, focus) {
     for (const s of ['login', 'home', 'record']) $(s).hidden = s !== id;
     $('forget').hidden = id === 'login' || !sessionStorage.getItem(TOKEN);
+    if (focus) $(focus).focus();
   }
 
   function notice(text, isError) {
@@ -130,35 +137,27 @@
     $('token').focus();
   }
 
-  function failed(e, where) {
-    if (e instanceof Unauthorized) return;
-    notice(where + ': ' + e.message, true);
-  }
-
   function route() {
     view++;
     stopPolling();
     const hash = location.hash.replace(/^#/, '') || '/';
-    const m = hash.match(/^\/record\/([^/?]*)\/([^/?]*)\/([^/?]*)(?:\?credential=(.*))?$/);
-    if (m) {
-      try {
-        showRecord({
-          tenant: decodeURIComponent(m[1]), tool: decodeURIComponent(m[2]),
-          idempotency_key: decodeURIComponent(m[3]), credential_scope: m[4] ? decodeURIComponent(m[4]) : '',
-        });
-      } catch (e) {
-        notice('That address names no record.', true);
-        showHome();
-      }
+    const at = hash.indexOf('?');
+    const path = at < 0 ? hash : hash.slice(0, at);
+    const q = new URLSearchParams(at < 0 ? '' : hash.slice(at + 1));
+    if (path === '/record') {
+      showRecord({ tenant: q.get('tenant') || '', tool: q.get('tool') || '', idempotency_key: q.get('key') || '', credential_scope: q.get('credential') || '' });
       return;
     }
+    filter = { tenant: q.get('tenant') || '', tool: q.get('tool') || '' };
     showHome();
   }
 
   // ---- the queue and the process's activity --------------------------------------------------
 
   function showHome() {
-    show('home');
+    show('home', 'home-title');
+    $('filter-tenant').value = filter.tenant;
+    $('filter-tool').value = filter.tool;
     refreshHome(view);
     poll = setInterval(() => {
       if (!document.hidden) refreshHome(view);
@@ -175,26 +174,34 @@
     loadActivity(v);
   }
 
+  // Each list drops an answer older than the last one it showed (a slow poll after a refresh).
+  const latest = { queue: 0, activity: 0 };
+
+  function failedAt(id, what, e) {
+    if (e instanceof Unauthorized) return;
+    $(id).textContent = what + ' could not be read (' + e.message + '); shown as last read.';
+  }
+
   async function loadQueue(v) {
-    const q = new URLSearchParams({ state: 'outcome_unknown', order: 'oldest', limit: '200' });
-    const tenant = $('filter-tenant').value.trim();
-    const tool = $('filter-tool').value.trim();
-    if (tenant) q.set('tenant', tenant);
-    if (tool) q.set('tool', tool);
+    const seq = ++latest.queue;
+    const q = new URLSearchParams({ state: 'outcome_unknown', order: 'oldest', limit: String(QUEUE_LIMIT) });
+    if (filter.tenant) q.set('tenant', filter.tenant);
+    if (filter.tool) q.set('tool', filter.tool);
     let page;
     try {
       page = await api('GET', 'v1/records?' + q.toString());
     } catch (e) {
-      failed(e, 'The queue could not be read');
+      if (v === view && seq === latest.queue) failedAt('queue-error', 'The queue', e);
       return;
     }
-    if (v !== view) return;
+    if (v !== view || seq !== latest.queue) return;
+    $('queue-error').textContent = '';
     const body = $('queue').tBodies[0];
     clear(body);
     const columns = ['Key', 'Tenant', 'Tool', 'Started', 'Age', 'Upstream', 'Executions'];
-    for (const r of page.records) {
+    for (const r of page.records || []) {
       const tr = el('tr');
-      const link = el('a', r.idempotency_key);
+      const link = el('a', r.idempotency_key, 'key');
       link.href = recordHash(r);
       const cells = [link, r.tenant, r.tool, timeEl(r.started_at), age(r.started_at), r.remote_system, r.executions];
       cells.forEach((c, i) => {
@@ -207,25 +214,30 @@
       body.appendChild(tr);
     }
     const total = page.total || 0;
-    let summary = total === 0 ? 'No unknown outcomes.' : total + (total === 1 ? ' unknown outcome' : ' unknown outcomes');
+    const shown = (page.records || []).length;
+    const scope = [filter.tenant && 'tenant “' + filter.tenant + '”', filter.tool && 'tool “' + filter.tool + '”'].filter(Boolean).join(', ');
+    let summary = total === 0 ? 'No unknown outcomes' : total + (total === 1 ? ' unknown outcome' : ' unknown outcomes');
+    if (scope) summary += ' for ' + scope;
     if (page.total_capped) summary += ' among the first 10 000 records read';
-    if (total > page.records.length) summary += '; the oldest ' + page.records.length + ' are shown';
-    $('queue-summary').textContent = summary + (total ? '.' : '');
+    if (total > shown) summary += '; the oldest ' + shown + ' are shown (filter by tenant or tool to see others)';
+    $('queue-summary').textContent = summary + '.';
     $('queue').hidden = total === 0;
   }
 
   async function loadActivity(v) {
+    const seq = ++latest.activity;
     let act;
     try {
       act = await api('GET', 'v1/activity');
     } catch (e) {
-      failed(e, 'The activity could not be read');
+      if (v === view && seq === latest.activity) failedAt('activity-error', 'The activity', e);
       return;
     }
-    if (v !== view) return;
-    drawChart(act.decisions_per_minute);
-    items($('inflight'), $('inflight-count'), act.in_flight, act.in_flight_count, 'No calls in flight.', (c) => ['started ' + age(c.started_at)]);
-    items($('pending'), $('pending-count'), act.pending, act.pending_count, 'No pending receipts.', (p) => [p.op + ', pending since ' + age(p.since)]);
+    if (v !== view || seq !== latest.activity) return;
+    $('activity-error').textContent = '';
+    drawChart(act.decisions_per_minute || []);
+    items($('inflight'), $('inflight-count'), act.in_flight || [], act.in_flight_count, 'No calls in flight.', (c) => 'started ' + age(c.started_at));
+    items($('pending'), $('pending-count'), act.pending || [], act.pending_count, 'No pending receipts.', (p) => p.op + ', pending since ' + age(p.since));
   }
 
   function items(list, count, entries, n, empty, describe) {
@@ -234,10 +246,10 @@
     if (entries.length === 0) list.appendChild(el('li', empty, 'hint'));
     for (const e of entries) {
       const li = el('li');
-      const link = el('a', e.idempotency_key);
+      const link = el('a', e.idempotency_key, 'key');
       link.href = recordHash(e);
       li.appendChild(link);
-      li.appendChild(document.createTextNode(' — ' + e.tenant + ' / ' + e.tool + ', ' + describe(e).join(', ')));
+      li.appendChild(document.createTextNode(' — ' + e.tenant + ' / ' + e.tool + ', ' + describe(e)));
       list.appendChild(li);
     }
   }
@@ -308,13 +320,14 @@
   // ---- a record ------------------------------------------------------------------------------
 
   const STATES = {
-    in_progress: 'in progress: a call under this key is under way, or its gateway stopped before it finished',
+    in_progress: 'in progress: a call under this key is under way',
     committed: 'committed: retries replay the receipt',
     outcome_unknown: 'outcome unknown: retries are refused until it is resolved or expires',
   };
 
   let current = null; // the record shown: {ref, rec}
   let pendingResolve = null; // the resolve asked for, sent once confirmed
+  let opener = null; // the button that asked for it, focused again when it is cancelled
 
   function field(dl, name, value) {
     if (value === undefined || value === null || value === '') return;
@@ -325,34 +338,52 @@
     dl.appendChild(dd);
   }
 
+  function showText(pre, summaryEl, summary, view) {
+    summaryEl.textContent = summary;
+    pre.textContent = view && !view.binary ? view.text || '' : '';
+    pre.hidden = !view || view.binary || !view.bytes;
+  }
+
+  function describeText(view, what) {
+    let s = view.bytes + ' bytes';
+    if (view.binary) s += ': not text, not shown';
+    else if (view.truncated) s += ': the first 64 KiB are shown';
+    return what + ', ' + s + '.';
+  }
+
   async function showRecord(ref) {
     const v = view;
-    show('record');
+    show('record', 'record-title');
     current = null;
     hideConfirm();
     $('record-key').textContent = ref.idempotency_key;
     for (const id of ['record-fields', 'timeline', 'receipt-fields']) clear($(id));
-    $('record-error').textContent = '';
-    $('body-summary').textContent = '';
-    $('body').hidden = true;
+    for (const id of ['record-error', 'record-gone', 'resolve-result']) $(id).textContent = '';
+    showText($('body'), $('body-summary'), '', null);
+    showText($('request'), $('request-summary'), '', null);
+    $('record-details').hidden = true;
     $('resolve').hidden = true;
+    $('in-progress').hidden = true;
     let rec;
     try {
       rec = await api('GET', recordPath(ref));
     } catch (e) {
       if (v !== view || e instanceof Unauthorized) return;
-      $('record-error').textContent = e.status === 404
-        ? 'No record holds this key now: it was freed (resolved as not committed, or deleted) or it expired. The next call with this key executes.'
-        : 'The record could not be read: ' + e.message;
+      if (e.status === 404 && /no-record$/.test(e.type)) {
+        $('record-gone').textContent = 'No record holds this key now: it was freed (resolved as not committed, or deleted) or it expired. The next call with this key executes.';
+      } else {
+        $('record-error').textContent = 'The record could not be read: ' + e.message;
+      }
       return;
     }
     if (v !== view) return;
     current = { ref, rec };
+    $('record-details').hidden = false;
 
     const fields = $('record-fields');
     field(fields, 'Tenant', rec.tenant);
     field(fields, 'Tool', rec.tool);
-    field(fields, 'Idempotency key', rec.idempotency_key);
+    field(fields, 'Idempotency key', el('span', rec.idempotency_key, 'key'));
     field(fields, 'Credential scope', rec.credential_scope);
     field(fields, 'State', STATES[rec.state] || rec.state);
     field(fields, 'Why', rec.detail);
@@ -378,14 +409,21 @@
     field(receipt, 'Remote URL', remoteURL(rec.remote_url));
     field(receipt, 'Stored status', rec.response_status || '—');
 
+    loadRequest(v, ref);
     if (rec.state === 'committed') {
       loadBody(v, ref);
     } else {
       $('body-summary').textContent = 'No response is stored: the call has no known outcome yet.';
+    }
+    if (rec.state === 'in_progress') {
+      $('in-progress').hidden = false;
+    } else if (rec.state !== 'committed') {
       $('resolve').hidden = false;
       $('advice-upstream').textContent = rec.remote_system;
       $('remote-id').value = '';
       $('remote-url').value = '';
+      // A tool call's answer is a JSON-RPC result whatever the status: nothing to choose.
+      $('status-field').hidden = !!rec.mcp_protocol_version;
       $('response-status').value = rec.resolve_status || 200;
     }
   }
@@ -412,52 +450,71 @@
     try {
       resp = await api('GET', recordPath(ref, '/response'));
     } catch (e) {
-      if (v === view) failed(e, 'The stored response could not be read');
+      if (v === view && !(e instanceof Unauthorized)) $('body-summary').textContent = 'The stored response could not be read: ' + e.message;
       return;
     }
     if (v !== view) return;
-    const summary = $('body-summary');
     if (!resp.stored) {
-      summary.textContent = 'No response is stored (a record resolved by an operator): replays answer the stored status with no body.';
+      showText($('body'), $('body-summary'), 'No response is stored (a record resolved by an operator): replays answer the stored status with no body.', null);
+    } else if (!resp.body_kept) {
+      showText($('body'), $('body-summary'), 'Status ' + resp.status + '. Its body was not kept (larger than the receipt limit, or it arrived broken): replays carry no body.', null);
+    } else {
+      showText($('body'), $('body-summary'), describeText(resp.body, 'Status ' + resp.status + (resp.content_type ? ', ' + resp.content_type : '')), resp.body);
+    }
+  }
+
+  async function loadRequest(v, ref) {
+    let req;
+    try {
+      req = await api('GET', recordPath(ref, '/request'));
+    } catch (e) {
+      if (v === view && !(e instanceof Unauthorized)) $('request-summary').textContent = 'The request could not be read: ' + e.message;
       return;
     }
-    let s = 'Status ' + resp.status + (resp.content_type ? ', ' + resp.content_type : '') + ', ' + resp.body_bytes + ' bytes';
-    if (resp.body_binary) s += ': not text, not shown';
-    else if (resp.body_truncated) s += ': the first 64 KiB are shown';
-    summary.textContent = s + '.';
-    if (!resp.body_binary && resp.body_bytes > 0) {
-      $('body').textContent = resp.body;
-      $('body').hidden = false;
+    if (v !== view) return;
+    if (!req.kept) {
+      showText($('request'), $('request-summary'), 'The record keeps no copy of the request (it was larger than a record keeps).', null);
+    } else {
+      showText($('request'), $('request-summary'), describeText(req.document, 'The fields its fingerprint covers, as canonical JSON'), req.document);
     }
   }
 
   // ---- resolving -----------------------------------------------------------------------------
 
-  function askResolve(outcome) {
+  function askResolve(outcome, button) {
+    hideConfirm();
     if (!current) return;
     const rec = current.rec;
-    const key = '“' + rec.idempotency_key + '”';
+    const what = '“' + rec.idempotency_key + '” (tenant ' + rec.tenant + ', tool ' + rec.tool +
+      (rec.credential_scope ? ', credential ' + rec.credential_scope : '') + ')';
     if (outcome === 'committed') {
       const id = $('remote-id').value.trim();
       const url = $('remote-url').value.trim();
-      const status = Number($('response-status').value || rec.resolve_status || 200);
-      if (!Number.isInteger(status) || status < 200 || status > 399) {
-        $('resolve-result').textContent = 'The status to store is a committed call\'s: 200 to 399.';
-        return;
+      pendingResolve = { outcome: 'committed' };
+      let status = '';
+      if (!$('status-field').hidden) {
+        const n = Number($('response-status').value || rec.resolve_status || 200);
+        if (!Number.isInteger(n) || n < 200 || n > 399) {
+          pendingResolve = null;
+          $('resolve-result').textContent = 'The status to store is a committed call\'s: 200 to 399.';
+          return;
+        }
+        pendingResolve.response_status = n;
+        status = ', status ' + n;
       }
-      pendingResolve = { outcome: 'committed', response_status: status };
       if (id) pendingResolve.remote_id = id;
       if (url) pendingResolve.remote_url = url;
-      $('confirm-text').textContent = 'Resolve ' + key + ' as committed' +
-        (id ? ', remote id “' + id + '”' : ', with no remote id') + ', status ' + status +
+      $('confirm-text').textContent = 'Resolve ' + what + ' as committed' +
+        (id ? ', remote id “' + id + '”' : ', with no remote id') + status +
         '? Every retry of this key then gets this receipt, and ' + rec.remote_system + ' is not called again for it.';
       $('confirm-yes').textContent = 'Confirm: committed';
     } else {
       pendingResolve = { outcome: 'not_committed' };
-      $('confirm-text').textContent = 'Resolve ' + key + ' as not committed? The key is freed, and the next retry calls ' +
+      $('confirm-text').textContent = 'Resolve ' + what + ' as not committed? The key is freed, and the next retry calls ' +
         rec.remote_system + ' again.';
       $('confirm-yes').textContent = 'Confirm: not committed';
     }
+    opener = button;
     $('resolve-result').textContent = '';
     $('confirm').hidden = false;
     $('confirm-yes').focus();
@@ -466,6 +523,12 @@
   function hideConfirm() {
     pendingResolve = null;
     $('confirm').hidden = true;
+  }
+
+  function cancelConfirm() {
+    if ($('confirm').hidden) return;
+    hideConfirm();
+    if (opener) opener.focus();
   }
 
   async function sendResolve() {
@@ -500,6 +563,10 @@
         $('login-error').textContent = 'Enter the admin token.';
         return;
       }
+      if (!/^[\x20-\x7e]+$/.test(token)) {
+        $('login-error').textContent = 'An admin token is printable ASCII: this one cannot be sent in an HTTP header.';
+        return;
+      }
       sessionStorage.setItem(TOKEN, token);
       $('token').value = '';
       $('login-error').textContent = '';
@@ -508,15 +575,22 @@
     $('forget').addEventListener('click', () => askToken(''));
     $('filter').addEventListener('submit', (ev) => {
       ev.preventDefault();
-      refreshHome(view);
+      const q = new URLSearchParams();
+      if ($('filter-tenant').value.trim()) q.set('tenant', $('filter-tenant').value.trim());
+      if ($('filter-tool').value.trim()) q.set('tool', $('filter-tool').value.trim());
+      const hash = '#/' + (q.toString() ? '?' + q.toString() : '');
+      if (location.hash === hash) route();
+      else location.hash = hash; // hashchange routes
     });
     $('refresh').addEventListener('click', () => refreshHome(view));
-    $('committed').addEventListener('click', () => askResolve('committed'));
-    $('not-committed').addEventListener('click', () => askResolve('not_committed'));
+    $('committed').addEventListener('click', () => askResolve('committed', $('committed')));
+    $('not-committed').addEventListener('click', () => askResolve('not_committed', $('not-committed')));
+    // A change of what the confirmation would send withdraws it: it never sends values the form no longer shows.
+    for (const id of ['remote-id', 'remote-url', 'response-status']) $(id).addEventListener('input', hideConfirm);
     $('confirm-yes').addEventListener('click', sendResolve);
-    $('confirm-no').addEventListener('click', () => {
-      hideConfirm();
-      $('committed').focus();
+    $('confirm-no').addEventListener('click', cancelConfirm);
+    document.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Escape') cancelConfirm();
     });
     window.addEventListener('hashchange', () => {
       notice('');
