@@ -202,11 +202,23 @@ func (x *Exchange) sayExpires(at time.Time) {
 // logger returns the gateway's logger with the exchange's tool, tenant and, once known, key and
 // key source: for the warnings and errors of one request. It is built on each call, since most
 // requests log nothing but their access line.
-func (x *Exchange) logger() *slog.Logger {
-	if x.keySource == "" {
-		return x.g.log.With("tool", x.rt.Name, "tenant", x.tenant)
+func (x *Exchange) logger() *slog.Logger { return x.logFields().logger(x.g.log) }
+
+// logFields are the attributes of x's log lines, for a settle that may outlive the request and
+// logs rarely: it keeps them, and builds its logger only when it logs.
+func (x *Exchange) logFields() logFields {
+	return logFields{tool: x.rt.Name, tenant: x.tenant, key: x.key, keySource: x.keySource}
+}
+
+// logFields are the attributes of a request's log lines: tool and tenant, and key and key_source
+// once the key is known.
+type logFields struct{ tool, tenant, key, keySource string }
+
+func (f logFields) logger(l *slog.Logger) *slog.Logger {
+	if f.keySource == "" {
+		return l.With("tool", f.tool, "tenant", f.tenant)
 	}
-	return x.g.log.With("tool", x.rt.Name, "tenant", x.tenant, "key", x.key, "key_source", x.keySource)
+	return l.With("tool", f.tool, "tenant", f.tenant, "key", f.key, "key_source", f.keySource)
 }
 
 // logAccess writes the access line at level info: tool, tenant, the client (with clients, once

@@ -51,13 +51,16 @@ type pendingSettle struct {
 	lease            *lease    // renewed until the write ends; nil for an orphaned claim
 	orphan           bool      // the release of a claim whose reply was lost
 	since            time.Time // when it was left to the background (retryInBackground)
-	logger           *slog.Logger
+	log              logFields // of its request's log lines: logger builds the logger when it logs
 	backoff          backoff
 
 	mu    sync.Mutex // held by an attempt
 	timer *time.Timer
 	ended bool
 }
+
+// logger is p's logger, with its request's attributes.
+func (p *pendingSettle) logger() *slog.Logger { return p.log.logger(p.g.log) }
 
 // backoff is the pause between two attempts of a settle: it doubles from the gateway's minimum up
 // to a quarter of the lease while the lease may still hold (so the write lands soon after the
@@ -133,7 +136,7 @@ func (x *Exchange) settle(op settleOp) {
 	p := &pendingSettle{
 		g: x.g, op: op, key: x.skey, owner: x.owner, tool: x.label, ttl: ttl,
 		keepTTL: op == opCommit && x.commitKeepsTTL(),
-		until:   x.claimSent.Add(x.claimTTL()), lease: x.lease, logger: x.logger(),
+		until:   x.claimSent.Add(x.claimTTL()), lease: x.lease, log: x.logFields(),
 	}
 	x.lease = nil // the settle stops it
 	if op != opRelease {
@@ -197,7 +200,7 @@ func (x *Exchange) releaseOrphan(err error) {
 	}
 	p := &pendingSettle{
 		g: x.g, op: opRelease, key: x.skey, owner: x.owner, tool: x.label,
-		until: x.claimSent.Add(x.claimTTL()), orphan: true, logger: x.logger(),
+		until: x.claimSent.Add(x.claimTTL()), orphan: true, log: x.logFields(),
 		backoff: x.g.newBackoff(x.rt.LockLease, x.claimSent.Add(x.rt.LockLease)),
 	}
 	if !x.g.retryInBackground(p, 0) {
@@ -245,7 +248,7 @@ func (p *pendingSettle) retry() {
 	}
 	err := p.g.storeWrite(context.Background(), p.op.String(), p.write)
 	if err != nil && !errors.Is(err, errRefused) && time.Now().Before(p.until) {
-		p.logger.Debug("pending settle failed again", "op", p.op.String(), "err", err)
+		p.logger().Debug("pending settle failed again", "op", p.op.String(), "err", err)
 		p.timer.Reset(p.backoff.wait())
 		return
 	}
@@ -258,19 +261,19 @@ func (p *pendingSettle) finish(err error, why string) {
 	op := p.op.String()
 	switch {
 	case err == nil && p.orphan:
-		p.logger.Info("orphaned claim released: its reply was lost, and retries may execute")
+		p.logger().Info("orphaned claim released: its reply was lost, and retries may execute")
 		p.landed()
 	case err == nil:
-		p.logger.Info("pending settle stored", "op", op)
+		p.logger().Info("pending settle stored", "op", op)
 		p.landed()
 	case errors.Is(err, errRefused) && p.orphan:
-		p.logger.Debug("orphaned claim: nothing to release (it did not land, or the key has moved on)")
+		p.logger().Debug("orphaned claim: nothing to release (it did not land, or the key has moved on)")
 	case errors.Is(err, errRefused):
-		p.logger.Error("record not settled: the store refused a stale owner (lease lost)", "op", op)
+		p.logger().Error("record not settled: the store refused a stale owner (lease lost)", "op", op)
 	case p.orphan:
-		p.logger.Error("orphaned claim not released: "+why+"; it reads outcome_unknown once its lease lapsed", "err", err)
+		p.logger().Error("orphaned claim not released: "+why+"; it reads outcome_unknown once its lease lapsed", "err", err)
 	default:
-		p.logger.Error("record not settled: "+why+"; it reads outcome_unknown once its lease lapsed", "op", op, "err", err)
+		p.logger().Error("record not settled: "+why+"; it reads outcome_unknown once its lease lapsed", "op", op, "err", err)
 	}
 	p.end()
 }
