@@ -145,7 +145,7 @@ type Resolution struct {
 	RemoteID  string `json:"remote_id,omitempty"`
 	RemoteURL string `json:"remote_url,omitempty"`
 	// ResponseStatus is the status replays answer for a committed outcome, 200 to 399.
-	// Default (0): the gateway's, 200.
+	// Default (0): the route's first outcome.committed code, else 200.
 	ResponseStatus int `json:"response_status,omitempty"`
 }
 
@@ -162,17 +162,25 @@ type ListQuery struct {
 	Cursor string
 }
 
-// Page is one page of List: {"records":[receipt...],"next_cursor":"..."}.
+// Record is a record as the records API serves it: its receipt, when its call started and, unless
+// it is committed, the status a resolve as committed stores by default.
+type Record struct {
+	record.Receipt
+	StartedAt     time.Time `json:"started_at"`
+	ResolveStatus int       `json:"resolve_status,omitempty"`
+}
+
+// Page is one page of List: {"records":[record...],"next_cursor":"..."}.
 type Page struct {
-	Records []record.Receipt `json:"records"`
+	Records []Record `json:"records"`
 	// NextCursor continues the listing (ListQuery.Cursor); empty on the last page.
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // Get returns the receipt of the record of (tenant, tool, key): GET /v1/records/{tenant}/{tool}/{key}.
 // A missing record is a *Problem with status 404 (IsNotFound).
-func (c *Client) Get(ctx context.Context, tenant, tool, key string) (*record.Receipt, error) {
-	var rec record.Receipt
+func (c *Client) Get(ctx context.Context, tenant, tool, key string) (*Record, error) {
+	var rec Record
 	if _, err := c.do(ctx, http.MethodGet, c.recordPath(tenant, tool, key, "", nil), nil, &rec); err != nil {
 		return nil, err
 	}
@@ -183,12 +191,12 @@ func (c *Client) Get(ctx context.Context, tenant, tool, key string) (*record.Rec
 // lease lapsed): POST .../resolve. It returns the committed receipt, or nil for
 // OutcomeNotCommitted (the key is free). The gateway answers 409 (a *Problem) when the record is
 // committed or in progress under a live lease, and 400 for a bad resolution.
-func (c *Client) Resolve(ctx context.Context, tenant, tool, key string, res Resolution) (*record.Receipt, error) {
+func (c *Client) Resolve(ctx context.Context, tenant, tool, key string, res Resolution) (*Record, error) {
 	body, err := json.Marshal(res)
 	if err != nil {
 		return nil, fmt.Errorf("adminclient: resolve: %w", err)
 	}
-	var rec record.Receipt
+	var rec Record
 	status, err := c.do(ctx, http.MethodPost, c.recordPath(tenant, tool, key, "/resolve", nil), body, &rec)
 	if err != nil || status == http.StatusNoContent {
 		return nil, err

@@ -146,8 +146,9 @@ func TestGetResolveDelete(t *testing.T) {
 
 	// Unknown outcome, resolved as committed: the retry replays the operator's receipt.
 	tg.send(t, tenant, "unknown-1", true)
-	if rec, err := c.Get(ctx, tenant, "create_ticket", "unknown-1"); err != nil || rec.State != record.StateUnknown {
-		t.Fatalf("after a 502: %+v, %v; want outcome_unknown", rec, err)
+	if rec, err := c.Get(ctx, tenant, "create_ticket", "unknown-1"); err != nil || rec.State != record.StateUnknown ||
+		rec.StartedAt.IsZero() || rec.ResolveStatus != http.StatusOK {
+		t.Fatalf("after a 502: %+v, %v; want outcome_unknown, started_at, resolve_status 200", rec, err)
 	}
 	_, err = c.Resolve(ctx, tenant, "create_ticket", "unknown-1", adminclient.Resolution{Outcome: "maybe"})
 	wantProblem(t, err, http.StatusBadRequest, "invalid-body")
