@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -91,6 +92,37 @@ func TestNewStoreTwice(t *testing.T) {
 	}
 }
 
+// TestMigrateFromVersion1: a schema an earlier build made (version 1) is migrated at start to
+// this build's version, its rows kept, its table keeping rows whole up to a page.
+func TestMigrateFromVersion1(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Start(t)
+	pool := newPool(t, srv)
+	for _, sql := range []string{
+		`CREATE SCHEMA old`,
+		`CREATE TABLE old.schema_version (version integer NOT NULL)`,
+		`INSERT INTO old.schema_version VALUES (1)`,
+		strings.ReplaceAll(pgstore.Migrations()[0], "{s}", "old"),
+		`INSERT INTO old.records (key, state, owner, lease_until, expires_at, claim) VALUES ('default/t/k', 'in_progress', 'o', now() + interval '1 minute', now() + interval '1 hour', 'p')`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	s := openStore(t, pool, "old")
+	if state, _, err := s.Get(ctx, "default/t/k"); state != record.StateInProgress || err != nil {
+		t.Errorf("the version 1 row after the migration: %q, %v", state, err)
+	}
+	var version int
+	var options []string
+	if err := pool.QueryRow(ctx, `SELECT (SELECT version FROM old.schema_version), (SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'old.records'::regclass)`).Scan(&version, &options); err != nil {
+		t.Fatal(err)
+	}
+	if version != pgstore.SchemaVersion || strings.Join(options, ",") != "toast_tuple_target=8160" {
+		t.Errorf("after the migration: version %d, options %q; want %d, toast_tuple_target=8160", version, options, pgstore.SchemaVersion)
+	}
+}
+
 // TestLongDurations: leases and ttls up to a year (routes.MaxTTL) are kept, beyond what a 32-bit
 // count of milliseconds holds.
 func TestLongDurations(t *testing.T) {
@@ -117,17 +149,31 @@ func TestLongDurations(t *testing.T) {
 	}
 }
 
+// ticketJSON is n bytes of JSON text shaped like a ticket's (words, ids, timestamps), of seed:
+// payloads that compress as real records do, not as zeros do.
+func ticketJSON(n int, seed int64) []byte {
+	rng := rand.New(rand.NewSource(seed))
+	words := []string{"disk", "full", "on", "db", "printer", "fire", "customer", "escalation", "priority", "high", "refund", "order", "shipped", "timeout", "agent"}
+	b := []byte(`{"tickets":[`)
+	for i := 0; len(b) < n; i++ {
+		b = fmt.Appendf(b, `{"id":"T-%d","summary":"%s %s %s","created":"2026-12-%02dT%02d:%02d:%02dZ","customer":"c-%d"},`,
+			rng.Intn(100000), words[rng.Intn(len(words))], words[rng.Intn(len(words))], words[rng.Intn(len(words))],
+			1+rng.Intn(28), rng.Intn(24), rng.Intn(60), rng.Intn(60), rng.Intn(10000))
+	}
+	return b[:n]
+}
+
 // TestWorkPerExecution states the PostgreSQL work of a first execution (docs/stores.md#postgresql):
 // three statements, one round trip each (the claim's read and insert, the commit's update), and the WAL they
 // write, measured here with a claim part and a settle part of the sizes a 1 KiB request and answer
-// make (1.2 KB and 1.3 KB). A replay is one statement that writes nothing (once the page's old row
+// make (1.2 KB and 1.3 KB of ticket-shaped JSON). A replay is one statement that writes nothing (once the page's old row
 // versions were pruned by a first read): checked.
 func TestWorkPerExecution(t *testing.T) {
 	t.Parallel()
 	srv := pgtest.Start(t)
 	pool := newPool(t, srv)
 	s := newStore(t, pool)
-	claim, settle := make([]byte, 1200), make([]byte, 1300)
+	claim, settle := ticketJSON(1200, 1), ticketJSON(1300, 2)
 	lsn := func() (n int64) {
 		t.Helper()
 		if err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`).Scan(&n); err != nil {

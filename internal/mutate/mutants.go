@@ -936,4 +936,7 @@ var mutants = []Mutant{
 	{Name: "settle-sends-document", Behaviour: "a commit or mark unknown sends the whole record: the canonical document is stored twice, and sent again at every commit",
 		File: "gateway/settle.go", From: "p.payload = x.rec.EncodeSettle()", To: "p.payload = x.rec.Encode()",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestSettleSendsNoDocument$"}}},
+	{Name: "pg-rows-toasted", Behaviour: "the PostgreSQL store's schema leaves PostgreSQL's TOAST default: a record past 2 KB is compressed and written out of line at every claim and commit",
+		File: "pgstore/schema.go", From: "\t`ALTER TABLE {s}.records SET (toast_tuple_target = 8160);`,\n", To: "",
+		Tests: []Target{{Pkg: "./pgstore", Run: "^TestMigrateFromVersion1$"}}},
 }
