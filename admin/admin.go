@@ -74,8 +74,8 @@ type Options struct {
 //	       64 KiB when it is UTF-8 text ({"stored":false} when the record holds none)
 //	GET    /v1/records/{tenant}/{tool}/{key}/request
 //	       the canonical document of the request that claimed the key, up to 64 KiB of UTF-8 text
-//	       /v1/record?tenant=T&tool=X&key=K[&credential=C] and its /response, /request and
-//	       /resolve: the same, the record named by the query (a key or tenant "." or "..",
+//	GET, DELETE /v1/record?tenant=T&tool=X&key=K[&credential=C], and its /response, /request
+//	       and /resolve: the same, the record named by the query (a key or tenant "." or "..",
 //	       which clients remove from a path, can be named so)
 //	GET    /v1/records?state=outcome_unknown[&tenant=T[&tool=X]][&limit=N][&cursor=C]
 //	       {"records":[receipt…],"next_cursor":"…"}: the outcome_unknown records, in key order,
@@ -91,7 +91,9 @@ type Options struct {
 //	       settles an outcome_unknown record (or one whose executor's lease lapsed):
 //	       {"outcome":"committed","remote_id":"…","remote_url":"…","response_status":201}
 //	       stores it as committed (replays then answer response_status, default the route's
-//	       first committed code, else 200, with no body); {"outcome":"not_committed"} frees the key. 200 with the receipt, or 204.
+//	       first committed code, else 200, with no body); {"outcome":"not_committed"} frees the
+//	       key. 200 with the record, or 204. 400 for a remote_url not http(s), control
+//	       characters, or anything after the JSON object.
 //	       409 when the record is committed, or in progress with a live lease.
 //
 // When Options.Token is not empty, the records API requires `Authorization: Bearer <token>`,
