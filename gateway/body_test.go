@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -56,5 +58,27 @@ func TestReadBodyDeclaredLengthBoundsGrowth(t *testing.T) {
 		if declared && n > 2*size+preallocMax {
 			t.Errorf("a declared %d-byte body allocated %d bytes, want at most about twice", size, n)
 		}
+	}
+}
+
+// TestReadAnswerSizedOnce: an upstream's answer that declares its length (up to preallocMax) is
+// read into one buffer of that length and bytes.MinRead more, where io.ReadAll grew one from
+// 512 bytes, copying it at each step: a 64 KiB answer allocated 3.5 times its length.
+func TestReadAnswerSizedOnce(t *testing.T) {
+	const size = 64 << 10
+	payload := strings.Repeat("x", size)
+	var (
+		body []byte
+		err  error
+	)
+	n := allocs.Bytes(5, func() {
+		body, err = readSized(io.LimitReader(strings.NewReader(payload), 1<<20+1), size)
+	})
+	if err != nil || len(body) != size {
+		t.Fatalf("readSized = %d bytes, %v", len(body), err)
+	}
+	// One buffer of size+bytes.MinRead, rounded up to whole pages by the allocator.
+	if n > size*5/4 {
+		t.Errorf("a declared %d-byte answer allocated %d bytes, want one buffer of about %d", size, n, size+bytes.MinRead)
 	}
 }

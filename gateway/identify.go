@@ -257,29 +257,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if err := declaredTooLarge(r, limit); err != nil {
 		return nil, err
 	}
-	// Sized from a declared length up to preallocMax, the buffer is allocated once (io.ReadAll grows
-	// it by doubling from 512 bytes); bytes.MinRead spare bytes let a read see the end without
-	// growing it. Past preallocMax it doubles as bytes arrive, a declared length alone, with no body
-	// behind it, must not hold memory, but never past the declared length: a 1 MiB body allocates
-	// 2 MiB in all, not 4 (docs/security.md#resource-limits).
-	body := make([]byte, 0, min(max(r.ContentLength, 0), preallocMax)+bytes.MinRead)
-	src := http.MaxBytesReader(w, r.Body, limit)
-	var err error
-	for err == nil {
-		if len(body) == cap(body) {
-			grown := 2 * cap(body)
-			if r.ContentLength > 0 {
-				grown = max(min(grown, int(r.ContentLength)+bytes.MinRead), len(body)+bytes.MinRead)
-			}
-			body = append(make([]byte, 0, grown), body...) // exactly grown: slices.Grow rounds up
-		}
-		var n int
-		n, err = src.Read(body[len(body):cap(body)])
-		body = body[:len(body)+n]
-	}
-	if err == io.EOF {
-		err = nil
-	}
+	body, err := readSized(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -290,7 +268,35 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return body, nil
 }
 
-// preallocMax bounds the buffer readBody allocates from a request's Content-Length before the
+// readSized reads src to its end, declared the length it says it has (a Content-Length; -1 when
+// unknown). Sized from declared up to preallocMax, the buffer is allocated once (io.ReadAll grows
+// it by doubling from 512 bytes); bytes.MinRead spare bytes let a read see the end without growing
+// it. Past preallocMax it doubles as bytes arrive, a declared length alone, with nothing behind
+// it, must not hold memory, but never past the declared length: a 1 MiB body allocates 2 MiB in
+// all, not 4 (docs/security.md#resource-limits). Requests' bodies and upstreams' answers are read
+// with it.
+func readSized(src io.Reader, declared int64) ([]byte, error) {
+	body := make([]byte, 0, min(max(declared, 0), preallocMax)+bytes.MinRead)
+	var err error
+	for err == nil {
+		if len(body) == cap(body) {
+			grown := 2 * cap(body)
+			if declared > 0 {
+				grown = max(min(grown, int(declared)+bytes.MinRead), len(body)+bytes.MinRead)
+			}
+			body = append(make([]byte, 0, grown), body...) // exactly grown: slices.Grow rounds up
+		}
+		var n int
+		n, err = src.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	return body, err
+}
+
+// preallocMax bounds the buffer readSized allocates from a request's Content-Length before the
 // body arrives (64 KiB).
 const preallocMax = 64 << 10
 

@@ -164,7 +164,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	var readErr error
 	limit := g.opts.MaxReceiptBodyBytes
 	readBody := func() {
-		kept, readErr = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+		kept, readErr = readSized(io.LimitReader(resp.Body, limit+1), min(resp.ContentLength, limit+1))
 		resp.Body = struct {
 			io.Reader
 			io.Closer
