@@ -169,8 +169,8 @@ var mutants = []Mutant{
 	{Name: "reconcile-no-after", Behaviour: "reconciliation runs before reconcile.after",
 		File: "gateway/reconcile.go", From: "Sub(x.g.now()); wait > 0 {", To: "Sub(x.g.now()); wait > time.Hour {",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestReconcile$"}, {Pkg: "./e2e", Run: "^TestReconcileRacesTheCallItReconciles$"}}},
-	{Name: "prealloc-declared-length", Behaviour: "readBody allocates the declared Content-Length",
-		File: "gateway/identify.go", From: "min(max(r.ContentLength, 0), preallocMax)", To: "max(r.ContentLength, 0)",
+	{Name: "prealloc-declared-length", Behaviour: "readSized allocates the declared Content-Length",
+		File: "gateway/identify.go", From: "min(max(declared, 0), preallocMax)", To: "max(declared, 0)",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestReadBodyDeclaredLengthHoldsNoMemory$"}}},
 
 	// Store readiness, settle notices, the admin list, the fingerprint CLI.
