@@ -22,7 +22,7 @@ credential_scope); of every command: --admin URL (IDEMGATEWAY_ADMIN_URL, default
 http://127.0.0.1:9090); the token is read from IDEMGATEWAY_ADMIN_TOKEN`
 
 // records is `idemgateway records`: the operator's client of the admin records API (docs/contract.md §5).
-// It prints the receipt (or the page of a list) as indented JSON; delete, and resolve with
+// It prints the record (or the page of a list) as indented JSON; delete, and resolve with
 // not_committed, print nothing. An answer of the API that is not 2xx is returned as
 // "records: <status> <title>: <detail>".
 func records(args []string, stdout io.Writer) error {
@@ -30,6 +30,11 @@ func records(args []string, stdout io.Writer) error {
 		return errors.New("records: a command is required\n" + recordsUsage)
 	}
 	cmd := args[0]
+	switch cmd {
+	case "help", "-h", "-help", "--help":
+		_, err := io.WriteString(stdout, recordsUsage)
+		return err
+	}
 	fs := flag.NewFlagSet("idemgateway records "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	admin := fs.String("admin", envOr("IDEMGATEWAY_ADMIN_URL", "http://127.0.0.1:9090"), "admin listener URL")

@@ -133,6 +133,17 @@ routes:
 }
 
 // TestRecordsList: `records list` sends its flags as the list endpoint's query and prints the page.
+// TestRecordsHelp: asked for help, records prints its usage and succeeds.
+func TestRecordsHelp(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"help", "-h", "--help"} {
+		var out bytes.Buffer
+		if err := records([]string{arg}, &out); err != nil || !strings.Contains(out.String(), "idemgateway records get TENANT TOOL KEY") {
+			t.Errorf("records %s: %v, printed %q; want the usage", arg, err, out.String())
+		}
+	}
+}
+
 func TestRecordsList(t *testing.T) {
 	t.Setenv("IDEMGATEWAY_ADMIN_TOKEN", "")
 	var query string
