@@ -3,16 +3,11 @@ package gateway_test
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/idemgateway/idemgateway/boltstore"
-	"github.com/idemgateway/idemgateway/gateway"
-	"github.com/idemgateway/idemgateway/routes"
 )
 
 // BenchmarkExecute measures a first execution through the gateway's handler on the embedded
@@ -33,24 +28,12 @@ func BenchmarkExecute(b *testing.B) {
 		_, _ = io.WriteString(w, answer)
 	}))
 	b.Cleanup(up.Close)
-	cfg, err := routes.Parse("routes.yaml", []byte(fmt.Sprintf(`
+	gw := newBenchGateway(b, fmt.Sprintf(`
 upstreams:
   http: {url: %q}
 routes:
   - {name: create_ticket, upstream: http, method: POST, path: /v1/tickets, class: non_idempotent, receipt: {remote_id: /id}}
-`, up.URL)), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	store, err := boltstore.Open(b.TempDir(), boltstore.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = store.Close() })
-	gw, err := gateway.New(cfg, store, gateway.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
+`, up.URL))
 	body := `{"title":"` + strings.Repeat("y", 1000) + `"}`
 	n := 0
 	for _, size := range []string{"1024", "65536"} {

@@ -52,7 +52,7 @@ func BenchmarkReplay(b *testing.B) {
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":%q}],"structuredContent":{"id":"T-1"}}}`, text)
 	}))
 	b.Cleanup(mcpUp.Close)
-	cfg, err := routes.Parse("routes.yaml", []byte(fmt.Sprintf(`
+	gw := newBenchGateway(b, fmt.Sprintf(`
 upstreams:
   http: {url: %q}
   mcp: {url: %q}
@@ -62,19 +62,7 @@ routes:
   - {name: tickets, kind: mcp, upstream: mcp, path: /mcp, key: {meta: %[3]s}}
   - {name: tickets_bytes, kind: mcp, upstream: mcp, path: /mcp-bytes, key: {meta: %[3]s}, replay_meta: false}
   - {name: tickets_arg, kind: mcp, upstream: mcp, path: /mcp-arg, key: {meta: %[3]s, argument: idempotency_key}}
-`, httpUp.URL, mcpUp.URL, metaKey)), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	store, err := boltstore.Open(b.TempDir(), boltstore.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = store.Close() })
-	gw, err := gateway.New(cfg, store, gateway.Options{Fronts: fronts, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
+`, httpUp.URL, mcpUp.URL, metaKey))
 	for _, size := range []int{1 << 10, 64 << 10} {
 		serves := map[string]func() *httptest.ResponseRecorder{}
 		call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"printer on fire"},"_meta":{"` + metaKey + `":"k` + strconv.Itoa(size) + `"}}}`
@@ -145,4 +133,25 @@ func pairReplays(b *testing.B, a, c func() *httptest.ResponseRecorder) {
 	b.ReportMetric(float64(ta.Nanoseconds())/float64(b.N), "ns/a")
 	b.ReportMetric(float64(tc.Nanoseconds())/float64(b.N), "ns/b")
 	b.ReportMetric(float64(ta)/float64(tc), "a÷b")
+}
+
+// newBenchGateway is the gateway of the benchmarks: the routes file yaml, the embedded store in
+// b's temporary directory, the front ends of cmd/idemgateway, and its access lines formatted as
+// JSON and discarded, as cmd/idembench's gateway logs them.
+func newBenchGateway(b *testing.B, yaml string) *gateway.Gateway {
+	b.Helper()
+	cfg, err := routes.Parse("routes.yaml", []byte(yaml), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	store, err := boltstore.Open(b.TempDir(), boltstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = store.Close() })
+	gw, err := gateway.New(cfg, store, gateway.Options{Fronts: fronts, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return gw
 }
