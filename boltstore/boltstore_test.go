@@ -52,6 +52,21 @@ func TestConformanceEncrypted(t *testing.T) {
 	})
 }
 
+// TestConformanceCompressed: the store that compresses (record.Compressed), around one that
+// encrypts, as the idemgateway command stacks them, is still a store; from 1 byte, every part that
+// compresses is compressed.
+func TestConformanceCompressed(t *testing.T) {
+	recordtest.Run(t, func(t *testing.T) recordtest.Subject {
+		s := subject(t, boltstore.Options{})
+		enc, err := record.Encrypted(s.Store, bytes.Repeat([]byte{7}, 32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Store = record.Compressed(enc, 1)
+		return s
+	})
+}
+
 // TestConformanceCheckpointingEveryBatch runs the conformance suite with a checkpoint after every
 // batch: each record is read back from the bbolt file as often as from the memtable.
 func TestConformanceCheckpointingEveryBatch(t *testing.T) {

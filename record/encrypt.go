@@ -2,7 +2,6 @@ package record
 
 import (
 	"bytes"
-	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
@@ -10,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"time"
 )
 
 // encryptedMagic starts every payload that Encrypted writes: a version, so the format can change.
@@ -40,15 +38,15 @@ func Encrypted(store Store, key []byte) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &encryptedStore{Store: store, aead: aead, nonceKey: nonceKey}, nil
+	return coded(store, &encryption{aead: aead, nonceKey: nonceKey}), nil
 }
 
 // nonceKeyInfo is the HKDF info (RFC 5869) of the key that derives nonces from payloads, so that
 // it is never the encryption key itself.
 const nonceKeyInfo = "idemgateway record payload nonce"
 
-type encryptedStore struct {
-	Store
+// encryption is the payloadCodec of Encrypted.
+type encryption struct {
 	aead     cipher.AEAD
 	nonceKey []byte // the HMAC-SHA256 key of seal's nonces
 }
@@ -60,7 +58,7 @@ type encryptedStore struct {
 // (docs/guarantees.md#lost-replies), while two different payloads share a nonce only as often as
 // two random 96-bit nonces would. Equal ciphertexts tell an onlooker only that a record was written
 // twice with the same bytes. open reads random nonces (earlier builds drew them) as well.
-func (s *encryptedStore) seal(key string, payload []byte) []byte {
+func (s *encryption) seal(key string, payload []byte) []byte {
 	mac := hmac.New(sha256.New, s.nonceKey)
 	_, _ = mac.Write(binary.BigEndian.AppendUint64(nil, uint64(len(key)))) // the key's length keeps key and payload apart
 	_, _ = mac.Write([]byte(key))
@@ -71,7 +69,7 @@ func (s *encryptedStore) seal(key string, payload []byte) []byte {
 	return s.aead.Seal(out, out[len(encryptedMagic):], payload, []byte(key))
 }
 
-func (s *encryptedStore) open(key string, payload []byte) ([]byte, error) {
+func (s *encryption) open(key string, payload []byte) ([]byte, error) {
 	n := len(encryptedMagic) + s.aead.NonceSize()
 	if len(payload) < n || !bytes.HasPrefix(payload, encryptedMagic) {
 		return nil, fmt.Errorf("%w: the payload is not encrypted (written before encryption was turned on?)", ErrCorrupt)
@@ -81,76 +79,4 @@ func (s *encryptedStore) open(key string, payload []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: the payload does not decrypt with this key", ErrCorrupt)
 	}
 	return plain, nil
-}
-
-func (s *encryptedStore) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, Payload, error) {
-	claimed, state, stored, err := s.Store.Claim(ctx, key, owner, s.seal(key, payload), lease, ttl)
-	if err != nil || claimed {
-		return claimed, state, Payload{Claim: payload}, err
-	}
-	plain, err := s.openPayload(key, stored)
-	return claimed, state, plain, err
-}
-
-func (s *encryptedStore) Reclaim(ctx context.Context, key, from, owner string, payload []byte, lease, ttl time.Duration) (bool, error) {
-	return s.Store.Reclaim(ctx, key, from, owner, s.seal(key, payload), lease, ttl)
-}
-
-func (s *encryptedStore) Commit(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (bool, error) {
-	return s.Store.Commit(ctx, key, owner, s.seal(key, settle), ttl)
-}
-
-func (s *encryptedStore) MarkUnknown(ctx context.Context, key, owner string, settle []byte, ttl time.Duration) (bool, error) {
-	return s.Store.MarkUnknown(ctx, key, owner, s.seal(key, settle), ttl)
-}
-
-func (s *encryptedStore) Get(ctx context.Context, key string) (string, Payload, error) {
-	state, stored, err := s.Store.Get(ctx, key)
-	if err != nil || state == "" {
-		return state, stored, err
-	}
-	plain, err := s.openPayload(key, stored)
-	return state, plain, err
-}
-
-// openPayload opens both parts of p, each sealed by seal; an empty Settle is none, and stays empty.
-func (s *encryptedStore) openPayload(key string, p Payload) (Payload, error) {
-	claim, err := s.open(key, p.Claim)
-	if err != nil || len(p.Settle) == 0 {
-		return Payload{Claim: claim}, err
-	}
-	settle, err := s.open(key, p.Settle)
-	return Payload{Claim: claim, Settle: settle}, err
-}
-
-// WatchSettled passes on the wrapped store's settle notices (SettleNotifier); the keys are the
-// same, only payloads are encrypted. A wrapped store without notices gives an error at once, so
-// that its waiters poll, as they would on it unwrapped.
-func (s *encryptedStore) WatchSettled(ctx context.Context, key string, settled func()) (stop func(), err error) {
-	if n, ok := s.Store.(SettleNotifier); ok {
-		return n.WatchSettled(ctx, key, settled)
-	}
-	return func() {}, fmt.Errorf("record: the encrypted store has no settle notices")
-}
-
-// Safe passes on the wrapped store's verdict (SafetyReporter); a wrapped store without one is fit
-// whenever it answers, as it would be unwrapped.
-func (s *encryptedStore) Safe() error {
-	if r, ok := s.Store.(SafetyReporter); ok {
-		return r.Safe()
-	}
-	return nil
-}
-
-func (s *encryptedStore) ListUnknown(ctx context.Context, prefix, cursor string, limit int) ([]string, []Payload, string, error) {
-	keys, stored, next, err := s.Store.ListUnknown(ctx, prefix, cursor, limit)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	for i, p := range stored {
-		if stored[i], err = s.openPayload(keys[i], p); err != nil {
-			return nil, nil, "", err
-		}
-	}
-	return keys, stored, next, nil
 }

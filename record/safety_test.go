@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 
@@ -17,36 +18,68 @@ type unsafeStore struct {
 
 func (s unsafeStore) Safe() error { return s.err }
 
-// TestEncryptedPassesSafety: encryption at rest does not hide the wrapped store's verdict from the
-// gateway (docs/cases.md C15), and a store without one stays fit.
-func TestEncryptedPassesSafety(t *testing.T) {
+// noticeStore is a store with settle notices, which counts the watches asked of it.
+type noticeStore struct {
+	record.Store
+	watches *int
+}
+
+func (s noticeStore) WatchSettled(context.Context, string, func()) (func(), error) {
+	*s.watches++
+	return func() {}, nil
+}
+
+// TestWrappersPassOn: encryption at rest and compression do not hide the wrapped store's safety
+// verdict from the gateway (docs/cases.md C15), and a store without one stays fit; each wrapper
+// has settle notices exactly when the wrapped store has, so that the gateway's waiters are woken
+// by them when they exist and are never told of a watch that cannot work when they do not.
+func TestWrappersPassOn(t *testing.T) {
 	t.Parallel()
 	plain, err := boltstore.Open(t.TempDir(), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { plain.Close() })
-	key := bytes.Repeat([]byte{7}, 32)
+	wrappers := map[string]func(record.Store) record.Store{
+		"encrypted": func(s record.Store) record.Store {
+			enc, err := record.Encrypted(s, bytes.Repeat([]byte{7}, 32))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return enc
+		},
+		"compressed": func(s record.Store) record.Store { return record.Compressed(s, record.DefaultCompressMinBytes) },
+	}
 	evicting := errors.New("maxmemory-policy is allkeys-lru")
-	for _, tc := range []struct {
-		name  string
-		store record.Store
-		want  error
-	}{
-		{"unsafe", unsafeStore{plain, evicting}, evicting},
-		{"safe", unsafeStore{plain, nil}, nil},
-		{"no reporter", plain, nil},
-	} {
-		enc, err := record.Encrypted(tc.store, key)
-		if err != nil {
-			t.Fatal(err)
+	for name, wrap := range wrappers {
+		for _, tc := range []struct {
+			name  string
+			store record.Store
+			want  error
+		}{
+			{"unsafe", unsafeStore{plain, evicting}, evicting},
+			{"safe", unsafeStore{plain, nil}, nil},
+			{"no reporter", plain, nil},
+		} {
+			r, ok := wrap(tc.store).(record.SafetyReporter)
+			if !ok {
+				t.Fatalf("%s, %s: the wrapper is no SafetyReporter", name, tc.name)
+			}
+			if got := r.Safe(); got != tc.want {
+				t.Errorf("%s, %s: Safe() = %v, want %v", name, tc.name, got, tc.want)
+			}
 		}
-		r, ok := enc.(record.SafetyReporter)
+
+		if _, ok := wrap(plain).(record.SettleNotifier); ok {
+			t.Errorf("%s: around a store without settle notices, the wrapper has some", name)
+		}
+		watches := 0
+		n, ok := wrap(noticeStore{plain, &watches}).(record.SettleNotifier)
 		if !ok {
-			t.Fatalf("%s: the encrypted store is no SafetyReporter", tc.name)
+			t.Fatalf("%s: around a store with settle notices, the wrapper has none", name)
 		}
-		if got := r.Safe(); got != tc.want {
-			t.Errorf("%s: Safe() = %v, want %v", tc.name, got, tc.want)
+		if _, err := n.WatchSettled(context.Background(), "k", func() {}); err != nil || watches != 1 {
+			t.Errorf("%s: WatchSettled = %v, with %d watches of the wrapped store, want 1", name, err, watches)
 		}
 	}
 }

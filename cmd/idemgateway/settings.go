@@ -35,6 +35,10 @@ type settings struct {
 	LogLevel           string   `default:"info" split_words:"true"`
 	LogFormat          string   `default:"json" split_words:"true"`
 	EncryptionKey      string   `split_words:"true"` // secret: base64 of 32 bytes; encrypts payloads at rest
+	// CompressMinBytes is the size from which a record's payload part is stored compressed
+	// (record.Compressed); 0 compresses nothing, and parts compressed earlier still read
+	// (IDEMGATEWAY_COMPRESS_MIN_BYTES).
+	CompressMinBytes int `default:"4096" split_words:"true"`
 	// RoutesPoll is how often the routes file's content is checked for a change; 0 turns the
 	// checks off, so that only SIGHUP reloads (IDEMGATEWAY_ROUTES_POLL).
 	RoutesPoll time.Duration `default:"2s" split_words:"true"`
@@ -113,6 +117,9 @@ func loadSettings(args []string) (*settings, error) {
 	}
 	if _, err := s.encryptionKey(); err != nil {
 		return nil, err
+	}
+	if s.CompressMinBytes < 0 {
+		return nil, fmt.Errorf("IDEMGATEWAY_COMPRESS_MIN_BYTES %d is negative: want a size in bytes, or 0 to compress nothing", s.CompressMinBytes)
 	}
 	if s.RoutesPoll < 0 {
 		return nil, fmt.Errorf("IDEMGATEWAY_ROUTES_POLL %s is negative: want a duration, or 0 to reload on SIGHUP only", s.RoutesPoll)
@@ -200,23 +207,21 @@ func (s *settings) encryptionKey() ([]byte, error) {
 	return key, nil
 }
 
-// openStore opens the store the settings name and, with IDEMGATEWAY_ENCRYPTION_KEY, wraps it so
-// that payloads are encrypted at rest (record.Encrypted).
+// openStore opens the store the settings name and wraps it so that payloads are compressed
+// (record.Compressed) and, with IDEMGATEWAY_ENCRYPTION_KEY, encrypted at rest (record.Encrypted):
+// compressed first, as ciphertext does not compress.
 func (s *settings) openStore(log *slog.Logger) (record.Store, func(), error) {
 	st, closeStore, err := s.openBaseStore(log)
 	if err != nil {
 		return nil, nil, err
 	}
-	key, _ := s.encryptionKey() // checked by loadSettings
-	if key == nil {
-		return st, closeStore, nil
+	if key, _ := s.encryptionKey(); key != nil { // checked by loadSettings
+		if st, err = record.Encrypted(st, key); err != nil {
+			closeStore()
+			return nil, nil, err
+		}
 	}
-	enc, err := record.Encrypted(st, key)
-	if err != nil {
-		closeStore()
-		return nil, nil, err
-	}
-	return enc, closeStore, nil
+	return record.Compressed(st, s.CompressMinBytes), closeStore, nil
 }
 
 func (s *settings) openBaseStore(log *slog.Logger) (record.Store, func(), error) {

@@ -1,9 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgateway/idemgateway/boltstore"
+	"github.com/idemgateway/idemgateway/internal/fixtures"
+	"github.com/idemgateway/idemgateway/record"
 
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/server"
@@ -20,7 +27,7 @@ func TestLoadSettings(t *testing.T) {
 		{name: "defaults", check: func(s *settings) bool {
 			return s.Routes == "routes.yaml" && s.Listen == ":8080" && s.AdminListen == "127.0.0.1:9090" &&
 				s.DataDir == "./data" && s.LogLevel == "info" && s.LogFormat == "json" && !s.RedisAllowEviction &&
-				s.RoutesPoll == 2*time.Second && s.ShutdownGrace == 0
+				s.RoutesPoll == 2*time.Second && s.ShutdownGrace == 0 && s.CompressMinBytes == record.DefaultCompressMinBytes
 		}},
 		{name: "routes poll off", env: map[string]string{"IDEMGATEWAY_ROUTES_POLL": "0"},
 			check: func(s *settings) bool { return s.RoutesPoll == 0 }},
@@ -50,6 +57,10 @@ func TestLoadSettings(t *testing.T) {
 				k, err := s.encryptionKey()
 				return err == nil && len(k) == 32 && !strings.Contains(s.String(), s.EncryptionKey)
 			}},
+		{name: "compression threshold", env: map[string]string{"IDEMGATEWAY_COMPRESS_MIN_BYTES": "0"},
+			check: func(s *settings) bool { return s.CompressMinBytes == 0 }},
+		{name: "negative compression threshold", env: map[string]string{"IDEMGATEWAY_COMPRESS_MIN_BYTES": "-1"},
+			wantErr: "IDEMGATEWAY_COMPRESS_MIN_BYTES -1 is negative"},
 		{name: "short encryption key", env: map[string]string{"IDEMGATEWAY_ENCRYPTION_KEY": "c2hvcnQ="},
 			wantErr: "IDEMGATEWAY_ENCRYPTION_KEY: want the base64 of 32 random bytes"},
 		{name: "redis defaults", check: func(s *settings) bool {
@@ -145,5 +156,59 @@ func TestRedisURLNeverInErrors(t *testing.T) {
 	}
 	if s.storeName() != "redis" {
 		t.Fatalf("storeName = %q", s.storeName())
+	}
+}
+
+// TestStoresCompressed: the store the command opens compresses a large part
+// (IDEMGATEWAY_COMPRESS_MIN_BYTES, 4 KiB by default), encrypted or not, and stores it as it is
+// with the setting 0, while still reading what was compressed before.
+func TestStoresCompressed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	// stored claims key with the settings of env, reads it and the keys in reads back, and returns
+	// the bytes stored.
+	stored := func(env map[string]string, key string, reads ...string) []byte {
+		t.Helper()
+		for k, v := range env {
+			t.Setenv(k, v)
+		}
+		s, err := loadSettings([]string{"-data-dir", dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, closeStore, err := s.openStore(slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if claimed, _, _, err := st.Claim(ctx, key, "o", fixtures.Tickets16K, time.Minute, time.Hour); !claimed || err != nil {
+			t.Fatal(claimed, err)
+		}
+		for _, k := range append(reads, key) {
+			if _, p, err := st.Get(ctx, k); err != nil || !bytes.Equal(p.Claim, fixtures.Tickets16K) {
+				t.Errorf("%s, read with %v: %d bytes, %v", k, env, len(p.Claim), err)
+			}
+		}
+		closeStore()
+		plain, err := boltstore.Open(dir, boltstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		_, raw, err := plain.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw.Claim
+	}
+	if raw := stored(nil, "default"); !bytes.HasPrefix(raw, []byte("idz1")) || len(raw) > len(fixtures.Tickets16K)/2 {
+		t.Errorf("by default, a %d-byte part was stored as %d bytes starting %q, want compressed", len(fixtures.Tickets16K), len(raw), raw[:4])
+	}
+	key := map[string]string{"IDEMGATEWAY_ENCRYPTION_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}
+	if raw := stored(key, "encrypted"); !bytes.HasPrefix(raw, []byte("idg1")) || len(raw) > len(fixtures.Tickets16K)/2 {
+		t.Errorf("encrypted, a %d-byte part was stored as %d bytes starting %q, want compressed, then sealed", len(fixtures.Tickets16K), len(raw), raw[:4])
+	}
+	t.Setenv("IDEMGATEWAY_ENCRYPTION_KEY", "")
+	if raw := stored(map[string]string{"IDEMGATEWAY_COMPRESS_MIN_BYTES": "0"}, "off", "default"); !bytes.Equal(raw, fixtures.Tickets16K) {
+		t.Errorf("with IDEMGATEWAY_COMPRESS_MIN_BYTES=0, a %d-byte part was stored as %d bytes, want as it is", len(fixtures.Tickets16K), len(raw))
 	}
 }

@@ -1,0 +1,212 @@
+package record_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/idemgateway/idemgateway/boltstore"
+	"github.com/idemgateway/idemgateway/internal/fixtures"
+	"github.com/idemgateway/idemgateway/record"
+)
+
+// newCompressed returns a store that compresses from minBytes around an embedded one, and the
+// embedded one, which shows what is stored.
+func newCompressed(t *testing.T, minBytes int) (record.Store, record.Store) {
+	t.Helper()
+	plain, err := boltstore.Open(t.TempDir(), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	return record.Compressed(plain, minBytes), plain
+}
+
+// ticketRecord is a committed record whose stored answer is body, as the gateway settles it.
+func ticketRecord(body []byte) *record.Record {
+	now := time.Date(2026, 12, 7, 15, 0, 0, 0, time.UTC)
+	return &record.Record{
+		Receipt: record.Receipt{IdempotencyKey: "k", Tenant: "acme", Tool: "list_tickets", EffectFingerprint: "sha256:" + string(bytes.Repeat([]byte("ab"), 32)),
+			ResponseStatus: 200, Executions: 1, ResponseBodyKept: true, CommittedAt: &now, ExpiresAt: now.Add(24 * time.Hour)},
+		Owner: "owner-1", StartedAt: now,
+		Response: &record.Response{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: body},
+	}
+}
+
+// TestCompressedStoresAQuarter (docs/performance.md#stored-bytes): a ticket list's answer is
+// stored in under a third of its bytes, and read back as it was; a part under the threshold, and
+// one that does not compress, are stored as they are.
+func TestCompressedStoresAQuarter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	comp, plain := newCompressed(t, record.DefaultCompressMinBytes)
+	for _, c := range []struct {
+		name  string
+		body  []byte
+		ratio float64 // the settle part stored, over the answer's bytes, at most
+	}{{"16k", fixtures.Tickets16K, 0.35}, {"256k", fixtures.Tickets256K, 0.30}} {
+		rec := ticketRecord(c.body)
+		claim := (&record.Record{Receipt: rec.Receipt, Owner: rec.Owner, StartedAt: rec.StartedAt, Document: []byte(`{"query":"status:open"}`)}).Encode()
+		settle := rec.EncodeSettle()
+		if claimed, _, _, err := comp.Claim(ctx, c.name, "owner-1", claim, time.Minute, time.Hour); !claimed || err != nil {
+			t.Fatal(claimed, err)
+		}
+		if ok, err := comp.Commit(ctx, c.name, "owner-1", settle, 0); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		_, raw, err := plain.Get(ctx, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := float64(len(raw.Settle)) / float64(len(c.body)); !bytes.HasPrefix(raw.Settle, []byte("idz1")) || got > c.ratio {
+			t.Errorf("%s: stored %d bytes for a %d-byte answer (%.2f, want at most %.2f), starting %q", c.name, len(raw.Settle), len(c.body), got, c.ratio, raw.Settle[:4])
+		}
+		if !bytes.Equal(raw.Claim, claim) {
+			t.Errorf("%s: a %d-byte claim part was stored as %d bytes, want as it is", c.name, len(claim), len(raw.Claim))
+		}
+		state, got, err := comp.Get(ctx, c.name)
+		if err != nil || !bytes.Equal(got.Settle, settle) {
+			t.Fatalf("%s: Get = %d bytes, %v; want the settle part back", c.name, len(got.Settle), err)
+		}
+		if back, err := record.Decode(state, got); err != nil || !bytes.Equal(back.Response.Body, c.body) {
+			t.Fatalf("%s: the record read back: %v", c.name, err)
+		}
+	}
+
+	noise := make([]byte, 16<<10)
+	_, _ = rand.Read(noise)
+	small := fixtures.Tickets16K[:record.DefaultCompressMinBytes-1]
+	for name, part := range map[string][]byte{"noise": noise, "small": small} {
+		if claimed, _, _, err := comp.Claim(ctx, name, "o", part, time.Minute, time.Hour); !claimed || err != nil {
+			t.Fatal(claimed, err)
+		}
+		if _, raw, err := plain.Get(ctx, name); err != nil || !bytes.Equal(raw.Claim, part) {
+			t.Errorf("%s: stored %d bytes, want the %d bytes as they are (%v)", name, len(raw.Claim), len(part), err)
+		}
+	}
+}
+
+// TestCompressedOffStillReads: with compression off (minBytes 0) nothing is compressed, and a part
+// compressed earlier still reads; a call sealed twice gives the same bytes, so that a store
+// recognizes a transition sent again after its answer was lost (docs/guarantees.md#lost-replies).
+func TestCompressedOffStillReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	on, plain := newCompressed(t, record.DefaultCompressMinBytes)
+	off := record.Compressed(plain, 0)
+	stored := func(s record.Store, key string) []byte {
+		t.Helper()
+		if _, err := plain.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		if claimed, _, _, err := s.Claim(ctx, key, "o", fixtures.Tickets16K, time.Minute, time.Hour); !claimed || err != nil {
+			t.Fatal(claimed, err)
+		}
+		_, raw, err := plain.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw.Claim
+	}
+	first := stored(on, "k")
+	if again := stored(on, "k"); !bytes.Equal(again, first) || len(first) >= len(fixtures.Tickets16K) {
+		t.Errorf("the same part compressed twice: %d and %d bytes, not the same (or not smaller)", len(first), len(again))
+	}
+	if _, got, err := off.Get(ctx, "k"); err != nil || !bytes.Equal(got.Claim, fixtures.Tickets16K) {
+		t.Errorf("with compression off, a compressed part reads as %d bytes, %v", len(got.Claim), err)
+	}
+	if raw := stored(off, "k2"); !bytes.Equal(raw, fixtures.Tickets16K) {
+		t.Errorf("with compression off, a %d-byte part was stored as %d bytes", len(fixtures.Tickets16K), len(raw))
+	}
+}
+
+// TestCompressedRefusesDamage: a compressed part that is cut off, states no size, states a size
+// over the bound, or decompresses to another size than it states is corrupt (the gateway answers
+// 500 corrupt-record and calls no upstream), never a record and never a large allocation.
+func TestCompressedRefusesDamage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	comp, plain := newCompressed(t, record.DefaultCompressMinBytes)
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := enc.EncodeAll(fixtures.Tickets16K, nil)
+	// Frame headers: the magic, a descriptor, then a window or a size, and an empty last raw
+	// block. One states no content size (a window of 1 MiB instead); one states 1 TiB.
+	unsized := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x50, 0x01, 0x00, 0x00}
+	huge := binary.LittleEndian.AppendUint64([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xe0}, 1<<40)
+	huge = append(huge, 0x01, 0x00, 0x00)
+	for name, part := range map[string][]byte{
+		"cut":      frame[:len(frame)-9],
+		"unsized":  unsized,
+		"huge":     huge,
+		"twoframe": append(append([]byte{}, frame...), frame...),
+	} {
+		if claimed, _, _, err := plain.Claim(ctx, name, "o", append([]byte("idz1"), part...), time.Minute, time.Hour); !claimed || err != nil {
+			t.Fatal(claimed, err)
+		}
+		if _, got, err := comp.Get(ctx, name); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("%s: Get = %d bytes, %v; want ErrCorrupt", name, len(got.Claim), err)
+		}
+	}
+}
+
+// onePart is a store of one settle part, in memory, so that BenchmarkCompression times the codec
+// alone: every method it does not define is a nil Store's, and panics.
+type onePart struct {
+	record.Store
+	settle []byte
+}
+
+func (p *onePart) Commit(_ context.Context, _, _ string, settle []byte, _ time.Duration) (bool, error) {
+	p.settle = settle
+	return true, nil
+}
+
+func (p *onePart) Get(context.Context, string) (string, record.Payload, error) {
+	return record.StateCommitted, record.Payload{Claim: []byte("claim"), Settle: p.settle}, nil
+}
+
+// BenchmarkCompression measures what compressing from 1 KiB costs a record's settle part, on the
+// help desk's JSON (internal/fixtures): a ticket as a create answers it, and ticket lists of
+// 16 KiB and 256 KiB. seal runs once per execution, open once per replay; stored/answer is the
+// stored part's size over the answer's.
+func BenchmarkCompression(b *testing.B) {
+	var list struct{ Tickets []json.RawMessage }
+	if err := json.Unmarshal(fixtures.Tickets16K, &list); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{{"ticket", list.Tickets[0]}, {"16KiB", fixtures.Tickets16K}, {"256KiB", fixtures.Tickets256K}} {
+		settle := ticketRecord(c.body).EncodeSettle()
+		part := &onePart{}
+		comp := record.Compressed(part, 1<<10)
+		b.Run(c.name+"/seal", func(b *testing.B) {
+			b.SetBytes(int64(len(settle)))
+			for b.Loop() {
+				_, _ = comp.Commit(ctx, "k", "owner-1", settle, 0)
+			}
+			b.ReportMetric(float64(len(part.settle))/float64(len(c.body)), "stored/answer")
+		})
+		b.Run(c.name+"/open", func(b *testing.B) {
+			b.SetBytes(int64(len(settle)))
+			for b.Loop() {
+				if _, _, err := comp.Get(ctx, "k"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
