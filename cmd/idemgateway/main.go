@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
+
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/gateway/mcpfront"
 	"github.com/idemgateway/idemgateway/routes"
@@ -98,6 +100,7 @@ func serve(s *settings) error {
 	if err != nil {
 		return err
 	}
+	setGCPolicy(log, memlimit.FromCgroup)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 

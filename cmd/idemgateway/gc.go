@@ -1,0 +1,45 @@
+package main
+
+import (
+	"log/slog"
+	"math"
+	"os"
+	"runtime/debug"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
+)
+
+// gcPercentWithLimit is the GOGC the gateway runs with when a memory limit bounds its heap and
+// GOGC is not set: its live heap is small (a few MB of records, buffers and connections), so the
+// default of 100 collects tens of times a second under load; 400 collects a fifth as often
+// (docs/performance.md#garbage-collection).
+const gcPercentWithLimit = 400
+
+// memoryLimitRatio is the share of the container's memory limit that becomes GOMEMLIMIT: the
+// rest is for what the Go runtime does not count (stacks' slack, the binary, the kernel's
+// buffers of the process).
+const memoryLimitRatio = 0.9
+
+// setGCPolicy sets the garbage collector's policy of the serving process and logs it. GOMEMLIMIT
+// is the container's memory limit (cgroup memory.max, or provider's, times memoryLimitRatio)
+// unless GOMEMLIMIT is set, or AUTOMEMLIMIT is "off" (github.com/KimMachineGun/automemlimit). Once
+// a memory limit is in force, from either, an unset GOGC becomes gcPercentWithLimit: the limit,
+// not GOGC, then bounds the heap, which the memory bounds of docs/security.md#resource-limits
+// count on. Without a limit, GOGC is left as it is (100 unless set).
+func setGCPolicy(log *slog.Logger, provider memlimit.Provider) {
+	limit, err := memlimit.Set(memlimit.WithProvider(provider), memlimit.WithRatio(memoryLimitRatio))
+	if err != nil {
+		log.Warn("the memory limit could not be read: GOMEMLIMIT is not set", "err", err)
+	}
+	gogc := debug.SetGCPercent(-1)
+	debug.SetGCPercent(gogc)
+	if limit != math.MaxInt64 && os.Getenv("GOGC") == "" {
+		gogc = gcPercentWithLimit
+		debug.SetGCPercent(gogc)
+	}
+	if limit == math.MaxInt64 {
+		log.Info("garbage collection", "gogc", gogc, "memory_limit", "none")
+		return
+	}
+	log.Info("garbage collection", "gogc", gogc, "memory_limit", limit)
+}
