@@ -958,4 +958,11 @@ var mutants = []Mutant{
 	{Name: "store-uncompressed", Behaviour: "the idemgateway command stores records as they are, whatever IDEMGATEWAY_COMPRESS_MIN_BYTES says",
 		File: "cmd/idemgateway/settings.go", From: "return record.Compressed(st, s.CompressMinBytes), closeStore, nil", To: "return record.Compressed(st, 0), closeStore, nil",
 		Tests: []Target{{Pkg: "./cmd/idemgateway", Run: "^TestStoresCompressed$"}}},
+	// The garbage collector's policy (cmd/idemgateway/gc.go, docs/performance.md#garbage-collection).
+	{Name: "gc-policy-ignores-limit", Behaviour: "GOGC stays 100 under a memory limit: the gateway collects five times as often as it needs",
+		File: "cmd/idemgateway/gc.go", From: "if limit != math.MaxInt64 && os.Getenv(\"GOGC\") == \"\" {", To: "if limit == 0 && os.Getenv(\"GOGC\") == \"\" {",
+		Tests: []Target{{Pkg: "./cmd/idemgateway", Run: "^TestGCPolicy$"}}},
+	{Name: "gc-policy-overrides-gogc", Behaviour: "an operator's GOGC is replaced by 400 under a memory limit",
+		File: "cmd/idemgateway/gc.go", From: "if limit != math.MaxInt64 && os.Getenv(\"GOGC\") == \"\" {", To: "if limit != math.MaxInt64 && os.Getenv(\"GOGC\") != \"x\" {",
+		Tests: []Target{{Pkg: "./cmd/idemgateway", Run: "^TestGCPolicy$"}}},
 }
