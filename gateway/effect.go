@@ -189,8 +189,15 @@ func (x *Exchange) claim() (prev *record.Record, f found, err error) {
 	case f.claimed:
 		return nil, f, nil
 	}
-	if prev, err = record.Decode(state, stored); err != nil {
+	// A replay needs only the settle part; another effect's request reads the claim part's
+	// document and rules too, to compare under them and to name the fields that differ.
+	if prev, err = record.DecodeSettled(state, stored); err != nil {
 		return nil, f, err
+	}
+	if prev.EffectFingerprint != x.fp {
+		if err = prev.ReadClaim(); err != nil {
+			return nil, f, err
+		}
 	}
 	f.state, f.sameEffect = state, x.sameEffect(prev)
 	return prev, f, nil

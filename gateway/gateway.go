@@ -195,7 +195,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(r.TransferEncoding) > 0 {
 		w.Header().Set("Connection", "close")
 	}
-	for _, seg := range strings.Split(r.URL.Path, "/") {
+	for seg := range strings.SplitSeq(r.URL.Path, "/") {
 		if seg == "." || seg == ".." {
 			g.refuseUnrouted(w, r, fmt.Errorf("%w: the path %q has a dot-segment", problem.ErrInvalidRequest, r.URL.Path))
 			return

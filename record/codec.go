@@ -31,6 +31,9 @@ type Record struct {
 	// changed is compared under them (docs/fingerprint.md#when-the-rules-change). The claim part
 	// holds it, as it holds the document; nil in records written before it was kept.
 	Rules []byte
+
+	// claim is the claim part that DecodeSettled left undecoded, until ReadClaim.
+	claim []byte
 }
 
 // MaxDocumentBytes bounds the canonical document a record keeps (64 KiB). A request whose
@@ -108,6 +111,18 @@ func (rec *Record) EncodeSettle() []byte {
 // the claim part alone while nothing settled the record (or when a gateway before the split stored
 // the whole record there), else the settle part with the document of the claim part.
 func Decode(state string, stored Payload) (*Record, error) {
+	rec, err := DecodeSettled(state, stored)
+	if err != nil {
+		return nil, err
+	}
+	return rec, rec.ReadClaim()
+}
+
+// DecodeSettled is Decode but for a settled record's claim part, which it leaves undecoded until
+// ReadClaim: the settle part holds all a replay serves and the fingerprint it is checked by, so a
+// replay decodes only that (docs/performance.md#records-buffers-and-allocations). Until ReadClaim,
+// such a record's Document and Rules are nil.
+func DecodeSettled(state string, stored Payload) (*Record, error) {
 	if len(stored.Settle) == 0 {
 		return decodePart(state, stored.Claim)
 	}
@@ -115,12 +130,22 @@ func Decode(state string, stored Payload) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	claim, err := decodePart(state, stored.Claim)
-	if err != nil {
-		return nil, err
-	}
-	rec.Document, rec.Rules = claim.Document, claim.Rules
+	rec.claim = stored.Claim
 	return rec, nil
+}
+
+// ReadClaim decodes the claim part that DecodeSettled left, for its Document and Rules; it does
+// nothing for a record that has none left, or once done.
+func (rec *Record) ReadClaim() error {
+	if rec.claim == nil {
+		return nil
+	}
+	claim, err := decodePart(rec.State, rec.claim)
+	if err != nil {
+		return err
+	}
+	rec.Document, rec.Rules, rec.claim = claim.Document, claim.Rules, nil
+	return nil
 }
 
 // fields walks the record's small fields in their stored order for e; bodyLen is the length of

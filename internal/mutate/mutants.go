@@ -441,7 +441,7 @@ var mutants = []Mutant{
 		File: "redisstore/scripts/reclaim.lua", From: "'payload', ARGV[3], 'settle', '')", To: "'payload', ARGV[3])",
 		Tests: []Target{{Pkg: "./redisstore", Run: "^TestConformance$/^Reclaim$"}}},
 	{Name: "settled-record-loses-document", Behaviour: "a settled record is decoded without the claim part's document: a 422 on it names no differing_fields",
-		File: "record/codec.go", From: "\trec.Document, rec.Rules = claim.Document, claim.Rules\n", To: "\trec.Rules = claim.Rules\n",
+		File: "record/codec.go", From: "\trec.Document, rec.Rules, rec.claim = claim.Document, claim.Rules, nil\n", To: "\trec.Rules, rec.claim = claim.Rules, nil\n",
 		Tests: []Target{{Pkg: "./record", Run: "^TestRecordInTwoParts$"}}},
 	{Name: "settle-part-resends-document", Behaviour: "a commit sends the document the claim stored again",
 		File: "record/codec.go", From: "\tr.Document, r.Rules = nil, nil\n\treturn r.Encode()", To: "\tr.Rules = nil\n\treturn r.Encode()",
