@@ -254,12 +254,17 @@ type results struct {
 	// of the closed loop in µs: of the child process (the proxy under test, with the embedded store
 	// when it is the one under test), of this process (the load generator and the upstream), and
 	// of Redis.
-	throughput                     map[string][]float64
-	cpuProxy, cpuHarness, cpuRedis map[string][]float64
-	// Per repetition, by who ("bare", "execute", "replay", "floor", "embedded"): open-loop p50 and
-	// p99 in µs.
-	p50, p99 map[string][]float64
-	maxLag   time.Duration // the largest open-loop dispatch lag p99 of all runs
+	throughput                                  map[string][]float64
+	cpuProxy, cpuHarness, cpuRedis, cpuPostgres map[string][]float64
+	// Per repetition, by who ("bare", "execute", "replay", "floor", "embedded", "embedded-replay",
+	// "postgres", "postgres-replay"): open-loop p50, p90 and p99 in µs.
+	p50, p90, p99 map[string][]float64
+	maxLag        time.Duration // the largest open-loop dispatch lag p99 of all runs
+
+	// What the store keeps per key, in bytes, of a 1 KiB execution's record: Redis's MEMORY
+	// USAGE and PostgreSQL's table, TOAST and indexes (pg_total_relation_size) per row, measured
+	// once the replay receipts are stored; 0 when not measured.
+	bytesRedis, bytesPostgres float64
 
 	warnings []string // runs with failed requests
 
@@ -293,7 +298,7 @@ func (b *bench) measure(ctx context.Context) (out *results, err error) {
 		out.wall = time.Since(wallStart)
 	}()
 	r := &results{throughput: map[string][]float64{}, cpuProxy: map[string][]float64{}, cpuHarness: map[string][]float64{},
-		cpuRedis: map[string][]float64{}, p50: map[string][]float64{}, p99: map[string][]float64{}}
+		cpuRedis: map[string][]float64{}, cpuPostgres: map[string][]float64{}, p50: map[string][]float64{}, p90: map[string][]float64{}, p99: map[string][]float64{}}
 	if r.rttP50, r.rttP99, err = measureRTT(ctx, b.admin, 2000, 0); err != nil {
 		return nil, fmt.Errorf("redis rtt: %w", err)
 	}
@@ -307,6 +312,12 @@ func (b *bench) measure(ctx context.Context) (out *results, err error) {
 	// Storing the replay receipts also loads the scripts and warms every pool.
 	if err := b.reset(ctx, true); err != nil {
 		return nil, err
+	}
+	if !b.cfg.mcpOnly {
+		if r.bytesRedis, r.bytesPostgres, err = b.storedBytes(ctx); err != nil {
+			return nil, err
+		}
+		logf("bytes per stored key: Redis %.0f, PostgreSQL %.0f", r.bytesRedis, r.bytesPostgres)
 	}
 	if r.cmdsExecute, r.tripsExecute, err = b.perRequest(ctx, b.execute(mediumBody)); err != nil {
 		return nil, err
@@ -399,6 +410,9 @@ func (b *bench) repetition(ctx context.Context, r *results, rep int) error {
 		open("replay", b.replayTarget()),
 		open("floor", b.floorExecute()),
 		open("embedded", b.embeddedExecute()),
+		open("embedded-replay", b.embeddedReplay()),
+		open("postgres", b.postgresExecute()),
+		open("postgres-replay", b.postgresReplay()),
 		func() error { return b.reset(ctx, false) },
 		closed("bare", b.bareTarget(smallBody)),
 		closed("execute", b.execute(smallBody)),
@@ -451,12 +465,13 @@ func (b *bench) closedRun(ctx context.Context, r *results, rep int, who string, 
 	r.cpuProxy[name] = append(r.cpuProxy[name], perRequest(c1.proxy-c0.proxy))
 	r.cpuHarness[name] = append(r.cpuHarness[name], perRequest(c1.harness-c0.harness))
 	r.cpuRedis[name] = append(r.cpuRedis[name], perRequest(c1.redis-c0.redis))
+	r.cpuPostgres[name] = append(r.cpuPostgres[name], perRequest(c1.postgres-c0.postgres))
 	r.warn(rep, "closed loop "+name, run)
 	logf("rep %d/%d: closed loop, %s, %d B: %.0f req/s", rep, b.cfg.reps, t.name, t.size, run.throughput)
 	return nil
 }
 
-// openRun runs one open loop on t and records its p50 and p99.
+// openRun runs one open loop on t and records its p50, p90 and p99.
 func (b *bench) openRun(ctx context.Context, r *results, rep int, who string, t *target) error {
 	run, err := b.load.openLoop(ctx, t, b.cfg.rate, b.cfg.warmup, b.cfg.latencyDuration)
 	if err != nil {
@@ -464,6 +479,7 @@ func (b *bench) openRun(ctx context.Context, r *results, rep int, who string, t 
 	}
 	p50, p99 := micros(percentile(run.latencies, 50)), micros(percentile(run.latencies, 99))
 	r.p50[who] = append(r.p50[who], p50)
+	r.p90[who] = append(r.p90[who], micros(percentile(run.latencies, 90)))
 	r.p99[who] = append(r.p99[who], p99)
 	r.warn(rep, "open loop "+who, run)
 	r.maxLag = max(r.maxLag, run.dispatchLag)
@@ -474,21 +490,22 @@ func (b *bench) openRun(ctx context.Context, r *results, rep int, who string, t 
 
 // cpuTimes is the CPU time used so far by each process of the benchmark.
 type cpuTimes struct {
-	proxy   time.Duration // the child: the proxies under test
-	harness time.Duration // this process: the load generator and the upstream
-	redis   time.Duration
+	proxy    time.Duration // the child: the proxies under test
+	harness  time.Duration // this process: the load generator and the upstream
+	redis    time.Duration
+	postgres time.Duration // the postmaster and its backends (processTreeCPU)
 }
 
-func (c cpuTimes) total() time.Duration { return c.proxy + c.harness + c.redis }
+func (c cpuTimes) total() time.Duration { return c.proxy + c.harness + c.redis + c.postgres }
 
-// cpu returns the CPU time used so far by the child, this process and Redis.
+// cpu returns the CPU time used so far by the child, this process, Redis and PostgreSQL.
 func (b *bench) cpu(ctx context.Context) (cpuTimes, error) {
 	st, err := b.child.stats(ctx)
 	if err != nil {
 		return cpuTimes{}, err
 	}
 	server, err := redisCPU(ctx, b.admin)
-	return cpuTimes{proxy: st.CPU, harness: processCPU(), redis: server}, err
+	return cpuTimes{proxy: st.CPU, harness: processCPU(), redis: server, postgres: processTreeCPU(b.pg.Pid())}, err
 }
 
 // warn records a run that had failed requests.

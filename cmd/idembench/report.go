@@ -169,7 +169,7 @@ func writeReport(w io.Writer, cfg config, r *results) {
 			"embedded": "Embedded-store execute"}[who]
 		t.add(fmt.Sprintf("%s p50 / p99 at %.0f req/s (µs)", label, cfg.rate), "%.0f", r.p50[who], nil)
 		t.rows[len(t.rows)-1][1] += fmt.Sprintf(" / %.0f", median(r.p99[who]))
-		t.rows[len(t.rows)-1][2] = pairs(r.p50[who], r.p99[who])
+		t.rows[len(t.rows)-1][2] = percentiles(r.p50[who], r.p99[who])
 	}
 	t.add("**R3** = execute p99 − bare p99 (µs)", "%.0f", r3, nil)
 	t.add(fmt.Sprintf("**R3** in Redis round trips: PING at %.0f/s, p50 %.0f µs (p99 %.0f µs)", cfg.rate, rtt, micros(r.pacedRTTP99)),
@@ -197,6 +197,7 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	t.write(w)
 	writeMCPNote(w)
 
+	writeStores(w, cfg, r)
 	writeCPU(w, m, r)
 	writeCommands(w, cfg, r)
 	fmt.Fprintf(w, "\nOpen-loop latencies run from each request's send; the sends were at most %.0f µs (p99, worst run) behind schedule.\n",
@@ -305,11 +306,19 @@ func writeWarnings(w io.Writer, r *results) {
 	}
 }
 
-// pairs formats per-repetition p50 / p99 pairs.
-func pairs(p50, p99 []float64) string {
-	out := make([]string, min(len(p50), len(p99)))
+// percentiles formats per-repetition percentiles, one slice per percentile: "p50 / p99, …".
+func percentiles(ps ...[]float64) string {
+	n := len(ps[0])
+	for _, p := range ps {
+		n = min(n, len(p))
+	}
+	out := make([]string, n)
 	for i := range out {
-		out[i] = fmt.Sprintf("%.0f / %.0f", p50[i], p99[i])
+		vals := make([]string, len(ps))
+		for j, p := range ps {
+			vals[j] = fmt.Sprintf("%.0f", p[i])
+		}
+		out[i] = strings.Join(vals, " / ")
 	}
 	return strings.Join(out, ", ")
 }
@@ -359,4 +368,55 @@ func writeCPU(w io.Writer, m machine, r *results) {
 		fmt.Fprintf(w, "| %s | %.0f | %.2f | %.0f | %.0f | %.2f | %.0f |\n", run.label, median(proxy), median(ratios(proxy, r.cpuProxy[bare])),
 			median(server), median(both), median(ratios(both, r.cpuProxy[bare])), median(r.cpuHarness[name]))
 	}
+}
+
+// writeStores prints what a call costs on each store (docs/performance.md#per-store), 1 KiB
+// request and answer: throughput against the bare proxy's, the gateway process's CPU per call
+// against the bare proxy's, the store's own CPU per call where it runs apart (Redis; PostgreSQL's
+// postmaster and backends), the bytes the store keeps per key, the allocations per call (measured
+// in-process on the Redis store only), and the service time at -rate beside the bare proxy's;
+// medians of the repetitions, each ratio within one repetition.
+func writeStores(w io.Writer, cfg config, r *results) {
+	fmt.Fprintf(w, "\nPer store, 1 KiB request and answer (medians; ratios within each repetition; allocations measured on the Redis store; "+
+		"the embedded store's CPU is the gateway's own):\n\n")
+	fmt.Fprintf(w, "| Store, call | throughput ÷ bare | gateway CPU (µs) | ÷ bare | store CPU (µs) | bytes per key | allocations | p50 / p90 / p99 at %.0f req/s (µs) |\n", cfg.rate)
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|")
+	bare := at1KiB(r.cpuProxy, "bare")
+	fmt.Fprintf(w, "| bare proxy | 1.00 | %.0f | 1.00 | – | – | %d | %s |\n", median(bare), r.allocBare.allocs, latency(r, "bare"))
+	type row struct {
+		label, who string
+		storeCPU   map[string][]float64 // nil: none apart
+		bytes      float64
+		allocs     int64
+	}
+	for _, c := range []row{
+		{"Redis, execute", "execute", r.cpuRedis, r.bytesRedis, r.allocExecute.allocs},
+		{"Redis, replay", "replay", r.cpuRedis, 0, r.allocReplay.allocs},
+		{"embedded, execute", "embedded", nil, 0, 0},
+		{"embedded, replay", "embedded-replay", nil, 0, 0},
+		{"PostgreSQL, execute", "postgres", r.cpuPostgres, r.bytesPostgres, 0},
+		{"PostgreSQL, replay", "postgres-replay", r.cpuPostgres, 0, 0},
+	} {
+		storeCPU, bytes, allocs := "–", "", ""
+		if c.storeCPU != nil {
+			storeCPU = fmt.Sprintf("%.0f", median(at1KiB(c.storeCPU, c.who)))
+		}
+		if c.bytes > 0 {
+			bytes = fmt.Sprintf("%.0f", c.bytes)
+		}
+		if c.allocs > 0 {
+			allocs = fmt.Sprintf("%d", c.allocs)
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %.0f | %.2f | %s | %s | %s | %s |\n", c.label,
+			median(ratios(at1KiB(r.throughput, c.who), at1KiB(r.throughput, "bare"))), median(at1KiB(r.cpuProxy, c.who)),
+			median(ratios(at1KiB(r.cpuProxy, c.who), bare)), storeCPU, bytes, allocs, latency(r, c.who))
+	}
+}
+
+// latency formats who's open-loop p50 / p90 / p99, medians of the repetitions; "" when not run.
+func latency(r *results, who string) string {
+	if len(r.p50[who]) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.0f / %.0f / %.0f", median(r.p50[who]), median(r.p90[who]), median(r.p99[who]))
 }

@@ -196,7 +196,8 @@ func newPostgresGateway(target *url.URL, dbURL string) (*gateway.Gateway, func()
 	return gw, func() { closeStore(); pool.Close() }, nil
 }
 
-// newGateway returns the gateway in front of target on store. It logs as cmd/idemgateway does by
+// newGateway returns the gateway in front of target on store, which it compresses as
+// cmd/idemgateway does (record.Compressed: parts from 4 KiB). It logs as cmd/idemgateway does by
 // default (JSON at level info), to io.Discard: the access line is formatted, not written; and
 // without a tracer provider, as cmd/idemgateway runs without OTEL_TRACES_EXPORTER. The returned
 // close function closes the store; on error, the store is closed.
@@ -205,12 +206,13 @@ func newGateway(target *url.URL, store interface {
 	Close() error
 }) (*gateway.Gateway, func(), error) {
 	closeStore := func() { _ = store.Close() }
+	stored := record.Compressed(store, record.DefaultCompressMinBytes) // as cmd/idemgateway wraps every store
 	cfg, err := routes.Parse("idembench-routes.yaml", fmt.Appendf(nil, routesYAML, target), nil)
 	if err != nil {
 		closeStore()
 		return nil, nil, err
 	}
-	gw, err := gateway.New(cfg, store, gateway.Options{
+	gw, err := gateway.New(cfg, stored, gateway.Options{
 		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Transport: gateway.NewTransport(),
 		Fronts:    map[routes.Kind]gateway.NewFront{routes.KindMCP: mcpfront.New},

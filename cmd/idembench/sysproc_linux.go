@@ -68,3 +68,43 @@ func fsType(dir string) string {
 	}
 	return fmt.Sprintf("filesystem 0x%x", uint32(st.Type))
 }
+
+// processTreeCPU returns the CPU time used so far by process pid and its children (each one's
+// utime and stime in /proc/<pid>/stat, and pid's cutime and cstime: the children it has reaped),
+// in USER_HZ = 100 ticks per second: PostgreSQL's postmaster and its backends. 0 when pid is 0
+// or gone.
+func processTreeCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	entries, _ := os.ReadDir("/proc")
+	var ticks int64
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The fields after the command (which may hold spaces), from the 3rd: state, ppid, …, then
+		// utime, stime, cutime and cstime (the 14th to 17th: f[11] to f[14]).
+		_, rest, ok := strings.Cut(string(b), ") ")
+		f := strings.Fields(rest)
+		if !ok || len(f) < 15 {
+			continue
+		}
+		var times []string
+		switch {
+		case e.Name() == strconv.Itoa(pid):
+			times = f[11:15] // its own, and its reaped children's
+		case f[1] == strconv.Itoa(pid):
+			times = f[11:13]
+		}
+		for _, v := range times {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * (time.Second / 100)
+}

@@ -14,3 +14,6 @@ func machineBusy() (busy time.Duration, ok bool) { return 0, false }
 
 // fsType returns "": the filesystem is named on Linux only.
 func fsType(dir string) string { return "" }
+
+// processTreeCPU reports nothing: processes are read on Linux only.
+func processTreeCPU(pid int) time.Duration { return 0 }

@@ -233,6 +233,17 @@ func (s *Server) signal(sig syscall.Signal) {
 	}
 }
 
+// Pid is the process id of the running postmaster, whose children are the server's backends and
+// workers; 0 when it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Stop shuts the server down (fast shutdown: SIGINT) and waits for it. Stopping a stopped server
 // does nothing.
 func (s *Server) Stop() { s.signal(syscall.SIGINT) }
