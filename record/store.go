@@ -121,7 +121,8 @@ type Store interface {
 
 // Payload is what a store keeps of a record for the gateway, in the two parts that the record's
 // transitions write, each byte for byte. Splitting it spares a Commit sending again what the Claim
-// stored (docs/stores.md).
+// stored (docs/stores.md). A store may hand out parts that share memory with its client's replies
+// (the Redis store does, to copy them once): they are read-only, never written to.
 type Payload struct {
 	// Claim is the payload of the Claim or Reclaim that began the record's current execution.
 	Claim []byte

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -228,12 +229,17 @@ func storedRecord(res []any) (state string, stored record.Payload, ok bool) {
 	if !ok1 || !ok2 || !ok3 {
 		return "", record.Payload{}, false
 	}
-	stored.Claim = []byte(claim)
+	stored.Claim = bytesOf(claim)
 	if settle != "" {
-		stored.Settle = []byte(settle)
+		stored.Settle = bytesOf(settle)
 	}
 	return state, stored, true
 }
+
+// bytesOf returns the bytes of s without copying them: a reply's strings are go-redis's own copy
+// of what it read, which nothing changes, and a Payload is read-only (record.Payload), so the
+// record is copied once from the connection's buffer, not twice.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // Reclaim implements record.Store.Reclaim with one script. lease and ttl are rounded up to whole
 // milliseconds and must be positive; key and owner must not be empty.

@@ -29,7 +29,7 @@ const memoryLimitRatio = 0.9
 func setGCPolicy(log *slog.Logger, provider memlimit.Provider) {
 	limit, err := memlimit.Set(memlimit.WithProvider(provider), memlimit.WithRatio(memoryLimitRatio))
 	if err != nil {
-		log.Warn("the memory limit could not be read: GOMEMLIMIT is not set", "err", err)
+		log.Warn("GOMEMLIMIT is not set from the memory limit (check AUTOMEMLIMIT)", "err", err)
 	}
 	gogc := debug.SetGCPercent(-1)
 	debug.SetGCPercent(gogc)

@@ -156,7 +156,8 @@ func serve(s *settings) error {
 	go func() { errs <- proxy.Serve(proxyLn) }()
 	go func() { errs <- admin.Serve(adminLn) }()
 	log.Info("listening", "proxy", proxyLn.Addr().String(), "admin", adminLn.Addr().String(),
-		"routes", s.Routes, "store", s.storeName(), "version", version)
+		"routes", s.Routes, "store", s.storeName(), "compress_min_bytes", s.CompressMinBytes, "encrypted", s.EncryptionKey != "",
+		"version", version)
 
 	select {
 	case err := <-errs:
