@@ -25,7 +25,7 @@ func (g *Gateway) serveEffect(w http.ResponseWriter, r *http.Request, rt *routes
 	if !x.Accept() {
 		return
 	}
-	id, err := identify(rt, auth, w, r, nil, x.principal, false)
+	id, err := identify(rt, auth, w, r, nil, x.principal, g.parses, false)
 	x.identified(id)
 	x.Serve(err)
 }

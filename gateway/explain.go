@@ -118,7 +118,7 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool, read
 		}
 		rt = call.Route
 	}
-	id, err := identify(rt, auth, nil, r, call, nil, true)
+	id, err := identify(rt, auth, nil, r, call, nil, nil, true)
 	if err != nil {
 		return nil, err
 	}

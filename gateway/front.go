@@ -111,7 +111,7 @@ func (x *Exchange) Identify(c *Call, front Responder, label string) error {
 	if x.traced {
 		x.span.SetAttributes(attrTool.String(x.rt.Name), attrSideEffect.Bool(x.rt.Class != routes.ReadOnly))
 	}
-	id, err := identify(x.rt, x.auth, x.w, x.r, c, x.principal, false)
+	id, err := identify(x.rt, x.auth, x.w, x.r, c, x.principal, x.g.parses, false)
 	x.identified(id)
 	return err
 }

@@ -12,7 +12,6 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -201,7 +200,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	g.table.Load().handler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), parseGateKey{}, g.parses)))
+	g.table.Load().handler.ServeHTTP(w, r)
 }
 
 // routeHandler serves rt's requests, authenticated by auth (nil: no clients).

@@ -62,7 +62,8 @@ func (id *identity) keyless(rt *routes.Route) bool {
 // call is a request a front end read and parsed itself (nil: an HTTP route's, whose body is read
 // here): a key that no header carries is read by call.Keys, before key.from and key.derive.
 // principal is who the request authenticated as when its credential was verified already
-// (Exchange.Accept; nil: not yet).
+// (Exchange.Accept; nil: not yet). gate admits the body's parse (nil: it parses alone, under the
+// default value budget, as Explain's do).
 //
 // A request without a usable key stops before its body is read unless fingerprintKeyless is set
 // (Explain sets it: it fingerprints a request whatever its key): id.keyErr says why, and the body
@@ -70,7 +71,7 @@ func (id *identity) keyless(rt *routes.Route) bool {
 // the limit (http.MaxBytesReader). err is a problem of the request itself (admit's, a body too
 // large, too complex or not parseable, an unparseable query, a gateway too busy to parse it),
 // wrapping the sentinel of its answer.
-func identify(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter, r *http.Request, call *Call, principal *auth.Principal, fingerprintKeyless bool) (id *identity, err error) {
+func identify(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter, r *http.Request, call *Call, principal *auth.Principal, gate *parseGate, fingerprintKeyless bool) (id *identity, err error) {
 	id = &identity{principal: principal}
 	if err := admit(auth, rt, r, id); err != nil {
 		return id, err
@@ -118,7 +119,7 @@ func identify(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter,
 	if id.req, err = canonicalRequest(rt, r, id.body); err != nil {
 		return id, err
 	}
-	if id.doc, err = gatedDocument(r.Context(), rt.Fingerprint, id.req); err != nil {
+	if id.doc, err = gatedDocument(r.Context(), gate, rt.Fingerprint, id.req); err != nil {
 		return id, err
 	}
 	id.fp = canonical.Fingerprint(id.doc)

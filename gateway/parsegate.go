@@ -62,14 +62,10 @@ func newParseGate(opts *Options, m *metrics) *parseGate {
 	}
 }
 
-// parseGateKey is the context key under which Gateway.ServeHTTP passes its parseGate to the
-// identify phase of every front end.
-type parseGateKey struct{}
-
-// gatedDocument returns the canonical document of req under c, through the parseGate of ctx.
-// Explain's requests have none: they parse alone, under the default value budget.
-func gatedDocument(ctx context.Context, c *canonical.Canonicalizer, req *canonical.Request) ([]byte, error) {
-	if g, ok := ctx.Value(parseGateKey{}).(*parseGate); ok {
+// gatedDocument returns the canonical document of req under c, through g while ctx lasts; with
+// no gate (Explain's requests), the parse runs alone, under the default value budget.
+func gatedDocument(ctx context.Context, g *parseGate, c *canonical.Canonicalizer, req *canonical.Request) ([]byte, error) {
+	if g != nil {
 		return g.document(ctx, c, req)
 	}
 	return c.Document(req)

@@ -43,7 +43,7 @@ func (x *Exchange) sameEffect(prev *record.Record) bool {
 		return false
 	}
 	x.prior.c = c
-	doc, err := gatedDocument(x.r.Context(), c, x.req)
+	doc, err := gatedDocument(x.r.Context(), x.g.parses, c, x.req)
 	if err != nil { // the request is not one the record's rules can read: it is not that effect
 		return false
 	}
