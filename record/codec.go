@@ -126,6 +126,9 @@ func DecodeSettled(state string, stored Payload) (*Record, error) {
 	if len(stored.Settle) == 0 {
 		return decodePart(state, stored.Claim)
 	}
+	if len(stored.Claim) == 0 {
+		return nil, fmt.Errorf("%w: a settled record without its claim part", ErrCorrupt)
+	}
 	rec, err := decodePart(state, stored.Settle)
 	if err != nil {
 		return nil, err

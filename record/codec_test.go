@@ -102,10 +102,12 @@ func TestRecordInTwoParts(t *testing.T) {
 	if got, err := Decode(rec.State, Payload{Claim: claimPart, Settle: settlePart}); err != nil || !reflect.DeepEqual(got, rec) {
 		t.Errorf("Decode(claim, settle) with rules = %+v, %v\nwant %+v", got, err, rec)
 	}
-	// A damaged part is refused, whichever it is.
+	// A damaged or missing part is refused, whichever it is.
 	for name, p := range map[string]Payload{
-		"claim":  {Claim: claimPart[:10], Settle: settlePart},
-		"settle": {Claim: claimPart, Settle: settlePart[:10]},
+		"claim":       {Claim: claimPart[:10], Settle: settlePart},
+		"settle":      {Claim: claimPart, Settle: settlePart[:10]},
+		"nil claim":   {Settle: settlePart},
+		"empty claim": {Claim: []byte{}, Settle: settlePart},
 	} {
 		if _, err := Decode(rec.State, p); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("Decode with a cut %s part = %v, want ErrCorrupt", name, err)

@@ -92,14 +92,17 @@ func (s *codedStore) Safe() error {
 	return nil
 }
 
+// ListUnknown opens the payloads of the page; one that does not open is passed on as it is
+// stored, which Decode refuses as corrupt, so that the readers of the list (the admin API, the
+// unknown-outcome metrics) skip that record and go on with the others.
 func (s *codedStore) ListUnknown(ctx context.Context, prefix, cursor string, limit int) ([]string, []Payload, string, error) {
 	keys, stored, next, err := s.Store.ListUnknown(ctx, prefix, cursor, limit)
 	if err != nil {
 		return nil, nil, "", err
 	}
 	for i, p := range stored {
-		if stored[i], err = s.openPayload(keys[i], p); err != nil {
-			return nil, nil, "", err
+		if opened, err := s.openPayload(keys[i], p); err == nil {
+			stored[i] = opened
 		}
 	}
 	return keys, stored, next, nil

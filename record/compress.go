@@ -15,8 +15,18 @@ const DefaultCompressMinBytes = 4 << 10
 // maxOpenedBytes bounds what a compressed part may decompress to (64 MiB, far above any record
 // the gateway writes: a response body kept is at most gateway.Options.MaxReceiptBodyBytes, 1 MiB
 // by default, and the document 64 KiB), so that a damaged part cannot make the gateway allocate
-// without bound.
+// without bound. A larger part is stored as it is.
 const maxOpenedBytes = 64 << 20
+
+// minCompressedBytes is the smallest part compressed, whatever the threshold: a Zstandard frame of
+// less than 256 bytes need not state its size, which open requires.
+const minCompressedBytes = 256
+
+// maxExpansion is the most a Zstandard frame can decompress to per byte of it: a block holds at
+// most 128 KiB and takes at least 4 bytes (a 3-byte header and, run-length encoded, 1 byte). A
+// frame stating more than maxExpansion times its length is damaged, and is refused before any
+// buffer of the size it states is allocated.
+const maxExpansion = 128 << 10 / 4
 
 // compressedMagic starts every part that Compressed wrote compressed: "idz" and a version.
 // It differs from a record's ("idr"), from the encryption wrapper's ("idg1") and from JSON ('{'),
@@ -58,10 +68,11 @@ type compression struct {
 	min int
 }
 
-// seal compresses payload when it is at least c.min bytes long and compressing saves an eighth:
-// the magic, then one Zstandard frame that states its decompressed size.
+// seal compresses payload when it is at least c.min bytes long (and minCompressedBytes, and at
+// most maxOpenedBytes) and compressing saves an eighth: the magic, then one Zstandard frame that
+// states its decompressed size.
 func (c *compression) seal(_ string, payload []byte) []byte {
-	if c.min <= 0 || len(payload) < c.min {
+	if c.min <= 0 || len(payload) < max(c.min, minCompressedBytes) || len(payload) > maxOpenedBytes {
 		return payload
 	}
 	out := make([]byte, len(compressedMagic), len(compressedMagic)+len(payload))
@@ -73,9 +84,11 @@ func (c *compression) seal(_ string, payload []byte) []byte {
 	return out
 }
 
-// open decompresses a part that seal compressed, into a buffer of exactly its size, which the
-// record decoder then leaves the document and the body in (Decode copies neither); any other part
-// is returned as it is.
+// open decompresses a part that seal compressed, into a buffer of the size its frame states, which
+// the record decoder then leaves the document and the body in (Decode copies neither); any other
+// part is returned as it is. A frame stating more than it could hold (maxExpansion) is refused
+// first, so that what a damaged part makes open allocate is bounded by its own length, and by
+// maxOpenedBytes.
 func (c *compression) open(_ string, payload []byte) ([]byte, error) {
 	if !bytes.HasPrefix(payload, compressedMagic) {
 		return payload, nil
@@ -89,6 +102,8 @@ func (c *compression) open(_ string, payload []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: a compressed part's frame states no size", ErrCorrupt)
 	case h.FrameContentSize > maxOpenedBytes:
 		return nil, fmt.Errorf("%w: a compressed part's frame states %d bytes, over the bound of %d", ErrCorrupt, h.FrameContentSize, maxOpenedBytes)
+	case h.FrameContentSize > uint64(len(frame))*maxExpansion:
+		return nil, fmt.Errorf("%w: a compressed part's frame of %d bytes states %d, more than it can hold", ErrCorrupt, len(frame), h.FrameContentSize)
 	}
 	plain, err := c.dec.DecodeAll(frame, make([]byte, 0, h.FrameContentSize))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/idemgateway/idemgateway/boltstore"
+	"github.com/idemgateway/idemgateway/internal/allocs"
 	"github.com/idemgateway/idemgateway/internal/fixtures"
 	"github.com/idemgateway/idemgateway/record"
 )
@@ -116,6 +118,40 @@ func TestCompressedStoresEveryRecord(t *testing.T) {
 	}
 }
 
+// TestCompressedRoundTripsEverySize: every part reads back as it was given, from 1 byte up; parts
+// under 256 bytes are stored as they are (a smaller Zstandard frame need not state its size, which
+// a compressed part must), and so is a part over the 64 MiB a compressed one may open to.
+func TestCompressedRoundTripsEverySize(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	comp, plain := newCompressed(t, 1)
+	for _, n := range []int{1, 100, 200, 255, 256, 257, 300, 1000, 5000} {
+		part := fixtures.Tickets16K[:n]
+		key := fmt.Sprint(n)
+		if claimed, _, _, err := comp.Claim(ctx, key, "o", part, time.Minute, time.Hour); !claimed || err != nil {
+			t.Fatal(claimed, err)
+		}
+		_, raw, err := plain.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if compressed := bytes.HasPrefix(raw.Claim, []byte("idz1")); compressed != (n >= 256) {
+			t.Errorf("%d bytes: stored compressed %v, want %v", n, compressed, n >= 256)
+		}
+		if _, got, err := comp.Get(ctx, key); err != nil || !bytes.Equal(got.Claim, part) {
+			t.Errorf("%d bytes: read back %d bytes, %v", n, len(got.Claim), err)
+		}
+	}
+	huge := &onePart{}
+	big := bytes.Repeat([]byte(`{"a":1}`), 64<<20/7+1) // just over 64 MiB, and compressible
+	if ok, err := record.Compressed(huge, 1).Commit(ctx, "k", "o", big, 0); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if len(huge.settle) != len(big) {
+		t.Errorf("a part of %d bytes, over what a compressed part may open to, was stored as %d bytes", len(big), len(huge.settle))
+	}
+}
+
 // TestCompressedOffStillReads: with compression off (minBytes 0) nothing is compressed, and a part
 // compressed earlier still reads; a call sealed twice gives the same bytes, so that a store
 // recognizes a transition sent again after its answer was lost (docs/guarantees.md#lost-replies).
@@ -167,10 +203,15 @@ func TestCompressedRefusesDamage(t *testing.T) {
 	unsized := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x50, 0x01, 0x00, 0x00}
 	huge := binary.LittleEndian.AppendUint64([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xe0}, 1<<40)
 	huge = append(huge, 0x01, 0x00, 0x00)
+	// A frame stating 64 MiB, its one block compressed (type 2) but cut off: what decoding it
+	// allocates stays far under what it states.
+	claims64 := binary.LittleEndian.AppendUint64([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xe0}, 64<<20)
+	claims64 = append(claims64, 0x05, 0x10, 0x00, 0x00)
 	for name, part := range map[string][]byte{
 		"cut":      frame[:len(frame)-9],
 		"unsized":  unsized,
 		"huge":     huge,
+		"claims64": claims64,
 		"twoframe": append(append([]byte{}, frame...), frame...),
 	} {
 		if claimed, _, _, err := plain.Claim(ctx, name, "o", append([]byte("idz1"), part...), time.Minute, time.Hour); !claimed || err != nil {
@@ -178,6 +219,34 @@ func TestCompressedRefusesDamage(t *testing.T) {
 		}
 		if _, got, err := comp.Get(ctx, name); !errors.Is(err, record.ErrCorrupt) {
 			t.Errorf("%s: Get = %d bytes, %v; want ErrCorrupt", name, len(got.Claim), err)
+		}
+	}
+	if n := allocs.Bytes(5, func() { _, _, _ = comp.Get(ctx, "claims64") }); n > 4<<20 {
+		t.Errorf("reading a part whose frame states 64 MiB allocated %d bytes, want at most 4 MiB", n)
+	}
+
+	// A page of outcome_unknown records with one damaged among them still lists: the damaged
+	// one's parts as they are stored, which Decode refuses, the other's opened.
+	if _, _, _, err := plain.Claim(ctx, "list/bad", "o", append([]byte("idz1"), frame[:len(frame)-9]...), time.Minute, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	good := ticketRecord(fixtures.Tickets16K)
+	if _, _, _, err := comp.Claim(ctx, "list/good", "o", good.Encode(), time.Minute, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"list/bad", "list/good"} {
+		if ok, err := plain.MarkUnknown(ctx, key, "o", nil, time.Hour); !ok || err != nil {
+			t.Fatal(key, ok, err)
+		}
+	}
+	keys, stored, _, err := comp.ListUnknown(ctx, "list/", "", 10)
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("ListUnknown = %q, %v; want both records", keys, err)
+	}
+	for i, key := range keys {
+		_, err := record.Decode(record.StateUnknown, stored[i])
+		if bad := key == "list/bad"; bad != errors.Is(err, record.ErrCorrupt) || !bad && err != nil {
+			t.Errorf("%s: Decode of its listed payload = %v", key, err)
 		}
 	}
 }
