@@ -31,7 +31,7 @@ func setGCPolicy(log *slog.Logger, provider memlimit.Provider) {
 	if err != nil {
 		log.Warn("GOMEMLIMIT is not set from the memory limit (check AUTOMEMLIMIT)", "err", err)
 	}
-	gogc := debug.SetGCPercent(-1)
+	gogc := debug.SetGCPercent(-1) // the only reader of the GOGC in force: put it back at once
 	debug.SetGCPercent(gogc)
 	if limit != math.MaxInt64 && os.Getenv("GOGC") == "" {
 		gogc = gcPercentWithLimit
