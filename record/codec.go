@@ -115,7 +115,10 @@ func Decode(state string, stored Payload) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rec, rec.ReadClaim()
+	if err := rec.ReadClaim(); err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
 // DecodeSettled is Decode but for a settled record's claim part, which it leaves undecoded until
