@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -346,4 +347,54 @@ func TestConflictTellsOnlyItsFirstCaller(t *testing.T) {
 			t.Errorf("%d executions, want 2", n)
 		}
 	})
+}
+
+// readCounter is a request body that counts the bytes read from it.
+type readCounter struct {
+	r io.Reader
+	n int
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+func (c *readCounter) Close() error { return nil }
+
+// TestCallerRefusedBeforeTheBody (docs/security.md#who-is-calling): with clients, a request
+// without a credential they accept is refused 401 before a byte of its body is read, on every
+// kind of route, a kind: mcp route's too, whose front end must otherwise read the body to know the
+// tool it calls.
+func TestCallerRefusedBeforeTheBody(t *testing.T) {
+	t.Parallel()
+	up, executions := countingUpstream(t)
+	_, _, gw := newGatewayYAML(t, openEmbedded, fmt.Sprintf(`
+upstreams:
+  up: {url: %s}
+clients:
+  api_keys:
+    - {name: agent-a, key: "%s", tenant: acme}
+routes:
+  - {name: create, upstream: up, method: POST, path: /v1/tickets, class: non_idempotent}
+  - {name: tools, kind: mcp, upstream: up, path: /mcp, key: {meta: %s}}
+`, up.URL, keyHash("alpha-s3cret"), metaKey), gateway.Options{})
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","arguments":{},"_meta":{"` + metaKey + `":"k1"}}}`
+	for _, c := range []struct{ path, body string }{{"/v1/tickets", `{"title":"x"}`}, {"/mcp", call}} {
+		body := &readCounter{r: strings.NewReader(c.body)}
+		req := httptest.NewRequest(http.MethodPost, c.path, body)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Idempotency-Key", "k1")
+		req.Header.Set("Authorization", "Bearer alpha-s3cret-not")
+		rec := httptest.NewRecorder()
+		gw.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized || body.n != 0 {
+			t.Errorf("%s with a wrong key: %d, %d bytes of the body read; want 401 and none read", c.path, rec.Code, body.n)
+		}
+	}
+	if n := executions.Load(); n != 0 {
+		t.Errorf("the upstream was called %d times", n)
+	}
 }

@@ -980,4 +980,7 @@ var mutants = []Mutant{
 	{Name: "settled-without-claim-decodes", Behaviour: "a settled record whose claim part is missing decodes, without its document, instead of being refused as corrupt",
 		File: "record/codec.go", From: "\tif len(stored.Claim) == 0 {\n", To: "\tif false {\n",
 		Tests: []Target{{Pkg: "./record", Run: "^TestRecordInTwoParts$"}}},
+	{Name: "caller-checked-after-the-body", Behaviour: "with clients, a request without an accepted credential has its body read (a kind: mcp route's parsed) before it is refused",
+		File: "gateway/exchange.go", From: "\tp, err := x.auth.Authenticate(x.r)\n\tif err != nil {\n\t\tx.reject(err)\n\t\treturn false\n\t}", To: "\tp, err := x.auth.Authenticate(x.r)\n\tif err != nil {\n\t\treturn true\n\t}",
+		Tests: []Target{{Pkg: "./gateway", Run: "^TestCallerRefusedBeforeTheBody$"}}},
 }
