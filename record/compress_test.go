@@ -15,7 +15,6 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/internal/allocs"
 	"github.com/idemgateway/idemgateway/internal/fixtures"
 	"github.com/idemgateway/idemgateway/record"
@@ -25,11 +24,7 @@ import (
 // embedded one, which shows what is stored.
 func newCompressed(t *testing.T, minBytes int) (record.Store, record.Store) {
 	t.Helper()
-	plain, err := boltstore.Open(t.TempDir(), boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { plain.Close() })
+	plain := openPlain(t)
 	return record.Compressed(plain, minBytes), plain
 }
 

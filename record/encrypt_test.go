@@ -10,17 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/record"
 )
 
 func newEncrypted(t *testing.T, key byte) (record.Store, record.Store) {
 	t.Helper()
-	plain, err := boltstore.Open(t.TempDir(), boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { plain.Close() })
+	plain := openPlain(t)
 	enc, err := record.Encrypted(plain, bytes.Repeat([]byte{key}, 32))
 	if err != nil {
 		t.Fatal(err)

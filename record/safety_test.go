@@ -6,7 +6,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/record"
 )
 
@@ -35,11 +34,7 @@ func (s noticeStore) WatchSettled(context.Context, string, func()) (func(), erro
 // by them when they exist and are never told of a watch that cannot work when they do not.
 func TestWrappersPassOn(t *testing.T) {
 	t.Parallel()
-	plain, err := boltstore.Open(t.TempDir(), boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { plain.Close() })
+	plain := openPlain(t)
 	wrappers := map[string]func(record.Store) record.Store{
 		"encrypted": func(s record.Store) record.Store {
 			enc, err := record.Encrypted(s, bytes.Repeat([]byte{7}, 32))
