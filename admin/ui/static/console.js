@@ -445,15 +445,23 @@
     return url;
   }
 
-  async function loadBody(v, ref) {
-    let resp;
+  // readForView reads ref's part at suffix for the view v. When it cannot be read, it says so in
+  // the element summary (what could not be read), unless the token was refused (the prompt says
+  // that); it returns null then, and also once another view has replaced v.
+  async function readForView(v, ref, suffix, summary, what) {
+    let data;
     try {
-      resp = await api('GET', recordPath(ref, '/response'));
+      data = await api('GET', recordPath(ref, suffix));
     } catch (e) {
-      if (v === view && !(e instanceof Unauthorized)) $('body-summary').textContent = 'The stored response could not be read: ' + e.message;
-      return;
+      if (v === view && !(e instanceof Unauthorized)) $(summary).textContent = what + ' could not be read: ' + e.message;
+      return null;
     }
-    if (v !== view) return;
+    return v === view ? data : null;
+  }
+
+  async function loadBody(v, ref) {
+    const resp = await readForView(v, ref, '/response', 'body-summary', 'The stored response');
+    if (!resp) return;
     if (!resp.stored) {
       showText($('body'), $('body-summary'), 'No response is stored (a record resolved by an operator): replays answer the stored status with no body.', null);
     } else if (!resp.body_kept) {
@@ -464,14 +472,8 @@
   }
 
   async function loadRequest(v, ref) {
-    let req;
-    try {
-      req = await api('GET', recordPath(ref, '/request'));
-    } catch (e) {
-      if (v === view && !(e instanceof Unauthorized)) $('request-summary').textContent = 'The request could not be read: ' + e.message;
-      return;
-    }
-    if (v !== view) return;
+    const req = await readForView(v, ref, '/request', 'request-summary', 'The request');
+    if (!req) return;
     if (!req.kept) {
       showText($('request'), $('request-summary'), 'The record keeps no copy of the request (it was larger than a record keeps).', null);
     } else {
