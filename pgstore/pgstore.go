@@ -132,16 +132,20 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 	leaseMs, ttlMs := record.Millis(lease), record.Millis(ttl)
 	for range maxAttempts {
 		var r row
-		var inserted bool
-		err := s.pool.QueryRow(ctx, s.q.claim, []byte(key), owner, payload, leaseMs, ttlMs).
-			Scan(&inserted, &r.state, &r.owner, &r.claim, &r.settle, &r.watched, &r.expired, &r.lapsed)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			continue // a concurrent claim inserted the key after the statement's snapshot: read it
-		case err != nil:
+		err := s.pool.QueryRow(ctx, s.q.read, []byte(key)).
+			Scan(&r.state, &r.owner, &r.claim, &r.settle, &r.watched, &r.expired, &r.lapsed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			inserted, err := s.exec(ctx, s.q.insert, []byte(key), owner, payload, leaseMs, ttlMs)
+			if err != nil {
+				return false, "", record.Payload{}, wrap("claim", key, err)
+			}
+			if inserted {
+				return true, record.StateInProgress, record.Payload{Claim: payload}, nil
+			}
+			continue // a concurrent claim inserted it: read it
+		}
+		if err != nil {
 			return false, "", record.Payload{}, wrap("claim", key, err)
-		case inserted:
-			return true, record.StateInProgress, record.Payload{Claim: payload}, nil
 		}
 		var done bool
 		switch {

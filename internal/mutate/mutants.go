@@ -563,7 +563,7 @@ var mutants = []Mutant{
 		File: "pgstore/pgstore.go", From: "case r.state == record.StateInProgress && r.lapsed:", To: "case r.state == record.StateInProgress && r.lapsed && false:",
 		Tests: []Target{{Pkg: "./pgstore", Run: "^TestConformance$/^LapsedLeaseBecomesUnknownNeverFreed$"}}},
 	{Name: "pg-expired-read-live", Behaviour: "an expired row is read as live: a key whose receipt expired replays it, or stays blocked, instead of executing",
-		File: "pgstore/queries.go", From: "SELECT state, owner, claim, settle, watched, expires_at <= now() AS expired", To: "SELECT state, owner, claim, settle, watched, false AS expired",
+		File: "pgstore/queries.go", From: "read: `SELECT state, owner, claim, settle, watched, expires_at <= now(), lease_until <= now()", To: "read: `SELECT state, owner, claim, settle, watched, false, lease_until <= now()",
 		Tests: []Target{{Pkg: "./pgstore", Run: "^TestConformance$/^TTLExpiryRemovesRecords$"}}},
 	{Name: "pg-resend-not-recognized", Behaviour: "a commit sent again after its answer was lost is refused: the executor takes its own record for another's",
 		File: "pgstore/queries.go", From: "OR (owner = $2 AND state = $3 AND settle = $4 AND length($4) > 0))", To: "OR false)",
