@@ -164,14 +164,25 @@ func ticketJSON(n int, seed int64) []byte {
 }
 
 // TestWorkPerExecution states the PostgreSQL work of a first execution (docs/stores.md#postgresql):
-// three statements, one round trip each (the claim's read and insert, the commit's update), and the WAL they
-// write, measured here with a claim part and a settle part of the sizes a 1 KiB request and answer
-// make (1.2 KB and 1.3 KB of ticket-shaped JSON). A replay is one statement that writes nothing (once the page's old row
-// versions were pruned by a first read): checked.
+// three statements, one round trip each (the claim's read and insert, the commit's update), and
+// the WAL they write, measured here with a claim part and a settle part of the sizes a 1 KiB request
+// and answer make (1.2 KB and 1.3 KB of ticket-shaped JSON). A replay is one statement that writes
+// nothing (once the page's old row versions were pruned by a first read). Statements are counted
+// at the pool, by the key they name: checked, as is the replay's WAL.
 func TestWorkPerExecution(t *testing.T) {
 	t.Parallel()
 	srv := pgtest.Start(t)
-	pool := newPool(t, srv)
+	cfg, err := pgxpool.ParseConfig(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	statements := &keyStatements{}
+	cfg.ConnConfig.Tracer = statements
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
 	s := newStore(t, pool)
 	claim, settle := ticketJSON(1200, 1), ticketJSON(1300, 2)
 	lsn := func() (n int64) {
@@ -193,6 +204,7 @@ func TestWorkPerExecution(t *testing.T) {
 		}
 	}
 	perExecution := (lsn() - before) / n
+	executions := statements.take()
 	replays := func() {
 		for i := range n {
 			if _, state, _, err := s.Claim(ctx, fmt.Sprint("k", i), "other", claim, time.Minute, 24*time.Hour); state != record.StateCommitted || err != nil {
@@ -204,11 +216,36 @@ func TestWorkPerExecution(t *testing.T) {
 	before = lsn()
 	replays()
 	perReplay := (lsn() - before) / n
+	replayStatements := statements.take()
 	t.Logf("WAL per first execution: %d bytes (payload %d bytes); per replay: %d bytes", perExecution, len(claim)+len(settle), perReplay)
+	if executions != 3*n {
+		t.Errorf("%d first executions sent %d statements, want 3 each", n, executions)
+	}
+	if replayStatements != 2*n {
+		t.Errorf("%d replays sent %d statements, want 1 each", 2*n, replayStatements)
+	}
 	if perReplay > 0 {
 		t.Errorf("a replay wrote %d bytes of WAL, want none", perReplay)
 	}
 }
+
+// keyStatements counts the statements sent through a pool that name a key (their first argument
+// is bytes), as a pgx tracer: the store's transitions, not the test's own queries.
+type keyStatements struct{ n atomic.Int64 }
+
+func (k *keyStatements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if len(data.Args) > 0 {
+		if _, ok := data.Args[0].([]byte); ok {
+			k.n.Add(1)
+		}
+	}
+	return ctx
+}
+
+func (k *keyStatements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// take returns the count since the last take.
+func (k *keyStatements) take() int64 { return k.n.Swap(0) }
 
 // TestPrecreatedSchema (docs/deploy.md): a role without CREATE on the database opens a store in a
 // schema created for it beforehand, on which it has USAGE and CREATE, and is refused one it would
