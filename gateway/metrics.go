@@ -20,6 +20,7 @@ type metrics struct {
 	pending       *prometheus.GaugeVec     // idemgateway_receipts_pending{op}
 	parses        *prometheus.CounterVec   // idemgateway_body_parses_total{result}
 	parseBytes    prometheus.Gauge         // idemgateway_body_parse_bytes
+	parseBudget   prometheus.Gauge         // idemgateway_body_parse_budget_bytes
 	storeSafe     prometheus.GaugeFunc     // idemgateway_store_safe
 }
 
@@ -73,7 +74,9 @@ func newMetrics(reg prometheus.Registerer, safe func() error) *metrics {
 			"Body parses by result: small (not gated), admitted, waited, overloaded (answered 503) or too_complex (over IDEMGATEWAY_MAX_BODY_VALUES, answered 413).",
 			"result"),
 		parseBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgateway", Name: "body_parse_bytes",
-			Help: "Memory bound (bytes) of the gated body parses under way, against IDEMGATEWAY_MAX_INFLIGHT_BYTES."}),
+			Help: "Memory bound (bytes) of the gated body parses under way, against idemgateway_body_parse_budget_bytes."}),
+		parseBudget: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgateway", Name: "body_parse_budget_bytes",
+			Help: "The budget (bytes) of the gated body parses under way: IDEMGATEWAY_MAX_INFLIGHT_BYTES, by default a quarter of the memory limit."}),
 		storeSafe: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idemgateway", Name: "store_safe",
 			Help: "1 while the store is fit to keep records; 0 while its safety check finds it unfit (an evicting Redis policy, scripts refused, unreachable: keyed requests get 503) or refusing writes (out of memory: only replays work). The reason is logged at each change and served by /readyz."},
 			func() float64 {
@@ -84,7 +87,7 @@ func newMetrics(reg prometheus.Registerer, safe func() error) *metrics {
 			}),
 	}
 	reg.MustRegister(m.decisions, m.upstream, m.store, m.inFlight, m.leaseRenewals, m.unknown, m.keyChurn, m.wakeups, m.pending,
-		m.parses, m.parseBytes, m.storeSafe)
+		m.parses, m.parseBytes, m.parseBudget, m.storeSafe)
 	return m
 }
 

@@ -51,6 +51,7 @@ const (
 )
 
 func newParseGate(opts *Options, m *metrics) *parseGate {
+	m.parseBudget.Set(float64(opts.MaxInflightBytes))
 	return &parseGate{
 		maxValues: opts.MaxBodyValues,
 		capacity:  opts.MaxInflightBytes,

@@ -17,7 +17,7 @@ import (
 )
 
 // checkLimits reports every connection or body limit that is not positive, an
-// IDEMGATEWAY_MAX_INFLIGHT_BYTES under minInflightBytes, and an IDEMGATEWAY_ADMIN_HOSTS entry that
+// IDEMGATEWAY_MAX_INFLIGHT_BYTES other than 0 under minInflightBytes, and an IDEMGATEWAY_ADMIN_HOSTS entry that
 // is not a host name.
 func (s *settings) checkLimits() error {
 	var problems []string
@@ -41,8 +41,8 @@ func (s *settings) checkLimits() error {
 	if s.MaxBodyValues <= 0 {
 		problems = append(problems, fmt.Sprintf("IDEMGATEWAY_MAX_BODY_VALUES %d is not positive", s.MaxBodyValues))
 	}
-	if s.MaxInflightBytes < minInflightBytes {
-		problems = append(problems, fmt.Sprintf("IDEMGATEWAY_MAX_INFLIGHT_BYTES %d is under %d (1 MiB)", s.MaxInflightBytes, minInflightBytes))
+	if s.MaxInflightBytes != 0 && s.MaxInflightBytes < minInflightBytes {
+		problems = append(problems, fmt.Sprintf("IDEMGATEWAY_MAX_INFLIGHT_BYTES %d is under %d (1 MiB; 0: from the memory limit)", s.MaxInflightBytes, minInflightBytes))
 	}
 	if _, err := admin.CheckHost(http.NotFoundHandler(), s.AdminListen, s.AdminHosts); err != nil {
 		problems = append(problems, "IDEMGATEWAY_ADMIN_HOSTS: "+err.Error())

@@ -100,7 +100,7 @@ func serve(s *settings) error {
 	if err != nil {
 		return err
 	}
-	setGCPolicy(log, memlimit.FromCgroup)
+	inflight := inflightBytes(s.MaxInflightBytes, setGCPolicy(log, memlimit.FromCgroup))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -123,7 +123,7 @@ func serve(s *settings) error {
 	defer closeStore()
 	reg := gateway.NewRegistry()
 	gw, err := gateway.New(cfg, store, gateway.Options{Logger: log, TracerProvider: tracerProvider, Metrics: reg,
-		MaxBodyValues: s.MaxBodyValues, MaxInflightBytes: s.MaxInflightBytes, Fronts: fronts})
+		MaxBodyValues: s.MaxBodyValues, MaxInflightBytes: inflight, Fronts: fronts})
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func serve(s *settings) error {
 	go func() { errs <- admin.Serve(adminLn) }()
 	log.Info("listening", "proxy", proxyLn.Addr().String(), "admin", adminLn.Addr().String(),
 		"routes", s.Routes, "store", s.storeName(), "compress_min_bytes", s.CompressMinBytes, "encrypted", s.EncryptionKey != "",
-		"version", version)
+		"max_inflight_bytes", inflight, "version", version)
 
 	select {
 	case err := <-errs:

@@ -59,10 +59,10 @@ type settings struct {
 	// Bounds of the work of a request's body (docs/security.md#resource-limits): the values a body
 	// the gateway fingerprints may hold (IDEMGATEWAY_MAX_BODY_VALUES; more is a 413
 	// body-too-complex), and the memory of the body parses under way, each weighed by its bound
-	// (IDEMGATEWAY_MAX_INFLIGHT_BYTES, bytes; at least 1 MiB; a parse that finds no room in 2 s is
-	// a 503 overloaded).
+	// (IDEMGATEWAY_MAX_INFLIGHT_BYTES, bytes; at least 1 MiB; 0, the default, is a share of the
+	// memory limit: inflightBytes; a parse that finds no room in 2 s is a 503 overloaded).
 	MaxBodyValues    int   `default:"100000" split_words:"true"`
-	MaxInflightBytes int64 `default:"268435456" split_words:"true"`
+	MaxInflightBytes int64 `split_words:"true"`
 	// AdminHosts are the names, besides IP addresses, localhost and the admin listen address's
 	// own name, under which the admin listener answers (IDEMGATEWAY_ADMIN_HOSTS, comma-separated).
 	AdminHosts []string `split_words:"true"`

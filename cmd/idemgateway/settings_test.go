@@ -117,12 +117,14 @@ func TestLoadSettings(t *testing.T) {
 		{name: "connection limits not positive", env: map[string]string{"IDEMGATEWAY_BODY_TIMEOUT": "0s", "IDEMGATEWAY_MIN_TRANSFER_RATE": "-1"},
 			wantErr: "IDEMGATEWAY_BODY_TIMEOUT 0s is not positive; IDEMGATEWAY_MIN_TRANSFER_RATE -1 is not positive"},
 		{name: "body bounds by default", check: func(s *settings) bool {
-			return s.MaxBodyValues == gateway.DefaultMaxBodyValues && s.MaxInflightBytes == gateway.DefaultMaxInflightBytes
+			return s.MaxBodyValues == gateway.DefaultMaxBodyValues && s.MaxInflightBytes == 0 // from the memory limit
 		}},
 		{name: "body bounds", env: map[string]string{"IDEMGATEWAY_MAX_BODY_VALUES": "5000", "IDEMGATEWAY_MAX_INFLIGHT_BYTES": "1048576"},
 			check: func(s *settings) bool { return s.MaxBodyValues == 5000 && s.MaxInflightBytes == 1<<20 }},
 		{name: "body bounds too small", env: map[string]string{"IDEMGATEWAY_MAX_BODY_VALUES": "0", "IDEMGATEWAY_MAX_INFLIGHT_BYTES": "65536"},
-			wantErr: "IDEMGATEWAY_MAX_BODY_VALUES 0 is not positive; IDEMGATEWAY_MAX_INFLIGHT_BYTES 65536 is under 1048576 (1 MiB)"},
+			wantErr: "IDEMGATEWAY_MAX_BODY_VALUES 0 is not positive; IDEMGATEWAY_MAX_INFLIGHT_BYTES 65536 is under 1048576 (1 MiB; 0: from the memory limit)"},
+		{name: "parse budget negative", env: map[string]string{"IDEMGATEWAY_MAX_INFLIGHT_BYTES": "-1"},
+			wantErr: "IDEMGATEWAY_MAX_INFLIGHT_BYTES -1 is under 1048576 (1 MiB; 0: from the memory limit)"},
 		{name: "admin host with a port", env: map[string]string{"IDEMGATEWAY_ADMIN_HOSTS": "gw-admin:9090"},
 			wantErr: "IDEMGATEWAY_ADMIN_HOSTS: admin host \"gw-admin:9090\": want a host name without port"},
 		{name: "every problem at once", env: map[string]string{"IDEMGATEWAY_REDIS_POOL_SIZE": "-1", "IDEMGATEWAY_REDIS_DIAL_TIMEOUT": "-1s"},

@@ -44,9 +44,9 @@ func TestGCPolicy(t *testing.T) {
 			debug.SetGCPercent(gogc)
 			debug.SetMemoryLimit(c.runtime)
 			var logs bytes.Buffer
-			setGCPolicy(slog.New(slog.NewJSONHandler(&logs, nil)), c.provider)
-			if got := debug.SetMemoryLimit(-1); got != c.wantLimit {
-				t.Errorf("memory limit %d, want %d", got, c.wantLimit)
+			returned := setGCPolicy(slog.New(slog.NewJSONHandler(&logs, nil)), c.provider)
+			if got := debug.SetMemoryLimit(-1); got != c.wantLimit || returned != c.wantLimit {
+				t.Errorf("memory limit %d (returned %d), want %d", got, returned, c.wantLimit)
 			}
 			if got := debug.SetGCPercent(gogc); got != c.wantGOGC {
 				t.Errorf("GOGC %d, want %d", got, c.wantGOGC)
@@ -55,5 +55,24 @@ func TestGCPolicy(t *testing.T) {
 				t.Errorf("log %q, want it to hold %s", logs.String(), c.wantLog)
 			}
 		})
+	}
+}
+
+// TestInflightBytes: the parse budget is IDEMGATEWAY_MAX_INFLIGHT_BYTES when set, else a quarter
+// of the memory limit, at least 1 MiB and at most 256 MiB (256 MiB without a limit).
+func TestInflightBytes(t *testing.T) {
+	for _, c := range []struct {
+		set, limit, want int64
+	}{
+		{0, math.MaxInt64, 256 << 20},
+		{0, 256 << 20 * 9 / 10, 256 << 20 * 9 / 10 / 4}, // the Helm chart's limit
+		{0, 4 << 30, 256 << 20},
+		{0, 2 << 20, 1 << 20},
+		{64 << 20, 256 << 20, 64 << 20},
+		{1 << 30, math.MaxInt64, 1 << 30},
+	} {
+		if got := inflightBytes(c.set, c.limit); got != c.want {
+			t.Errorf("inflightBytes(%d, %d) = %d, want %d", c.set, c.limit, got, c.want)
+		}
 	}
 }
