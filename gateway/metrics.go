@@ -76,7 +76,7 @@ func newMetrics(reg prometheus.Registerer, safe func() error) *metrics {
 		parseBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgateway", Name: "body_parse_bytes",
 			Help: "Memory bound (bytes) of the gated body parses under way, against idemgateway_body_parse_budget_bytes."}),
 		parseBudget: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgateway", Name: "body_parse_budget_bytes",
-			Help: "The budget (bytes) of the gated body parses under way: IDEMGATEWAY_MAX_INFLIGHT_BYTES, by default a quarter of the memory limit."}),
+			Help: "The budget (bytes) of the gated body parses under way (Options.MaxInflightBytes; the idemgateway command's IDEMGATEWAY_MAX_INFLIGHT_BYTES)."}),
 		storeSafe: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idemgateway", Name: "store_safe",
 			Help: "1 while the store is fit to keep records; 0 while its safety check finds it unfit (an evicting Redis policy, scripts refused, unreachable: keyed requests get 503) or refusing writes (out of memory: only replays work). The reason is logged at each change and served by /readyz."},
 			func() float64 {

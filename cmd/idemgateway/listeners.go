@@ -17,8 +17,8 @@ import (
 )
 
 // checkLimits reports every connection or body limit that is not positive, an
-// IDEMGATEWAY_MAX_INFLIGHT_BYTES other than 0 under minInflightBytes, and an IDEMGATEWAY_ADMIN_HOSTS entry that
-// is not a host name.
+// IDEMGATEWAY_MAX_INFLIGHT_BYTES other than 0 under minInflightBytes, and an
+// IDEMGATEWAY_ADMIN_HOSTS entry that is not a host name.
 func (s *settings) checkLimits() error {
 	var problems []string
 	for _, d := range []struct {
@@ -42,7 +42,7 @@ func (s *settings) checkLimits() error {
 		problems = append(problems, fmt.Sprintf("IDEMGATEWAY_MAX_BODY_VALUES %d is not positive", s.MaxBodyValues))
 	}
 	if s.MaxInflightBytes != 0 && s.MaxInflightBytes < minInflightBytes {
-		problems = append(problems, fmt.Sprintf("IDEMGATEWAY_MAX_INFLIGHT_BYTES %d is under %d (1 MiB; 0: from the memory limit)", s.MaxInflightBytes, minInflightBytes))
+		problems = append(problems, fmt.Sprintf("IDEMGATEWAY_MAX_INFLIGHT_BYTES %d is under %d (1 MiB): set at least 1 MiB, or 0 for a quarter of the memory limit", s.MaxInflightBytes, minInflightBytes))
 	}
 	if _, err := admin.CheckHost(http.NotFoundHandler(), s.AdminListen, s.AdminHosts); err != nil {
 		problems = append(problems, "IDEMGATEWAY_ADMIN_HOSTS: "+err.Error())
@@ -52,10 +52,6 @@ func (s *settings) checkLimits() error {
 	}
 	return nil
 }
-
-// minInflightBytes is the least IDEMGATEWAY_MAX_INFLIGHT_BYTES: less would refuse bodies of a few
-// kilobytes (gateway.Options.MaxInflightBytes).
-const minInflightBytes = 1 << 20
 
 // limits are the connection limits of both listeners.
 func (s *settings) limits() server.Limits {

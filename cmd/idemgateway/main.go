@@ -100,7 +100,7 @@ func serve(s *settings) error {
 	if err != nil {
 		return err
 	}
-	inflight := inflightBytes(s.MaxInflightBytes, setGCPolicy(log, memlimit.FromCgroup))
+	inflight := inflightBytes(log, s.MaxInflightBytes, setGCPolicy(log, memlimit.FromCgroup))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 

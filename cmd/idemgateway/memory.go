@@ -48,15 +48,25 @@ func setGCPolicy(log *slog.Logger, provider memlimit.Provider) int64 {
 	return limit
 }
 
+// minInflightBytes is the least budget of the body parses under way: a gated parse (a body over
+// 64 KiB) weighs at least 384 KiB, and the gate lets a parse heavier than the whole budget in
+// alone, so a smaller budget would run every large parse alone.
+const minInflightBytes = 1 << 20
+
 // inflightBytes is the budget of the body parses under way (gateway.Options.MaxInflightBytes):
-// IDEMGATEWAY_MAX_INFLIGHT_BYTES when set, else a quarter of the memory limit in force, between
-// minInflightBytes and gateway.DefaultMaxInflightBytes (the latter without a limit). A quarter:
-// the parses' bounds are their worst case, and the rest of the limit holds the bodies themselves,
-// the answers kept for receipts and the connections; a budget as large as the limit let parses
-// alone take a pod's whole memory (docs/security.md#resource-limits).
-func inflightBytes(set, limit int64) int64 {
-	if set != 0 {
-		return set
+// IDEMGATEWAY_MAX_INFLIGHT_BYTES when set, else a quarter of the memory limit in force (the Go
+// runtime's, GOMEMLIMIT), between minInflightBytes and gateway.DefaultMaxInflightBytes (the
+// latter without a limit). A quarter: the parses' bounds are their worst case, and the rest of the
+// limit holds the bodies themselves, the answers kept for receipts and the connections; a budget
+// as large as the limit would let parses alone take a pod's whole memory
+// (docs/security.md#resource-limits). A budget set above the limit is kept, with a warning.
+func inflightBytes(log *slog.Logger, set, limit int64) int64 {
+	if set == 0 {
+		return min(gateway.DefaultMaxInflightBytes, max(minInflightBytes, limit/4))
 	}
-	return min(gateway.DefaultMaxInflightBytes, max(minInflightBytes, limit/4))
+	if set > limit {
+		log.Warn("IDEMGATEWAY_MAX_INFLIGHT_BYTES is over the memory limit: body parses alone may exhaust it",
+			"max_inflight_bytes", set, "memory_limit", limit)
+	}
+	return set
 }

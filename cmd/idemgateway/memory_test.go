@@ -58,21 +58,29 @@ func TestGCPolicy(t *testing.T) {
 	}
 }
 
-// TestInflightBytes: the parse budget is IDEMGATEWAY_MAX_INFLIGHT_BYTES when set, else a quarter
-// of the memory limit, at least 1 MiB and at most 256 MiB (256 MiB without a limit).
+// TestInflightBytes: the parse budget is IDEMGATEWAY_MAX_INFLIGHT_BYTES when set (with a warning
+// when it is over the memory limit), else a quarter of the memory limit, at least 1 MiB and at
+// most 256 MiB (256 MiB without a limit).
 func TestInflightBytes(t *testing.T) {
 	for _, c := range []struct {
 		set, limit, want int64
+		warned           bool
 	}{
-		{0, math.MaxInt64, 256 << 20},
-		{0, 256 << 20 * 9 / 10, 256 << 20 * 9 / 10 / 4}, // the Helm chart's limit
-		{0, 4 << 30, 256 << 20},
-		{0, 2 << 20, 1 << 20},
-		{64 << 20, 256 << 20, 64 << 20},
-		{1 << 30, math.MaxInt64, 1 << 30},
+		{0, math.MaxInt64, 256 << 20, false},
+		{0, 256 << 20 * 9 / 10, 256 << 20 * 9 / 10 / 4, false}, // the Helm chart's limit
+		{0, 4 << 30, 256 << 20, false},
+		{0, 2 << 20, 1 << 20, false},
+		{64 << 20, 256 << 20, 64 << 20, false},
+		{1 << 30, math.MaxInt64, 1 << 30, false},
+		{1 << 30, 512 << 20, 1 << 30, true},
 	} {
-		if got := inflightBytes(c.set, c.limit); got != c.want {
+		var logs bytes.Buffer
+		got := inflightBytes(slog.New(slog.NewJSONHandler(&logs, nil)), c.set, c.limit)
+		if got != c.want {
 			t.Errorf("inflightBytes(%d, %d) = %d, want %d", c.set, c.limit, got, c.want)
+		}
+		if warned := strings.Contains(logs.String(), `"level":"WARN"`); warned != c.warned {
+			t.Errorf("inflightBytes(%d, %d) warned %v, want %v: %s", c.set, c.limit, warned, c.warned, logs.String())
 		}
 	}
 }

@@ -966,7 +966,7 @@ var mutants = []Mutant{
 		File: "cmd/idemgateway/memory.go", From: "if limit != math.MaxInt64 && os.Getenv(\"GOGC\") == \"\" {", To: "if limit != math.MaxInt64 && os.Getenv(\"GOGC\") != \"x\" {",
 		Tests: []Target{{Pkg: "./cmd/idemgateway", Run: "^TestGCPolicy$"}}},
 	{Name: "parse-budget-ignores-limit", Behaviour: "the body parses under way may take 256 MiB whatever the memory limit: under the Helm chart's 256 MiB, parses alone fill the pod",
-		File: "cmd/idemgateway/main.go", From: "inflight := inflightBytes(s.MaxInflightBytes, setGCPolicy(log, memlimit.FromCgroup))", To: "inflight := inflightBytes(s.MaxInflightBytes, max(1<<62, setGCPolicy(log, memlimit.FromCgroup)))",
+		File: "cmd/idemgateway/main.go", From: "inflight := inflightBytes(log, s.MaxInflightBytes, setGCPolicy(log, memlimit.FromCgroup))", To: "inflight := inflightBytes(log, s.MaxInflightBytes, max(1<<62, setGCPolicy(log, memlimit.FromCgroup)))",
 		Tests: []Target{{Pkg: "./e2e", Run: "^TestMemoryLimitSizesTheParseBudget$"}}},
 	{Name: "parse-budget-not-passed", Behaviour: "the gateway's parse gate keeps its own default budget, not the one the command chose and logged",
 		File: "cmd/idemgateway/main.go", From: "MaxInflightBytes: inflight, Fronts: fronts})", To: "MaxInflightBytes: s.MaxInflightBytes, Fronts: fronts})",
