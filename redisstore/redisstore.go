@@ -54,8 +54,8 @@ type Options struct {
 	// AutoPipeline sends the scripts of a request's round trips, Claim, Commit and Get, through
 	// go-redis's automatic pipelining (Client.AutoPipeline, experimental since go-redis v9.22):
 	// the scripts of concurrent requests go out in one write and their replies come back in one
-	// read, which costs the gateway and Redis less CPU per request than a write and a read each
-	// (docs/performance.md#automatic-pipelining). A batch whose connection breaks is sent again;
+	// read, which costs Redis less CPU per request than a write and a read each, and the calls
+	// latency (docs/performance.md#automatic-pipelining). A batch whose connection breaks is sent again;
 	// every transition answers its copy as the first run (docs/guarantees.md#lost-replies). Each
 	// call still ends when its context does (eval), which the auto-pipeliner alone does not. Renew,
 	// Reclaim, Release, MarkUnknown, Commit with WaitReplicas and the safety check keep a pooled
