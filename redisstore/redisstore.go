@@ -55,13 +55,13 @@ type Options struct {
 	// go-redis's automatic pipelining (Client.AutoPipeline, experimental since go-redis v9.22):
 	// the scripts of concurrent requests go out in one write and their replies come back in one
 	// read, which costs Redis less CPU per request than a write and a read each, and the calls
-	// latency (docs/performance.md#automatic-pipelining). A batch whose connection breaks is sent again;
-	// every transition answers its copy as the first run (docs/guarantees.md#lost-replies). Each
-	// call still ends when its context does (eval), which the auto-pipeliner alone does not. Renew,
-	// Reclaim, Release, MarkUnknown, Commit with WaitReplicas and the safety check keep a pooled
-	// connection each, so that a stalled batch cannot hold up a lease renewal. The client must
-	// be a *redis.Client (a Sentinel failover client is one) or a *redis.ClusterClient. Default
-	// false.
+	// latency (docs/performance.md#automatic-pipelining). A batch whose connection breaks is sent
+	// again; every transition answers its copy as the first run
+	// (docs/guarantees.md#lost-replies). Each call still ends when its context does (eval), which
+	// the auto-pipeliner alone does not. Renew, Reclaim, Release, MarkUnknown, Commit with
+	// WaitReplicas and the safety check keep a pooled connection each, so that a stalled batch
+	// cannot hold up a lease renewal. The client must be a *redis.Client (a Sentinel failover
+	// client is one) or a *redis.ClusterClient. Default false.
 	AutoPipeline bool
 
 	// OnUnreplicated, when not nil, is called (synchronously, before Commit or MarkUnknown
