@@ -54,9 +54,9 @@ type Options struct {
 	// AutoPipeline sends the scripts of a request's round trips, Claim, Commit and Get, through
 	// go-redis's automatic pipelining (Client.AutoPipeline, experimental since go-redis v9.22):
 	// the scripts of concurrent requests go out in one write and their replies come back in one
-	// read, which costs Redis less CPU per request than a write and a read each, and the calls
-	// latency (docs/performance.md#automatic-pipelining). A batch whose connection breaks is sent
-	// again; every transition answers its copy as the first run
+	// read, which costs Redis less CPU per request than a write and a read each but adds latency
+	// to every call (docs/performance.md#automatic-pipelining). A batch whose connection breaks
+	// is sent again; every transition answers its copy as the first run
 	// (docs/guarantees.md#lost-replies). Each call still ends when its context does (eval), which
 	// the auto-pipeliner alone does not. Renew, Reclaim, Release, MarkUnknown, Commit with
 	// WaitReplicas and the safety check keep a pooled connection each, so that a stalled batch
