@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/pgtest"
 	"github.com/idemgateway/idemgateway/pgstore"
 	"github.com/idemgateway/idemgateway/record"
@@ -246,6 +247,52 @@ func (k *keyStatements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQuery
 
 // take returns the count since the last take.
 func (k *keyStatements) take() int64 { return k.n.Swap(0) }
+
+// TestClaimMeetsAConcurrentInsert: a claim whose read finds no row while another transaction
+// inserts the key (not yet committed) waits at its own insert for that transaction, finds the key
+// taken once it commits, reads the row again and answers it: a duplicate of the other claim, not
+// a second owner and not an error. The other transaction commits only once the claim waits on its
+// lock (pg_stat_activity), so the interleaving is the one named, every run.
+func TestClaimMeetsAConcurrentInsert(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Start(t)
+	pool := newPool(t, srv)
+	s := newStore(t, pool)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `INSERT INTO `+pgstore.Table(s)+` (key, state, owner, lease_until, expires_at, claim, watched)
+VALUES ($1, 'in_progress', 'theirs', now() + interval '1 minute', now() + interval '1 hour', $2, false)`, []byte("k"), []byte("their claim")); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		claimed bool
+		state   string
+		stored  record.Payload
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.claimed, r.state, r.stored, r.err = s.Claim(ctx, "k", "mine", []byte("my claim"), time.Minute, time.Hour)
+		done <- r
+	}()
+	eventually.True(t, "the claim's insert to wait for the other transaction's row", func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO%'`).Scan(&n)
+		return err == nil && n > 0
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.claimed || r.state != record.StateInProgress || string(r.stored.Claim) != "their claim" {
+		t.Errorf("Claim = %v, %q, claim part %q, %v; want not claimed, in_progress, their claim, no error",
+			r.claimed, r.state, r.stored.Claim, r.err)
+	}
+}
 
 // TestPrecreatedSchema (docs/deploy.md): a role without CREATE on the database opens a store in a
 // schema created for it beforehand, on which it has USAGE and CREATE, and is refused one it would
