@@ -294,6 +294,57 @@ VALUES ($1, 'in_progress', 'theirs', now() + interval '1 minute', now() + interv
 	}
 }
 
+// TestClaimMeetsAConcurrentTakeover: a claim that reads an expired row while another transaction
+// takes the key over (its UPDATE made, not yet committed) waits at its own UPDATE for that
+// transaction; once it commits, the claim's guard (the row still expired) no longer holds, and the
+// claim reads the row again and answers the other claim's record: one owner, never two. The other
+// transaction commits only once the claim waits on its lock (pg_stat_activity).
+func TestClaimMeetsAConcurrentTakeover(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Start(t)
+	pool := newPool(t, srv)
+	s := newStore(t, pool)
+	if _, err := pool.Exec(ctx, `INSERT INTO `+pgstore.Table(s)+` (key, state, owner, lease_until, expires_at, claim, settle, watched)
+VALUES ($1, 'committed', 'old', now() - interval '2 hours', now() - interval '1 hour', $2, $3, false)`, []byte("k"), []byte("old claim"), []byte("old settle")); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `UPDATE `+pgstore.Table(s)+` SET state = 'in_progress', owner = 'theirs',
+	lease_until = now() + interval '1 minute', expires_at = now() + interval '1 hour', claim = $2, settle = NULL
+WHERE key = $1`, []byte("k"), []byte("their claim")); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		claimed bool
+		state   string
+		stored  record.Payload
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.claimed, r.state, r.stored, r.err = s.Claim(ctx, "k", "mine", []byte("my claim"), time.Minute, time.Hour)
+		done <- r
+	}()
+	eventually.True(t, "the claim's update to wait for the other transaction's", func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE %'`).Scan(&n)
+		return err == nil && n > 0
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.claimed || r.state != record.StateInProgress || string(r.stored.Claim) != "their claim" {
+		t.Errorf("Claim = %v, %q, claim part %q, %v; want not claimed, in_progress, their claim, no error",
+			r.claimed, r.state, r.stored.Claim, r.err)
+	}
+}
+
 // TestPrecreatedSchema (docs/deploy.md): a role without CREATE on the database opens a store in a
 // schema created for it beforehand, on which it has USAGE and CREATE, and is refused one it would
 // have to create; a schema name PostgreSQL keeps (pg_…) is refused before any connection.
