@@ -267,31 +267,7 @@ func TestClaimMeetsAConcurrentInsert(t *testing.T) {
 VALUES ($1, 'in_progress', 'theirs', now() + interval '1 minute', now() + interval '1 hour', $2, false)`, []byte("k"), []byte("their claim")); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		claimed bool
-		state   string
-		stored  record.Payload
-		err     error
-	}
-	done := make(chan result, 1)
-	go func() {
-		var r result
-		r.claimed, r.state, r.stored, r.err = s.Claim(ctx, "k", "mine", []byte("my claim"), time.Minute, time.Hour)
-		done <- r
-	}()
-	eventually.True(t, "the claim's insert to wait for the other transaction's row", func() bool {
-		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO%'`).Scan(&n)
-		return err == nil && n > 0
-	})
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.err != nil || r.claimed || r.state != record.StateInProgress || string(r.stored.Claim) != "their claim" {
-		t.Errorf("Claim = %v, %q, claim part %q, %v; want not claimed, in_progress, their claim, no error",
-			r.claimed, r.state, r.stored.Claim, r.err)
-	}
+	claimWhileHeld(t, pool, s, tx, "INSERT")
 }
 
 // TestClaimMeetsAConcurrentTakeover: a claim that reads an expired row while another transaction
@@ -318,6 +294,15 @@ VALUES ($1, 'committed', 'old', now() - interval '2 hours', now() - interval '1 
 WHERE key = $1`, []byte("k"), []byte("their claim")); err != nil {
 		t.Fatal(err)
 	}
+	claimWhileHeld(t, pool, s, tx, "UPDATE")
+}
+
+// claimWhileHeld claims key k as "mine" while tx, which made k another claim's ("their claim",
+// in progress), holds the row; it commits tx once the claim's statement, starting with verb,
+// waits on tx's lock (pg_stat_activity), and checks that the claim answers the other claim's
+// record: not claimed, in_progress, their claim part, no error.
+func claimWhileHeld(t *testing.T, pool *pgxpool.Pool, s *pgstore.Store, tx pgx.Tx, verb string) {
+	t.Helper()
 	type result struct {
 		claimed bool
 		state   string
@@ -330,9 +315,9 @@ WHERE key = $1`, []byte("k"), []byte("their claim")); err != nil {
 		r.claimed, r.state, r.stored, r.err = s.Claim(ctx, "k", "mine", []byte("my claim"), time.Minute, time.Hour)
 		done <- r
 	}()
-	eventually.True(t, "the claim's update to wait for the other transaction's", func() bool {
+	eventually.True(t, "the claim's "+verb+" to wait for the other transaction", func() bool {
 		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE %'`).Scan(&n)
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`, verb+" %").Scan(&n)
 		return err == nil && n > 0
 	})
 	if err := tx.Commit(ctx); err != nil {
