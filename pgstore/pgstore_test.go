@@ -267,7 +267,7 @@ func TestClaimMeetsAConcurrentInsert(t *testing.T) {
 VALUES ($1, 'in_progress', 'theirs', now() + interval '1 minute', now() + interval '1 hour', $2, false)`, []byte("k"), []byte("their claim")); err != nil {
 		t.Fatal(err)
 	}
-	claimWhileHeld(t, pool, s, tx, "INSERT")
+	claimWhileHeld(t, pool, s, tx, "INSERT", record.StateInProgress, record.Payload{Claim: []byte("their claim")})
 }
 
 // TestClaimMeetsAConcurrentTakeover: a claim that reads an expired row while another transaction
@@ -294,14 +294,13 @@ VALUES ($1, 'committed', 'old', now() - interval '2 hours', now() - interval '1 
 WHERE key = $1`, []byte("k"), []byte("their claim")); err != nil {
 		t.Fatal(err)
 	}
-	claimWhileHeld(t, pool, s, tx, "UPDATE")
+	claimWhileHeld(t, pool, s, tx, "UPDATE", record.StateInProgress, record.Payload{Claim: []byte("their claim")})
 }
 
-// claimWhileHeld claims key k as "mine" while tx, which made k another claim's ("their claim",
-// in progress), holds the row; it commits tx once the claim's statement, starting with verb,
-// waits on tx's lock (pg_stat_activity), and checks that the claim answers the other claim's
-// record: not claimed, in_progress, their claim part, no error.
-func claimWhileHeld(t *testing.T, pool *pgxpool.Pool, s *pgstore.Store, tx pgx.Tx, verb string) {
+// claimWhileHeld claims key k as "mine" while tx, which changed k's row, holds it; it commits tx
+// once the claim's statement, starting with verb, waits on tx's lock (pg_stat_activity), and
+// checks that the claim answers the record tx left: not claimed, state, stored, no error.
+func claimWhileHeld(t *testing.T, pool *pgxpool.Pool, s *pgstore.Store, tx pgx.Tx, verb, state string, stored record.Payload) {
 	t.Helper()
 	type result struct {
 		claimed bool
@@ -324,10 +323,35 @@ func claimWhileHeld(t *testing.T, pool *pgxpool.Pool, s *pgstore.Store, tx pgx.T
 		t.Fatal(err)
 	}
 	r := <-done
-	if r.err != nil || r.claimed || r.state != record.StateInProgress || string(r.stored.Claim) != "their claim" {
-		t.Errorf("Claim = %v, %q, claim part %q, %v; want not claimed, in_progress, their claim, no error",
-			r.claimed, r.state, r.stored.Claim, r.err)
+	if r.err != nil || r.claimed || r.state != state || string(r.stored.Claim) != string(stored.Claim) || string(r.stored.Settle) != string(stored.Settle) {
+		t.Errorf("Claim = %v, %q, %q / %q, %v; want not claimed, %q, %q / %q, no error",
+			r.claimed, r.state, r.stored.Claim, r.stored.Settle, r.err, state, stored.Claim, stored.Settle)
 	}
+}
+
+// TestClaimMeetsACommitOfALapsedLease: a duplicate that reads a lapsed lease while its owner
+// commits (the commit made, not yet committed) waits at its own guarded UPDATE; once the commit
+// is, the lease's lapse no longer holds, and the duplicate reads again and answers the receipt:
+// a replay, not an outcome_unknown that would send an operator after a committed call.
+func TestClaimMeetsACommitOfALapsedLease(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Start(t)
+	pool := newPool(t, srv)
+	s := newStore(t, pool)
+	if _, err := pool.Exec(ctx, `INSERT INTO `+pgstore.Table(s)+` (key, state, owner, lease_until, expires_at, claim, watched)
+VALUES ($1, 'in_progress', 'theirs', now() - interval '1 second', now() + interval '1 hour', $2, false)`, []byte("k"), []byte("their claim")); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `UPDATE `+pgstore.Table(s)+` SET state = 'committed', settle = $2 WHERE key = $1`,
+		[]byte("k"), []byte("their receipt")); err != nil {
+		t.Fatal(err)
+	}
+	claimWhileHeld(t, pool, s, tx, "UPDATE", record.StateCommitted, record.Payload{Claim: []byte("their claim"), Settle: []byte("their receipt")})
 }
 
 // TestPrecreatedSchema (docs/deploy.md): a role without CREATE on the database opens a store in a
