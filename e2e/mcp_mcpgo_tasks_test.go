@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	mcpgoclient "github.com/mark3labs/mcp-go/client"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	mcpgoserver "github.com/mark3labs/mcp-go/server"
 )
@@ -56,20 +55,7 @@ routes:
 			before := started.Load()
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
-			c, err := mcpgoclient.NewStreamableHttpClient(g.Proxy + "/mcp")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Close() })
-			if err := c.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			init := mcpgo.InitializeRequest{}
-			init.Params.ClientInfo = mcpgo.Implementation{Name: "idemgateway-e2e-mcpgo-tasks", Version: "1"}
-			init.Params.ProtocolVersion = version
-			if _, err := c.Initialize(ctx, init); err != nil {
-				t.Fatalf("initialize: %v", err)
-			}
+			c := startMCPGoClient(ctx, t, g.Proxy+"/mcp", "idemgateway-e2e-mcpgo-tasks", version)
 			req := mcpgo.CallToolRequest{}
 			req.Params.Name, req.Params.Task = "export", &mcpgo.TaskParams{}
 			req.Params.Meta = &mcpgo.Meta{AdditionalFields: map[string]any{metaKey: "export-" + version}}

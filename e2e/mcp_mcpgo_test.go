@@ -23,20 +23,8 @@ func TestMCPGoClient(t *testing.T) {
 		before := e.sb.mcpCounts(t, "create_ticket")
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		c, err := mcpgoclient.NewStreamableHttpClient(e.gw.Proxy + w.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		if err := c.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		init := mcpgo.InitializeRequest{}
-		init.Params.ClientInfo = mcpgo.Implementation{Name: "idemgateway-e2e-mcpgo", Version: "1"}
-		init.Params.ProtocolVersion = w.version // the way's revision, as a host pins it for its server
-		if _, err := c.Initialize(ctx, init); err != nil {
-			t.Fatalf("initialize %s: %v", w.path, err)
-		}
+		// the way's revision, as a host pins it for its server
+		c := startMCPGoClient(ctx, t, e.gw.Proxy+w.path, "idemgateway-e2e-mcpgo", w.version)
 		call := func(place, key, title string) *mcpgo.CallToolResult {
 			t.Helper()
 			req := mcpgo.CallToolRequest{}
@@ -90,4 +78,25 @@ func mcpgoText(res *mcpgo.CallToolResult) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// startMCPGoClient connects mark3labs/mcp-go's Streamable HTTP client to url and initializes it
+// under the protocol revision version, as name; it is closed when t ends.
+func startMCPGoClient(ctx context.Context, t *testing.T, url, name, version string) *mcpgoclient.Client {
+	t.Helper()
+	c, err := mcpgoclient.NewStreamableHttpClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcpgo.InitializeRequest{}
+	init.Params.ClientInfo = mcpgo.Implementation{Name: name, Version: "1"}
+	init.Params.ProtocolVersion = version
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatalf("initialize %s: %v", url, err)
+	}
+	return c
 }
