@@ -169,7 +169,7 @@ func writeReport(w io.Writer, cfg config, r *results) {
 			"embedded": "Embedded-store execute"}[who]
 		t.add(fmt.Sprintf("%s p50 / p99 at %.0f req/s (µs)", label, cfg.rate), "%.0f", r.p50[who], nil)
 		t.rows[len(t.rows)-1][1] += fmt.Sprintf(" / %.0f", median(r.p99[who]))
-		t.rows[len(t.rows)-1][2] = percentiles(r.p50[who], r.p99[who])
+		t.rows[len(t.rows)-1][2] = pairs(r.p50[who], r.p99[who])
 	}
 	t.add("**R3** = execute p99 − bare p99 (µs)", "%.0f", r3, nil)
 	t.add(fmt.Sprintf("**R3** in Redis round trips: PING at %.0f/s, p50 %.0f µs (p99 %.0f µs)", cfg.rate, rtt, micros(r.pacedRTTP99)),
@@ -306,19 +306,11 @@ func writeWarnings(w io.Writer, r *results) {
 	}
 }
 
-// percentiles formats per-repetition percentiles, one slice per percentile: "p50 / p99, …".
-func percentiles(ps ...[]float64) string {
-	n := len(ps[0])
-	for _, p := range ps {
-		n = min(n, len(p))
-	}
-	out := make([]string, n)
+// pairs formats per-repetition p50 / p99 pairs.
+func pairs(p50, p99 []float64) string {
+	out := make([]string, min(len(p50), len(p99)))
 	for i := range out {
-		vals := make([]string, len(ps))
-		for j, p := range ps {
-			vals[j] = fmt.Sprintf("%.0f", p[i])
-		}
-		out[i] = strings.Join(vals, " / ")
+		out[i] = fmt.Sprintf("%.0f / %.0f", p50[i], p99[i])
 	}
 	return strings.Join(out, ", ")
 }

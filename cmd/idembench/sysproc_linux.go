@@ -78,6 +78,7 @@ func processTreeCPU(pid int) time.Duration {
 		return 0
 	}
 	entries, _ := os.ReadDir("/proc")
+	self := strconv.Itoa(pid)
 	var ticks int64
 	for _, e := range entries {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
@@ -96,9 +97,9 @@ func processTreeCPU(pid int) time.Duration {
 		}
 		var times []string
 		switch {
-		case e.Name() == strconv.Itoa(pid):
+		case e.Name() == self:
 			times = f[11:15] // its own, and its reaped children's
-		case f[1] == strconv.Itoa(pid):
+		case f[1] == self:
 			times = f[11:13]
 		}
 		for _, v := range times {
