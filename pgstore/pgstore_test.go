@@ -258,16 +258,9 @@ func TestClaimMeetsAConcurrentInsert(t *testing.T) {
 	srv := pgtest.Start(t)
 	pool := newPool(t, srv)
 	s := newStore(t, pool)
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `INSERT INTO `+pgstore.Table(s)+` (key, state, owner, lease_until, expires_at, claim, watched)
-VALUES ($1, 'in_progress', 'theirs', now() + interval '1 minute', now() + interval '1 hour', $2, false)`, []byte("k"), []byte("their claim")); err != nil {
-		t.Fatal(err)
-	}
-	claimWhileHeld(t, pool, s, tx, "INSERT", record.StateInProgress, record.Payload{Claim: []byte("their claim")})
+	claimWhileHeld(t, pool, s, `INSERT INTO `+pgstore.Table(s)+` (key, state, owner, lease_until, expires_at, claim, watched)
+VALUES ($1, 'in_progress', 'theirs', now() + interval '1 minute', now() + interval '1 hour', $2, false)`, []any{[]byte("k"), []byte("their claim")},
+		"INSERT", record.StateInProgress, record.Payload{Claim: []byte("their claim")})
 }
 
 // TestClaimMeetsAConcurrentTakeover: a claim that reads an expired row while another transaction
@@ -284,24 +277,26 @@ func TestClaimMeetsAConcurrentTakeover(t *testing.T) {
 VALUES ($1, 'committed', 'old', now() - interval '2 hours', now() - interval '1 hour', $2, $3, false)`, []byte("k"), []byte("old claim"), []byte("old settle")); err != nil {
 		t.Fatal(err)
 	}
+	claimWhileHeld(t, pool, s, `UPDATE `+pgstore.Table(s)+` SET state = 'in_progress', owner = 'theirs',
+	lease_until = now() + interval '1 minute', expires_at = now() + interval '1 hour', claim = $2, settle = NULL
+WHERE key = $1`, []any{[]byte("k"), []byte("their claim")},
+		"UPDATE", record.StateInProgress, record.Payload{Claim: []byte("their claim")})
+}
+
+// claimWhileHeld runs held (with args) on key k's row in a transaction of its own and, while that
+// transaction holds the row, claims k as "mine"; it commits the transaction once the claim's
+// statement, starting with verb, waits on its lock (pg_stat_activity), and checks that the claim
+// answers the record held left: not claimed, state, stored, no error.
+func claimWhileHeld(t *testing.T, pool *pgxpool.Pool, s *pgstore.Store, held string, args []any, verb, state string, stored record.Payload) {
+	t.Helper()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `UPDATE `+pgstore.Table(s)+` SET state = 'in_progress', owner = 'theirs',
-	lease_until = now() + interval '1 minute', expires_at = now() + interval '1 hour', claim = $2, settle = NULL
-WHERE key = $1`, []byte("k"), []byte("their claim")); err != nil {
+	if _, err := tx.Exec(ctx, held, args...); err != nil {
 		t.Fatal(err)
 	}
-	claimWhileHeld(t, pool, s, tx, "UPDATE", record.StateInProgress, record.Payload{Claim: []byte("their claim")})
-}
-
-// claimWhileHeld claims key k as "mine" while tx, which changed k's row, holds it; it commits tx
-// once the claim's statement, starting with verb, waits on tx's lock (pg_stat_activity), and
-// checks that the claim answers the record tx left: not claimed, state, stored, no error.
-func claimWhileHeld(t *testing.T, pool *pgxpool.Pool, s *pgstore.Store, tx pgx.Tx, verb, state string, stored record.Payload) {
-	t.Helper()
 	type result struct {
 		claimed bool
 		state   string
@@ -342,16 +337,9 @@ func TestClaimMeetsACommitOfALapsedLease(t *testing.T) {
 VALUES ($1, 'in_progress', 'theirs', now() - interval '1 second', now() + interval '1 hour', $2, false)`, []byte("k"), []byte("their claim")); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `UPDATE `+pgstore.Table(s)+` SET state = 'committed', settle = $2 WHERE key = $1`,
-		[]byte("k"), []byte("their receipt")); err != nil {
-		t.Fatal(err)
-	}
-	claimWhileHeld(t, pool, s, tx, "UPDATE", record.StateCommitted, record.Payload{Claim: []byte("their claim"), Settle: []byte("their receipt")})
+	claimWhileHeld(t, pool, s, `UPDATE `+pgstore.Table(s)+` SET state = 'committed', settle = $2 WHERE key = $1`,
+		[]any{[]byte("k"), []byte("their receipt")},
+		"UPDATE", record.StateCommitted, record.Payload{Claim: []byte("their claim"), Settle: []byte("their receipt")})
 }
 
 // TestPrecreatedSchema (docs/deploy.md): a role without CREATE on the database opens a store in a
