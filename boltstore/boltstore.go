@@ -347,7 +347,7 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 		return false, "", record.Payload{}, wrap("claim", key, err)
 	}
 	if found != nil && !found.lapsed(now) && !found.claimedBy(owner, payload) {
-		return false, found.state, found.payload(), nil
+		return false, found.state, found.claimAnswer(), nil
 	}
 	err = s.update(func(b *batch, now int64) error {
 		r, err := load(b, key, now)
@@ -367,11 +367,11 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 			return nil
 		case r.lapsed(now):
 			r.state = record.StateUnknown
-			claimed, state, stored = false, r.state, r.payload()
+			claimed, state, stored = false, r.state, r.claimAnswer()
 			put(b, key, r)
 			return nil
 		default:
-			claimed, state, stored = false, r.state, r.payload()
+			claimed, state, stored = false, r.state, r.claimAnswer()
 			return errNoWrite
 		}
 	})

@@ -70,9 +70,18 @@ func (r *entry) claimedBy(owner string, payload []byte) bool {
 	return r.ownedInProgress(owner) && bytes.Equal(r.claim, payload)
 }
 
-// payload returns r's payload as the Store hands it out.
+// payload returns r's payload as Get hands it out.
 func (r *entry) payload() record.Payload {
 	return record.Payload{Claim: r.claim, Settle: r.settle}
+}
+
+// claimAnswer returns r's payload as Claim hands it out: of a settled record, the settle part
+// alone (record.Store.Claim).
+func (r *entry) claimAnswer() record.Payload {
+	if len(r.settle) > 0 {
+		return record.Payload{Settle: r.settle}
+	}
+	return r.payload()
 }
 
 // stateCodes maps states to their byte in the encoding; the index is the code.

@@ -37,6 +37,9 @@ func (s *memoryStore) Claim(_ context.Context, key, owner string, payload []byte
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.records[key]; ok {
+		if len(r.payload.Settle) > 0 { // a settled record: its settle part alone (record.Store.Claim)
+			return false, r.state, record.Payload{Settle: r.payload.Settle}, nil
+		}
 		return false, r.state, r.payload, nil
 	}
 	s.records[key] = &memoryRecord{state: record.StateInProgress, owner: owner, payload: record.Payload{Claim: payload}}

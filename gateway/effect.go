@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -189,18 +190,43 @@ func (x *Exchange) claim() (prev *record.Record, f found, err error) {
 	case f.claimed:
 		return nil, f, nil
 	}
-	// A replay needs only the settle part; another effect's request reads the claim part's
-	// document and rules too, to compare under them and to name the fields that differ.
+	// A replay needs only the settle part, all the claim answers of a settled record; another
+	// effect's request reads the claim part's document and rules too, to compare under them and
+	// to name the fields that differ.
 	if prev, err = record.DecodeSettled(state, stored); err != nil {
 		return nil, f, err
 	}
-	if prev.EffectFingerprint != x.fp {
-		if err = prev.ReadClaim(); err != nil {
+	if prev.EffectFingerprint != x.fp && len(stored.Settle) > 0 {
+		if err = x.readClaimPart(prev, stored.Settle); err != nil {
 			return nil, f, err
 		}
 	}
 	f.state, f.sameEffect = state, x.sameEffect(prev)
 	return prev, f, nil
+}
+
+// readClaimPart reads the document and rules of prev, a settled record that the claim found, from
+// its claim part, which the claim's answer leaves out (record.Store.Claim): a second round trip,
+// which only a request of another effect costs. settle is the settle part the claim found; a
+// record whose settle part is another by now changed in between (deleted, expired, taken over),
+// and the request is refused with 503, to be sent again, rather than judged against the claim
+// part of another execution.
+func (x *Exchange) readClaimPart(prev *record.Record, settle []byte) error {
+	var now record.Payload
+	err := x.storeCall("get", func(ctx context.Context) (err error) {
+		_, now, err = x.g.store.Get(ctx, x.skey)
+		return err
+	})
+	switch {
+	case errors.Is(err, record.ErrCorrupt):
+		return err
+	case err != nil:
+		x.logger().Error("read of the claim part failed", "err", err)
+		return fmt.Errorf("%w: the read of the key's record failed", problem.ErrStoreUnavailable)
+	case !bytes.Equal(now.Settle, settle):
+		return fmt.Errorf("%w: the key's record changed while it was read; send the request again", problem.ErrStoreUnavailable)
+	}
+	return prev.ReadClaim(now.Claim)
 }
 
 // holdTTL is how long the record of a call is kept unless it commits: the route's unknown_ttl

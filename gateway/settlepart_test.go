@@ -3,8 +3,11 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -31,6 +34,12 @@ func openPostgres(t *testing.T) record.Store {
 	return s
 }
 
+// everyStore are the stores the tests of the record's two parts run on.
+var everyStore = []struct {
+	name string
+	open storeFactory
+}{{"embedded", openEmbedded}, {"redis", openRedis}, {"postgres", openPostgres}}
+
 // TestSettleSendsNoDocument (docs/record-format.md): a record's canonical document is stored once,
 // in the claim part. A commit, a mark unknown and an operator's resolve store the settle part,
 // which never holds it again; the record read back still has it, so a conflict can name the
@@ -38,11 +47,7 @@ func openPostgres(t *testing.T) record.Store {
 func TestSettleSendsNoDocument(t *testing.T) {
 	t.Parallel()
 	const marker = "document-marker-9f1c"
-	stores := []struct {
-		name string
-		open storeFactory
-	}{{"embedded", openEmbedded}, {"redis", openRedis}, {"postgres", openPostgres}}
-	for _, s := range stores {
+	for _, s := range everyStore {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
 			store := s.open(t)
@@ -77,4 +82,81 @@ func TestSettleSendsNoDocument(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConflictReadsTheClaimPart (docs/stores.md#the-claims-answer): a claim answers a settled
+// record with its settle part alone, so a replay reads no document; a request of another effect
+// reads the claim part with one Get more, and its conflict still names the fields that differ. A
+// record that changes between the two reads is not judged by another execution's claim part: 503,
+// and the request sent again executes on the key, free by then. On every store.
+func TestConflictReadsTheClaimPart(t *testing.T) {
+	t.Parallel()
+	for _, s := range everyStore {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			up, executions := countingUpstream(t)
+			store := &claimAnswers{Store: s.open(t)}
+			srv, _, _ := newGatewayOn(t, store, ticketsYAML(up.URL), gateway.Options{})
+			sendWant := func(body, want string) reply {
+				t.Helper()
+				r, err := send(srv.URL, "k", body)
+				if err != nil || r.String() != want {
+					t.Fatalf("%s: %s %v %v, want %s", body, r, err, r.problem, want)
+				}
+				return r
+			}
+			sendWant(`{"title":"Disk full"}`, "201 execute")
+			sendWant(`{"title":"Disk full"}`, "201 replay")
+			if n := store.gets.Load(); n != 0 {
+				t.Errorf("a replay read the record %d times more, want 0", n)
+			}
+			r := sendWant(`{"title":"Disk empty"}`, "422 conflict")
+			if got := fmt.Sprint(r.problem["differing_fields"]); got != "[/title]" {
+				t.Errorf("conflict: differing_fields %s, want [/title]", got)
+			}
+			if n := store.gets.Load(); n != 1 {
+				t.Errorf("a conflict read the record %d times more, want 1", n)
+			}
+
+			store.deleteOnGet.Store(true) // the record goes between the claim and the read
+			r = sendWant(`{"title":"Disk empty"}`, "503 ")
+			if r.problem["type"] != "urn:idemgateway:problem:store-unavailable" || r.retryAfter == "" {
+				t.Errorf("a record that changed under the read: %v, Retry-After %q; want store-unavailable, with Retry-After", r.problem, r.retryAfter)
+			}
+			sendWant(`{"title":"Disk empty"}`, "201 execute")
+			if n := executions.Load(); n != 2 {
+				t.Errorf("%d upstream executions, want 2", n)
+			}
+			if n := store.withClaimPart.Load(); n != 0 {
+				t.Errorf("%d claims answered a settled record with its claim part, want none", n)
+			}
+		})
+	}
+}
+
+// claimAnswers is a real store that counts the claims that answered a settled record with its
+// claim part (record.Store.Claim leaves it out) and the Gets; a Get deletes the record first
+// once deleteOnGet is set.
+type claimAnswers struct {
+	record.Store
+	withClaimPart, gets atomic.Int32
+	deleteOnGet         atomic.Bool
+}
+
+func (c *claimAnswers) Claim(ctx context.Context, key, owner string, payload []byte, lease, ttl time.Duration) (bool, string, record.Payload, error) {
+	claimed, state, stored, err := c.Store.Claim(ctx, key, owner, payload, lease, ttl)
+	if len(stored.Settle) > 0 && len(stored.Claim) > 0 {
+		c.withClaimPart.Add(1)
+	}
+	return claimed, state, stored, err
+}
+
+func (c *claimAnswers) Get(ctx context.Context, key string) (string, record.Payload, error) {
+	c.gets.Add(1)
+	if c.deleteOnGet.Swap(false) {
+		if _, err := c.Store.Delete(ctx, key); err != nil {
+			return "", record.Payload{}, err
+		}
+	}
+	return c.Store.Get(ctx, key)
 }

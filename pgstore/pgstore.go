@@ -186,7 +186,7 @@ var errContended = errors.New("the record changed under every attempt")
 // row is what Claim reads of a record.
 type row struct {
 	state, owner    string
-	claim, settle   []byte
+	claim, settle   []byte // claim nil when settle is set: the read leaves it out (queries.go)
 	watched         bool
 	expired, lapsed bool
 }

@@ -339,7 +339,7 @@ VALUES ($1, 'in_progress', 'theirs', now() - interval '1 second', now() + interv
 	}
 	claimWhileHeld(t, pool, s, `UPDATE `+pgstore.Table(s)+` SET state = 'committed', settle = $2 WHERE key = $1`,
 		[]any{[]byte("k"), []byte("their receipt")},
-		"UPDATE", record.StateCommitted, record.Payload{Claim: []byte("their claim"), Settle: []byte("their receipt")})
+		"UPDATE", record.StateCommitted, record.Payload{Settle: []byte("their receipt")})
 }
 
 // TestPrecreatedSchema (docs/deploy.md): a role without CREATE on the database opens a store in a

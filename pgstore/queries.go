@@ -19,8 +19,11 @@ const unsettledBy = `owner = $2 AND (state = 'in_progress' OR (state = 'outcome_
 func newQueries(table string) queries {
 	q := queries{
 		// $1 key: the row there, as a claim decides on it. A replay is this statement alone: a read
-		// costs PostgreSQL half of what an INSERT … ON CONFLICT that finds the row does.
-		read: `SELECT state, owner, claim, settle, watched, expires_at <= now(), lease_until <= now() FROM {t} WHERE key = $1`,
+		// costs PostgreSQL half of what an INSERT … ON CONFLICT that finds the row does. A settled
+		// row's claim part is left out (NULL): a claim answers such a record with its settle part
+		// alone (record.Store.Claim).
+		read: `SELECT state, owner, CASE WHEN length(settle) > 0 THEN NULL ELSE claim END, settle, watched,
+	expires_at <= now(), lease_until <= now() FROM {t} WHERE key = $1`,
 		// $1 key, $2 owner, $3 payload, $4 lease, $5 ttl: a new record, unless a concurrent claim
 		// inserted one meanwhile (then nothing, and the claim reads it).
 		insert: `INSERT INTO {t} (key, state, owner, lease_until, expires_at, claim, watched)

@@ -31,9 +31,6 @@ type Record struct {
 	// changed is compared under them (docs/fingerprint.md#when-the-rules-change). The claim part
 	// holds it, as it holds the document; nil in records written before it was kept.
 	Rules []byte
-
-	// claim is the claim part that DecodeSettled left undecoded, until ReadClaim.
-	claim []byte
 }
 
 // MaxDocumentBytes bounds the canonical document a record keeps (64 KiB). A request whose
@@ -109,48 +106,41 @@ func (rec *Record) EncodeSettle() []byte {
 
 // Decode decodes the record the store keeps in stored, with state as the store reports it:
 // the claim part alone while nothing settled the record (or when a gateway before the split stored
-// the whole record there), else the settle part with the document of the claim part.
+// the whole record there), else the settle part with the document and rules of the claim part.
 func Decode(state string, stored Payload) (*Record, error) {
 	rec, err := DecodeSettled(state, stored)
-	if err != nil {
-		return nil, err
-	}
-	if err := rec.ReadClaim(); err != nil {
-		return nil, err
-	}
-	return rec, nil
-}
-
-// DecodeSettled is Decode but for a settled record's claim part, which it leaves undecoded until
-// ReadClaim: the settle part holds all a replay serves and the fingerprint it is checked by, so a
-// replay decodes only that (docs/performance.md#records-buffers-and-allocations). Until ReadClaim,
-// such a record's Document and Rules are nil.
-func DecodeSettled(state string, stored Payload) (*Record, error) {
-	if len(stored.Settle) == 0 {
-		return decodePart(state, stored.Claim)
+	if err != nil || len(stored.Settle) == 0 {
+		return rec, err
 	}
 	if len(stored.Claim) == 0 {
 		return nil, fmt.Errorf("%w: a settled record without its claim part", ErrCorrupt)
 	}
-	rec, err := decodePart(state, stored.Settle)
-	if err != nil {
+	if err := rec.ReadClaim(stored.Claim); err != nil {
 		return nil, err
 	}
-	rec.claim = stored.Claim
 	return rec, nil
 }
 
-// ReadClaim decodes the claim part that DecodeSettled left, for its Document and Rules; it does
-// nothing for a record that has none left, or once done.
-func (rec *Record) ReadClaim() error {
-	if rec.claim == nil {
-		return nil
+// DecodeSettled is Decode without the claim part of a settled record: the settle part holds all a
+// replay serves and the fingerprint it is checked by, and it is all a Claim answers of such a
+// record (Store.Claim), so a replay reads and decodes only that
+// (docs/performance.md#records-buffers-and-allocations). A settled record's Document and Rules are
+// nil until ReadClaim.
+func DecodeSettled(state string, stored Payload) (*Record, error) {
+	if len(stored.Settle) == 0 {
+		return decodePart(state, stored.Claim)
 	}
-	claim, err := decodePart(rec.State, rec.claim)
+	return decodePart(state, stored.Settle)
+}
+
+// ReadClaim sets rec's Document and Rules, which its settle part leaves out, from claim, the claim
+// part of the same record (Payload.Claim, as Get reads it).
+func (rec *Record) ReadClaim(claim []byte) error {
+	part, err := decodePart(rec.State, claim)
 	if err != nil {
 		return err
 	}
-	rec.Document, rec.Rules, rec.claim = claim.Document, claim.Rules, nil
+	rec.Document, rec.Rules = part.Document, part.Rules
 	return nil
 }
 

@@ -68,7 +68,8 @@ func TestRecordRoundTrip(t *testing.T) {
 // TestRecordInTwoParts: a record stored as a claim part and a settle part (Payload) decodes
 // to the whole record: the settle part carries everything but the document, which only the claim
 // part holds, so a commit does not send it again. A claim part alone, or a whole record of a
-// gateway before the split (version 1) in the claim part, decodes as it is.
+// gateway before the split (version 1) in the claim part, decodes as it is; a settle part alone
+// (what a Claim answers) decodes to all but the document and rules.
 func TestRecordInTwoParts(t *testing.T) {
 	rec := fullRecord()
 	claim := *rec
@@ -102,6 +103,18 @@ func TestRecordInTwoParts(t *testing.T) {
 	if got, err := Decode(rec.State, Payload{Claim: claimPart, Settle: settlePart}); err != nil || !reflect.DeepEqual(got, rec) {
 		t.Errorf("Decode(claim, settle) with rules = %+v, %v\nwant %+v", got, err, rec)
 	}
+	// A Claim answers a settled record with its settle part alone (Store.Claim): it decodes to
+	// all but the document and rules, which ReadClaim adds from the claim part.
+	settled, err := DecodeSettled(rec.State, Payload{Settle: settlePart})
+	if err != nil || settled.Document != nil || settled.Rules != nil || settled.EffectFingerprint != rec.EffectFingerprint || !reflect.DeepEqual(settled.Response, rec.Response) {
+		t.Errorf("DecodeSettled(settle) = %+v, %v; want the record without document and rules", settled, err)
+	}
+	if err := settled.ReadClaim(claimPart); err != nil || !reflect.DeepEqual(settled, rec) {
+		t.Errorf("ReadClaim(claim) = %+v, %v\nwant %+v", settled, err, rec)
+	}
+	if err := settled.ReadClaim(claimPart[:10]); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("ReadClaim(a cut claim part) = %v, want ErrCorrupt", err)
+	}
 	// A damaged or missing part is refused, whichever it is.
 	for name, p := range map[string]Payload{
 		"claim":       {Claim: claimPart[:10], Settle: settlePart},
@@ -112,6 +125,9 @@ func TestRecordInTwoParts(t *testing.T) {
 		if _, err := Decode(rec.State, p); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("Decode with a cut %s part = %v, want ErrCorrupt", name, err)
 		}
+	}
+	if _, err := Decode(rec.State, Payload{Settle: settlePart}); err == nil || !strings.Contains(err.Error(), "a settled record without its claim part") {
+		t.Errorf("Decode without the claim part = %v, want it named", err)
 	}
 }
 

@@ -52,14 +52,21 @@ func (s *codedStore) Get(ctx context.Context, key string) (string, Payload, erro
 	return state, plain, err
 }
 
-// openPayload opens both parts of p, each sealed by seal; an empty Settle is none, and stays empty.
-func (s *codedStore) openPayload(key string, p Payload) (Payload, error) {
-	claim, err := s.codec.open(key, p.Claim)
-	if err != nil || len(p.Settle) == 0 {
-		return Payload{Claim: claim}, err
+// openPayload opens the parts of p, each sealed by seal. An empty part is none, and stays empty:
+// the Settle of a record nothing settled, the Claim in what a Claim answers of a settled record
+// (Store.Claim).
+func (s *codedStore) openPayload(key string, p Payload) (plain Payload, err error) {
+	if len(p.Claim) > 0 {
+		if plain.Claim, err = s.codec.open(key, p.Claim); err != nil {
+			return Payload{}, err
+		}
 	}
-	settle, err := s.codec.open(key, p.Settle)
-	return Payload{Claim: claim, Settle: settle}, err
+	if len(p.Settle) > 0 {
+		if plain.Settle, err = s.codec.open(key, p.Settle); err != nil {
+			return Payload{}, err
+		}
+	}
+	return plain, nil
 }
 
 // coded wraps store so that its payload parts pass through codec. The wrapper is a SettleNotifier

@@ -39,9 +39,11 @@ type Store interface {
 	// Claim reads the record at key or, when there is none, creates it in state in_progress, owned
 	// by owner until lease has passed, holding payload as its Payload.Claim, and expiring after
 	// ttl. It is atomic and takes one round trip. It returns whether this call created the record,
-	// and the state and payload now stored. An in_progress record whose lease has lapsed (its
-	// executor died or lost contact) is changed to outcome_unknown by the same call and returned
-	// so: never freed.
+	// and the state and payload now stored: of a record with a Payload.Settle, that part alone
+	// (Payload.Claim empty), which holds all a replay serves and the fingerprint it is checked by;
+	// Get reads both parts, for a request of another effect (docs/stores.md#the-claims-answer).
+	// An in_progress record whose lease has lapsed (its executor died or lost contact) is changed
+	// to outcome_unknown by the same call and returned so: never freed.
 	//
 	// Sent twice: a Claim that finds the record in_progress, owned by owner and holding this very
 	// payload, is the same call made again after its answer was lost; it answers claimed, and
@@ -124,7 +126,8 @@ type Store interface {
 // stored (docs/stores.md). A store may hand out parts that share memory with its client's replies
 // (the Redis store does, to copy them once): they are read-only, never written to.
 type Payload struct {
-	// Claim is the payload of the Claim or Reclaim that began the record's current execution.
+	// Claim is the payload of the Claim or Reclaim that began the record's current execution;
+	// empty in what Claim answers of a record that has a Settle.
 	Claim []byte
 	// Settle is the payload of the Commit or MarkUnknown that settled it: empty while the record
 	// is in_progress, and when it is outcome_unknown because its lease lapsed. Records written by

@@ -221,7 +221,8 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 }
 
 // storedRecord reads the state and payload of a record from the three elements of a script's reply
-// that hold them: state, payload (the claim part) and settle.
+// that hold them: state, payload (the claim part, empty in claim.lua's answer of a settled record)
+// and settle.
 func storedRecord(res []any) (state string, stored record.Payload, ok bool) {
 	state, ok1 := res[0].(string)
 	claim, ok2 := res[1].(string)
@@ -229,7 +230,9 @@ func storedRecord(res []any) (state string, stored record.Payload, ok bool) {
 	if !ok1 || !ok2 || !ok3 {
 		return "", record.Payload{}, false
 	}
-	stored.Claim = bytesOf(claim)
+	if claim != "" {
+		stored.Claim = bytesOf(claim)
+	}
 	if settle != "" {
 		stored.Settle = bytesOf(settle)
 	}

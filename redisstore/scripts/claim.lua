@@ -2,7 +2,9 @@
 -- No record: create it in_progress for owner, lease from now, PEXPIRE ttl; return {1, 'in_progress'}
 -- (the caller already has the payload). A record: return it as {0, state, payload, settle}, first
 -- turning an in_progress record whose lease has lapsed into outcome_unknown (never freeing it), and
--- marking one whose lease holds watched.
+-- marking one whose lease holds watched. A settled record's payload is returned as '': its settle
+-- part holds all a replay serves (record.Store.Claim), and a request of another effect reads the
+-- claim part with get.lua.
 local rec, err = load(KEYS[1])
 if err then
   return redis.error_reply(err)
@@ -33,4 +35,7 @@ if rec.state == 'in_progress' then
     redis.pcall('HSET', KEYS[1], 'watched', '1')
   end
 end
-return {0, rec.state, rec.payload, rec.settle}
+if rec.settle ~= '' then
+  return {0, rec.state, '', rec.settle}
+end
+return {0, rec.state, rec.payload, ''}
