@@ -285,29 +285,31 @@ func (s *Store) failed() error {
 	return nil
 }
 
-// read returns the live record at key as the last durable batch left it, nil when there is none
-// or it has expired: the memtables' write of key when they hold one, else the bbolt file's value.
-// The memtables are looked at first, and the file after (checkpoint.go says why that order).
-func (s *Store) read(key string) (r *entry, now int64, err error) {
+// read returns the live record at key as the last durable batch left it, decoded by dec (decode,
+// or decodeAnswer), nil when there is none or it has expired: the memtables' write of key when
+// they hold one, else the bbolt file's value. The memtables are looked at first, and the file
+// after (checkpoint.go says why that order).
+func (s *Store) read(key string, dec func([]byte) (*entry, error)) (r *entry, now int64, err error) {
 	if w, ok := s.memtables().get(key); ok {
 		now = s.now().UnixMilli()
-		r, err = live(w.value, now)
+		r, err = live(w.value, now, dec)
 		return r, now, err
 	}
 	err = s.db.View(func(tx *bolt.Tx) error {
 		now = s.now().UnixMilli()
-		r, err = live(tx.Bucket(recordsBucket).Get([]byte(key)), now)
+		r, err = live(tx.Bucket(recordsBucket).Get([]byte(key)), now, dec)
 		return err
 	})
 	return r, now, err
 }
 
-// live decodes the value v, and returns nil when there is none (v nil) or it has expired at now.
-func live(v []byte, now int64) (*entry, error) {
+// live decodes the value v with dec, and returns nil when there is none (v nil) or it has expired
+// at now.
+func live(v []byte, now int64, dec func([]byte) (*entry, error)) (*entry, error) {
 	if v == nil {
 		return nil, nil
 	}
-	r, err := decode(v)
+	r, err := dec(v)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +320,7 @@ func live(v []byte, now int64) (*entry, error) {
 }
 
 // load returns the live record at key in b, or nil when there is none or it has expired.
-func load(b *batch, key string, now int64) (*entry, error) { return live(b.get(key), now) }
+func load(b *batch, key string, now int64) (*entry, error) { return live(b.get(key), now, decode) }
 
 // put stores r at key in b.
 func put(b *batch, key string, r *entry) {
@@ -341,8 +343,8 @@ func (s *Store) Claim(ctx context.Context, key, owner string, payload []byte, le
 		// every later write and every Open. Claim alone creates records.
 		return false, "", record.Payload{}, fmt.Errorf("boltstore: claim: key of %d bytes, longer than %d", len(key), bolt.MaxKeySize)
 	}
-	// Fast path: a live record that needs no change.
-	found, now, err := s.read(key)
+	// Fast path: a live record that needs no change, answered without a settled one's claim part.
+	found, now, err := s.read(key, decodeAnswer)
 	if err != nil {
 		return false, "", record.Payload{}, wrap("claim", key, err)
 	}
@@ -513,7 +515,7 @@ func (s *Store) Get(ctx context.Context, key string) (state string, stored recor
 	if err := record.CheckKeyArg(ctx, key); err != nil {
 		return "", record.Payload{}, fmt.Errorf("boltstore: get: %w", err)
 	}
-	r, now, err := s.read(key)
+	r, now, err := s.read(key, decode)
 	if err != nil {
 		return "", record.Payload{}, wrap("get", key, err)
 	}

@@ -110,7 +110,15 @@ func (r *entry) encode() []byte {
 // decode parses an encoding made by encode, or a version 1 value (whose payload is the claim part,
 // with no settle part). It copies everything out of b, which bbolt owns only for the length of a
 // transaction.
-func decode(b []byte) (*entry, error) {
+func decode(b []byte) (*entry, error) { return decodeEntry(b, true) }
+
+// decodeAnswer is decode for what a Claim answers (claimAnswer): of a settled record it leaves the
+// claim part out, neither copied nor kept, so that a replay does not copy the document. Such an
+// entry is to be answered from, never written back.
+func decodeAnswer(b []byte) (*entry, error) { return decodeEntry(b, false) }
+
+// decodeEntry is decode, leaving a settled record's claim part out unless withClaim.
+func decodeEntry(b []byte, withClaim bool) (*entry, error) {
 	if len(b) < headerLenV1 {
 		return nil, fmt.Errorf("%w: %d bytes, shorter than the header", record.ErrCorrupt, len(b))
 	}
@@ -146,9 +154,12 @@ func decode(b []byte) (*entry, error) {
 		leaseUntil: int64(binary.BigEndian.Uint64(b[2:])),
 		expiresAt:  int64(binary.BigEndian.Uint64(b[10:])),
 		owner:      string(b[head : head+int(n)]),
-		claim:      append([]byte{}, rest[:claimLen]...),
 	}
-	if uint64(len(rest)) > claimLen {
+	settled := uint64(len(rest)) > claimLen
+	if withClaim || !settled {
+		r.claim = append([]byte{}, rest[:claimLen]...)
+	}
+	if settled {
 		r.settle = append([]byte{}, rest[claimLen:]...)
 	}
 	return r, nil

@@ -28,6 +28,23 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
+// TestCodecDecodeAnswer: what a Claim answers is decoded without a settled record's claim part,
+// which a replay does not need, and with the claim part of a record that has no settle part (in
+// progress, lapsed, or written before the split).
+func TestCodecDecodeAnswer(t *testing.T) {
+	t.Parallel()
+	settled := entry{state: record.StateCommitted, owner: "o", claim: []byte("document"), settle: []byte("receipt")}
+	got, err := decodeAnswer(settled.encode())
+	if err != nil || got.claim != nil || string(got.settle) != "receipt" || got.owner != "o" {
+		t.Errorf("decodeAnswer(settled) = %+v, %v; want the settle part alone", got, err)
+	}
+	unsettled := entry{state: record.StateInProgress, owner: "o", claim: []byte("document")}
+	got, err = decodeAnswer(unsettled.encode())
+	if err != nil || string(got.claim) != "document" || got.settle != nil {
+		t.Errorf("decodeAnswer(in progress) = %+v, %v; want the claim part", got, err)
+	}
+}
+
 func TestCodecVersion2Layout(t *testing.T) {
 	t.Parallel()
 	r := entry{state: record.StateCommitted, owner: "ab", leaseUntil: 0x0102, expiresAt: 0x0304, claim: []byte("xyz"), settle: []byte("st")}

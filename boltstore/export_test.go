@@ -114,7 +114,7 @@ func WaitCheckpoint(s *Store) { s.waitCheckpoint() }
 
 // TTL returns how long the live record at key has left before it expires, by the store's clock.
 func TTL(s *Store, key string) (time.Duration, error) {
-	r, now, err := s.read(key)
+	r, now, err := s.read(key, decode)
 	if err != nil {
 		return 0, err
 	}
