@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -159,4 +160,105 @@ func (c *claimAnswers) Get(ctx context.Context, key string) (string, record.Payl
 		}
 	}
 	return c.Store.Get(ctx, key)
+}
+
+// TestConflictWithEveryKindOfSettle: a request of another effect meets a record marked
+// outcome_unknown, and then the same record resolved by an operator (both settle parts without the
+// document), on every store, plain and wrapped in encryption and compression at rest (a document
+// over the compression threshold): each gets 422 naming /title, read from the claim part; the
+// same effect replays the resolve.
+func TestConflictWithEveryKindOfSettle(t *testing.T) {
+	t.Parallel()
+	for _, s := range everyStore {
+		for _, wrapped := range []bool{false, true} {
+			open, name := s.open, s.name
+			if wrapped {
+				open, name = func(t *testing.T) record.Store {
+					enc, err := record.Encrypted(s.open(t), bytes.Repeat([]byte{7}, 32))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return record.Compressed(enc, 1)
+				}, s.name+"/encrypted-compressed"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				up, _ := unknownUpstream(t)
+				store := &claimAnswers{Store: open(t)}
+				srv, _, gw := newGatewayOn(t, store, `
+upstreams:
+  u: {url: "`+up.URL+`", timeout: 5s}
+routes:
+  - {name: create_ticket, upstream: u, method: POST, path: /v1/tickets, class: non_idempotent, outcome: {committed: [201]}}
+`, gateway.Options{})
+				pad := strings.Repeat("x", 3000)
+				body, other := `{"title":"Disk full","pad":"`+pad+`"}`, `{"title":"Disk empty","pad":"`+pad+`"}`
+				if r, err := send(srv.URL, "k", body); err != nil || r.String() != "502 execute" {
+					t.Fatalf("first: %s %v", r, err)
+				}
+				conflict := func(what string) {
+					t.Helper()
+					if r, err := send(srv.URL, "k", other); err != nil || r.String() != "422 conflict" || fmt.Sprint(r.problem["differing_fields"]) != "[/title]" {
+						t.Errorf("%s: %s %v %v; want 422 naming /title", what, r, err, r.problem)
+					}
+				}
+				conflict("marked unknown")
+				if code, rec := adminDo(t, gw.AdminHandler(""), http.MethodPost, "/v1/records/default/create_ticket/k/resolve", "", `{"outcome":"committed","remote_id":"T-9"}`); code != http.StatusOK {
+					t.Fatalf("resolve: %d %v", code, rec)
+				}
+				conflict("resolved")
+				if r, err := send(srv.URL, "k", body); err != nil || r.String() != "201 replay" {
+					t.Errorf("replay of the resolved record: %s %v", r, err)
+				}
+				if n := store.withClaimPart.Load(); n != 0 {
+					t.Errorf("%d claims answered a settled record with its claim part, want none", n)
+				}
+			})
+		}
+	}
+}
+
+// TestDamagedClaimPartAlone: with encryption at rest, a committed record whose settle part opens
+// but whose claim part does not (stored in the clear) still replays: the settle part,
+// authenticated, holds all a replay serves, and the claim's answer leaves the claim part out. A
+// request of another effect, which reads the claim part, and the admin API get 500
+// corrupt-record, and nothing executes (docs/stores.md#the-claims-answer).
+func TestDamagedClaimPartAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	up, executions := countingUpstream(t)
+	raw := openEmbedded(t)
+	enc, err := record.Encrypted(raw, bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _, gw := newGatewayOn(t, enc, ticketsYAML(up.URL), gateway.Options{})
+	body := `{"title":"Disk full"}`
+	if r, err := send(srv.URL, "a", body); err != nil || r.String() != "201 execute" {
+		t.Fatalf("first: %s %v", r, err)
+	}
+	_, p, err := enc.Get(ctx, record.ScopeKey{Tenant: "default", Tool: "create_ticket", Key: "a"}.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Key k: the claim part in the clear (it does not open), the settle part of key a sealed for k.
+	k := record.ScopeKey{Tenant: "default", Tool: "create_ticket", Key: "k"}.String()
+	if _, _, _, err := raw.Claim(ctx, k, "o", []byte("in the clear"), time.Minute, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := enc.Commit(ctx, k, "o", p.Settle, time.Hour); !ok || err != nil {
+		t.Fatalf("commit: %v %v", ok, err)
+	}
+	if r, err := send(srv.URL, "k", body); err != nil || r.String() != "201 replay" {
+		t.Errorf("same effect: %s %v %v, want 201 replay", r, err, r.problem)
+	}
+	if r, err := send(srv.URL, "k", `{"title":"Disk empty"}`); err != nil || r.status != http.StatusInternalServerError || r.problem["type"] != "urn:idemgateway:problem:corrupt-record" {
+		t.Errorf("another effect: %s %v %v, want 500 corrupt-record", r, err, r.problem)
+	}
+	if code, _ := adminDo(t, gw.AdminHandler(""), http.MethodGet, "/v1/records/default/create_ticket/k", "", ""); code != http.StatusInternalServerError {
+		t.Errorf("admin GET: %d, want 500", code)
+	}
+	if n := executions.Load(); n != 1 {
+		t.Errorf("%d upstream executions, want 1", n)
+	}
 }
