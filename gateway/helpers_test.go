@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,10 +29,12 @@ import (
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/gateway/mcpfront"
 	"github.com/idemgateway/idemgateway/internal/eventually"
+	"github.com/idemgateway/idemgateway/internal/pgtest"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testclock"
 	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/internal/wiretap"
+	"github.com/idemgateway/idemgateway/pgstore"
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
@@ -100,21 +103,34 @@ func newGatewayOn(t *testing.T, store record.Store, yaml string, opts gateway.Op
 // storeFactory opens a new, empty store for the test t; the store is closed when t ends.
 type storeFactory func(t *testing.T) record.Store
 
+// storeKind is a store the gateway's tests run on, by name.
+type storeKind struct {
+	name string
+	open storeFactory
+}
+
 // storeKinds are the stores the gateway's behaviour tests run on: the embedded store, and Redis (a
 // redis-server of the test's own, started by internal/redistest), whose settle notices wake the
 // waiters of other gateway processes.
-var storeKinds = []struct {
-	name string
-	open storeFactory
-}{
+var storeKinds = []storeKind{
 	{"embedded", openEmbedded},
 	{"redis", openRedis},
 }
 
-// forEachStore runs test as a parallel subtest per store kind, named after it.
+// everyStore is storeKinds and PostgreSQL: the stores the tests of the record's two parts run on
+// (settlepart_test.go).
+var everyStore = append(storeKinds[:len(storeKinds):len(storeKinds)], storeKind{"postgres", openPostgres})
+
+// forEachStore runs test as a parallel subtest per store kind of storeKinds, named after it.
 func forEachStore(t *testing.T, test func(t *testing.T, open storeFactory)) {
 	t.Helper()
-	for _, kind := range storeKinds {
+	forStores(t, storeKinds, test)
+}
+
+// forStores runs test as a parallel subtest per store kind of kinds, named after it.
+func forStores(t *testing.T, kinds []storeKind, test func(t *testing.T, open storeFactory)) {
+	t.Helper()
+	for _, kind := range kinds {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
 			test(t, kind.open)
@@ -138,6 +154,23 @@ func openRedis(t *testing.T) record.Store {
 	t.Helper()
 	store, _ := openRedisServer(t, redistest.Options{})
 	return store
+}
+
+// openPostgres starts a PostgreSQL server for t and returns a store on it.
+func openPostgres(t *testing.T) record.Store {
+	t.Helper()
+	srv := pgtest.Start(t)
+	pool, err := pgxpool.New(context.Background(), srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := pgstore.New(context.Background(), pool, pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // openRedisServer starts a redis-server for t with opts and returns a store on it, and the server.

@@ -10,36 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/idemgateway/idemgateway/gateway"
-	"github.com/idemgateway/idemgateway/internal/pgtest"
-	"github.com/idemgateway/idemgateway/pgstore"
 	"github.com/idemgateway/idemgateway/record"
 )
-
-// openPostgres starts a PostgreSQL server for t and returns a store on it.
-func openPostgres(t *testing.T) record.Store {
-	t.Helper()
-	srv := pgtest.Start(t)
-	pool, err := pgxpool.New(context.Background(), srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s, err := pgstore.New(context.Background(), pool, pgstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-// everyStore are the stores the tests of the record's two parts run on.
-var everyStore = []struct {
-	name string
-	open storeFactory
-}{{"embedded", openEmbedded}, {"redis", openRedis}, {"postgres", openPostgres}}
 
 // TestSettleSendsNoDocument (docs/record-format.md): a record's canonical document is stored once,
 // in the claim part. A commit, a mark unknown and an operator's resolve store the settle part,
@@ -48,41 +21,38 @@ var everyStore = []struct {
 func TestSettleSendsNoDocument(t *testing.T) {
 	t.Parallel()
 	const marker = "document-marker-9f1c"
-	for _, s := range everyStore {
-		t.Run(s.name, func(t *testing.T) {
-			t.Parallel()
-			store := s.open(t)
-			up := newHeldUpstream(t, func(n int32) int {
-				if n == 1 {
-					return http.StatusCreated
-				}
-				return http.StatusBadGateway // unknown: marked, then resolved
-			})
-			up.releaseAll()
-			srv, _, gw := newGatewayOn(t, store, ticketsYAML(up.URL), gateway.Options{})
-			body := `{"title":"` + marker + `"}`
-			for _, c := range []struct{ key, want string }{{"committed", "201 execute"}, {"unknown", "502 execute"}, {"resolved", "502 execute"}} {
-				if r, err := send(srv.URL, c.key, body); err != nil || r.String() != c.want {
-					t.Fatalf("%s: %s %v, want %s", c.key, r, err, c.want)
-				}
+	forStores(t, everyStore, func(t *testing.T, open storeFactory) {
+		store := open(t)
+		up := newHeldUpstream(t, func(n int32) int {
+			if n == 1 {
+				return http.StatusCreated
 			}
-			if code, rec := adminDo(t, gw.AdminHandler(""), http.MethodPost, "/v1/records/default/create_ticket/resolved/resolve", "", `{"outcome":"committed","remote_id":"T-7"}`); code != http.StatusOK {
-				t.Fatalf("resolve: %d %v", code, rec)
-			}
-			for _, key := range []string{"committed", "unknown", "resolved"} {
-				state, stored, err := store.Get(context.Background(), record.ScopeKey{Tenant: "default", Tool: "create_ticket", Key: key}.String())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(stored.Settle) == 0 || bytes.Contains(stored.Settle, []byte(marker)) {
-					t.Errorf("%s: the settle part (%d bytes) holds the canonical document, which the claim part holds already", key, len(stored.Settle))
-				}
-				if rec, err := record.Decode(state, stored); err != nil || !bytes.Contains(rec.Document, []byte(marker)) {
-					t.Errorf("%s: the record read back has the document %q (%v), want the request's", key, rec.Document, err)
-				}
-			}
+			return http.StatusBadGateway // unknown: marked, then resolved
 		})
-	}
+		up.releaseAll()
+		srv, _, gw := newGatewayOn(t, store, ticketsYAML(up.URL), gateway.Options{})
+		body := `{"title":"` + marker + `"}`
+		for _, c := range []struct{ key, want string }{{"committed", "201 execute"}, {"unknown", "502 execute"}, {"resolved", "502 execute"}} {
+			if r, err := send(srv.URL, c.key, body); err != nil || r.String() != c.want {
+				t.Fatalf("%s: %s %v, want %s", c.key, r, err, c.want)
+			}
+		}
+		if code, rec := adminDo(t, gw.AdminHandler(""), http.MethodPost, "/v1/records/default/create_ticket/resolved/resolve", "", `{"outcome":"committed","remote_id":"T-7"}`); code != http.StatusOK {
+			t.Fatalf("resolve: %d %v", code, rec)
+		}
+		for _, key := range []string{"committed", "unknown", "resolved"} {
+			state, stored, err := store.Get(context.Background(), record.ScopeKey{Tenant: "default", Tool: "create_ticket", Key: key}.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(stored.Settle) == 0 || bytes.Contains(stored.Settle, []byte(marker)) {
+				t.Errorf("%s: the settle part (%d bytes) holds the canonical document, which the claim part holds already", key, len(stored.Settle))
+			}
+			if rec, err := record.Decode(state, stored); err != nil || !bytes.Contains(rec.Document, []byte(marker)) {
+				t.Errorf("%s: the record read back has the document %q (%v), want the request's", key, rec.Document, err)
+			}
+		}
+	})
 }
 
 // TestConflictReadsTheClaimPart (docs/stores.md#the-claims-answer): a claim answers a settled
@@ -92,47 +62,44 @@ func TestSettleSendsNoDocument(t *testing.T) {
 // and the request sent again executes on the key, free by then. On every store.
 func TestConflictReadsTheClaimPart(t *testing.T) {
 	t.Parallel()
-	for _, s := range everyStore {
-		t.Run(s.name, func(t *testing.T) {
-			t.Parallel()
-			up, executions := countingUpstream(t)
-			store := &claimAnswers{Store: s.open(t)}
-			srv, _, _ := newGatewayOn(t, store, ticketsYAML(up.URL), gateway.Options{})
-			sendWant := func(body, want string) reply {
-				t.Helper()
-				r, err := send(srv.URL, "k", body)
-				if err != nil || r.String() != want {
-					t.Fatalf("%s: %s %v %v, want %s", body, r, err, r.problem, want)
-				}
-				return r
+	forStores(t, everyStore, func(t *testing.T, open storeFactory) {
+		up, executions := countingUpstream(t)
+		store := &claimAnswers{Store: open(t)}
+		srv, _, _ := newGatewayOn(t, store, ticketsYAML(up.URL), gateway.Options{})
+		sendWant := func(body, want string) reply {
+			t.Helper()
+			r, err := send(srv.URL, "k", body)
+			if err != nil || r.String() != want {
+				t.Fatalf("%s: %s %v %v, want %s", body, r, err, r.problem, want)
 			}
-			sendWant(`{"title":"Disk full"}`, "201 execute")
-			sendWant(`{"title":"Disk full"}`, "201 replay")
-			if n := store.gets.Load(); n != 0 {
-				t.Errorf("a replay read the record %d times more, want 0", n)
-			}
-			r := sendWant(`{"title":"Disk empty"}`, "422 conflict")
-			if got := fmt.Sprint(r.problem["differing_fields"]); got != "[/title]" {
-				t.Errorf("conflict: differing_fields %s, want [/title]", got)
-			}
-			if n := store.gets.Load(); n != 1 {
-				t.Errorf("a conflict read the record %d times more, want 1", n)
-			}
+			return r
+		}
+		sendWant(`{"title":"Disk full"}`, "201 execute")
+		sendWant(`{"title":"Disk full"}`, "201 replay")
+		if n := store.gets.Load(); n != 0 {
+			t.Errorf("a replay read the record %d times more, want 0", n)
+		}
+		r := sendWant(`{"title":"Disk empty"}`, "422 conflict")
+		if got := fmt.Sprint(r.problem["differing_fields"]); got != "[/title]" {
+			t.Errorf("conflict: differing_fields %s, want [/title]", got)
+		}
+		if n := store.gets.Load(); n != 1 {
+			t.Errorf("a conflict read the record %d times more, want 1", n)
+		}
 
-			store.deleteOnGet.Store(true) // the record goes between the claim and the read
-			r = sendWant(`{"title":"Disk empty"}`, "503 ")
-			if r.problem["type"] != "urn:idemgateway:problem:store-unavailable" || r.retryAfter == "" {
-				t.Errorf("a record that changed under the read: %v, Retry-After %q; want store-unavailable, with Retry-After", r.problem, r.retryAfter)
-			}
-			sendWant(`{"title":"Disk empty"}`, "201 execute")
-			if n := executions.Load(); n != 2 {
-				t.Errorf("%d upstream executions, want 2", n)
-			}
-			if n := store.withClaimPart.Load(); n != 0 {
-				t.Errorf("%d claims answered a settled record with its claim part, want none", n)
-			}
-		})
-	}
+		store.deleteOnGet.Store(true) // the record goes between the claim and the read
+		r = sendWant(`{"title":"Disk empty"}`, "503 ")
+		if r.problem["type"] != "urn:idemgateway:problem:store-unavailable" || r.retryAfter == "" {
+			t.Errorf("a record that changed under the read: %v, Retry-After %q; want store-unavailable, with Retry-After", r.problem, r.retryAfter)
+		}
+		sendWant(`{"title":"Disk empty"}`, "201 execute")
+		if n := executions.Load(); n != 2 {
+			t.Errorf("%d upstream executions, want 2", n)
+		}
+		if n := store.withClaimPart.Load(); n != 0 {
+			t.Errorf("%d claims answered a settled record with its claim part, want none", n)
+		}
+	})
 }
 
 // claimAnswers is a real store that counts the claims that answered a settled record with its
@@ -169,53 +136,48 @@ func (c *claimAnswers) Get(ctx context.Context, key string) (string, record.Payl
 // same effect replays the resolve.
 func TestConflictWithEveryKindOfSettle(t *testing.T) {
 	t.Parallel()
+	var kinds []storeKind // each store, plain and wrapped
 	for _, s := range everyStore {
-		for _, wrapped := range []bool{false, true} {
-			open, name := s.open, s.name
-			if wrapped {
-				open, name = func(t *testing.T) record.Store {
-					enc, err := record.Encrypted(s.open(t), bytes.Repeat([]byte{7}, 32))
-					if err != nil {
-						t.Fatal(err)
-					}
-					return record.Compressed(enc, 1)
-				}, s.name+"/encrypted-compressed"
+		kinds = append(kinds, s, storeKind{s.name + "-encrypted-compressed", func(t *testing.T) record.Store {
+			enc, err := record.Encrypted(s.open(t), bytes.Repeat([]byte{7}, 32))
+			if err != nil {
+				t.Fatal(err)
 			}
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				up, _ := unknownUpstream(t)
-				store := &claimAnswers{Store: open(t)}
-				srv, _, gw := newGatewayOn(t, store, `
+			return record.Compressed(enc, 1)
+		}})
+	}
+	forStores(t, kinds, func(t *testing.T, open storeFactory) {
+		up, _ := unknownUpstream(t)
+		store := &claimAnswers{Store: open(t)}
+		srv, _, gw := newGatewayOn(t, store, `
 upstreams:
   u: {url: "`+up.URL+`", timeout: 5s}
 routes:
   - {name: create_ticket, upstream: u, method: POST, path: /v1/tickets, class: non_idempotent, outcome: {committed: [201]}}
 `, gateway.Options{})
-				pad := strings.Repeat("x", 3000)
-				body, other := `{"title":"Disk full","pad":"`+pad+`"}`, `{"title":"Disk empty","pad":"`+pad+`"}`
-				if r, err := send(srv.URL, "k", body); err != nil || r.String() != "502 execute" {
-					t.Fatalf("first: %s %v", r, err)
-				}
-				conflict := func(what string) {
-					t.Helper()
-					if r, err := send(srv.URL, "k", other); err != nil || r.String() != "422 conflict" || fmt.Sprint(r.problem["differing_fields"]) != "[/title]" {
-						t.Errorf("%s: %s %v %v; want 422 naming /title", what, r, err, r.problem)
-					}
-				}
-				conflict("marked unknown")
-				if code, rec := adminDo(t, gw.AdminHandler(""), http.MethodPost, "/v1/records/default/create_ticket/k/resolve", "", `{"outcome":"committed","remote_id":"T-9"}`); code != http.StatusOK {
-					t.Fatalf("resolve: %d %v", code, rec)
-				}
-				conflict("resolved")
-				if r, err := send(srv.URL, "k", body); err != nil || r.String() != "201 replay" {
-					t.Errorf("replay of the resolved record: %s %v", r, err)
-				}
-				if n := store.withClaimPart.Load(); n != 0 {
-					t.Errorf("%d claims answered a settled record with its claim part, want none", n)
-				}
-			})
+		pad := strings.Repeat("x", 3000)
+		body, other := `{"title":"Disk full","pad":"`+pad+`"}`, `{"title":"Disk empty","pad":"`+pad+`"}`
+		if r, err := send(srv.URL, "k", body); err != nil || r.String() != "502 execute" {
+			t.Fatalf("first: %s %v", r, err)
 		}
-	}
+		conflict := func(what string) {
+			t.Helper()
+			if r, err := send(srv.URL, "k", other); err != nil || r.String() != "422 conflict" || fmt.Sprint(r.problem["differing_fields"]) != "[/title]" {
+				t.Errorf("%s: %s %v %v; want 422 naming /title", what, r, err, r.problem)
+			}
+		}
+		conflict("marked unknown")
+		if code, rec := adminDo(t, gw.AdminHandler(""), http.MethodPost, "/v1/records/default/create_ticket/k/resolve", "", `{"outcome":"committed","remote_id":"T-9"}`); code != http.StatusOK {
+			t.Fatalf("resolve: %d %v", code, rec)
+		}
+		conflict("resolved")
+		if r, err := send(srv.URL, "k", body); err != nil || r.String() != "201 replay" {
+			t.Errorf("replay of the resolved record: %s %v", r, err)
+		}
+		if n := store.withClaimPart.Load(); n != 0 {
+			t.Errorf("%d claims answered a settled record with its claim part, want none", n)
+		}
+	})
 }
 
 // TestDamagedClaimPartAlone: with encryption at rest, a committed record whose settle part opens
