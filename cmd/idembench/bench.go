@@ -24,7 +24,7 @@ type bench struct {
 	admin   *redis.Client  // the harness's own Redis client: INFO, FLUSHALL, PING
 	dataDir string         // the embedded store's directory, removed by close
 	pg      *pgtest.Server // the PostgreSQL of the PostgreSQL-store gateway, stopped by close
-	child   *child         // the bare proxy, the gateway on Redis, on the embedded store and on PostgreSQL, the floor
+	child   *child         // the bare proxy, the gateway on Redis, on the embedded store and on PostgreSQL, the floors
 
 	upstream *server
 	// In this process, for the allocation benchmarks only: a bare proxy and a gateway on the same
@@ -47,6 +47,9 @@ type bench struct {
 	floorKeys   *uniqueKeys // first executions on the floor
 	floorReplay *cycleKeys  // keys the floor holds; refilled by reset
 
+	pgFloorKeys   *uniqueKeys // first executions on the PostgreSQL floor
+	pgFloorReplay *cycleKeys  // keys the PostgreSQL floor holds; refilled by reset
+
 	mcpKeys   *uniqueKeys           // MCP tools/calls: first executions, and the bare proxy's
 	mcpReplay map[string]*cycleKeys // keys each kind: mcp route holds, by answer; refilled by reset
 }
@@ -55,7 +58,7 @@ type bench struct {
 // stopped.
 func setup(ctx context.Context, cfg config) (*bench, error) {
 	b := &bench{cfg: cfg, load: newLoader(cfg.concurrency), bareKeys: newKeys("bare"), execKeys: newKeys("exec"),
-		embKeys: newKeys("embedded"), pgKeys: newKeys("postgres"), floorKeys: newKeys("floor"), mcpKeys: newKeys("mcp"), mcpReplay: map[string]*cycleKeys{},
+		embKeys: newKeys("embedded"), pgKeys: newKeys("postgres"), floorKeys: newKeys("floor"), pgFloorKeys: newKeys("pgfloor"), mcpKeys: newKeys("mcp"), mcpReplay: map[string]*cycleKeys{},
 		closeStore: func() {}}
 	if err := b.start(ctx); err != nil {
 		b.close()
@@ -170,6 +173,14 @@ func (b *bench) floorReplayTarget() *target {
 	return &target{name: "floor replay", url: b.child.addrs.Floor + routePath, decision: "replay", keys: b.floorReplay, size: mediumBody}
 }
 
+func (b *bench) postgresFloorExecute() *target {
+	return &target{name: "PostgreSQL floor execute", url: b.child.addrs.FloorPG + routePath, decision: "execute", keys: b.pgFloorKeys, size: mediumBody}
+}
+
+func (b *bench) postgresFloorReplay() *target {
+	return &target{name: "PostgreSQL floor replay", url: b.child.addrs.FloorPG + routePath, decision: "replay", keys: b.pgFloorReplay, size: mediumBody}
+}
+
 // mcpTarget is who ("bare", "execute" or "replay") of a tools/call of the MCP server answering
 // as a says: through the bare proxy, or a kind: mcp route of the gateway on Redis.
 func (b *bench) mcpTarget(who string, a mcpAnswer) *target {
@@ -186,8 +197,8 @@ func (b *bench) mcpTarget(who string, a mcpAnswer) *target {
 
 // reset empties Redis (FLUSHALL, so that memory stays bounded and runs start alike) and, with
 // replay, stores the receipts of -replay-keys new keys for the replay runs, through the gateway,
-// the floor and the embedded-store gateway (not with -mcp), and each kind: mcp route (not with
-// -redis-only). The embedded store is not emptied: its file grows over the run, as a gateway's
+// and (not with -mcp) the embedded-store and PostgreSQL-store gateways and both floors, and each
+// kind: mcp route (not with -redis-only). The embedded store is not emptied: its file grows over the run, as a gateway's
 // does over its records' TTL.
 func (b *bench) reset(ctx context.Context, replay bool) error {
 	if err := b.admin.FlushAll(ctx).Err(); err != nil {
@@ -208,6 +219,9 @@ func (b *bench) reset(ctx context.Context, replay bool) error {
 			return err
 		}
 		if b.floorReplay, err = b.storeKeys(ctx, b.child.addrs.Floor+routePath, false, false); err != nil {
+			return err
+		}
+		if b.pgFloorReplay, err = b.storeKeys(ctx, b.child.addrs.FloorPG+routePath, false, false); err != nil {
 			return err
 		}
 	}
@@ -400,6 +414,8 @@ func (b *bench) repetition(ctx context.Context, r *results, rep int) error {
 		closed("embedded-replay", b.embeddedReplay()),
 		closed("postgres", b.postgresExecute()),
 		closed("postgres-replay", b.postgresReplay()),
+		closed("postgres-floor", b.postgresFloorExecute()),
+		closed("postgres-floor-replay", b.postgresFloorReplay()),
 	}
 	for _, run := range b.mcpRuns() {
 		steps = append(steps, closed(run.who, run.t))

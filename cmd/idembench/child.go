@@ -19,10 +19,11 @@ import (
 	"github.com/idemgateway/idemgateway/internal/childproc"
 )
 
-// The proxies under test (the bare proxy, the gateway on Redis, the gateway on the embedded store
-// and the floor) run in a child process: this same program, started with childEnv set. The load
-// generator and the upstream stay in the harness, so the child's CPU time over a run is the CPU
-// time of the proxy under test alone, and comparable between the gateway and the bare proxy.
+// The proxies under test (the bare proxy, the gateway on Redis, on the embedded store and on
+// PostgreSQL, and the floors) run in a child process: this same program, started with childEnv
+// set. The load generator and the upstream stay in the harness, so the child's CPU time over a
+// run is the CPU time of the proxy under test alone, and comparable between the gateway and the
+// bare proxy.
 
 // childEnv carries the child's childConfig, as JSON; its presence makes the program the child.
 const childEnv = "IDEMBENCH_CHILD"
@@ -47,8 +48,9 @@ type childAddrs struct {
 	Postgres string `json:"postgres"` // on the PostgreSQL store (pgstore)
 	// Pipelined is a gateway on the same Redis whose store auto-pipelines (-redis-only runs).
 	Pipelined string `json:"pipelined"`
-	Floor     string `json:"floor"`
-	Control   string `json:"control"` // GET /stats, and /debug/pprof/profile and /debug/pprof/allocs
+	Floor     string `json:"floor"`          // the floor on Redis
+	FloorPG   string `json:"floor_postgres"` // the floor on PostgreSQL
+	Control   string `json:"control"`        // GET /stats, and /debug/pprof/profile and /debug/pprof/allocs
 }
 
 // childStats is what the control listener's /stats answers.
@@ -102,6 +104,11 @@ func runChild(env string, stdin io.Reader, stdout io.Writer) error {
 	defer closePG()
 	floorRedis := newRedisClient(cfg.Redis)
 	defer floorRedis.Close()
+	floorPG, closeFloorPG, err := newPostgresFloorOn(cfg.Postgres)
+	if err != nil {
+		return err
+	}
+	defer closeFloorPG()
 
 	control := http.NewServeMux()
 	control.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
@@ -118,7 +125,8 @@ func runChild(env string, stdin io.Reader, stdout io.Writer) error {
 		gw  bool // served as cmd/idemgateway serves the gateway (serveGateway)
 	}{
 		{newBareProxy(up), &addrs.Bare, false}, {gw, &addrs.Gateway, true}, {emb, &addrs.Embedded, true}, {pg, &addrs.Postgres, true},
-		{pipelined, &addrs.Pipelined, true}, {newFloor(up, floorRedis), &addrs.Floor, false}, {control, &addrs.Control, false},
+		{pipelined, &addrs.Pipelined, true}, {newFloor(up, redisFloor{floorRedis}), &addrs.Floor, false},
+		{newFloor(up, floorPG), &addrs.FloorPG, false}, {control, &addrs.Control, false},
 	} {
 		serveIt := serve
 		if s.gw {

@@ -14,9 +14,15 @@
 //     the Redis store;
 //   - the same gateway on the embedded store (boltstore, as cmd/idemgateway opens it), its file in
 //     a new directory under -data-dir, removed at the end;
+//   - the same gateway on the PostgreSQL store (pgstore, as cmd/idemgateway opens it), on a
+//     PostgreSQL of its own (internal/pgtest);
 //   - a reference "floor": the bare proxy plus the contract's Redis round trips and nothing else
 //     (one SET … NX GET to claim or replay, one SET to commit; see floor.go), which shows the best
 //     R1 and R2 that any gateway on this Redis could reach on this machine;
+//   - the same floor on that PostgreSQL: the bare proxy plus the statements the PostgreSQL store
+//     sends (a read, an insert and an update with the answer, each its own round trip and the last
+//     two commits), on a table of the key, the request body and the answer alone, which shows
+//     what those statements leave of R1 and R2 on this machine;
 //
 // and drives them over HTTP from its own load generator: a closed loop (-concurrency workers, each
 // sending its next request when the previous one is answered) for throughput, and an open loop

@@ -164,6 +164,10 @@ func writeReport(w io.Writer, cfg config, r *results) {
 	t.add("PostgreSQL store: gateway replay throughput (req/s)", "%.0f", th("postgres-replay", mediumBody), nil)
 	t.add("**R1 on the PostgreSQL store** = execute ÷ bare", "%.2f", ratios(th("postgres", mediumBody), th("bare", mediumBody)), ptr(atLeast(0.25)))
 	t.add("**R2 on the PostgreSQL store** = replay ÷ bare", "%.2f", ratios(th("postgres-replay", mediumBody), th("bare", mediumBody)), ptr(atLeast(0.8)))
+	t.add("PostgreSQL floor execute throughput (req/s): bare proxy + the store's three statements only", "%.0f", th("postgres-floor", mediumBody), nil)
+	t.add("PostgreSQL floor replay throughput (req/s): one SELECT, answer from PostgreSQL", "%.0f", th("postgres-floor-replay", mediumBody), nil)
+	t.add("R1 of the PostgreSQL floor (reference: the best R1 on PostgreSQL with these statements)", "%.2f", ratios(th("postgres-floor", mediumBody), th("bare", mediumBody)), nil)
+	t.add("R2 of the PostgreSQL floor (reference)", "%.2f", ratios(th("postgres-floor-replay", mediumBody), th("bare", mediumBody)), nil)
 	for _, who := range []string{"bare", "execute", "replay", "floor", "embedded"} {
 		label := map[string]string{"bare": "Bare proxy", "execute": "Gateway execute", "replay": "Gateway replay", "floor": "Floor execute",
 			"embedded": "Embedded-store execute"}[who]
@@ -336,6 +340,7 @@ func writeCPU(w io.Writer, m machine, r *results) {
 		{"embedded store: execute, 1 KiB", "embedded", mediumBody, ""}, {"embedded store: replay, 1 KiB", "embedded-replay", mediumBody, ""},
 		{"postgres store: execute, 1 KiB", "postgres", mediumBody, ""}, {"postgres store: replay, 1 KiB", "postgres-replay", mediumBody, ""},
 		{"floor execute, 1 KiB", "floor", mediumBody, ""}, {"floor replay, 1 KiB", "floor-replay", mediumBody, ""},
+		{"PostgreSQL floor execute, 1 KiB", "postgres-floor", mediumBody, ""}, {"PostgreSQL floor replay, 1 KiB", "postgres-floor-replay", mediumBody, ""},
 		{"bare proxy, 256 B", "bare", smallBody, ""}, {"gateway execute, 256 B", "execute", smallBody, ""},
 		{"bare proxy, 64 KiB", "bare", largeBody, ""}, {"gateway execute, 64 KiB", "execute", largeBody, ""},
 	}
@@ -388,6 +393,8 @@ func writeStores(w io.Writer, cfg config, r *results) {
 		{"embedded, replay", "embedded-replay", nil, 0, 0},
 		{"PostgreSQL, execute", "postgres", r.cpuPostgres, r.bytesPostgres, 0},
 		{"PostgreSQL, replay", "postgres-replay", r.cpuPostgres, 0, 0},
+		{"PostgreSQL floor, execute (reference)", "postgres-floor", r.cpuPostgres, 0, 0},
+		{"PostgreSQL floor, replay (reference)", "postgres-floor-replay", r.cpuPostgres, 0, 0},
 	} {
 		storeCPU, bytes, allocs := "–", "", ""
 		if c.storeCPU != nil {

@@ -170,6 +170,27 @@ func newEmbeddedGateway(target *url.URL, dir string) (*gateway.Gateway, func(), 
 	return newGateway(target, store)
 }
 
+// newPostgresFloorOn returns the floor's store on the PostgreSQL at url, on a pool of the size
+// the gateway's has (pgstore.ParseConfig).
+func newPostgresFloorOn(dbURL string) (postgresFloor, func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := pgstore.ParseConfig(dbURL)
+	if err != nil {
+		return postgresFloor{}, nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return postgresFloor{}, nil, err
+	}
+	store, err := newPostgresFloor(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return postgresFloor{}, nil, fmt.Errorf("the floor's table: %w", err)
+	}
+	return store, pool.Close, nil
+}
+
 // newPostgresGateway returns the gateway in front of target on the PostgreSQL store at url, as
 // cmd/idemgateway opens it (pgstore.ParseConfig's pool, schema idemgateway).
 func newPostgresGateway(target *url.URL, dbURL string) (*gateway.Gateway, func(), error) {
