@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+
+	"github.com/idemgateway/idemgateway/internal/fixtures"
 )
 
 // BenchmarkDocument measures Document and Fingerprint (canonicalize+hash) on 1 KiB and 64 KiB JSON bodies (with one Exclude pointer
@@ -67,6 +69,28 @@ func BenchmarkDocument(b *testing.B) {
 		}
 		b.Run(name+"/jsonrpc/Document", func(b *testing.B) {
 			benchDocument(b, rc, &Request{Tool: "tickets/create_ticket", Method: http.MethodPost, Body: call})
+		})
+	}
+}
+
+// BenchmarkDocumentTickets measures Document and Fingerprint on the help desk's ticket lists of
+// 16 KiB and 256 KiB (internal/fixtures: strings of every length, escapes and numbers as a real
+// API's JSON has them) beside encoding/json's Unmarshal of the same list.
+func BenchmarkDocumentTickets(b *testing.B) {
+	c, err := Compile(Fields{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, list := range []struct {
+		name string
+		body []byte
+	}{{"16KiB", fixtures.Tickets16K}, {"256KiB", fixtures.Tickets256K}} {
+		r := &Request{Tool: "list_tickets", Method: http.MethodPost, Header: http.Header{"Content-Type": {"application/json"}}, Body: list.body}
+		b.Run(list.name+"/Document", func(b *testing.B) {
+			benchDocument(b, c, r)
+		})
+		b.Run(list.name+"/encoding-json-Unmarshal", func(b *testing.B) {
+			benchUnmarshal(b, list.body)
 		})
 	}
 }

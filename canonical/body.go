@@ -96,7 +96,7 @@ func parseForm(body []byte) (node, error) {
 		}
 		obj.kids = append(obj.kids, m)
 	}
-	slices.SortFunc(obj.kids, func(a, b member) int { return compareUTF16(a.name, b.name) })
+	sortMembers(obj.kids, nil)
 	return obj, nil
 }
 

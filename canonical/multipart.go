@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"mime/quotedprintable"
-	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -100,7 +99,7 @@ func parseMultipart(body []byte, ct string, budget int) (node, error) {
 		}
 		obj.kids[i].val.kids = append(obj.kids[i].val.kids, member{val: part})
 	}
-	slices.SortFunc(obj.kids, func(a, b member) int { return compareUTF16(a.name, b.name) })
+	sortMembers(obj.kids, nil)
 	return obj, nil
 }
 
@@ -227,6 +226,6 @@ func multipartPart(h partFields, content []byte) (string, node, error) {
 		sum := sha256.Sum256(content)
 		kids = append(kids, member{name: "sha256", val: node{kind: kindString, str: "sha256:" + hex.EncodeToString(sum[:])}})
 	}
-	slices.SortFunc(kids, func(a, b member) int { return compareUTF16(a.name, b.name) })
+	sortMembers(kids, nil)
 	return name, node{kind: kindObject, kids: kids}, nil
 }

@@ -7,11 +7,19 @@ import (
 // appendString appends s as a JSON string with the minimal escapes of RFC 8785 §3.2.2.2:
 // \" and \\, the short escapes \b \t \n \f \r, \u00xx (lowercase hex) for the other control
 // characters below U+0020, and every other character as its UTF-8 bytes. s must be valid UTF-8.
+// Runs of characters that need no escape, most of any string, are passed over eight bytes at a
+// time (escapeIn8).
 func appendString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {
+		for i+8 <= len(s) && !escapeIn8(s[i:i+8]) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
@@ -37,6 +45,24 @@ func appendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// Bytes repeated in each byte of a word, for escapeIn8.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// escapeIn8 reports whether one of the eight bytes of s needs an escape in a JSON string: a byte
+// below 0x20, '"' or '\\'. A byte b of the word w is below n (n ≤ 0x80) exactly where b - n
+// borrows into its top bit while b's own top bit is clear; no borrow crosses into a byte above
+// one that did not borrow, so the test of the whole word is exact (the "haszero" and "hasless"
+// tests of Bit Twiddling Hacks). '"' and '\\' are the zero bytes of w xor their repetition.
+func escapeIn8(s string) bool {
+	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	below := func(w uint64, n uint64) uint64 { return (w - n*ones) &^ w & highs }
+	return below(w, 0x20)|below(w^('"'*ones), 1)|below(w^('\\'*ones), 1) != 0
 }
 
 // compareUTF16 compares a and b (valid UTF-8) by their UTF-16 code units, the member order of

@@ -769,6 +769,16 @@ var mutants = []Mutant{
 	{Name: "credential-twice-scoped", Behaviour: "a scope credential sent twice is scoped by the first while the upstream gets both",
 		File: "gateway/identify.go", From: "\t\tcase len(creds) > 1:", To: "\t\tcase len(creds) > 2:",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestTenantAndCredentialScope$"}, {Pkg: "./cmd/idemgateway", Run: "^TestFingerprintMatchesServing$"}}},
+	// The canonical form's scans (canonical/strings.go, json.go).
+	{Name: "escape-scan-misses-backslash", Behaviour: "a backslash inside a word of eight bytes is written unescaped: the canonical text is no longer JSON, and two bodies can share it",
+		File: "canonical/strings.go", From: `|below(w^('\\'*ones), 1) != 0`, To: ` != 0`,
+		Tests: []Target{{Pkg: "./canonical", Run: "^(TestEscapeIn8|TestAppendStringEscapes|TestGolden)$"}}},
+	{Name: "string-end-ignores-escapes", Behaviour: "the second pass ends a string at an escaped quote: the rest of the string is read as JSON",
+		File: "canonical/json.go", From: `backslash := bytes.IndexByte(rest[:quote], '\\')`, To: `backslash := -1`,
+		Tests: []Target{{Pkg: "./canonical", Run: "^(TestSkipStringEscapes|TestGolden)$"}}},
+	{Name: "member-sort-misplaces", Behaviour: "the sort of an object's members leaves each member of a cycle where it was but the first: members come out unsorted, one lost and one doubled",
+		File: "canonical/json.go", From: `kids[i], order[i] = kids[next], -1`, To: `kids[i], order[i] = kids[i], -1`,
+		Tests: []Target{{Pkg: "./canonical", Run: "^(TestSortMembers|TestGolden)$"}}},
 	// Bounded work per request (docs/security.md#resource-limits).
 	{Name: "value-budget-unchecked", Behaviour: "a body's values are counted but never held to the budget: a 1 MiB array of small numbers builds a tree of half a million values",
 		File: "canonical/json.go", From: "if values++; values > budget {", To: "if values++; values < 0 {",
