@@ -30,6 +30,21 @@ func arrayBody(size int, elem string) []byte {
 	return []byte(b.String())
 }
 
+// objectBody returns a JSON object of n members with short distinct names, in an order that is not
+// theirs (the sort's scratch grows with the object's members).
+func objectBody(n int) []byte {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%x":0`, (i*7919)%n)
+	}
+	b.WriteByte('}')
+	return []byte(b.String())
+}
+
 // graphqlSelections returns a GraphQL request of about size bytes: a mutation of aliased fields,
 // each with a string argument of about 150 bytes (1 MiB holds about 85000 tokens).
 func graphqlSelections(size int) []byte {
@@ -76,6 +91,7 @@ func TestMemoryBound(t *testing.T) {
 		{"ticket with comments", Fields{}, "application/json", benchBody(mib), false, false},
 		{"array of 100-byte strings", Fields{}, "application/json", arrayBody(mib, `"`+strings.Repeat("x", 98)+`"`), false, false},
 		{"array of numbers to rewrite, at the budget", Fields{}, "application/json", arrayBody(mib, "1.0000000e0"), false, false},
+		{"object of short members, at the budget", Fields{}, "application/json", objectBody(DefaultMaxValues / 2), false, false},
 		{"array of escaped strings", Fields{}, "application/json", arrayBody(mib, `"\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"`), false, false},
 		{"rules of every kind", rules, "application/json", benchBody(mib), false, false},
 		{"include", Fields{Include: []Pointer{mustPointer(t, "/title")}}, "application/json", benchBody(mib), false, false},

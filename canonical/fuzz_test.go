@@ -34,6 +34,9 @@ func FuzzCanonicalize(f *testing.F) {
 			}
 			return
 		}
+		if hasDuplicateNames(t, in) {
+			t.Fatalf("duplicated member names accepted: %q -> %q", in, out)
+		}
 		again, err := Canonicalize(out)
 		if err != nil || !bytes.Equal(again, out) {
 			t.Fatalf("not idempotent: %q -> %q -> %q, %v", in, out, again, err)

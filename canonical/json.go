@@ -202,15 +202,17 @@ func appendValue(dst []byte, v *node) []byte {
 // returns order, scratch it may grow, for the next call. It sorts the members' indices and then
 // moves each member once, into its place: a member holds pointers, and each move of one costs the
 // garbage collector's write barriers while it marks, which a sort's many swaps multiplied (a fifth
-// of the time of canonicalizing a ticket list). Names are distinct: the first pass refused
-// duplicates.
+// of the time of canonicalizing a ticket list). Duplicated names end up side by side.
 func sortMembers(kids []member, order []int32) []int32 {
 	if len(kids) < 2 {
 		return order
 	}
-	order = order[:0]
-	for i := range kids {
-		order = append(order, int32(i))
+	if cap(order) < len(kids) {
+		order = make([]int32, len(kids))
+	}
+	order = order[:len(kids)]
+	for i := range order {
+		order[i] = int32(i)
 	}
 	slices.SortFunc(order, func(a, b int32) int { return compareUTF16(kids[a].name, kids[b].name) })
 	// Place kids[order[i]] at i, one cycle of the permutation at a time; order[i] = -1 once placed.
@@ -231,11 +233,15 @@ func sortMembers(kids []member, order []int32) []int32 {
 }
 
 // parser reads one JSON text into a tree of nodes in two passes (docs/fingerprint.md#bounds). The
-// first reads it with the strict jsontext tokenizer, which rejects duplicated member names
-// (compared after unescaping), invalid UTF-8 and lone surrogates, and only counts: the values,
-// against the budget, and the members or elements of each object and array. The second builds
-// the tree from the valid text with a plain scanner, every object's and array's members carved
-// from one slab allocated at its exact size, so the tree costs MemoryBound and nothing grows.
+// first reads it with the strict jsontext tokenizer, which rejects invalid UTF-8 and lone
+// surrogates, and only counts: the values, against the budget, and the members or elements of
+// each object and array. The second builds the tree from the valid text with a plain scanner,
+// every object's and array's members carved from one slab allocated at its exact size, so the
+// tree costs MemoryBound and nothing grows. Duplicated member names (compared after unescaping)
+// are found where the second pass sorts an object's members: they meet. jsontext would find them
+// in the first pass by keeping every name of an object, and a map of them past 64, which cost a
+// wide object more than its tree; the first pass looks for them only when the second may skip
+// values (under Fields.Include), or again to say where the second pass found one.
 type parser struct {
 	dec    *jsontext.Decoder
 	src    []byte
@@ -247,6 +253,7 @@ type parser struct {
 	slab   []member
 	buf    []byte  // scratch for number text and escaped strings
 	order  []int32 // scratch of sortMembers
+	dup    bool    // the second pass met a duplicated member name
 }
 
 // frame is an object or array the first pass is inside.
@@ -278,7 +285,7 @@ func parseBounded(data []byte, budget int, sel *selection) (node, int, error) {
 	p := parsers.Get().(*parser)
 	defer p.release()
 	p.src = data
-	values, err := p.count(budget)
+	values, err := p.count(budget, sel != nil)
 	if err != nil {
 		return node{}, values, err
 	}
@@ -287,7 +294,15 @@ func parseBounded(data []byte, budget int, sel *selection) (node, int, error) {
 	if sel == nil {
 		p.slab = make([]member, values-1) // every value but the root is a member or element
 	}
-	return p.node(sel), values, nil
+	v := p.node(sel)
+	if p.dup {
+		// The first pass again, with names: its error says which name and where, as it would have.
+		if _, err := p.count(budget, true); err != nil {
+			return node{}, values, err
+		}
+		return node{}, values, fmt.Errorf("%w: duplicate member name", ErrInvalidBody) // unreachable: the pass finds it
+	}
+	return v, values, nil
 }
 
 // release drops p's references to the data and returns it to parsers.
@@ -295,7 +310,7 @@ func (p *parser) release() {
 	p.dec.Reset(noInput)
 	p.src, p.srcStr = nil, ""
 	p.open, p.counts = p.open[:0], p.counts[:0]
-	p.slab = nil
+	p.slab, p.dup = nil, false
 	if cap(p.buf) > maxPooledScratch {
 		p.buf = nil
 	}
@@ -306,9 +321,11 @@ func (p *parser) release() {
 }
 
 // count is the first pass: it validates data, counts its values (ErrBodyTooComplex past budget)
-// and records in p.counts the members or elements of each object and array.
-func (p *parser) count(budget int) (int, error) {
-	p.dec.Reset(bytes.NewBuffer(p.src))
+// and records in p.counts the members or elements of each object and array; with names, it also
+// refuses duplicated member names.
+func (p *parser) count(budget int, names bool) (int, error) {
+	p.open, p.counts = p.open[:0], p.counts[:0]
+	p.dec.Reset(bytes.NewBuffer(p.src), jsontext.AllowDuplicateNames(!names))
 	values := 0
 	for {
 		tok, err := p.dec.ReadToken()
@@ -394,6 +411,9 @@ func (p *parser) node(sel *selection) node {
 		p.pos++ // '}' or ']'
 		if c == '{' {
 			p.order = sortMembers(kids, p.order)
+			for i := 1; i < len(kids) && !p.dup; i++ {
+				p.dup = kids[i].name == kids[i-1].name
+			}
 		}
 		return node{kind: c, kids: kids}
 	case '"':

@@ -3,6 +3,7 @@ package canonical
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -17,6 +18,9 @@ func TestCanonicalizeErrors(t *testing.T) {
 		{"duplicate in array", `[0,{"x":[{"t":1,"t":1}]}]`, `invalid body: duplicate member "t" at /1/x/0`},
 		{"duplicate after unescaping", `{"a":1,"\u0061":2}`, `invalid body: duplicate member "a" at the top level`},
 		{"duplicate with escaped pointer", `{"a/b":{"k":1,"k":2}}`, `invalid body: duplicate member "k" at /a~1b`},
+		{"duplicate in a wide object", `{"w":{` + wideMembers(100) + `,"m42":1}}`, `invalid body: duplicate member "m42" at /w`},
+		{"two duplicates, the first named", `[{"b":1,"b":2},{"a":1,"a":2}]`, `invalid body: duplicate member "b" at /0`},
+		{"duplicate before a syntax error", `[{"a":1,"a":2},}`, `invalid body: invalid character ',' at start of value at offset 14`},
 		{"invalid UTF-8 in value", "{\"a\":\"\xff\"}", `invalid body: invalid UTF-8 at offset 6`},
 		{"invalid UTF-8 in name", "{\"\xc3\":1}", `invalid body: invalid UTF-8 at offset 2`},
 		{"invalid UTF-8 outside strings", "[1]\xff", `invalid body: data after the top-level value at offset 3`},
@@ -56,6 +60,15 @@ func TestCanonicalizeErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wideMembers returns n members "m0":0 … of an object, without its braces.
+func wideMembers(n int) string {
+	m := make([]string, n)
+	for i := range m {
+		m[i] = fmt.Sprintf(`"m%d":0`, i)
+	}
+	return strings.Join(m, ",")
 }
 
 func TestCanonicalizeDepth(t *testing.T) {
