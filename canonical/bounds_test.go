@@ -45,6 +45,11 @@ func objectBody(n int) []byte {
 	return []byte(b.String())
 }
 
+// duplicateLast returns the JSON object obj with a member named as its first added last.
+func duplicateLast(obj []byte) []byte {
+	return append(obj[:len(obj)-1:len(obj)-1], `,"0":1}`...)
+}
+
 // graphqlSelections returns a GraphQL request of about size bytes: a mutation of aliased fields,
 // each with a string argument of about 150 bytes (1 MiB holds about 85000 tokens).
 func graphqlSelections(size int) []byte {
@@ -86,23 +91,25 @@ func TestMemoryBound(t *testing.T) {
 		ct      string
 		body    []byte
 		graphql bool
-		refused bool
+		refused error // ErrBodyTooComplex, refused before the tree is built; ErrInvalidBody, after
 	}{
-		{"ticket with comments", Fields{}, "application/json", benchBody(mib), false, false},
-		{"array of 100-byte strings", Fields{}, "application/json", arrayBody(mib, `"`+strings.Repeat("x", 98)+`"`), false, false},
-		{"array of numbers to rewrite, at the budget", Fields{}, "application/json", arrayBody(mib, "1.0000000e0"), false, false},
-		{"object of short members, at the budget", Fields{}, "application/json", objectBody(DefaultMaxValues / 2), false, false},
-		{"array of escaped strings", Fields{}, "application/json", arrayBody(mib, `"\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"`), false, false},
-		{"rules of every kind", rules, "application/json", benchBody(mib), false, false},
-		{"include", Fields{Include: []Pointer{mustPointer(t, "/title")}}, "application/json", benchBody(mib), false, false},
-		{"graphql document", Fields{Format: FormatGraphQL}, "application/json", graphqlSelections(mib), true, false},
-		{"graphql document of short fields, at the budget", Fields{Format: FormatGraphQL}, "application/json", graphqlShortFields(99_990), true, false},
-		{"graphql variables", Fields{Format: FormatGraphQL}, "application/json", benchGraphQLBody(mib), true, false},
-		{"multipart of small fields, at the budget", Fields{}, "multipart/form-data; boundary=b", multipartFields(DefaultMaxValues / multipartPartValues), false, false},
-		{"multipart of one large file", Fields{}, "multipart/form-data; boundary=b", multipartFile(mib), false, false},
-		{"multipart of small fields, over the budget", Fields{}, "multipart/form-data; boundary=b", multipartFields(DefaultMaxValues/multipartPartValues + 1), false, true},
-		{"array of small numbers, over the budget", Fields{}, "application/json", arrayBody(mib, "1"), false, true},
-		{"graphql document, over the budget", Fields{Format: FormatGraphQL}, "application/json", graphqlSelections(4 * mib), true, true},
+		{"ticket with comments", Fields{}, "application/json", benchBody(mib), false, nil},
+		{"array of 100-byte strings", Fields{}, "application/json", arrayBody(mib, `"`+strings.Repeat("x", 98)+`"`), false, nil},
+		{"array of numbers to rewrite, at the budget", Fields{}, "application/json", arrayBody(mib, "1.0000000e0"), false, nil},
+		{"object of short members, at the budget", Fields{}, "application/json", objectBody(DefaultMaxValues / 2), false, nil},
+		{"object of short members, a duplicate last", Fields{}, "application/json", duplicateLast(objectBody(DefaultMaxValues / 2)), false, ErrInvalidBody},
+		{"array of escaped strings", Fields{}, "application/json", arrayBody(mib, `"\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"`), false, nil},
+		{"rules of every kind", rules, "application/json", benchBody(mib), false, nil},
+		{"include", Fields{Include: []Pointer{mustPointer(t, "/title")}}, "application/json", benchBody(mib), false, nil},
+		{"include, object of short members at the budget", Fields{Include: []Pointer{mustPointer(t, "/title")}}, "application/json", objectBody(DefaultMaxValues - 10), false, nil},
+		{"graphql document", Fields{Format: FormatGraphQL}, "application/json", graphqlSelections(mib), true, nil},
+		{"graphql document of short fields, at the budget", Fields{Format: FormatGraphQL}, "application/json", graphqlShortFields(99_990), true, nil},
+		{"graphql variables", Fields{Format: FormatGraphQL}, "application/json", benchGraphQLBody(mib), true, nil},
+		{"multipart of small fields, at the budget", Fields{}, "multipart/form-data; boundary=b", multipartFields(DefaultMaxValues / multipartPartValues), false, nil},
+		{"multipart of one large file", Fields{}, "multipart/form-data; boundary=b", multipartFile(mib), false, nil},
+		{"multipart of small fields, over the budget", Fields{}, "multipart/form-data; boundary=b", multipartFields(DefaultMaxValues/multipartPartValues + 1), false, ErrBodyTooComplex},
+		{"array of small numbers, over the budget", Fields{}, "application/json", arrayBody(mib, "1"), false, ErrBodyTooComplex},
+		{"graphql document, over the budget", Fields{Format: FormatGraphQL}, "application/json", graphqlSelections(4 * mib), true, ErrBodyTooComplex},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,14 +122,14 @@ func TestMemoryBound(t *testing.T) {
 			got := allocated(func() { _, derr = c.Document(r) })
 			bound := c.MemoryBound(len(tt.body), 0)
 			t.Logf("%d-byte body: %d bytes allocated (%.1f× the body), bound %d", len(tt.body), got, float64(got)/float64(len(tt.body)), bound)
-			if tt.refused {
-				if !errors.Is(derr, ErrBodyTooComplex) {
-					t.Fatalf("Document: %v, want ErrBodyTooComplex", derr)
+			if tt.refused != nil {
+				if !errors.Is(derr, tt.refused) {
+					t.Fatalf("Document: %v, want %v", derr, tt.refused)
 				}
-				if !tt.graphql && got > int64(len(tt.body))/4 {
+				if tt.refused == ErrBodyTooComplex && !tt.graphql && got > int64(len(tt.body))/4 {
 					t.Errorf("refused having allocated %d bytes, want at most a quarter of the %d-byte body", got, len(tt.body))
 				}
-				if got > bound { // the query string is read before its tokens are counted
+				if got > bound { // the query string is read before its tokens are counted; a duplicate found with the tree
 					t.Errorf("refused having allocated %d bytes, over MemoryBound %d", got, bound)
 				}
 				return
@@ -138,8 +145,10 @@ func TestMemoryBound(t *testing.T) {
 }
 
 // TestValueBudget: a body of exactly MaxValues values is read, one more is refused with
-// ErrBodyTooComplex (not ErrInvalidBody) whatever the format, and a body that is invalid before
-// it reaches the budget is still invalid.
+// ErrBodyTooComplex (not ErrInvalidBody) whatever the format, and a body whose syntax is invalid
+// before it reaches the budget is still invalid. A duplicated member name is found when the tree
+// is built, after the values are counted: a body over the budget is too complex wherever its
+// duplicate is.
 func TestValueBudget(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -153,6 +162,8 @@ func TestValueBudget(t *testing.T) {
 		{"scalar at the budget", "", `"x"`, 1, nil},
 		{"invalid before the budget", "", `{"a":1,"a":2}`, 100, ErrInvalidBody},
 		{"duplicate member past the budget", "", `[1,2,3,{"a":1,"a":2}]`, 3, ErrBodyTooComplex},
+		// Duplicates are found when the tree is built, after the values are counted.
+		{"duplicate member before the budget", "", `[{"a":1,"a":2},1,2,3]`, 4, ErrBodyTooComplex},
 		{"jsonrpc over the budget", FormatJSONRPC, `{"jsonrpc":"2.0","id":1,"method":"m","params":[1,2]}`, 5, ErrBodyTooComplex},
 		{"jsonrpc at the budget", FormatJSONRPC, `{"jsonrpc":"2.0","id":1,"method":"m","params":[1,2]}`, 7, nil},
 		// 3 JSON values ({}, "query" and its string) and 4 tokens: { a b }.

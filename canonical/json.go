@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -241,7 +242,7 @@ func sortMembers(kids []member, order []int32) []int32 {
 // are found where the second pass sorts an object's members: they meet. jsontext would find them
 // in the first pass by keeping every name of an object, and a map of them past 64, which cost a
 // wide object more than its tree; the first pass looks for them only when the second may skip
-// values (under Fields.Include), or again to say where the second pass found one.
+// values (under Fields.Include).
 type parser struct {
 	dec    *jsontext.Decoder
 	src    []byte
@@ -253,7 +254,12 @@ type parser struct {
 	slab   []member
 	buf    []byte  // scratch for number text and escaped strings
 	order  []int32 // scratch of sortMembers
-	dup    bool    // the second pass met a duplicated member name
+
+	// The first duplicated member name the second pass met, in the first object it completed
+	// that has one, and where: the tokens of the objects and arrays around it, innermost first.
+	dup     string
+	dupSeen bool
+	dupPath []string
 }
 
 // frame is an object or array the first pass is inside.
@@ -295,14 +301,25 @@ func parseBounded(data []byte, budget int, sel *selection) (node, int, error) {
 		p.slab = make([]member, values-1) // every value but the root is a member or element
 	}
 	v := p.node(sel)
-	if p.dup {
-		// The first pass again, with names: its error says which name and where, as it would have.
-		if _, err := p.count(budget, true); err != nil {
-			return node{}, values, err
-		}
-		return node{}, values, fmt.Errorf("%w: duplicate member name", ErrInvalidBody) // unreachable: the pass finds it
+	if p.dupSeen {
+		return node{}, values, p.duplicateError()
 	}
 	return v, values, nil
+}
+
+// duplicateError is the error of the duplicated member name the second pass met, worded as the
+// first pass words it: the name, and the JSON Pointer of its object (RFC 6901).
+func (p *parser) duplicateError() error {
+	where := "at the top level"
+	if len(p.dupPath) > 0 {
+		var b strings.Builder
+		for i := len(p.dupPath) - 1; i >= 0; i-- {
+			b.WriteByte('/')
+			b.WriteString(strings.ReplaceAll(strings.ReplaceAll(p.dupPath[i], "~", "~0"), "/", "~1"))
+		}
+		where = "at " + b.String()
+	}
+	return fmt.Errorf("%w: duplicate member %q %s", ErrInvalidBody, p.dup, where)
 }
 
 // release drops p's references to the data and returns it to parsers.
@@ -310,7 +327,8 @@ func (p *parser) release() {
 	p.dec.Reset(noInput)
 	p.src, p.srcStr = nil, ""
 	p.open, p.counts = p.open[:0], p.counts[:0]
-	p.slab, p.dup = nil, false
+	p.slab = nil
+	p.dup, p.dupSeen, p.dupPath = "", false, p.dupPath[:0]
 	if cap(p.buf) > maxPooledScratch {
 		p.buf = nil
 	}
@@ -405,14 +423,20 @@ func (p *parser) node(sel *selection) node {
 				p.skip() // never read: left the zero node
 				continue
 			}
+			seen := p.dupSeen
 			kids[i].val = p.node(sub)
+			if p.dupSeen && !seen { // met below this member: it is on the way
+				p.dupPath = append(p.dupPath, refToken(c, kids[i].name, i))
+			}
 		}
 		p.skipSpace()
 		p.pos++ // '}' or ']'
 		if c == '{' {
 			p.order = sortMembers(kids, p.order)
-			for i := 1; i < len(kids) && !p.dup; i++ {
-				p.dup = kids[i].name == kids[i-1].name
+			for i := 1; i < len(kids) && !p.dupSeen; i++ {
+				if kids[i].name == kids[i-1].name {
+					p.dup, p.dupSeen = kids[i].name, true
+				}
 			}
 		}
 		return node{kind: c, kids: kids}
@@ -465,6 +489,15 @@ func (p *parser) skipString() (escaped bool) {
 		escaped = true
 		p.pos += backslash + 2 // past the backslash and the byte it escapes; \uXXXX's digits are plain
 	}
+}
+
+// refToken is the reference token of the member named name, or of element i, of an object or
+// array opened by c.
+func refToken(c byte, name string, i int) string {
+	if c == '{' {
+		return name
+	}
+	return strconv.Itoa(i)
 }
 
 // skipScalar moves p.pos past the number or literal at p.pos.
