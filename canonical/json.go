@@ -328,6 +328,7 @@ func (p *parser) release() {
 	p.src, p.srcStr = nil, ""
 	p.open, p.counts = p.open[:0], p.counts[:0]
 	p.slab = nil
+	clear(p.dupPath) // its tokens are slices of the body
 	p.dup, p.dupSeen, p.dupPath = "", false, p.dupPath[:0]
 	if cap(p.buf) > maxPooledScratch {
 		p.buf = nil
