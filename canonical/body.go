@@ -61,16 +61,10 @@ func (c *Canonicalizer) body(r *Request, tr *trace) (node, error) {
 // rule, only the members on the way to them and their values (the others are validated and
 // counted, never built); otherwise, nil, all of it.
 func (c *Canonicalizer) selection() *selection {
-	if !c.selects() {
+	if len(c.include) == 0 || len(c.exclude) > 0 || len(c.sets) > 0 || len(c.defaults) > 0 || len(c.normalize) > 0 {
 		return nil
 	}
 	return &selection{ptrs: c.include}
-}
-
-// selects reports whether c's only body rule is include, so that its parse builds only what the
-// pointers select (selection).
-func (c *Canonicalizer) selects() bool {
-	return len(c.include) > 0 && len(c.exclude) == 0 && len(c.sets) == 0 && len(c.defaults) == 0 && len(c.normalize) == 0
 }
 
 // mediaType returns the lower-case media type of a Content-Type value, or "" when it has none.

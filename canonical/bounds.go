@@ -17,11 +17,6 @@ const (
 	boundPerByte = 6
 	// boundPerValue covers one value of the tree (a member: name, kind, text and children).
 	boundPerValue = 64
-	// boundSelectedPerValue covers one value when include is the only body rule: the few values
-	// built, and the first pass's set of every member name of each object (jsontext keeps the
-	// names, and a map of them past 64), by which it refuses the duplicates that a second pass
-	// skipping values cannot meet (docs/fingerprint.md#bounds).
-	boundSelectedPerValue = 192
 	// boundGraphQLPerToken covers one token of a GraphQL document: its parsed syntax tree and
 	// its canonical printing.
 	boundGraphQLPerToken = 512
@@ -32,8 +27,7 @@ const (
 // MemoryBound returns an upper bound, in bytes, of the memory Document allocates under c for a
 // body of bodyLen bytes and a budget of maxValues values (0: DefaultMaxValues): 6 bytes per body
 // byte, plus 64 per value (512 per value or token under the graphql format, whose document's
-// syntax tree costs that much; 192 when include is the only body rule, whose first pass keeps
-// every member name), plus 64 KiB. A body of n bytes holds at most n/2+1 values or
+// syntax tree costs that much), plus 64 KiB. A body of n bytes holds at most n/2+1 values or
 // tokens, and Document refuses one with more than the budget having built nothing, so the count
 // is the smaller of the two (docs/fingerprint.md#bounds). The gateway weighs each body parse by it
 // (IDEMGATEWAY_MAX_INFLIGHT_BYTES).
@@ -42,11 +36,8 @@ func (c *Canonicalizer) MemoryBound(bodyLen, maxValues int) int64 {
 		maxValues = DefaultMaxValues
 	}
 	perValue := int64(boundPerValue)
-	switch {
-	case c != nil && c.format == FormatGraphQL:
+	if c != nil && c.format == FormatGraphQL {
 		perValue = boundGraphQLPerToken
-	case c != nil && c.selects():
-		perValue = boundSelectedPerValue
 	}
 	return boundPerByte*int64(bodyLen) + perValue*int64(min(bodyLen/2+1, maxValues)) + boundFixed
 }

@@ -74,6 +74,9 @@ func TestDocumentErrors(t *testing.T) {
 			`invalid body: duplicate member "title" at the top level`},
 		{"duplicate member outside the included ones", withInclude, Request{Header: jsonType, Body: []byte(`{"title":1,"x":{"a":1,"a":1}}`)},
 			`invalid body: duplicate member "a" at /x`},
+		{"duplicate member deep outside the included ones", withInclude, Request{Header: jsonType,
+			Body: []byte(`{"x":[{"a":1},{"b/":{"k":[],"\u006b":{}}}],"title":1}`)},
+			`invalid body: duplicate member "k" at /x/1/b~1`},
 		{"syntax error", Fields{}, Request{Header: jsonType, Body: []byte(`{"title": "x",}`)},
 			`invalid body: invalid character ',' at start of value at offset 13`},
 		{"trailing data", Fields{}, Request{Header: jsonType, Body: []byte(`{"title":"x"}{}`)},
@@ -101,6 +104,17 @@ func TestDocumentErrors(t *testing.T) {
 		{"method not UTF-8", Fields{}, Request{Method: "G\xffT"},
 			`invalid request: method "G\xffT" is not valid UTF-8`},
 	}
+	t.Run("the same name in sibling objects outside the included ones", func(t *testing.T) {
+		t.Parallel()
+		c, err := Compile(withInclude)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Request{Tool: "t", Header: jsonType, Body: []byte(`{"x":[{"k":1},{"k":2,"j":{"k":3}}],"title":1}`)}
+		if doc, err := c.Document(&r); err != nil {
+			t.Fatalf("Document() = %s, %v", doc, err)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -239,10 +239,9 @@ func sortMembers(kids []member, order []int32) []int32 {
 // each object and array. The second builds the tree from the valid text with a plain scanner,
 // every object's and array's members carved from one slab allocated at its exact size, so the
 // tree costs MemoryBound and nothing grows. Duplicated member names (compared after unescaping)
-// are found where the second pass sorts an object's members: they meet. jsontext would find them
-// in the first pass by keeping every name of an object, and a map of them past 64, which cost a
-// wide object more than its tree; the first pass looks for them only when the second may skip
-// values (under Fields.Include).
+// are found where the second pass sorts an object's members (or, in the values it skips under
+// Fields.Include, their names): they meet. jsontext would find them in the first pass by keeping
+// every name of an object, and a map of them past 64, which cost a wide object more than its tree.
 type parser struct {
 	dec    *jsontext.Decoder
 	src    []byte
@@ -260,6 +259,7 @@ type parser struct {
 	dup     string
 	dupSeen bool
 	dupPath []string
+	names   []string // the names of the skipped objects around the second pass (skip)
 }
 
 // frame is an object or array the first pass is inside.
@@ -291,7 +291,7 @@ func parseBounded(data []byte, budget int, sel *selection) (node, int, error) {
 	p := parsers.Get().(*parser)
 	defer p.release()
 	p.src = data
-	values, err := p.count(budget, sel != nil)
+	values, err := p.count(budget)
 	if err != nil {
 		return node{}, values, err
 	}
@@ -329,6 +329,7 @@ func (p *parser) release() {
 	p.open, p.counts = p.open[:0], p.counts[:0]
 	p.slab = nil
 	clear(p.dupPath) // its tokens are slices of the body
+	p.names = p.names[:0]
 	p.dup, p.dupSeen, p.dupPath = "", false, p.dupPath[:0]
 	if cap(p.buf) > maxPooledScratch {
 		p.buf = nil
@@ -340,11 +341,10 @@ func (p *parser) release() {
 }
 
 // count is the first pass: it validates data, counts its values (ErrBodyTooComplex past budget)
-// and records in p.counts the members or elements of each object and array; with names, it also
-// refuses duplicated member names.
-func (p *parser) count(budget int, names bool) (int, error) {
-	p.open, p.counts = p.open[:0], p.counts[:0]
-	p.dec.Reset(bytes.NewBuffer(p.src), jsontext.AllowDuplicateNames(!names))
+// and records in p.counts the members or elements of each object and array. Duplicated member
+// names are left to the second pass.
+func (p *parser) count(budget int) (int, error) {
+	p.dec.Reset(bytes.NewBuffer(p.src), jsontext.AllowDuplicateNames(true))
 	values := 0
 	for {
 		tok, err := p.dec.ReadToken()
@@ -420,12 +420,12 @@ func (p *parser) node(sel *selection) node {
 			} else {
 				sub, want = sel.element(i, n)
 			}
-			if !want {
-				p.skip() // never read: left the zero node
-				continue
-			}
 			seen := p.dupSeen
-			kids[i].val = p.node(sub)
+			if want {
+				kids[i].val = p.node(sub)
+			} else {
+				p.skip() // never built: left the zero node
+			}
 			if p.dupSeen && !seen { // met below this member: it is on the way
 				p.dupPath = append(p.dupPath, refToken(c, kids[i].name, i))
 			}
@@ -508,28 +508,54 @@ func (p *parser) skipScalar() {
 	}
 }
 
-// skip moves p.pos past the value at p.pos, and p.next past the objects and arrays in it.
+// skip moves p.pos past the value at p.pos without building it, and p.next past the objects and
+// arrays in it. It finds a member name that one of its objects holds twice as node does (p.dup,
+// with where): each object's names are gathered at the end of p.names, sorted and compared side by
+// side, then dropped, so that only the names of the objects around p.pos are ever kept.
 func (p *parser) skip() {
-	for depth := 0; ; {
-		p.skipSpace()
-		switch p.src[p.pos] {
-		case '"':
-			p.skipString()
-		case '{', '[':
-			depth++
-			p.next++
-			p.pos++
-		case '}', ']':
-			depth--
-			p.pos++
-		case ',', ':':
-			p.pos++
-		default:
-			p.skipScalar()
+	p.skipSpace()
+	switch c := p.src[p.pos]; c {
+	case '"':
+		p.skipString()
+	case '{', '[':
+		p.next++
+		p.pos++
+		base := len(p.names)
+		for i := 0; ; i++ {
+			p.skipSpace()
+			if p.src[p.pos] == '}' || p.src[p.pos] == ']' {
+				break
+			}
+			if i > 0 {
+				p.pos++ // ','
+				p.skipSpace()
+			}
+			name := ""
+			if c == '{' {
+				name = p.string()
+				p.names = append(p.names, name)
+				p.skipSpace()
+				p.pos++ // ':'
+			}
+			seen := p.dupSeen
+			p.skip()
+			if p.dupSeen && !seen {
+				p.dupPath = append(p.dupPath, refToken(c, name, i))
+			}
 		}
-		if depth == 0 {
-			return
+		p.pos++ // '}' or ']'
+		if names := p.names[base:]; c == '{' && !p.dupSeen {
+			slices.SortFunc(names, compareUTF16)
+			for k := 1; k < len(names) && !p.dupSeen; k++ {
+				if names[k] == names[k-1] {
+					p.dup, p.dupSeen = names[k], true
+				}
+			}
 		}
+		clear(p.names[base:]) // slices of the body
+		p.names = p.names[:base]
+	default:
+		p.skipScalar()
 	}
 }
 
