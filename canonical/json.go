@@ -337,6 +337,9 @@ func (p *parser) release() {
 	if cap(p.order) > maxPooledScratch/4 {
 		p.order = nil
 	}
+	if cap(p.names) > maxPooledScratch/16 {
+		p.names = nil
+	}
 	parsers.Put(p)
 }
 
