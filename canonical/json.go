@@ -329,7 +329,6 @@ func (p *parser) release() {
 	p.open, p.counts = p.open[:0], p.counts[:0]
 	p.slab = nil
 	clear(p.dupPath) // its tokens are slices of the body
-	p.names = p.names[:0]
 	p.dup, p.dupSeen, p.dupPath = "", false, p.dupPath[:0]
 	if cap(p.buf) > maxPooledScratch {
 		p.buf = nil
@@ -429,9 +428,7 @@ func (p *parser) node(sel *selection) node {
 			} else {
 				p.skip() // never built: left the zero node
 			}
-			if p.dupSeen && !seen { // met below this member: it is on the way
-				p.dupPath = append(p.dupPath, refToken(c, kids[i].name, i))
-			}
+			p.wayToDuplicate(seen, c, kids[i].name, i)
 		}
 		p.skipSpace()
 		p.pos++ // '}' or ']'
@@ -495,13 +492,17 @@ func (p *parser) skipString() (escaped bool) {
 	}
 }
 
-// refToken is the reference token of the member named name, or of element i, of an object or
-// array opened by c.
-func refToken(c byte, name string, i int) string {
-	if c == '{' {
-		return name
+// wayToDuplicate adds member i of an object or array opened by c (named name, in an object) to
+// the path of the duplicated member name when the second pass met it below that member: it had
+// met none before reading it (seen false), and has one now.
+func (p *parser) wayToDuplicate(seen bool, c byte, name string, i int) {
+	if seen || !p.dupSeen {
+		return
 	}
-	return strconv.Itoa(i)
+	if c == '[' {
+		name = strconv.Itoa(i)
+	}
+	p.dupPath = append(p.dupPath, name)
 }
 
 // skipScalar moves p.pos past the number or literal at p.pos.
@@ -542,9 +543,7 @@ func (p *parser) skip() {
 			}
 			seen := p.dupSeen
 			p.skip()
-			if p.dupSeen && !seen {
-				p.dupPath = append(p.dupPath, refToken(c, name, i))
-			}
+			p.wayToDuplicate(seen, c, name, i)
 		}
 		p.pos++ // '}' or ']'
 		if names := p.names[base:]; c == '{' && !p.dupSeen {
