@@ -198,8 +198,8 @@ func (b *bench) mcpTarget(who string, a mcpAnswer) *target {
 // reset empties Redis (FLUSHALL, so that memory stays bounded and runs start alike) and, with
 // replay, stores the receipts of -replay-keys new keys for the replay runs, through the gateway,
 // and (not with -mcp) the embedded-store and PostgreSQL-store gateways and both floors, and each
-// kind: mcp route (not with -redis-only). The embedded store is not emptied: its file grows over the run, as a gateway's
-// does over its records' TTL.
+// kind: mcp route (not with -redis-only). The embedded store is not emptied: its file grows over
+// the run, as a gateway's does over its records' TTL.
 func (b *bench) reset(ctx context.Context, replay bool) error {
 	if err := b.admin.FlushAll(ctx).Err(); err != nil {
 		return fmt.Errorf("flushall: %w", err)

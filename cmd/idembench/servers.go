@@ -170,16 +170,22 @@ func newEmbeddedGateway(target *url.URL, dir string) (*gateway.Gateway, func(), 
 	return newGateway(target, store)
 }
 
+// newPostgresPool returns a pool on the PostgreSQL at url as cmd/idemgateway opens one
+// (pgstore.ParseConfig's size).
+func newPostgresPool(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgstore.ParseConfig(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
 // newPostgresFloorOn returns the floor's store on the PostgreSQL at url, on a pool of the size
-// the gateway's has (pgstore.ParseConfig).
+// the gateway's has.
 func newPostgresFloorOn(dbURL string) (postgresFloor, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg, err := pgstore.ParseConfig(dbURL)
-	if err != nil {
-		return postgresFloor{}, nil, err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := newPostgresPool(ctx, dbURL)
 	if err != nil {
 		return postgresFloor{}, nil, err
 	}
@@ -196,11 +202,7 @@ func newPostgresFloorOn(dbURL string) (postgresFloor, func(), error) {
 func newPostgresGateway(target *url.URL, dbURL string) (*gateway.Gateway, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg, err := pgstore.ParseConfig(dbURL)
-	if err != nil {
-		return nil, nil, err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := newPostgresPool(ctx, dbURL)
 	if err != nil {
 		return nil, nil, err
 	}
