@@ -55,6 +55,9 @@ type Options struct {
 	StoreTimeout time.Duration
 	// Logger receives the records that a listing skips as unreadable. Default: slog.Default().
 	Logger *slog.Logger
+	// Stopping is closed when the process begins to shut down: /readyz then answers 503
+	// shutting-down, so that a load balancer stops sending it requests. Default: never.
+	Stopping <-chan struct{}
 }
 
 // Handler serves the admin listener (docs/contract.md §1, §5):
@@ -62,7 +65,8 @@ type Options struct {
 //	GET    /healthz                          200 while the process runs
 //	GET    /readyz                           200 while the store is reachable, fit and takes writes, and its
 //	       own safety check (record.SafetyReporter) finds it so, else 503; the store probe runs at
-//	       most once a second, shared by concurrent callers (readyz.go)
+//	       most once a second, shared by concurrent callers (readyz.go); 503 shutting-down once
+//	       Options.Stopping is closed
 //	GET    /metrics                          Prometheus exposition of Options.Metrics
 //	GET    /ui/                              the operator console (package ui): static assets, no token
 //	GET    /v1/records/{tenant}/{tool}/{key} the receipt (path segments URL-escaped) with started_at and,
@@ -110,10 +114,13 @@ func (a *admin) handler(token string, metrics prometheus.Gatherer) http.Handler 
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
-		err := record.Safety(a.store) // the verdict keyed requests are served by
-		if err != nil {
-			err = fmt.Errorf("%w: %v", problem.ErrStoreUnavailable, err)
-		} else {
+		var err error
+		switch unsafe := record.Safety(a.store); { // the verdict keyed requests are served by
+		case a.stopping():
+			err = problem.ErrShuttingDown
+		case unsafe != nil:
+			err = fmt.Errorf("%w: %v", problem.ErrStoreUnavailable, unsafe)
+		default:
 			err = a.ready(req.Context())
 		}
 		if err != nil {
@@ -163,13 +170,14 @@ type admin struct {
 	pipeline     Pipeline
 	storeTimeout time.Duration
 	log          *slog.Logger
-	readiness    readiness // the store probe of /readyz, shared (readyz.go)
+	readiness    readiness       // the store probe of /readyz, shared (readyz.go)
+	stopped      <-chan struct{} // Options.Stopping; nil: never
 	// now is the clock the /readyz probe's result is kept by: time.Now; tests set it.
 	now func() time.Time
 }
 
 func newAdmin(opts Options) *admin {
-	a := &admin{store: opts.Store, pipeline: opts.Pipeline, storeTimeout: opts.StoreTimeout, log: opts.Logger, now: time.Now}
+	a := &admin{store: opts.Store, pipeline: opts.Pipeline, storeTimeout: opts.StoreTimeout, log: opts.Logger, stopped: opts.Stopping, now: time.Now}
 	if a.pipeline == nil {
 		a.pipeline = noPipeline{}
 	}
@@ -180,6 +188,16 @@ func newAdmin(opts Options) *admin {
 		a.log = slog.Default()
 	}
 	return a
+}
+
+// stopping reports whether the process has begun to shut down (Options.Stopping).
+func (a *admin) stopping() bool {
+	select {
+	case <-a.stopped:
+		return true
+	default:
+		return false
+	}
 }
 
 // noPipeline is the Pipeline of an admin API without a gateway: no route, nobody waiting.

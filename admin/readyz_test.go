@@ -145,3 +145,22 @@ func openRedis(t *testing.T) (store *redisstore.Store, raw *redis.Client) {
 	t.Cleanup(func() { _ = raw.Close() })
 	return store, raw
 }
+
+// TestReadyzFailsOnceStopping: once the process begins to shut down (Options.Stopping closed),
+// /readyz answers 503 shutting-down, the store still fit, so that a load balancer stops sending it
+// requests while its calls in flight drain (docs/operations.md#shutdown).
+func TestReadyzFailsOnceStopping(t *testing.T) {
+	t.Parallel()
+	store, _ := openRedis(t)
+	stopping := make(chan struct{})
+	h := admin.Handler(admin.Options{Store: store, Stopping: stopping})
+	if code := readyz(h); code != http.StatusOK {
+		t.Fatalf("readyz before stopping: %d, want 200", code)
+	}
+	close(stopping)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"urn:idemgateway:problem:shutting-down"`) {
+		t.Errorf("readyz once stopping: %d %s, want 503 shutting-down", w.Code, w.Body)
+	}
+}

@@ -15,9 +15,11 @@ import (
 )
 
 // TestShutdownGraceRunsOut: SIGTERM while an upstream call is held longer than the shutdown grace
-// (IDEMGATEWAY_SHUTDOWN_GRACE=1s). The process exits once the grace is over, after marking the
-// cut-off call outcome_unknown (Abandon) and saying so in its log. The upstream then acts after
-// its caller left; the next process on the store refuses the retry, so nothing executes twice
+// (IDEMGATEWAY_SHUTDOWN_GRACE=1s). Once the grace is over the gateway cuts the call off
+// (gateway.CutOff): its record is left outcome_unknown, the log says so at warn, and the client
+// is answered 502 upstream-failed saying that the gateway shut down, not left with a connection
+// closed under it; the process then exits 0, as after any drain. The upstream acts after its
+// caller left; the next process on the store refuses the retry, so nothing executes twice
 // (docs/operations.md#shutdown).
 func TestShutdownGraceRunsOut(t *testing.T) {
 	t.Parallel()
@@ -26,23 +28,31 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 		first := goSend(e.gw, held(req, "grace-1"))
 		e.sb.waitHeld(t, "grace-1", 1)
 
-		err := e.gw.terminate(t) // the call stays held: the grace must run out
-		t.Logf("the gateway exited with %v", err)
+		if err := e.gw.terminate(t); err != nil { // the call stays held: the grace must run out
+			t.Errorf("the gateway exited with %v, want 0", err)
+		}
 		type graceLine struct {
 			Level, Msg string
-			Records    int
+			Calls      int
 		}
-		var abandoned []graceLine
+		var cut []graceLine
 		for _, line := range strings.Split(e.gw.Out.String(), "\n") {
 			var l graceLine
-			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "grace period over: calls still under way are left outcome_unknown" {
-				abandoned = append(abandoned, l)
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "grace period over: upstream calls still under way are cut off, their outcome unknown" {
+				cut = append(cut, l)
 			}
 		}
-		if len(abandoned) != 1 || abandoned[0].Records != 1 || abandoned[0].Level != "WARN" {
-			t.Errorf("grace log lines %+v, want one at WARN with records 1", abandoned)
+		if len(cut) != 1 || cut[0].Calls != 1 || cut[0].Level != "WARN" {
+			t.Errorf("grace log lines %+v, want one at WARN with calls 1", cut)
 		}
-		<-first.done // the client's connection went with the process
+		if n := e.gw.logCount("calls still under way after the cut are left outcome_unknown; their clients lose their connections"); n != 0 {
+			t.Errorf("%d lines of calls left after the cut, want none: the cut-off call settled itself", n)
+		}
+		cutOff := first.wait(t)
+		expectProblem(t, cutOff, http.StatusBadGateway, "upstream-failed", "execute", false)
+		if !strings.Contains(cutOff.Problem.Detail, "the gateway shut down") {
+			t.Errorf("the cut-off call's problem detail %q, want it to say that the gateway shut down", cutOff.Problem.Detail)
+		}
 
 		g := e.startGateway(t)
 		rec := g.mustRecord(t, "create_ticket", "grace-1")
@@ -120,6 +130,10 @@ routes:
 	if got := shutdownGraces(g.process); len(got) != 1 || got[0] != "35s" {
 		t.Errorf("shutdown graces %q, want [35s]: the longest upstream timeout seen (30s) plus 5s", got)
 	}
+	// While its call drains, the gateway is no longer ready: a load balancer stops sending to it.
+	if status, body := g.adminDo(t, http.MethodGet, "/readyz", ""); status != http.StatusServiceUnavailable || !strings.Contains(string(body), "shutting-down") {
+		t.Errorf("/readyz while shutting down: %d %s, want 503 shutting-down", status, body)
+	}
 
 	sb.release(t, "grace-reload")
 	expectCreated(t, call.wait(t))
@@ -132,7 +146,7 @@ routes:
 	if g.waitErr != nil {
 		t.Errorf("the gateway exited with %v, want 0: nothing was cut off", g.waitErr)
 	}
-	if n := g.logCount("grace period over: calls still under way are left outcome_unknown"); n != 0 {
+	if n := g.logCount("grace period over: upstream calls still under way are cut off, their outcome unknown"); n != 0 {
 		t.Errorf("%d grace-over log lines, want none", n)
 	}
 

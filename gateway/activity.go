@@ -18,9 +18,7 @@ import (
 func (g *Gateway) Activity() admin.Activity {
 	var a admin.Activity
 	g.inFlight.Range(func(k, _ any) bool {
-		rec := &k.(*execution).rec
-		a.InFlight = append(a.InFlight, admin.Call{Record: admin.Record{Tenant: rec.Tenant, Tool: rec.Tool,
-			IdempotencyKey: rec.IdempotencyKey, CredentialScope: rec.CredentialScope}, StartedAt: rec.StartedAt})
+		a.InFlight = append(a.InFlight, k.(*execution).call)
 		return true
 	})
 	g.settles.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemgateway/idemgateway/admin"
 	"github.com/idemgateway/idemgateway/auth"
 	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
@@ -278,9 +279,10 @@ func (x *Exchange) reclaim(prev *record.Record, executions int) bool {
 // client: a client that goes away does not cancel it.
 func (x *Exchange) execute() {
 	x.decide(DecisionExecute)
-	e := &execution{key: x.skey, owner: x.owner, rec: *x.rec, ttl: x.holdTTL()} // a copy: x.rec changes as the call settles
-	x.g.inFlight.Store(e, struct{}{})
-	defer x.g.inFlight.Delete(e)
+	x.exec = &execution{call: admin.Call{Record: admin.Record{Tenant: x.rec.Tenant, Tool: x.rec.Tool,
+		IdempotencyKey: x.rec.IdempotencyKey, CredentialScope: x.rec.CredentialScope}, StartedAt: x.rec.StartedAt}}
+	x.g.inFlight.Store(x.exec, struct{}{})
+	defer x.g.inFlight.Delete(x.exec)
 	x.holdLease()
 	defer x.dropLease()
 	x.front.Call(x)

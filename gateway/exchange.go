@@ -64,6 +64,7 @@ type Exchange struct {
 	attempts    atomic.Int32 // connections obtained for this request (more than one: a safe resend)
 
 	cancelUpstream context.CancelFunc // ends the upstream exchange's context
+	exec           *execution         // the execution under way, which a shutdown may cut off (shutdown.go); nil for none
 	deadline       *deadline          // bounds a guarded upstream exchange (deadline.go); nil for a stream
 	// stream: an unguarded pass-through of a front end (Stream). Its upstream exchange ends with
 	// the client's, and is bounded by streamIdle between reads (idle), not by the timeout; watch

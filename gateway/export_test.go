@@ -82,8 +82,8 @@ func (g *Gateway) ResponseIDSpan(ctx context.Context, tenant, tool, key string) 
 	return rec.Response.Body, rec.Response.IDSpan, nil
 }
 
-// InFlight returns how many upstream calls the gateway counts as under way: those Abandon would
-// mark outcome_unknown.
+// InFlight returns how many upstream calls the gateway counts as under way: those CutOff would
+// cut off.
 func (g *Gateway) InFlight() int {
 	n := 0
 	g.inFlight.Range(func(_, _ any) bool {

@@ -91,7 +91,7 @@ type Gateway struct {
 	proxy   *httputil.ReverseProxy
 	table   atomic.Pointer[routeTable] // the routes in force; Reload swaps it
 
-	inFlight     sync.Map              // *execution -> struct{}: calls under way, for Abandon
+	inFlight     sync.Map              // *execution -> struct{}: calls under way, for CutOff
 	churn        *churn                // recent executions, to count keys minted per retry
 	ruleSets     ruleSets              // the rules of records made under other rules than their route's now
 	waiters      waiters               // duplicates waiting for a record to settle (concurrency: wait)

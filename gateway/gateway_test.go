@@ -27,6 +27,7 @@ import (
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/redistest"
 	"github.com/idemgateway/idemgateway/internal/testlog"
+	"github.com/idemgateway/idemgateway/problem"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 )
@@ -515,40 +516,48 @@ idemgateway_decisions_total{decision="replay",tool="create_ticket"} 1
 	})
 }
 
-// TestAbandon: a shutdown whose grace ran out marks the calls still under way outcome_unknown:
-// never free, so no retry executes again, neither while the cut-off call runs nor after it
-// answers. (Its own commit then meets the record it marked: refused today; contract §8 may let
-// the same owner commit it, recordtest OwnerMayCommitAfterObservedLapse, and a retry would then
-// replay it. Either way nothing executes twice.)
-func TestAbandon(t *testing.T) {
+// TestCutOff: a shutdown whose grace ran out cuts off the calls still under way. The cut-off
+// call answers its client 502 upstream-failed saying that the gateway shut down, and leaves its
+// record outcome_unknown (the route blocks unknown outcomes), never free: a retry does not execute
+// again, neither before the upstream acts on the request it was sent nor after. The upstream's
+// timeout is an hour: only the cut ends the held call.
+func TestCutOff(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
-		h := startHeldCall(t, open, "cut")
-		if n := h.gw.Abandon(context.Background()); n != 1 {
-			t.Fatalf("Abandon marked %d records, want 1", n)
+		h := &heldCall{up: newHeldUpstream(t, nil)}
+		h.srv, h.store, h.gw = newGatewayYAML(t, open, strings.Replace(ticketsYAML(h.up.URL), "timeout: 5s", "timeout: 1h", 1), gateway.Options{})
+		h.done = sendAsync(h.srv.URL, "cut", `{}`)
+		h.up.awaitCalls(t, 1)
+		if n := h.gw.CutOff(); n != 1 {
+			t.Fatalf("CutOff cut %d calls, want 1", n)
+		}
+		r := await(t, h.done, "the cut-off call")
+		if detail, _ := r.problem["detail"].(string); r.status != http.StatusBadGateway || r.problem["type"] != problem.TypePrefix+"upstream-failed" ||
+			!strings.Contains(detail, "the gateway shut down") || r.problem["retryable"] != false {
+			t.Fatalf("the cut-off call: %s %v, want 502 upstream-failed, not retryable, saying that the gateway shut down", r, r.problem)
 		}
 		if state, _, _ := h.store.Get(context.Background(), "default/create_ticket/cut"); state != record.StateUnknown {
-			t.Fatalf("state after Abandon = %q", state)
+			t.Fatalf("state after the cut = %q, want outcome_unknown", state)
 		}
 		resp, _ := post(t, h.srv.URL, "cut", `{}`)
 		if resp.StatusCode != http.StatusConflict || resp.Header.Get("Idempotency-Decision") != "outcome_unknown" || h.up.calls.Load() != 1 {
 			t.Fatalf("retry: %d %q, %d executions; want 409 outcome_unknown, 1", resp.StatusCode, resp.Header.Get("Idempotency-Decision"), h.up.calls.Load())
 		}
 		h.up.releaseAll()
-		if r := await(t, h.done, "the cut-off call"); r.status != http.StatusCreated {
-			t.Fatalf("the cut-off call: %s, want 201 (the upstream acted)", r)
-		}
 		resp, _ = post(t, h.srv.URL, "cut", `{}`)
-		if d := resp.Header.Get("Idempotency-Decision"); d != "outcome_unknown" && d != "replay" || h.up.calls.Load() != 1 {
-			t.Fatalf("retry after the cut-off call answered: %d %q, %d executions; want outcome_unknown or replay, 1", resp.StatusCode, d, h.up.calls.Load())
+		if resp.StatusCode != http.StatusConflict || h.up.calls.Load() != 1 {
+			t.Fatalf("retry after the upstream was released: %d, %d executions; want 409, 1", resp.StatusCode, h.up.calls.Load())
+		}
+		if n := h.gw.InFlight(); n != 0 {
+			t.Errorf("%d calls in flight once the cut-off call answered, want 0", n)
 		}
 	})
 }
 
-// TestAbandonAfterCallsFinished: a call that has finished is no longer under way: once the
-// gateway's handlers have returned, it counts no call in flight, and Abandon marks nothing and
+// TestCutOffAfterCallsFinished: a call that has finished is no longer under way: once the
+// gateway's handlers have returned, it counts no call in flight, and CutOff cuts nothing and
 // leaves the committed records as they were.
-func TestAbandonAfterCallsFinished(t *testing.T) {
+func TestCutOffAfterCallsFinished(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open storeFactory) {
 		up, executions := countingUpstream(t)
@@ -562,12 +571,12 @@ func TestAbandonAfterCallsFinished(t *testing.T) {
 		if n := gw.InFlight(); n != 0 {
 			t.Errorf("%d calls in flight after all finished, want 0", n)
 		}
-		if n := gw.Abandon(context.Background()); n != 0 {
-			t.Errorf("Abandon marked %d records, want 0", n)
+		if n := gw.CutOff(); n != 0 {
+			t.Errorf("CutOff cut %d calls, want 0", n)
 		}
 		for _, key := range []string{"done-1", "done-2"} {
 			if state, _, _ := store.Get(context.Background(), "default/create_ticket/"+key); state != record.StateCommitted {
-				t.Errorf("%s after Abandon: %q, want committed", key, state)
+				t.Errorf("%s after CutOff: %q, want committed", key, state)
 			}
 		}
 		if n := executions.Load(); n != 2 {

@@ -104,6 +104,9 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		ctx, x.cancelUpstream = context.WithCancel(ctx)
 		x.deadline = startDeadline(up.Timeout, x.cancelUpstream)
 	}
+	if x.exec != nil {
+		x.exec.started(x.cancelUpstream)
+	}
 	ctx = httptrace.WithClientTrace(ctx, x.clientTrace())
 	x.upStart = time.Now()
 	pr.Out = out.WithContext(ctx)
@@ -252,6 +255,9 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	if _, ok := x.TimedOut(); ok { // the exchange was cancelled by its deadline
 		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
+	if x.exec != nil && x.exec.wasCut() { // or by a shutdown (CutOff)
+		err = fmt.Errorf("%w: %w", faultShutdown, err)
+	}
 	fault := faultOf(err, x.mayHaveSent.Load(), x.rt.Upstream.Timeout)
 	retryable := false
 	if x.owner == "" || x.settled { // nothing to settle, or settled before the body broke
@@ -366,6 +372,7 @@ const (
 	faultMalformed   upstreamFault = "upstream sent a malformed response"
 	faultSwitched    upstreamFault = "upstream switched protocols (101) on a request that asked for no upgrade"
 	faultBodyBroke   upstreamFault = "upstream response body broke after the upstream committed (the receipt is stored without it)"
+	faultShutdown    upstreamFault = "the gateway shut down before the upstream call finished"
 )
 
 func (f upstreamFault) Error() string { return string(f) }

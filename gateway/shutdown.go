@@ -4,55 +4,66 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
-	"github.com/idemgateway/idemgateway/record"
+	"github.com/idemgateway/idemgateway/admin"
 )
 
-// execution is an upstream call under way, as Abandon needs it: the record's key, owner and
-// claimed state.
+// execution is an upstream call under way: what the operator console shows of it (Activity), and
+// the cancellation of its upstream exchange, which a shutdown may cut off (CutOff).
 type execution struct {
-	key, owner string
-	rec        record.Record // as claimed; encoded only if Abandon needs it
-	ttl        time.Duration
+	call admin.Call
+
+	mu     sync.Mutex
+	cancel context.CancelFunc // the upstream exchange's, once it is built; nil before
+	cut    bool               // CutOff cut it off
 }
 
-// Abandon marks every upstream call still under way outcome_unknown, for a shutdown whose grace
-// period ran out: a call that is cut off may have reached the upstream, so its key must block
-// retries (or be released by route policy when a retry meets it), never be free. A call that
-// settles meanwhile wins: the store refuses the later of the two writes (fencing). It returns how
-// many records it marked.
-func (g *Gateway) Abandon(ctx context.Context) int {
-	var (
-		mu     sync.Mutex
-		marked int
-		wg     sync.WaitGroup
-	)
+// started takes cancel, which ends the call's upstream exchange, and runs it at once when CutOff
+// came first.
+func (e *execution) started(cancel context.CancelFunc) {
+	e.mu.Lock()
+	e.cancel = cancel
+	cut := e.cut
+	e.mu.Unlock()
+	if cut {
+		cancel()
+	}
+}
+
+// cutOff ends the call's upstream exchange, or has started end it as soon as it is built.
+func (e *execution) cutOff() {
+	e.mu.Lock()
+	e.cut = true
+	cancel := e.cancel
+	e.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// wasCut reports whether CutOff cut the call off.
+func (e *execution) wasCut() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cut
+}
+
+// CutOff ends every upstream call still under way, for a shutdown whose grace period ran out,
+// and returns how many. Each then fails as a call broken after it may have reached the upstream,
+// whatever the upstream did: its handler settles the record as it settles any such call
+// (outcome_unknown, or the key freed where the route releases unknown outcomes, or where no
+// connection was made yet: docs/operations.md#shutdown) and answers its client that the gateway
+// shut down (faultShutdown), instead of the process closing the client's connection under it. A
+// handler that cannot settle (the store failing) leaves its record in_progress, whose lease then
+// lapses to outcome_unknown: never a free key.
+func (g *Gateway) CutOff() int {
+	n := 0
 	g.inFlight.Range(func(k, _ any) bool {
-		e := k.(*execution)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sctx, cancel := g.storeContext(ctx)
-			defer cancel()
-			rec := e.rec
-			rec.Detail = "the gateway shut down before the upstream call finished"
-			rec.ExpiresAt = time.Now().UTC().Add(e.ttl)
-			ok, err := g.store.MarkUnknown(sctx, e.key, e.owner, rec.EncodeSettle(), e.ttl)
-			if err != nil {
-				g.log.Error("abandoning a call: store failed; its lease will lapse to outcome_unknown", "err", err)
-			}
-			if ok {
-				g.waiters.settled(e.key)
-				mu.Lock()
-				marked++
-				mu.Unlock()
-			}
-		}()
+		k.(*execution).cutOff()
+		n++
 		return true
 	})
-	wg.Wait()
-	return marked
+	return n
 }
 
 // SettlePending tries once more every settle write that the store has failed so far (pending

@@ -34,6 +34,7 @@ var (
 	ErrOutcomeUnknown   = errors.New("the outcome of the request with this idempotency key is unknown")
 	ErrStoreUnavailable = errors.New("idempotency store unavailable")
 	ErrOverloaded       = errors.New("gateway overloaded") // a body parse found no room in time
+	ErrShuttingDown     = errors.New("gateway shutting down")
 	ErrNoRoute          = errors.New("no route")
 	ErrNoRecord         = errors.New("no record")
 	ErrMethodNotAllowed = errors.New("method not allowed")
@@ -77,6 +78,7 @@ func kindOf(err error) kind {
 		{ErrOutcomeUnknown, kind{http.StatusConflict, "outcome-unknown", "Outcome unknown", false}},
 		{ErrStoreUnavailable, kind{http.StatusServiceUnavailable, "store-unavailable", "Idempotency store unavailable", true}},
 		{ErrOverloaded, kind{http.StatusServiceUnavailable, "overloaded", "Gateway overloaded", true}},
+		{ErrShuttingDown, kind{http.StatusServiceUnavailable, "shutting-down", "Gateway shutting down", true}},
 		{record.ErrCorrupt, kind{http.StatusInternalServerError, "corrupt-record", "Idempotency record unreadable", false}},
 		{ErrNoRoute, kind{http.StatusNotFound, "no-route", "No route", false}},
 		{ErrNoRecord, kind{http.StatusNotFound, "no-record", "No record", false}},

@@ -31,6 +31,7 @@ func TestProblemOf(t *testing.T) {
 		{ErrOutcomeUnknown, 409, "outcome-unknown", false},
 		{ErrStoreUnavailable, 503, "store-unavailable", true},
 		{ErrOverloaded, 503, "overloaded", true},
+		{ErrShuttingDown, 503, "shutting-down", true},
 		{record.ErrCorrupt, 500, "corrupt-record", false},
 		{fmt.Errorf("redisstore: claim %q: %w: hash has no state field", "k", record.ErrCorrupt), 500, "corrupt-record", false},
 		{ErrNoRoute, 404, "no-route", false},

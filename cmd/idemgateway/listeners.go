@@ -67,10 +67,11 @@ func (s *settings) limits() server.Limits {
 
 // servers builds the proxy listener's server for gw and the admin listener's, the admin API over
 // store and the metrics of reg, whose handler answers only for the hosts that name it
-// (admin.CheckHost), both under the settings' limits.
-func (s *settings) servers(gw *gateway.Gateway, store record.Store, reg *prometheus.Registry, log *slog.Logger) (proxy, adminServer *http.Server, err error) {
+// (admin.CheckHost) and whose /readyz fails once stopping is closed, both under the settings'
+// limits.
+func (s *settings) servers(gw *gateway.Gateway, store record.Store, reg *prometheus.Registry, log *slog.Logger, stopping <-chan struct{}) (proxy, adminServer *http.Server, err error) {
 	adminHandler, err := admin.CheckHost(admin.Handler(admin.Options{
-		Store: store, Pipeline: gw, Token: s.AdminToken, Metrics: reg, Logger: log,
+		Store: store, Pipeline: gw, Token: s.AdminToken, Metrics: reg, Logger: log, Stopping: stopping,
 	}), s.AdminListen, s.AdminHosts)
 	if err != nil {
 		return nil, nil, err

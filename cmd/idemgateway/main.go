@@ -140,7 +140,7 @@ func serve(s *settings) error {
 		log.Info("routes reloaded", "routes", len(cfg.Routes))
 	})
 
-	proxy, admin, err := s.servers(gw, store, reg, log)
+	proxy, admin, err := s.servers(gw, store, reg, log, ctx.Done())
 	if err != nil {
 		return err
 	}
@@ -164,17 +164,9 @@ func serve(s *settings) error {
 		return err
 	case <-ctx.Done():
 	}
-	// Stop accepting; let in-flight upstream calls finish and their records settle. Calls the
-	// grace period cuts off are marked outcome_unknown: they may have reached the upstream.
 	grace := cmp.Or(s.ShutdownGrace, timeouts.get())
 	log.Info("shutting down", "grace", grace.String())
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	err = proxy.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		n := gw.Abandon(context.Background())
-		log.Warn("grace period over: calls still under way are left outcome_unknown", "records", n)
-	}
+	err = drain(proxy, gw, grace, log)
 	// Receipts the store failed to take are tried once more; what it still fails reads
 	// outcome_unknown once its lease lapses.
 	switch stored, left := gw.SettlePending(context.Background()); {
@@ -183,7 +175,12 @@ func serve(s *settings) error {
 	case stored > 0:
 		log.Info("pending receipts stored at shutdown", "stored", stored)
 	}
-	return errors.Join(err, admin.Shutdown(sctx))
+	actx, cancel := context.WithTimeout(context.Background(), afterCut)
+	defer cancel()
+	if admin.Shutdown(actx) != nil { // a request of the admin listener outlasted afterCut
+		_ = admin.Close()
+	}
+	return err
 }
 
 // hangups turns SIGHUP into reload requests until ctx ends.

@@ -552,8 +552,8 @@ func TestEveryWorkload(t *testing.T) {
 			if len(pod.TopologySpreadConstraints) != 1 || !labelsMatch(pod.TopologySpreadConstraints[0].LabelSelector, tmpl.Labels) {
 				t.Errorf("topologySpreadConstraints = %+v", pod.TopologySpreadConstraints)
 			}
-			if pod.TerminationGracePeriodSeconds == nil || *pod.TerminationGracePeriodSeconds < 35 {
-				t.Errorf("terminationGracePeriodSeconds = %v, want room for the gateway's drain (upstream timeout + 5 s)", pod.TerminationGracePeriodSeconds)
+			if pod.TerminationGracePeriodSeconds == nil || *pod.TerminationGracePeriodSeconds < 40 {
+				t.Errorf("terminationGracePeriodSeconds = %v, want room for the gateway's drain (upstream timeout + 5 s) and its cut (5 s)", pod.TerminationGracePeriodSeconds)
 			}
 
 			// The routes file: ConfigMap, volume, mount, setting.
