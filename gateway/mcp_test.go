@@ -365,6 +365,46 @@ func TestMCPBadInput(t *testing.T) {
 	}
 }
 
+// TestMCPToolCallNamingNoTool: a tools/call whose params name no tool (none, null, an array, a
+// name that is no string or is sent twice) is a request whose id could be read: it is refused
+// with -32602 for that id at HTTP 200, as a bad tool name is, and as one SSE event to a client
+// that accepts only that, so that the client can match the refusal to its call (JSON-RPC 2.0 §5:
+// the id is null only when it cannot be read). The server never hears of it.
+func TestMCPToolCallNamingNoTool(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	for _, c := range []struct{ name, id, params string }{
+		{"no params", `15`, ``},
+		{"params null", `"call-16"`, `,"params":null`},
+		{"params an array", `17`, `,"params":["create_ticket"]`},
+		{"name a number", `18`, `,"params":{"name":5,"arguments":{}}`},
+		{"name twice", `19`, `,"params":{"name":"create_ticket","name":"search_tickets"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := `{"jsonrpc":"2.0","id":` + c.id + `,"method":"tools/call"` + c.params + `}`
+			status, h, answer := postRaw(t, srv.URL+"/mcp", body)
+			var msg struct {
+				ID    json.RawMessage `json:"id"`
+				Error struct{ Code int }
+			}
+			if err := json.Unmarshal([]byte(answer), &msg); err != nil {
+				t.Fatalf("%d %s: %v", status, answer, err)
+			}
+			if status != http.StatusOK || msg.Error.Code != -32602 || string(msg.ID) != c.id || h.Get("Content-Type") != "application/json" {
+				t.Errorf("%s: %d %s, want 200 with JSON-RPC error -32602 and id %s", body, status, answer, c.id)
+			}
+			status, h, answer = postRaw(t, srv.URL+"/mcp", body, "Accept", "text/event-stream")
+			if status != http.StatusOK || h.Get("Content-Type") != "text/event-stream" || !strings.Contains(answer, `"id":`+c.id+`,`) || !strings.Contains(answer, "-32602") {
+				t.Errorf("%s, SSE only: %d %q, want one SSE event with -32602 and id %s", body, status, answer, c.id)
+			}
+		})
+	}
+	if n := up.requests.Load(); n != 0 {
+		t.Errorf("the server got %d requests, want none", n)
+	}
+}
+
 // TestMCPReplayAsOneSSEEvent: a retry whose Accept allows only text/event-stream gets the replay
 // as one SSE event, its id the retry's byte for byte (a string id, then a big integer).
 func TestMCPReplayAsOneSSEEvent(t *testing.T) {

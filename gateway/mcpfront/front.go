@@ -190,13 +190,13 @@ func (f *Front) guarded(rt *routes.Route, tool string) bool {
 func (f *Front) serveToolCall(x *gateway.Exchange, m *mcpTool, body []byte, version string) {
 	rt, msg := x.Route(), &m.msg
 	if err := routes.CheckToolName(msg.Tool); err != nil {
-		callError(x, msg, &mcpwire.Error{Code: mcpwire.InvalidParams, Message: "invalid params: " + err.Error()})
+		callError(x, msg.ID, &mcpwire.Error{Code: mcpwire.InvalidParams, Message: "invalid params: " + err.Error()})
 		return
 	}
 	class, source, known := f.tools.class(rt, msg.Tool)
 	switch {
 	case !known && rt.MCP.UnknownTools == routes.RefuseUnknownTools:
-		callError(x, msg, &mcpwire.Error{Code: mcpwire.InvalidParams, Message: fmt.Sprintf(
+		callError(x, msg.ID, &mcpwire.Error{Code: mcpwire.InvalidParams, Message: fmt.Sprintf(
 			"unknown tool: route %s serves only the tools it configures or its server lists", rt.Name)})
 		return
 	case class == routes.ReadOnly:

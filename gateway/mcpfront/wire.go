@@ -3,6 +3,7 @@ package mcpfront
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -35,9 +36,15 @@ const (
 )
 
 // badMessage answers a POST whose body is no JSON-RPC message the gateway serves, or whose
-// headers do not match it: 400 with a JSON-RPC error and no id (docs/contract.md §7 Bad input).
-// The upstream is not called.
+// headers do not match it: 400 with a JSON-RPC error and no id (docs/contract.md §7 Bad input);
+// a request whose id was read (mcpwire.RequestError: a tools/call naming no tool) is a refused
+// call (callError). The upstream is not called.
 func badMessage(x *gateway.Exchange, err error) {
+	var re *mcpwire.RequestError
+	if errors.As(err, &re) {
+		callError(x, re.ID, re.Err)
+		return
+	}
 	e, ok := err.(*mcpwire.Error)
 	if !ok {
 		e = &mcpwire.Error{Code: mcpwire.InvalidRequest, Message: err.Error()}
@@ -46,11 +53,11 @@ func badMessage(x *gateway.Exchange, err error) {
 	writeJSONRPC(x.Writer(), http.StatusBadRequest, false, mcpwire.ErrorMessage(nil, e))
 }
 
-// callError answers a tools/call the gateway does not pass on (a bad or unknown tool name) with a
-// JSON-RPC error for its id, at HTTP 200: a 4xx would end some clients' sessions.
-func callError(x *gateway.Exchange, msg *mcpwire.Message, e *mcpwire.Error) {
+// callError answers a tools/call the gateway does not pass on (no tool named, a bad or unknown
+// tool name) with a JSON-RPC error for its id, at HTTP 200: a 4xx would end some clients' sessions.
+func callError(x *gateway.Exchange, id []byte, e *mcpwire.Error) {
 	x.Rejected()
-	writeJSONRPC(x.Writer(), http.StatusOK, onlySSE(x.Request().Header), mcpwire.ErrorMessage(msg.ID, e))
+	writeJSONRPC(x.Writer(), http.StatusOK, onlySSE(x.Request().Header), mcpwire.ErrorMessage(id, e))
 }
 
 // writeJSONRPC writes one JSON-RPC message, the concatenation of parts: application/json, or one

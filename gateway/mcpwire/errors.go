@@ -32,3 +32,14 @@ const (
 )
 
 func invalid(msg string) *Error { return &Error{Code: InvalidRequest, Message: msg} }
+
+// RequestError is an error in a request whose id could be read: its answer carries that id, as
+// JSON-RPC 2.0 §5 asks (null only when the id cannot be read), so that the client can match it to
+// its call. Parse returns one for a tools/call whose params name no tool.
+type RequestError struct {
+	ID  []byte // the request's raw id
+	Err *Error
+}
+
+func (e *RequestError) Error() string { return e.Err.Error() }
+func (e *RequestError) Unwrap() error { return e.Err }

@@ -86,6 +86,10 @@ func (m *Message) read(body []byte) error {
 	for v, ok := it.element(); ok; v, ok = it.element() {
 		m.Batch = append(m.Batch, Message{})
 		if err := m.Batch[len(m.Batch)-1].object(v); err != nil {
+			var re *RequestError
+			if errors.As(err, &re) { // the batch is refused whole, with no id
+				return re.Err
+			}
 			return err
 		}
 	}
@@ -223,14 +227,10 @@ func (c *callParams) member(k, v []byte) {
 // for the server) is refused.
 func (m *Message) tool(c *callParams) error {
 	if len(m.Params) == 0 || m.Params[0] != '{' || c.name == nil || c.badName {
-		return errToolName()
+		return &RequestError{ID: m.ID, Err: &Error{Code: InvalidParams, Message: `invalid params: tools/call needs params with one string "name"`}}
 	}
 	m.Tool, m.meta, m.args, m.argsTwice, m.asksTask = string(text(c.name)), c.meta, c.args, c.twice, c.task
 	return nil
-}
-
-func errToolName() error {
-	return &Error{Code: InvalidParams, Message: `invalid params: tools/call needs params with one string "name"`}
 }
 
 // Meta returns the raw JSON value of params._meta[name] (nil when absent).

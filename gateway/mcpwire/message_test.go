@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -120,6 +121,8 @@ func TestParseErrors(t *testing.T) {
 		{"tools/call name a number", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1}}`, InvalidParams},
 		{"tools/call name twice", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}`, InvalidParams},
 		{"tools/call name twice, escaped", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","nam\u0065":"b"}}`, InvalidParams},
+		{"tools/call params null, a string id", `{"jsonrpc":"2.0","id":"1","method":"tools/call","params":null}`, InvalidParams},
+		{"batch with a tools/call naming no tool", `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}]`, InvalidParams},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,6 +131,13 @@ func TestParseErrors(t *testing.T) {
 			var e *Error
 			if !errors.As(err, &e) || e.Code != tt.code || m != nil {
 				t.Errorf("Parse(%s) = %+v, %v; want code %d", tt.body, m, err, tt.code)
+			}
+			// A tools/call alone whose params name no tool is a request whose id was read: its
+			// answer carries the id. Nothing else is, a batch included (refused whole).
+			var re *RequestError
+			wantID := strings.HasPrefix(tt.name, "tools/call")
+			if got := errors.As(err, &re); got != wantID || got && !strings.Contains(tt.body, `"id":`+string(re.ID)+`,`) {
+				t.Errorf("Parse(%s): RequestError %v (%+v), want one with the request's id: %v", tt.body, got, re, wantID)
 			}
 		})
 	}
