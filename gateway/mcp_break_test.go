@@ -350,6 +350,50 @@ func TestMCPNoFinalAnswerIs200(t *testing.T) {
 	}
 }
 
+// TestMCPBatchedFinalResponse: a tool server of 2025-03-26 may send its messages batched, in one
+// SSE event or a JSON answer: the call's final response found in a batch (after a progress
+// notification, or alone) settles the record committed, the client gets the answer once, as the
+// server sent it, with no answer of the gateway's after it, and a retry replays it.
+func TestMCPBatchedFinalResponse(t *testing.T) {
+	t.Parallel()
+	const progress = `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`
+	final := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"T-7 created"}]}}`
+	}
+	for _, c := range []struct {
+		name, ct string
+		body     func(id string) string
+	}{
+		{"SSE, progress and final", "text/event-stream", func(id string) string { return "data: [" + progress + "," + final(id) + "]\n\n" }},
+		{"SSE, final alone", "text/event-stream", func(id string) string { return "data: [" + final(id) + "]\n\n" }},
+		{"JSON", "application/json", func(id string) string { return "[" + final(id) + "]" }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var calls atomic.Int32
+			upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				var msg struct{ ID json.RawMessage }
+				_ = json.NewDecoder(r.Body).Decode(&msg)
+				w.Header().Set("Content-Type", c.ct)
+				_, _ = io.WriteString(w, c.body(string(msg.ID)))
+			}))
+			t.Cleanup(upstream.Close)
+			srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(upstream.URL, ""), gateway.Options{})
+			call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_ticket","_meta":{"` + metaKey + `":"k1"}}}`
+			status, h, body := postRaw(t, srv.URL+"/mcp", call)
+			if status != http.StatusOK || h.Get("Idempotency-Decision") != "execute" || strings.Count(body, `"id":7`) != 1 ||
+				!strings.Contains(body, "T-7 created") || strings.Contains(body, "Unknown whether") {
+				t.Errorf("%d %q %.400s, want 200 execute with the server's answer for id 7 once, and nothing after it", status, h.Get("Idempotency-Decision"), body)
+			}
+			status, h, body = postRaw(t, srv.URL+"/mcp", strings.Replace(call, `"id":7`, `"id":8`, 1))
+			if status != http.StatusOK || h.Get("Idempotency-Decision") != "replay" || !strings.Contains(body, `"id":8`) || !strings.Contains(body, "T-7 created") || calls.Load() != 1 {
+				t.Errorf("retry: %d %q %.400s, %d upstream calls; want the replay for id 8, 1 call", status, h.Get("Idempotency-Decision"), body, calls.Load())
+			}
+		})
+	}
+}
+
 // TestMCPToolListNotInvalidatedByContent: what a tool's result says is not a
 // notifications/tools/list_changed: a read-only tool whose (SSE) result text names that method
 // leaves the classes the gateway learned from the server's tool list, so the tool's next call still

@@ -213,3 +213,31 @@ func TestMCPKeyArgumentOddSchemas(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPKeyArgumentBatchedToolList: a tools/list answer that a 2025-03-26 server sends batched,
+// in an SSE event or a JSON answer, is read as one sent alone: the tool's schema declares the key
+// argument.
+func TestMCPKeyArgumentBatchedToolList(t *testing.T) {
+	t.Parallel()
+	const tools = `[{"name":"create_ticket","inputSchema":{"type":"object","properties":{"title":{"type":"string"}}}}]`
+	for _, c := range []struct{ name, ct, format string }{
+		{"SSE", "text/event-stream", "data: [{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}},%s]\n\n"},
+		{"JSON", "application/json", "[%s]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var msg struct{ ID json.RawMessage }
+				_ = json.NewDecoder(r.Body).Decode(&msg)
+				w.Header().Set("Content-Type", c.ct)
+				fmt.Fprintf(w, c.format, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"tools":%s}}`, msg.ID, tools))
+			}))
+			t.Cleanup(up.Close)
+			srv, _, _ := newGatewayYAML(t, openEmbedded, keyArgumentRoutes(up.URL), gateway.Options{})
+			_, _, body := postRaw(t, srv.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+			if !strings.Contains(body, `"idempotency_key"`) || !strings.Contains(body, `"title"`) {
+				t.Errorf("the batched tool list %s: want create_ticket's schema to declare idempotency_key", body)
+			}
+		})
+	}
+}

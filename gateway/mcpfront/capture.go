@@ -20,8 +20,8 @@ import (
 // Capture of a guarded tools/call's answer (docs/contract.md §7 Capture). A JSON answer is read
 // whole; an SSE answer is passed on event by event, notifications as they come and without the
 // SSE id: and retry: fields (the gateway's stream is not the server's: a client must not resume
-// it there), and the final response, the message whose id is the call's, is held until the
-// record is settled. The record settles on what that message says (finalClass), never on the
+// it there), and the final response, the message whose id is the call's (alone, or in a batch:
+// mcpwire.Messages), is held until the record is settled. The record settles on what that message says (finalClass), never on the
 // HTTP status of a 2xx.
 
 // maxEventBytes bounds one SSE event, or the JSON answer, of a guarded call: a longer one breaks
@@ -52,7 +52,7 @@ func (m *mcpTool) Capture(x *gateway.Exchange, resp *http.Response) {
 		}
 		if err == nil {
 			var f *mcpwire.Final
-			if f, err = m.final(msg); err == nil {
+			if f, err = m.finalIn(msg); err == nil {
 				m.settleFinal(x, f)
 				replaceBody(resp, msg, "application/json")
 				return
@@ -62,6 +62,17 @@ func (m *mcpTool) Capture(x *gateway.Exchange, resp *http.Response) {
 	default:
 		m.answerInstead(x, resp, fmt.Errorf("%w: a %d answer of type %q", errNoFinal, resp.StatusCode, ct))
 	}
+}
+
+// finalIn finds the call's final response in data, one message or a batch (mcpwire.Messages):
+// the first that final reads; the error of the last message read when none is.
+func (m *mcpTool) finalIn(data []byte) (f *mcpwire.Final, err error) {
+	for _, msg := range mcpwire.Messages(data) {
+		if f, err = m.final(msg); err == nil {
+			return f, nil
+		}
+	}
+	return nil, err
 }
 
 // final reads msg as the call's final response: a JSON-RPC response with the call's id.
@@ -210,13 +221,19 @@ func (c *sseCapture) next() {
 		return
 	}
 	if ev.Event == "" || ev.Event == "message" {
-		// A server's request may carry the call's id too: only a response is final.
-		if f, err := c.m.final(ev.Data); err == nil {
-			c.m.settleFinal(c.x, f)
-			c.done = true
+		// One message, or a batch of them (2025-03-26), each read in turn. A server's request may
+		// carry the call's id too: only a response is final, and the first settles the record.
+		// The event goes on as it came, once the record is settled.
+		for _, msg := range mcpwire.Messages(ev.Data) {
+			if f, err := c.m.final(msg); err != nil {
+				c.m.ask(c.x, msg)
+			} else if !c.done {
+				c.m.settleFinal(c.x, f)
+				c.done = true
+			}
+		}
+		if c.done {
 			c.m.endAsks()
-		} else {
-			c.m.ask(c.x, ev.Data)
 		}
 	}
 	_ = mcpwire.WriteEvent(&c.out, &mcpwire.Event{Event: ev.Event, Data: ev.Data}) // a bytes.Buffer does not fail

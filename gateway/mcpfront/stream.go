@@ -63,16 +63,17 @@ func (f *Front) declareIn(rt *routes.Route, head, msg []byte, resp *http.Respons
 	return slices.Concat(head[:at], out, head[at+len(msg):])
 }
 
-// toolListAnswer reads a tools/list answer from r up to its response: the whole of a JSON
-// answer, the events of an SSE answer up to the first response (the stream may stay open after
-// it). nil when there is none.
+// toolListAnswer reads a tools/list answer from r up to its response, and returns that message:
+// read from the whole of a JSON answer, or from the events of an SSE answer up to the first that
+// holds a response (the stream may stay open after it); alone or in a batch (responseIn). nil
+// when there is none.
 func toolListAnswer(r io.Reader, sse bool) []byte {
 	if !sse {
-		msg, err := io.ReadAll(r)
+		data, err := io.ReadAll(r)
 		if err != nil {
 			return nil
 		}
-		return msg
+		return responseIn(data)
 	}
 	events := mcpwire.NewReader(r, maxToolListBytes)
 	for {
@@ -80,10 +81,21 @@ func toolListAnswer(r io.Reader, sse bool) []byte {
 		if err != nil {
 			return nil
 		}
-		if m, err := mcpwire.Parse(ev.Data); err == nil && m.Kind == mcpwire.Response {
-			return ev.Data
+		if msg := responseIn(ev.Data); msg != nil {
+			return msg
 		}
 	}
+}
+
+// responseIn returns the first JSON-RPC response in data, one message or a batch of them
+// (mcpwire.Messages), exactly as sent; nil when there is none.
+func responseIn(data []byte) []byte {
+	for _, msg := range mcpwire.Messages(data) {
+		if m, err := mcpwire.Parse(msg); err == nil && m.Kind == mcpwire.Response {
+			return msg
+		}
+	}
+	return nil
 }
 
 // maxToolListBytes bounds the tools/list answer the gateway reads whole to learn from; a longer

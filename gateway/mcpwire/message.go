@@ -73,6 +73,26 @@ func (m *Message) Parse(body []byte) error {
 	return nil
 }
 
+// Messages returns the messages of data, one JSON-RPC message or a batch of them (2025-03-26
+// lets a server send its responses and requests batched, in one SSE event or JSON answer): the
+// elements of a JSON array, each exactly as sent, else data itself. Nothing is checked beyond
+// that data is JSON: parse each message.
+func Messages(data []byte) [][]byte {
+	if !isJSON(data) {
+		return [][]byte{data}
+	}
+	data = trimSpace(data)
+	if data[0] != '[' {
+		return [][]byte{data}
+	}
+	var msgs [][]byte
+	it := newIter(data)
+	for v, ok := it.element(); ok; v, ok = it.element() {
+		msgs = append(msgs, v)
+	}
+	return msgs
+}
+
 // read reads body into m, the zero Message.
 func (m *Message) read(body []byte) error {
 	if !isJSON(body) {

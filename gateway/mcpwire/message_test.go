@@ -319,3 +319,26 @@ func TestTaskRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestMessages: one message is itself; a batch is its elements, each as sent; what is not JSON is
+// left whole for its parse to refuse.
+func TestMessages(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, []string{`{"jsonrpc":"2.0","id":1,"result":{}}`}},
+		{" [ {\"a\":[1,2]} ,\n{\"b\":\"],\"} ] ", []string{`{"a":[1,2]}`, `{"b":"],"}`}},
+		{`[]`, nil},
+		{`[{"a":1}`, []string{`[{"a":1}`}},
+	} {
+		var got []string
+		for _, m := range Messages([]byte(c.in)) {
+			got = append(got, string(m))
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("Messages(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
