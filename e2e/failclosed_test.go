@@ -143,8 +143,9 @@ func expectJiraRead(t *testing.T, g *Gateway) {
 // TestC27_StoreBack (docs/cases.md C27): Redis stops under a gateway whose timed safety check runs
 // once an hour, and comes back with its data (AOF) or empty. While it is away keyed requests get
 // 503 store-unavailable; once it is back they execute and /readyz is ready, though no timed check
-// has run since: the keyed request that meets the store unfit asks for a check at once (at most one
-// a second), so recovery takes at most a second after Redis's return rather than the interval.
+// has run since: the keyed request that meets the store unfit asks for a check at once (at most
+// every 100 ms while Redis cannot be reached), so recovery takes well under a second after Redis's
+// return rather than the interval.
 // The wait is polled (eventually); the time it took is logged, not asserted.
 func TestC27_StoreBack(t *testing.T) {
 	t.Parallel()

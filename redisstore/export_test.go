@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -37,3 +38,6 @@ func LoadScripts(ctx context.Context, c redis.Scripter) error {
 	}
 	return nil
 }
+
+// CheckGap returns the least time between the last safety check and one that a request asks for.
+func CheckGap(s *Store) time.Duration { return s.safety.gap() }

@@ -23,6 +23,12 @@ const DefaultCheckInterval = 5 * time.Second
 // store call.
 const checkTimeout = 2 * time.Second
 
+// unreachableGap is the least time between a check that could not reach Redis and the next one
+// that a request asks for: a check of a Redis that is down costs it nothing, and one that is back
+// must be found so within a second, though the failed check, its go-redis retries and their
+// backoff included, may have ended a moment before it came back.
+const unreachableGap = 100 * time.Millisecond
+
 // ErrScriptsRefused is wrapped by the error of Safe (and Check) when Redis refuses the store's
 // scripts or a command they call: an ACL without +evalsha, +eval or one of the commands the
 // scripts call (docs/deploy.md, "TLS and ACL"), or a script that is not cached and cannot be
@@ -46,8 +52,9 @@ var ErrScriptsRefused = errors.New("redis refuses the store's scripts")
 // the store is met unfit: a call of Safe that returns an error, a command of this store that could
 // not reach Redis, or a script call that fails with an error reply other than NOSCRIPT and CORRUPT
 // (OOM, NOPERM, …); never sooner than the interval or 1 s, whichever is shorter, after the last
-// check. So a Redis that returns is found fit within a second of the first keyed request that
-// meets it (docs/stores.md, "Fail closed"), not at the next interval. The checks start with the
+// check, or 100 ms after one that could not reach Redis. So a Redis that returns is found fit
+// within a second of its return, once a keyed request meets it (docs/stores.md, "Fail closed"),
+// not at the next interval. The checks start with the
 // first call of Safe, which waits for the first one (at most 2 s); later calls read the last
 // verdict and never wait. Options.OnSafetyChange is told of every change. On Redis Cluster the policy is read from one node, and the probe writes to the node that
 // serves its key.
@@ -95,6 +102,9 @@ type safety struct {
 	last time.Time  // when the last check ended, under mu
 }
 
+// kindUnreachable is the kind of a verdict whose check could not reach Redis.
+const kindUnreachable = "unreachable"
+
 // verdict is what one check found: err as Safe returns it, and kind, which names the finding so
 // that a change is told once (the error's text may change from one check to the next, e.g. the
 // local port of a failed connection).
@@ -131,7 +141,7 @@ func (c *safety) run() {
 		case <-c.wake:
 			timer.Stop()
 			c.mu.Lock()
-			soonest := c.last.Add(c.minGap)
+			soonest := c.last.Add(c.gap())
 			c.mu.Unlock()
 			if time.Now().Before(soonest) { // checked a moment ago: not before minGap
 				if soonest.Before(next) {
@@ -143,6 +153,15 @@ func (c *safety) run() {
 		_ = c.check(context.Background())
 		next = time.Now().Add(c.interval)
 	}
+}
+
+// gap is the least time between the last check and one that a request asks for: minGap, or
+// unreachableGap after a check that could not reach Redis.
+func (c *safety) gap() time.Duration {
+	if v := c.verdict.Load(); v != nil && v.kind == kindUnreachable {
+		return min(c.minGap, unreachableGap)
+	}
+	return c.minGap
 }
 
 // ask asks run for a check now; it runs at once unless the last one ended less than minGap ago.
@@ -178,13 +197,13 @@ func (c *safety) check(ctx context.Context) error {
 // assess is one safety check: PING, the eviction policy, and a write probe.
 func (s *Store) assess(ctx context.Context) verdict {
 	if err := s.client.Ping(ctx).Err(); err != nil {
-		return verdict{"unreachable", fmt.Errorf("redisstore: safety check: ping: %w", err)}
+		return verdict{kindUnreachable, fmt.Errorf("redisstore: safety check: ping: %w", err)}
 	}
 	if err := s.checkPolicy(ctx); err != nil {
 		if errors.Is(err, ErrEvictionPolicy) {
 			return verdict{"policy: " + err.Error(), err}
 		}
-		return verdict{"unreachable", fmt.Errorf("redisstore: safety check: %w", err)}
+		return verdict{kindUnreachable, fmt.Errorf("redisstore: safety check: %w", err)}
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -198,7 +217,7 @@ func (s *Store) assess(ctx context.Context) verdict {
 	case err == nil:
 		return verdict{"safe", nil}
 	case !errors.As(err, &reply):
-		return verdict{"unreachable", fmt.Errorf("redisstore: safety check: write probe: %w", err)}
+		return verdict{kindUnreachable, fmt.Errorf("redisstore: safety check: write probe: %w", err)}
 	case writesRefused(err): // Redis's reply alone: err names the probe key, new at every check
 		return verdict{"writes refused", fmt.Errorf("redisstore: Redis refuses writes: %w: %v", record.ErrWritesRefused, reply)}
 	}

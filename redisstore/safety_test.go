@@ -268,6 +268,37 @@ func TestNewRefusesNegativeCheckInterval(t *testing.T) {
 	}
 }
 
+// TestCheckGapShortWhileUnreachable: while the last check could not reach Redis, a request may
+// ask for the next one 100 ms after it, not a second: a failed check, its go-redis retries and
+// their backoff included, may end a moment before Redis returns, and a Redis that is back must be
+// found so within a second (docs/cases.md C27). Once Redis answers, a second again:
+// the checks of a reachable Redis that is unfit write a probe key each.
+func TestCheckGapShortWhileUnreachable(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	s := newStore(t, srv, redisstore.Options{CheckInterval: time.Hour})
+	if err := s.Check(ctx); err != nil {
+		t.Fatalf("Check() = %v", err)
+	}
+	if gap := redisstore.CheckGap(s); gap != time.Second {
+		t.Errorf("gap after a check that found Redis fit = %s, want 1s", gap)
+	}
+	srv.Stop()
+	if err := s.Check(ctx); err == nil {
+		t.Fatal("Check() with Redis stopped = nil")
+	}
+	if gap := redisstore.CheckGap(s); gap != 100*time.Millisecond {
+		t.Errorf("gap after a check that could not reach Redis = %s, want 100ms", gap)
+	}
+	srv.Restart()
+	if err := s.Check(ctx); err != nil {
+		t.Fatalf("Check() with Redis back = %v", err)
+	}
+	if gap := redisstore.CheckGap(s); gap != time.Second {
+		t.Errorf("gap once Redis is back = %s, want 1s", gap)
+	}
+}
+
 // TestSafeAgainWhenRedisReturns: with checks an hour apart, a Redis that stopped is found
 // unreachable by the check that a failed command asks for, and found fit again by the check that
 // a call of Safe asks for once it is back (docs/stores.md, "Fail closed"): recovery does not wait
