@@ -64,7 +64,11 @@ func (x *Exchange) run() {
 			x.reject(err)
 			return
 		}
-		switch decide(f, x.rt, wait.left(x.r.Context())) {
+		act := decide(f, x.rt, wait.left(x.r.Context()))
+		if act != actWait && act != actInProgress {
+			wait.over()
+		}
+		switch act {
 		case actExecute:
 			x.noteChurn()
 			x.execute()

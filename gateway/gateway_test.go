@@ -689,6 +689,45 @@ func TestWaitIsWokenNotPolled(t *testing.T) {
 	})
 }
 
+// TestWaitEndedOnPollCountedOnce: a duplicate that waits at one gateway for a call another gateway
+// runs, on a store without settle notices, learns of the settle from its safety poll alone. Its
+// wait counts once in idemgateway_wait_wakeups_total{cause="poll"} however many polls found the
+// record still in progress: the metric counts waits that ended on the poll (docs/operations.md).
+func TestWaitEndedOnPollCountedOnce(t *testing.T) {
+	t.Parallel()
+	store := openEmbedded(t)
+	up := newHeldUpstream(t, nil)
+	running, _, _ := newGatewayOn(t, store, ticketsYAML(up.URL), gateway.Options{})
+	counted := &claimCounter{Store: store} // no WatchSettled: the poll alone ends a wait
+	cfg, err := routes.Parse("routes.yaml", []byte(ticketsYAML(up.URL, "{concurrency: wait, wait_timeout: 40s}")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(cfg, counted, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.SetWaitTimers(20*time.Millisecond, hangTimeout)
+	waiting := httptest.NewServer(gw)
+	t.Cleanup(waiting.Close)
+
+	first := sendAsync(running.URL, "k", `{}`)
+	up.awaitCalls(t, 1)
+	dup := sendAsync(waiting.URL, "k", `{}`)
+	// Its claim, its read once listening, then one read after each poll: three polls at least.
+	eventually.True(t, "the duplicate to read the record after three polls", func() bool { return counted.claims.Load() >= 5 })
+	up.releaseAll()
+	if r := await(t, first, "the first request"); r.String() != "201 execute" {
+		t.Fatalf("the first request: %s", r)
+	}
+	if r := await(t, dup, "the duplicate"); r.String() != "201 replay" {
+		t.Fatalf("the duplicate: %s, want 201 replay", r)
+	}
+	if bySettle, byNotice, byPoll := gw.WakeUps(); bySettle != 0 || byNotice != 0 || byPoll != 1 {
+		t.Errorf("woken by a settle %d, by a notice %d, waits ended on the poll %d; want 0, 0, 1", bySettle, byNotice, byPoll)
+	}
+}
+
 // TestWaitIsWokenAcrossProcesses: two gateway processes share one Redis; the duplicates waiting at
 // the second are woken by the store's notice of the first's settle (WatchSettled), not by a poll.
 func TestWaitIsWokenAcrossProcesses(t *testing.T) {

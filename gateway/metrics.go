@@ -65,7 +65,7 @@ func newMetrics(reg prometheus.Registerer, safe func() error) *metrics {
 			"Executions of an effect (tenant, tool, fingerprint) that executed under another key within a minute: a client minting a new key per retry (counted per gateway process).",
 			"tool"),
 		wakeups: counter("wait_wakeups_total",
-			"Waiting duplicates (concurrency: wait) woken by a settle of this process (settle), by the store's settle notice (notice), or whose wait ended on the safety poll (poll): polls on a shared Redis mean its notices are not arriving.",
+			"Waiting duplicates (concurrency: wait) woken by a settle of this process (settle), by the store's settle notice (notice, which may come before this process's own settle), or whose wait ended on the safety poll (poll, once per wait): polls on a shared Redis mean its notices are not arriving.",
 			"cause"),
 		pending: gauge("receipts_pending",
 			"Settle writes the store failed, retried in the background until it takes them or their records expire: commit (a receipt answered with Idempotency-Receipt: pending), release, mark_unknown (release also counts claims whose reply was lost).",

@@ -41,8 +41,9 @@ type waiters struct {
 	poll, watchTimeout time.Duration
 
 	// idemgateway_wait_wakeups_total{cause}: waiters woken by a settle of this process, by the
-	// store's notice of a settle, and waits that ended on the safety poll. Polls where notices
-	// should wake say that the notices are not working (metrics.go).
+	// store's notice of a settle (whichever came first), and waits that ended on the safety poll
+	// (duplicateWait.over). Polls where notices should wake say that the notices are not working
+	// (metrics.go).
 	bySettle, byNotice, byPoll prometheus.Counter
 }
 
@@ -157,11 +158,6 @@ func (w *waiters) settled(key string) {
 	w.wake(key, nil, w.bySettle)
 }
 
-// polled counts a wait that ended on the safety poll (waitPoll) rather than a wake-up.
-func (w *waiters) polled() {
-	w.byPoll.Inc()
-}
-
 // wake wakes the waiters of key, and stops their watch; when only is not nil, only if they are
 // still only: a notice of a watch that has ended is not for newer waiters, which have their own.
 // It adds the number of waiters it woke to woken.
@@ -192,6 +188,7 @@ type duplicateWait struct {
 	until   time.Time
 	settled <-chan struct{} // nil until the duplicate listens
 	stopped func()          // ends the current listening
+	polled  bool            // the last await ended on the safety poll, not a wake-up
 }
 
 // duplicate starts the wait of a duplicate of the record at key, which may last until until.
@@ -217,12 +214,22 @@ func (d *duplicateWait) await(ctx context.Context) {
 	}
 	poll := time.NewTimer(min(time.Until(d.until), d.w.poll))
 	defer poll.Stop()
+	d.polled = false
 	select {
 	case <-d.settled:
 		d.stop()
 	case <-poll.C: // still listening
-		d.w.polled()
+		d.polled = true
 	case <-ctx.Done():
+	}
+}
+
+// over ends the wait with the record no longer in progress: it counts a wait that the safety poll,
+// not a wake-up, brought to the read that found it so (idemgateway_wait_wakeups_total{cause="poll"}:
+// on a shared Redis, notices that do not arrive).
+func (d *duplicateWait) over() {
+	if d.polled {
+		d.w.byPoll.Inc()
 	}
 }
 
