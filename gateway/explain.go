@@ -21,6 +21,9 @@ type Explanation struct {
 	// Route is the route's name; for a tools/call on a kind: mcp route, the tool's scope name,
 	// route/tool (docs/mcp.md), which records, metrics and the admin API name.
 	Route string `json:"route"`
+	// Class is the route's class (idempotent or non_idempotent), or, for a tools/call, the one the
+	// file gives the tool, else its route's.
+	Class routes.Class `json:"class"`
 	// Tenant is the request's: with clients, its client's (docs/security.md#who-is-calling).
 	Tenant      string          `json:"tenant"`
 	Document    json.RawMessage `json:"document"`    // the canonical document (docs/contract.md §3)
@@ -122,7 +125,7 @@ func Explain(cfg *routes.Config, route string, r *http.Request, steps bool, read
 	if err != nil {
 		return nil, err
 	}
-	e := &Explanation{Route: rt.Name, Tenant: id.tenant, Document: id.doc, Fingerprint: id.fp}
+	e := &Explanation{Route: rt.Name, Class: rt.Class, Tenant: id.tenant, Document: id.doc, Fingerprint: id.fp}
 	if id.keyErr != nil {
 		e.KeyProblem = id.keyErr.Error()
 	} else {

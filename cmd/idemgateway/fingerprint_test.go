@@ -41,6 +41,7 @@ func TestFingerprintCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var a, b struct {
+		Class       string `json:"class"`
 		Fingerprint string `json:"fingerprint"`
 		Key         string `json:"key"`
 		Steps       []struct{ Pointer, Action string }
@@ -56,6 +57,9 @@ func TestFingerprintCommand(t *testing.T) {
 	}
 	if a.Key != "k1" || b.Key != "k1" {
 		t.Fatalf("keys %q and %q, want k1", a.Key, b.Key)
+	}
+	if a.Class != "non_idempotent" || b.Class != "non_idempotent" {
+		t.Fatalf("classes %q and %q, want the route's non_idempotent", a.Class, b.Class)
 	}
 	if len(a.Steps) == 0 || len(b.Steps) != 0 {
 		t.Fatalf("steps: %d with -explain, %d without", len(a.Steps), len(b.Steps))
