@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,8 +32,9 @@ func Load(path string) (*Config, error) {
 //
 // Decoding is strict: an unknown field, a value of the wrong type, a duplicated mapping key or a
 // second YAML document is an error, reported with its line (a "---" followed by nothing is not a
-// document). When the file decodes, every field is validated and every problem reported with its
-// field path, not only the first. The error is always of type Errors, whose elements are
+// document). When the file decodes, or its only faults are unknown fields (a misspelt name, which
+// leaves nothing half set), every field is validated and every problem reported with its field
+// path, not only the first. The error is always of type Errors, whose elements are
 // *FieldError. An empty file decodes, and fails validation: it has no route.
 //
 // A route field takes its value from the route, else from the defaults block, else from the
@@ -42,14 +44,14 @@ func Load(path string) (*Config, error) {
 // A kind: mcp route's tools take each of these settings from the tool, else from the route
 // (docs/configuration.md#kind-mcp).
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
-	raw, err := decode(name, data)
+	raw, unknown, err := decode(name, data)
 	if err != nil {
 		return nil, err
 	}
 	if lookupEnv == nil {
 		lookupEnv = func(string) (string, bool) { return "", false }
 	}
-	r := resolver{file: name, lookupEnv: lookupEnv}
+	r := resolver{file: name, lookupEnv: lookupEnv, errs: unknown}
 	cfg := r.config(raw)
 	if len(r.errs) > 0 {
 		return nil, r.errs
@@ -199,30 +201,37 @@ type rawBodyRule struct {
 }
 
 // decode decodes data strictly into a rawFile. Its errors are Errors of *FieldError with the line
-// yaml.v3 gives.
-func decode(name string, data []byte) (*rawFile, error) {
-	var raw rawFile
+// yaml.v3 gives. Unknown fields alone are returned apart, with the rest of the file decoded: yaml.v3
+// skips them and decodes every other field, so the file can still be validated.
+func decode(name string, data []byte) (raw *rawFile, unknown Errors, err error) {
+	raw = new(rawFile)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	err := dec.Decode(&raw)
+	err = dec.Decode(raw)
 	if errors.Is(err, io.EOF) {
-		return &raw, nil // an empty file; validation reports what is missing
+		return raw, nil, nil // an empty file; validation reports what is missing
+	}
+	var te *yaml.TypeError
+	if errors.As(err, &te) && !slices.ContainsFunc(te.Errors, func(msg string) bool {
+		return !yamlUnknownField.MatchString(yamlLine.ReplaceAllString(msg, "$2"))
+	}) {
+		unknown, err = yamlErrors(name, err), nil
 	}
 	if err != nil {
-		return nil, yamlErrors(name, err)
+		return nil, nil, yamlErrors(name, err)
 	}
 	for {
 		var extra yaml.Node
 		err := dec.Decode(&extra)
 		switch {
 		case errors.Is(err, io.EOF):
-			return &raw, nil
+			return raw, unknown, nil
 		case err != nil:
-			return nil, yamlErrors(name, err)
+			return nil, nil, yamlErrors(name, err)
 		case len(extra.Content) == 1 && extra.Content[0].ShortTag() == "!!null":
 			continue // a "---" with nothing after it
 		}
-		return nil, Errors{&FieldError{File: name, Line: extra.Line, Err: errors.New("a routes file holds one YAML document; found a second")}}
+		return nil, nil, append(unknown, &FieldError{File: name, Line: extra.Line, Err: errors.New("a routes file holds one YAML document; found a second")})
 	}
 }
 

@@ -62,7 +62,8 @@ func joinBadFiles(tables ...map[string][]string) map[string][]string {
 }
 
 // decodeBadFiles are the files that do not decode as a routes file: YAML syntax, unknown
-// fields, values of the wrong type, a second document.
+// fields, values of the wrong type, a second document. Where the only faults of decoding are
+// unknown fields, the rest of the file is validated too (misspelt.bad.yml).
 var decodeBadFiles = map[string][]string{
 	"duplicate_key.bad.yml": {
 		`duplicate_key.bad.yml:10: mapping key "path" already defined at line 8`,
@@ -79,6 +80,12 @@ var decodeBadFiles = map[string][]string{
 		"rules_decode.bad.yml:16: cannot unmarshal !!str `trim` into a list of strings",
 		"rules_decode.bad.yml:17: cannot unmarshal !!seq into a string",
 		`rules_decode.bad.yml:18: unknown field "reorder"`,
+	},
+	"misspelt.bad.yml": { // unknown fields alone: the rest is validated too
+		`misspelt.bad.yml:12: unknown field "recipt"`,
+		`misspelt.bad.yml: routes[0] "create_ticket": upstream: "ticket": no such upstream`,
+		`misspelt.bad.yml: routes[0] "create_ticket": class: "non_idempotnet": must be read_only, idempotent or non_idempotent`,
+		`misspelt.bad.yml: routes[0] "create_ticket": fingerprint.body.exclude[0]: "trace_id": JSON Pointer must start with "/"`,
 	},
 	"syntax.bad.yml": {
 		`syntax.bad.yml:4: did not find expected key`,
