@@ -127,7 +127,7 @@ func (a *admin) deleteRecord(w http.ResponseWriter, r *http.Request) {
 			return
 		case state == record.StateInProgress:
 			(&problem.Problem{Type: problem.TypePrefix + "record-in-progress", Title: "Record in progress", Status: http.StatusConflict,
-				Detail: "a call under this key is under way (its lease is live): deleting the record would let a retry execute it again; wait for it, or add ?force=true"}).Write(w, 0)
+				Detail: "a call under this key is under way (its lease is live): deleting the record would let a retry execute it again; wait for it, or delete it by force (?force=true; idemgateway records delete --force)"}).Write(w, 0)
 			return
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -41,7 +42,10 @@ var (
 var version = "dev"
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	err := run(os.Args[1:])
+	switch {
+	case errors.Is(err, flag.ErrHelp): // -h: the command's flag set printed its usage
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "idemgateway:", err)
 		os.Exit(1)
 	}
@@ -53,7 +57,7 @@ const usage = `usage: idemgateway [serve] [flags]           run the gateway (the
        idemgateway fingerprint [flags]      what the gateway makes of one request
        idemgateway records [flags] ...      the admin API's records from the command line
        idemgateway version
-flags: idemgateway -h; settings: docs/configuration.md`
+flags: idemgateway -h, idemgateway fingerprint -h, idemgateway records help; settings: docs/configuration.md`
 
 func run(args []string) error {
 	cmd := "serve"

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/idemgateway/idemgateway/adminclient"
 )
@@ -18,14 +19,24 @@ const recordsUsage = `usage:
   idemgateway records delete TENANT TOOL KEY [--force]
   idemgateway records list [--state outcome_unknown] [--tenant T] [--tool T] [--limit N] [--cursor C]
 flags of get, resolve and delete: --credential SCOPE (a route with scope.credential: the receipt's
-credential_scope); of every command: --admin URL (IDEMGATEWAY_ADMIN_URL, default
-http://127.0.0.1:9090); the token is read from IDEMGATEWAY_ADMIN_TOKEN`
+credential_scope); of every command, before or after it: --admin URL (IDEMGATEWAY_ADMIN_URL,
+default http://127.0.0.1:9090); the token is read from IDEMGATEWAY_ADMIN_TOKEN`
 
 // records is `idemgateway records`: the operator's client of the admin records API (docs/contract.md §5).
 // It prints the record (or the page of a list) as indented JSON; delete, and resolve with
 // not_committed, print nothing. An answer of the API that is not 2xx is returned as
 // "records: <status> <title>: <detail>".
 func records(args []string, stdout io.Writer) error {
+	// --admin, the flag of every command, may come before the command too.
+	var lead []string
+	for len(args) > 0 && (strings.HasPrefix(args[0], "-admin=") || strings.HasPrefix(args[0], "--admin=") ||
+		(args[0] == "-admin" || args[0] == "--admin") && len(args) > 1) {
+		n := 1
+		if !strings.Contains(args[0], "=") {
+			n = 2
+		}
+		lead, args = append(lead, args[:n]...), args[n:]
+	}
 	if len(args) == 0 {
 		return errors.New("records: a command is required\n" + recordsUsage)
 	}
@@ -65,7 +76,7 @@ func records(args []string, stdout io.Writer) error {
 	default:
 		return fmt.Errorf("records: unknown command %q\n%s", cmd, recordsUsage)
 	}
-	pos, err := parseInterspersed(fs, args[1:])
+	pos, err := parseInterspersed(fs, append(lead, args[1:]...))
 	if err != nil {
 		return fmt.Errorf("records %s: %v\n%s", cmd, err, recordsUsage)
 	}

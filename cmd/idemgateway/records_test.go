@@ -98,6 +98,13 @@ routes:
 	if out, err = run("resolve", "--outcome=not_committed", "acme|eu", "create_ticket", "lost-2"); err != nil || out != "" {
 		t.Fatalf("resolve not_committed: %q, %v; want no output", out, err)
 	}
+	// --admin before the command, as after it.
+	if out, err = run("--admin", adminSrv.URL, "get", "acme|eu", "create_ticket", "lost-1"); err != nil || receipt(out)["remote_id"] != "T-77" {
+		t.Fatalf("--admin before get: %q, %v", out, err)
+	}
+	if out, err = run("--admin=http://127.0.0.1:1", "--admin", adminSrv.URL, "get", "acme|eu", "create_ticket", "lost-1"); err != nil || receipt(out)["remote_id"] != "T-77" {
+		t.Fatalf("--admin twice before get (the last counts): %q, %v", out, err)
+	}
 	if out, err = run("delete", "acme|eu", "create_ticket", "ok 1"); err != nil || out != "" {
 		t.Fatalf("delete: %q, %v; want no output", out, err)
 	}
@@ -116,6 +123,8 @@ routes:
 		{"unknown command", []string{"purge"}, `records: unknown command "purge"`},
 		{"no command", nil, "records: a command is required"},
 		{"bad admin URL", []string{"get", "--admin", "localhost:9090", "a", "b", "c"}, "records: adminclient: admin URL"},
+		{"bad admin URL before the command", []string{"-admin=localhost:9090", "get", "a", "b", "c"}, "records: adminclient: admin URL"},
+		{"--admin without its URL", []string{"--admin"}, `records: unknown command "--admin"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := run(tt.args...)

@@ -457,7 +457,14 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
+// TestMain runs the tests, or, with IDEMGATEWAY_TEST_MAIN set, the command itself on the
+// arguments after "--" (TestHelpExitsZero runs the test binary so).
 func TestMain(m *testing.M) {
+	if os.Getenv("IDEMGATEWAY_TEST_MAIN") != "" {
+		os.Args = append(os.Args[:1], os.Args[slices.Index(os.Args, "--")+1:]...)
+		main()
+		os.Exit(0)
+	}
 	redis.SetLogger(quiet{})
 	os.Exit(m.Run())
 }

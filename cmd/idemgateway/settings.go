@@ -93,6 +93,10 @@ func loadSettings(args []string) (*settings, error) {
 		return nil, err
 	}
 	fs := flag.NewFlagSet("idemgateway", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\nflags of serve and validate (each overrides its variable):\n", usage)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&s.Routes, "routes", s.Routes, "path of the routes file (IDEMGATEWAY_ROUTES)")
 	fs.StringVar(&s.Listen, "listen", s.Listen, "proxy listener (IDEMGATEWAY_LISTEN)")
 	fs.StringVar(&s.AdminListen, "admin-listen", s.AdminListen, "admin listener (IDEMGATEWAY_ADMIN_LISTEN)")
@@ -110,10 +114,10 @@ func loadSettings(args []string) (*settings, error) {
 	}
 	host, _, err := net.SplitHostPort(s.AdminListen)
 	if err != nil {
-		return nil, fmt.Errorf("IDEMGATEWAY_ADMIN_LISTEN: %w", err)
+		return nil, fmt.Errorf("IDEMGATEWAY_ADMIN_LISTEN (-admin-listen): %w", err)
 	}
 	if ip := net.ParseIP(host); s.AdminToken == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("IDEMGATEWAY_ADMIN_LISTEN %q is not a loopback address: set IDEMGATEWAY_ADMIN_TOKEN", s.AdminListen)
+		return nil, fmt.Errorf("IDEMGATEWAY_ADMIN_LISTEN (-admin-listen) %q is not a loopback address: set IDEMGATEWAY_ADMIN_TOKEN", s.AdminListen)
 	}
 	if _, err := s.encryptionKey(); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,5 +33,25 @@ func TestValidateCommand(t *testing.T) {
 	var out strings.Builder
 	if err := validate(bad, &out); err == nil || !strings.Contains(out.String(), "nowhere") || !strings.Contains(out.String(), "sometimes") {
 		t.Errorf("validate(bad) = %v, printed %q; want both problems (the upstream and the class)", err, out.String())
+	}
+}
+
+// TestHelpExitsZero: -h of the command and of its subcommands prints their usage (the command's
+// lists the subcommands, then its flags) and exits 0, not 1 with "flag: help requested".
+func TestHelpExitsZero(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-h"}, {"serve", "-h"}, {"validate", "-h"}, {"fingerprint", "-h"}, {"records", "help"}} {
+		cmd := exec.Command(self, append([]string{"--"}, args...)...)
+		cmd.Env = append(os.Environ(), "IDEMGATEWAY_TEST_MAIN=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.Contains(string(out), "help requested") || !strings.Contains(strings.ToLower(string(out)), "usage") {
+			t.Errorf("idemgateway %q: %v\n%s\nwant its usage and exit 0", args, err, out)
+		}
+		if args[0] == "-h" && (!strings.Contains(string(out), "idemgateway fingerprint") || !strings.Contains(string(out), "-routes")) {
+			t.Errorf("idemgateway -h:\n%s\nwant the subcommands, then the flags", out)
+		}
 	}
 }
