@@ -45,7 +45,7 @@ func (s *Store) checkPolicy(ctx context.Context) error {
 	if policy == "noeviction" {
 		return nil
 	}
-	return fmt.Errorf("redisstore: maxmemory-policy is %q, not noeviction: %w (set it to noeviction, or allow eviction explicitly)", policy, ErrEvictionPolicy)
+	return fmt.Errorf("redisstore: maxmemory-policy is %q, not noeviction: %w (set it to noeviction, or allow eviction explicitly: IDEMGATEWAY_REDIS_ALLOW_EVICTION=true, Options.AllowEviction)", policy, ErrEvictionPolicy)
 }
 
 // evictionPolicy returns Redis's maxmemory-policy, read with CONFIG GET or, when Redis refuses
@@ -69,12 +69,12 @@ func (s *Store) evictionPolicy(ctx context.Context) (string, error) {
 	case err != nil && !errors.As(err, &refused):
 		return "", fmt.Errorf("redisstore: read maxmemory_policy from INFO memory: %w", err)
 	case err != nil:
-		return "", fmt.Errorf("redisstore: cannot read maxmemory-policy (%s; INFO memory: %v): %w (allow CONFIG GET or INFO, or allow eviction explicitly)", configNote, err, ErrEvictionPolicy)
+		return "", fmt.Errorf("redisstore: cannot read maxmemory-policy (%s; INFO memory: %v): %w (allow CONFIG GET or INFO, or allow eviction explicitly: IDEMGATEWAY_REDIS_ALLOW_EVICTION=true, Options.AllowEviction)", configNote, err, ErrEvictionPolicy)
 	}
 	if policy := infoField(info, "maxmemory_policy"); policy != "" {
 		return policy, nil
 	}
-	return "", fmt.Errorf("redisstore: cannot read maxmemory-policy (%s; INFO memory: no maxmemory_policy): %w (allow eviction explicitly)", configNote, ErrEvictionPolicy)
+	return "", fmt.Errorf("redisstore: cannot read maxmemory-policy (%s; INFO memory: no maxmemory_policy): %w (allow eviction explicitly: IDEMGATEWAY_REDIS_ALLOW_EVICTION=true, Options.AllowEviction)", configNote, ErrEvictionPolicy)
 }
 
 // infoField returns the value of field in the text of an INFO reply ("name:value" lines), or "".

@@ -72,7 +72,9 @@ func (s *settings) checkRedis() error {
 
 // openRedisStore opens the Redis store on the client of redisClient. Commits that fewer replicas
 // acknowledged than IDEMGATEWAY_REDIS_WAIT_REPLICAS are logged as warnings, and so is each change
-// the store's safety check finds (logSafety).
+// the store's safety check finds (logSafety). The first check starts at once, in the background:
+// a Redis that cannot be reached, or could evict records, is said in the log at start, not at the
+// first keyed request.
 func (s *settings) openRedisStore(log *slog.Logger) (record.Store, func(), error) {
 	client, err := s.redisClient()
 	if err != nil {
@@ -94,6 +96,7 @@ func (s *settings) openRedisStore(log *slog.Logger) (record.Store, func(), error
 		_ = client.Close()
 		return nil, nil, err
 	}
+	go func() { _ = st.Safe() }()
 	return st, func() { _ = st.Close() }, nil
 }
 

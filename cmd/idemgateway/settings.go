@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgateway/idemgateway/boltstore"
 	"github.com/idemgateway/idemgateway/record"
@@ -183,18 +184,22 @@ func (s *settings) logger() (*slog.Logger, error) {
 	return nil, fmt.Errorf("IDEMGATEWAY_LOG_FORMAT %q: want json or text", s.LogFormat)
 }
 
-// storeName names the store for the log: "postgres:<schema>", "redis", "redis-sentinel", "redis-cluster"
-// or "embedded:<data dir>".
+// storeName names the store for the log, with where it is and never a secret:
+// "postgres:<schema>", "redis:<host:port>" (of the URL; "redis" when it does not parse),
+// "redis-sentinel:<master>@<addrs>", "redis-cluster:<addrs>" or "embedded:<data dir>".
 func (s *settings) storeName() string {
 	switch {
 	case s.PostgresURL != "":
 		return "postgres:" + s.PostgresSchema
 	case s.RedisURL != "":
+		if opt, err := redis.ParseURL(s.RedisURL); err == nil {
+			return "redis:" + opt.Addr
+		}
 		return "redis"
 	case len(s.RedisAddrs) > 0 && s.RedisMaster != "":
-		return "redis-sentinel"
+		return "redis-sentinel:" + s.RedisMaster + "@" + strings.Join(s.RedisAddrs, ",")
 	case len(s.RedisAddrs) > 0:
-		return "redis-cluster"
+		return "redis-cluster:" + strings.Join(s.RedisAddrs, ",")
 	}
 	return "embedded:" + s.DataDir
 }

@@ -161,6 +161,24 @@ func TestRedisURLNeverInErrors(t *testing.T) {
 	}
 }
 
+// TestStoreName: the start log names the store and where it is, never a credential.
+func TestStoreName(t *testing.T) {
+	for _, c := range []struct {
+		s    settings
+		want string
+	}{
+		{settings{RedisURL: "rediss://gw:s3cret@10.0.0.7:6380/2"}, "redis:10.0.0.7:6380"},
+		{settings{RedisAddrs: []string{"10.0.0.1:26379", "10.0.0.2:26379"}, RedisMaster: "mymaster", RedisPassword: "s3cret"}, "redis-sentinel:mymaster@10.0.0.1:26379,10.0.0.2:26379"},
+		{settings{RedisAddrs: []string{"10.0.0.1:7000"}}, "redis-cluster:10.0.0.1:7000"},
+		{settings{PostgresURL: "postgres://gw:s3cret@db/idem", PostgresSchema: "idemgateway"}, "postgres:idemgateway"},
+		{settings{DataDir: "/var/lib/idemgateway"}, "embedded:/var/lib/idemgateway"},
+	} {
+		if got := c.s.storeName(); got != c.want {
+			t.Errorf("storeName = %q, want %q", got, c.want)
+		}
+	}
+}
+
 // TestStoresCompressed: the store the command opens compresses a large part
 // (IDEMGATEWAY_COMPRESS_MIN_BYTES, 4 KiB by default), encrypted or not, and stores it as it is
 // with the setting 0, while still reading what was compressed before.
