@@ -86,7 +86,7 @@ func TestC13_FailoverClaimOnNewPrimary(t *testing.T) {
 	sb.release(t, "c13-first")
 	fr := firstCall.wait(t)
 	id := expectCreated(t, fr)
-	first.waitLog(t, "record not settled: the store refused a stale owner (lease lost)", 1)
+	first.waitLog(t, "record not settled: the store refused it: the record is gone (deleted, or expired) or another execution owns it (lease lost)", 1)
 	if n := first.metric(t, `idemgateway_store_duration_seconds_count{op="commit",result="refused"}`); n != 1 {
 		t.Errorf("first replica: %v commits refused, want 1", n)
 	}
@@ -97,7 +97,7 @@ func TestC13_FailoverClaimOnNewPrimary(t *testing.T) {
 	if got := expectCreated(t, sr); got != id {
 		t.Errorf("second replica's ticket %q, want the first call's %q (the upstream de-duplicates by the forwarded key)", got, id)
 	}
-	if n := second.logCount("record not settled: the store refused a stale owner (lease lost)"); n != 0 {
+	if n := second.logCount("record not settled: the store refused it: the record is gone (deleted, or expired) or another execution owns it (lease lost)"); n != 0 {
 		t.Errorf("second replica: %d refused writes logged, want 0: the new primary's owner is the second replica", n)
 	}
 	if n := second.metric(t, `idemgateway_store_duration_seconds_count{op="commit",result="ok"}`); n != 1 {

@@ -124,7 +124,7 @@ routes:
 			if n := metricValue(t, reg, "idemgateway_store_duration_seconds", "op", "commit", "result", "refused"); n != 1 {
 				t.Errorf("refused commits counted: %v, want 1", n)
 			}
-			if !hasLog(t, logs, "ERROR", "the store refused a stale owner", "k") {
+			if !hasLog(t, logs, "ERROR", "record not settled: the store refused it", "k") {
 				t.Errorf("no error line for the refused commit of key k:\n%s", logs.String())
 			}
 			if code, rec := adminDo(t, admin, "GET", "/v1/records/default/create_ticket/k", "", ""); code != 200 ||

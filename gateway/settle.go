@@ -15,6 +15,11 @@ import (
 	"github.com/idemgateway/idemgateway/record"
 )
 
+// msgSettleRefused is the error line of a settle write the store refused (errRefused): the
+// record's owner is no longer this execution. An operator's delete, or the record's expiry,
+// looks the same to the store as a lease taken over.
+const msgSettleRefused = "record not settled: the store refused it: the record is gone (deleted, or expired) or another execution owns it (lease lost)"
+
 // Settling a record (docs/guarantees.md, "Pending receipts" and "Orphaned claims"). The final write
 // of an execution (commit, release or mark unknown) is tried again with backoff while the client
 // waits, up to the route's upstream timeout; if the store still fails, the client gets the
@@ -170,7 +175,7 @@ func (x *Exchange) settle(op settleOp) {
 		p.landed()
 		p.end()
 	case errors.Is(err, errRefused):
-		x.logger().Error("record not settled: the store refused a stale owner (lease lost)", "op", op.String())
+		x.logger().Error(msgSettleRefused, "op", op.String())
 		x.span.AddEvent("store.write_refused", trace.WithAttributes(attribute.String("op", op.String())))
 		p.end()
 	default:
@@ -269,7 +274,7 @@ func (p *pendingSettle) finish(err error, why string) {
 	case errors.Is(err, errRefused) && p.orphan:
 		p.logger().Debug("orphaned claim: nothing to release (it did not land, or the key has moved on)")
 	case errors.Is(err, errRefused):
-		p.logger().Error("record not settled: the store refused a stale owner (lease lost)", "op", op)
+		p.logger().Error(msgSettleRefused, "op", op)
 	case p.orphan:
 		p.logger().Error("orphaned claim not released: "+why+"; it reads outcome_unknown once its lease lapsed", "err", err)
 	default:

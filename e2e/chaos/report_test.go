@@ -229,7 +229,7 @@ func (c *run) readGateways(r *report) {
 			switch l.Msg {
 			case "lease renewal failed", "lease lost: another owner holds the key", "claim failed", "upstream exchange failed":
 				r.gwLog[l.Msg]++
-			case "record not settled: store failed", "record not settled: the store refused a stale owner (lease lost)":
+			case "record not settled: store failed", "record not settled: the store refused it: the record is gone (deleted, or expired) or another execution owns it (lease lost)":
 				r.gwLog[l.Msg+" ("+l.Op+")"]++
 			}
 		}

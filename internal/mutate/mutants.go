@@ -137,7 +137,7 @@ var mutants = []Mutant{
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestStoreFailsAtCommit$/^redis_refuses_the_write$"}}, Core: true},
 	{Name: "stale-commit-not-logged", Behaviour: "a commit the store refuses to a stale owner (lease lost) is not logged",
 		File:  "gateway/settle.go",
-		From:  "\t\tx.logger().Error(\"record not settled: the store refused a stale owner (lease lost)\", \"op\", op.String())\n",
+		From:  "\t\tx.logger().Error(msgSettleRefused, \"op\", op.String())\n",
 		To:    "",
 		Tests: []Target{{Pkg: "./gateway", Run: "^TestCommitAfterTakeoverIsRefused$"}, {Pkg: "./e2e", Run: "^TestC13_FailoverClaimOnNewPrimary$"}}},
 	{Name: "grace-over-nothing-cut", Behaviour: "a shutdown whose grace ran out cuts nothing off: the calls under way lose their clients' connections with the process, unanswered",
