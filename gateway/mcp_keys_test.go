@@ -241,3 +241,26 @@ func TestMCPKeyArgumentBatchedToolList(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPHeaderAndMetaKeysAgree: a call that sends its key in the header and in params._meta must
+// send the same key in both: the gateway does not choose between two keys (a header set once per
+// connection would otherwise put one key on every call, replaying or refusing other actions under
+// it). Different keys are refused (idempotency_key_mismatch, naming neither key) and nothing
+// reaches the server; the same key in both is the call's key.
+func TestMCPHeaderAndMetaKeysAgree(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv, _, _ := newGatewayYAML(t, openEmbedded, mcpRoutes(up.url, ""), gateway.Options{})
+	call := func(id, meta string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"create_ticket","arguments":{"title":"t"},"_meta":{"` + metaKey + `":"` + meta + `"}}}`
+	}
+	status, _, body := postRaw(t, srv.URL+"/mcp", call("1", "meta-key"), "Idempotency-Key", "header-key")
+	if status != http.StatusOK || !strings.Contains(body, "two different idempotency keys") || !strings.Contains(body, `"id":1`) ||
+		strings.Contains(body, "meta-key") || strings.Contains(body, "header-key") || up.count("create_ticket") != 0 {
+		t.Errorf("different keys in the header and _meta: %d %.300s, %d tool calls; want a mismatch naming neither key, none", status, body, up.count("create_ticket"))
+	}
+	status, h, body := postRaw(t, srv.URL+"/mcp", call("2", "same-key"), "Idempotency-Key", "same-key")
+	if status != http.StatusOK || h.Get("Idempotency-Decision") != "execute" || up.count("create_ticket") != 1 {
+		t.Errorf("the same key in both: %d %q %.300s, want executed", status, h.Get("Idempotency-Decision"), body)
+	}
+}

@@ -41,7 +41,7 @@ func (m *mcpTool) start(h http.Header, trt *routes.Route, body []byte, version, 
 	m.version, m.classSource = version, classSource
 	m.call = gateway.Call{Route: trt, Body: body, Keys: m.keys[:0]}
 	if name := trt.Key.Meta; name != "" {
-		m.call.Keys = append(m.call.Keys, gateway.KeyReader{Read: m.metaKey, Source: keyFromMeta, Place: "params._meta[" + strconv.Quote(name) + "]"})
+		m.call.Keys = append(m.call.Keys, gateway.KeyReader{Read: m.metaKey, Source: keyFromMeta, Place: "params._meta[" + strconv.Quote(name) + "]", Agrees: true})
 	}
 	if name := trt.Key.Argument; name != "" {
 		place := "params.arguments[" + strconv.Quote(name) + "]"
