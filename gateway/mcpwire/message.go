@@ -96,7 +96,7 @@ func Messages(data []byte) [][]byte {
 // read reads body into m, the zero Message.
 func (m *Message) read(body []byte) error {
 	if !isJSON(body) {
-		return &Error{Code: ParseError, Message: "parse error: the body is not JSON"}
+		return &Error{Code: ParseError, Message: "parse error: the body is not JSON (UTF-8, one value, nested at most 10000 deep)"}
 	}
 	body = trimSpace(body) // valid: the value ends at its last byte that is not white space
 	if body[0] != '[' {

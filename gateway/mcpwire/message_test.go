@@ -84,6 +84,7 @@ func TestParseErrors(t *testing.T) {
 		{"not JSON", `{"jsonrpc":"2.0",`, ParseError},
 		{"trailing bytes", `{"jsonrpc":"2.0","id":1,"method":"m"} x`, ParseError},
 		{"two values", `{"jsonrpc":"2.0","id":1,"method":"m"}{}`, ParseError},
+		{"nested too deep", `{"jsonrpc":"2.0","id":1,"method":"m","params":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, ParseError},
 		{"not UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\x80\"}", ParseError},
 		{"escaped lone surrogate", `{"jsonrpc":"2.0","id":"\ud800","method":"m"}`, ParseError},
 		{"a string", `"m"`, InvalidRequest},
