@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -514,6 +516,36 @@ idemgateway_decisions_total{decision="replay",tool="create_ticket"} 1
 			t.Fatalf("upstream called %d times, want 3 (the replay, conflict, rejected request, outcome_unknown and in_progress call none)", n)
 		}
 	})
+}
+
+// TestEncodedBodyNamed: a JSON body sent gzip-encoded is refused as an invalid body whose detail
+// says that it came with a Content-Encoding the gateway does not decode, not merely that a byte is
+// no JSON; nothing reaches the upstream.
+func TestEncodedBodyNamed(t *testing.T) {
+	t.Parallel()
+	up, executions := countingUpstream(t)
+	srv, _, _ := newGateway(t, openEmbedded, up.URL, gateway.Options{})
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`{"title":"printer on fire"}`))
+	_ = zw.Close()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/tickets", &gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Encoding", "gzip")
+	req.Header.Set("Idempotency-Key", "gz-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid-body") ||
+		!strings.Contains(string(body), `Content-Encoding \"gzip\"`) || executions.Load() != 0 {
+		t.Errorf("a gzip-encoded JSON body: %d %s, %d executions; want 400 invalid-body naming the encoding, none", resp.StatusCode, body, executions.Load())
+	}
 }
 
 // TestCutOff: a shutdown whose grace ran out cuts off the calls still under way. The cut-off

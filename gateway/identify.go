@@ -120,10 +120,21 @@ func identify(rt *routes.Route, auth *auth.Authenticator, w http.ResponseWriter,
 		return id, err
 	}
 	if id.doc, err = gatedDocument(r.Context(), gate, rt.Fingerprint, id.req); err != nil {
-		return id, err
+		return id, encodedBody(r, err)
 	}
 	id.fp = canonical.Fingerprint(id.doc)
 	return id, nil
+}
+
+// encodedBody adds to err, a body the fingerprint could not read, that the body came with a
+// Content-Encoding (gzip, …), when it did: the gateway reads a body as sent and never decodes it,
+// so a compressed JSON body reads as bytes that are not JSON.
+func encodedBody(r *http.Request, err error) error {
+	ce := r.Header.Get("Content-Encoding")
+	if ce == "" || strings.EqualFold(ce, "identity") || !errors.Is(err, problem.ErrInvalidBody) {
+		return err
+	}
+	return fmt.Errorf("%w (the body is sent with Content-Encoding %q, which the gateway does not decode: send it unencoded)", err, ce)
 }
 
 // admit is the part of the identify phase that every route runs, read_only routes included: who
