@@ -45,7 +45,7 @@ func TestShutdownGraceRunsOut(t *testing.T) {
 		if len(cut) != 1 || cut[0].Calls != 1 || cut[0].Level != "WARN" {
 			t.Errorf("grace log lines %+v, want one at WARN with calls 1", cut)
 		}
-		if n := e.gw.logCount("calls still under way after the cut are left outcome_unknown; their clients lose their connections"); n != 0 {
+		if n := e.gw.logCount("requests still under way after the cut lose their connections; a record they did not settle lapses to outcome_unknown with its lease"); n != 0 {
 			t.Errorf("%d lines of calls left after the cut, want none: the cut-off call settled itself", n)
 		}
 		cutOff := first.wait(t)

@@ -287,6 +287,9 @@ func (x *Exchange) execute() {
 		IdempotencyKey: x.rec.IdempotencyKey, CredentialScope: x.rec.CredentialScope}, StartedAt: x.rec.StartedAt}}
 	x.g.inFlight.Store(x.exec, struct{}{})
 	defer x.g.inFlight.Delete(x.exec)
+	if x.g.cutting.Load() { // after CutOff's walk began: it may not see this one
+		x.exec.cutOff()
+	}
 	x.holdLease()
 	defer x.dropLease()
 	x.front.Call(x)

@@ -137,6 +137,15 @@ func (x *Exchange) TimedOut() (what string, ok bool) {
 	return x.deadline.ranOut()
 }
 
+// CutOff returns the fault that says a shutdown cut x's upstream call off (Gateway.CutOff), nil
+// when none did: an error reading the answer then says so rather than "context canceled".
+func (x *Exchange) CutOff() error {
+	if x.exec != nil && x.exec.wasCut() {
+		return faultShutdown
+	}
+	return nil
+}
+
 // Proxy makes x's upstream call through the reverse proxy (proxy.go), which settles its record
 // from the answer (or, when x's responder is a Capturer with a 2xx answer, lets it).
 func (x *Exchange) Proxy() { httpRoute{}.Call(x) }

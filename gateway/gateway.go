@@ -92,6 +92,7 @@ type Gateway struct {
 	table   atomic.Pointer[routeTable] // the routes in force; Reload swaps it
 
 	inFlight     sync.Map              // *execution -> struct{}: calls under way, for CutOff
+	cutting      atomic.Bool           // CutOff has run: every later execution is cut off as it starts
 	churn        *churn                // recent executions, to count keys minted per retry
 	ruleSets     ruleSets              // the rules of records made under other rules than their route's now
 	waiters      waiters               // duplicates waiting for a record to settle (concurrency: wait)

@@ -617,6 +617,31 @@ func TestCutOffAfterCallsFinished(t *testing.T) {
 	})
 }
 
+// TestCutOffLaterExecutions: once a shutdown's grace ran out, an execution that starts afterwards
+// (a waiting duplicate that finds the key freed, a request still claiming) is cut off as it starts:
+// it makes no connection to the upstream, frees its key, and answers 502 upstream-failed saying
+// that the gateway shut down, retryable.
+func TestCutOffLaterExecutions(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open storeFactory) {
+		up, executions := countingUpstream(t)
+		srv, store, gw := newGateway(t, open, up.URL, gateway.Options{})
+		if n := gw.CutOff(); n != 0 {
+			t.Fatalf("CutOff cut %d calls, want 0", n)
+		}
+		r, err := send(srv.URL, "after-cut", `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if detail, _ := r.problem["detail"].(string); r.status != http.StatusBadGateway || !strings.Contains(detail, "the gateway shut down") || r.problem["retryable"] != true {
+			t.Errorf("a call after the cut: %s %v, want 502 saying that the gateway shut down, retryable", r, r.problem)
+		}
+		if state, _, _ := store.Get(context.Background(), "default/create_ticket/after-cut"); state != "" || executions.Load() != 0 {
+			t.Errorf("after the cut: record %q, %d executions; want the key freed, none", state, executions.Load())
+		}
+	})
+}
+
 // TestReloadKeepsRequestsUnderWay: a request under way finishes under the routes it started with;
 // the next one sees the new routes.
 func TestReloadKeepsRequestsUnderWay(t *testing.T) {

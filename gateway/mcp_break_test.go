@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +22,7 @@ import (
 	"github.com/idemgateway/idemgateway/gateway"
 	"github.com/idemgateway/idemgateway/internal/eventually"
 	"github.com/idemgateway/idemgateway/internal/testclock"
+	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/routes"
 	"github.com/idemgateway/idemgateway/server"
 )
@@ -315,7 +318,7 @@ func TestMCPDiscoveryHonoursTTLFloor(t *testing.T) {
 }
 
 // TestMCPNoFinalAnswerIs200: the gateway's answer in place of an upstream's 2xx that holds no
-// final response (a 202 or a 204 to a tools/call) goes at HTTP 200: a client reads no body from a
+// final response (a 202 or a 204 to a tools/call, an empty batch) goes at HTTP 200: a client reads no body from a
 // 202 and would wait for the call's response forever, and a 204 cannot carry one.
 func TestMCPNoFinalAnswerIs200(t *testing.T) {
 	t.Parallel()
@@ -326,6 +329,7 @@ func TestMCPNoFinalAnswerIs200(t *testing.T) {
 		decision       string // of the retry
 	}{
 		{"202", "", "", http.StatusAccepted, "Unknown whether the call took effect", "outcome_unknown"},
+		{"an empty JSON batch", "application/json", "[ ]", http.StatusOK, "Unknown whether the call took effect", "outcome_unknown"},
 		{"204", "", "", http.StatusNoContent, "Unknown whether the call took effect", "outcome_unknown"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -391,6 +395,50 @@ func TestMCPBatchedFinalResponse(t *testing.T) {
 				t.Errorf("retry: %d %q %.400s, %d upstream calls; want the replay for id 8, 1 call", status, h.Get("Idempotency-Decision"), body, calls.Load())
 			}
 		})
+	}
+}
+
+// TestMCPCutOffMidStream: a shutdown that cuts off a guarded call whose SSE answer has begun (the
+// client has read a progress notification, then nothing comes) ends the answer with the tool
+// error of an unknown outcome that says the gateway shut down, not "context canceled", and leaves
+// the record outcome_unknown with that reason. The upstream's timeout is an hour: only the cut
+// ends the call.
+func TestMCPCutOffMidStream(t *testing.T) {
+	t.Parallel()
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(upstream.Close)
+	srv, store, gw := newGatewayYAML(t, openEmbedded, strings.Replace(mcpRoutes(upstream.URL, ""), "timeout: 10s", "timeout: 1h", 1), gateway.Options{})
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_ticket","_meta":{"` + metaKey + `":"k1"}}}`
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(call))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	if line, err := rd.ReadString('\n'); err != nil || !strings.Contains(line, "notifications/progress") {
+		t.Fatalf("the answer's first line %q, %v: want the progress notification", line, err)
+	}
+	if n := gw.CutOff(); n != 1 {
+		t.Fatalf("CutOff cut %d calls, want 1", n)
+	}
+	rest, _ := io.ReadAll(rd)
+	if body := string(rest); !strings.Contains(body, "Unknown whether the call took effect") || !strings.Contains(body, "the gateway shut down") || strings.Contains(body, "context canceled") {
+		t.Errorf("the rest of the cut-off call's answer %.600s: want the unknown outcome's tool error saying that the gateway shut down", body)
+	}
+	state, stored, _ := store.Get(context.Background(), record.ScopeKey{Tenant: "default", Tool: "tickets/create_ticket", Key: "k1"}.String())
+	if state != record.StateUnknown || !bytes.Contains(stored.Settle, []byte("the gateway shut down")) {
+		t.Errorf("record %q %q, want outcome_unknown saying that the gateway shut down", state, stored.Settle)
 	}
 }
 

@@ -255,8 +255,9 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	if _, ok := x.TimedOut(); ok { // the exchange was cancelled by its deadline
 		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
-	if x.exec != nil && x.exec.wasCut() { // or by a shutdown (CutOff)
-		err = fmt.Errorf("%w: %w", faultShutdown, err)
+	var named upstreamFault
+	if cut := x.CutOff(); cut != nil && !errors.As(err, &named) { // or by a shutdown, unless a fault of its own says more
+		err = fmt.Errorf("%w: %w", cut, err)
 	}
 	fault := faultOf(err, x.mayHaveSent.Load(), x.rt.Upstream.Timeout)
 	retryable := false

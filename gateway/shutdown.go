@@ -55,8 +55,11 @@ func (e *execution) wasCut() bool {
 // connection was made yet: docs/operations.md#shutdown) and answers its client that the gateway
 // shut down (faultShutdown), instead of the process closing the client's connection under it. A
 // handler that cannot settle (the store failing) leaves its record in_progress, whose lease then
-// lapses to outcome_unknown: never a free key.
+// lapses to outcome_unknown: never a free key. An execution that starts afterwards (a waiting
+// duplicate that finds the key freed, a request still claiming) is cut off as it starts: it makes
+// no connection, frees its key and answers the same.
 func (g *Gateway) CutOff() int {
+	g.cutting.Store(true) // before the walk: an execution stored after it sees the flag
 	n := 0
 	g.inFlight.Range(func(k, _ any) bool {
 		k.(*execution).cutOff()

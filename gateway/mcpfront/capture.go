@@ -65,9 +65,12 @@ func (m *mcpTool) Capture(x *gateway.Exchange, resp *http.Response) {
 }
 
 // finalIn finds the call's final response in data, one message or a batch (mcpwire.Messages):
-// the first that final reads; the error of the last message read when none is.
-func (m *mcpTool) finalIn(data []byte) (f *mcpwire.Final, err error) {
+// the first that final reads; the error of the last message read when none is, errNoFinal for
+// an empty batch.
+func (m *mcpTool) finalIn(data []byte) (*mcpwire.Final, error) {
+	err := fmt.Errorf("%w: an empty batch", errNoFinal)
 	for _, msg := range mcpwire.Messages(data) {
+		var f *mcpwire.Final
 		if f, err = m.final(msg); err == nil {
 			return f, nil
 		}
@@ -146,10 +149,14 @@ func mustPointer(p string) canonical.Pointer {
 	return ptr
 }
 
-// timedOut is err, an error reading x's answer, or the upstream timeout that caused it.
+// timedOut is err, an error reading x's answer, or what caused it: the upstream timeout, or a
+// shutdown that cut the call off.
 func timedOut(x *gateway.Exchange, err error) error {
 	if what, ok := x.TimedOut(); ok {
 		return fmt.Errorf("%w %s", problem.ErrUpstreamTimeout, what)
+	}
+	if cut := x.CutOff(); cut != nil {
+		return cut
 	}
 	return err
 }
