@@ -328,6 +328,7 @@ func TestMCPBadInput(t *testing.T) {
 		{"not JSON", `{"jsonrpc":`, nil, -32700},
 		{"not JSON-RPC", `{"jsonrpc":"1.0","id":1,"method":"ping"}`, nil, -32600},
 		{"batch with a guarded call", `[` + call + `]`, nil, -32600},
+		{"a tools/call notification naming no tool", `{"jsonrpc":"2.0","method":"tools/call","params":{}}`, nil, -32602},
 		{"2026 without Mcp-Method", call, v2026, -32020},
 		{"2026 with another method", call, append(v2026, "Mcp-Method", "tools/list", "Mcp-Name", "create_ticket"), -32020},
 		{"2026 with another tool", call, append(v2026, "Mcp-Method", "tools/call", "Mcp-Name", "search_tickets"), -32020},

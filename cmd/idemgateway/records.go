@@ -77,6 +77,10 @@ func records(args []string, stdout io.Writer) error {
 		return fmt.Errorf("records: unknown command %q\n%s", cmd, recordsUsage)
 	}
 	pos, err := parseInterspersed(fs, append(lead, args[1:]...))
+	if errors.Is(err, flag.ErrHelp) {
+		_, err = io.WriteString(stdout, recordsUsage)
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("records %s: %v\n%s", cmd, err, recordsUsage)
 	}

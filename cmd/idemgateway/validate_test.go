@@ -43,7 +43,7 @@ func TestHelpExitsZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"-h"}, {"serve", "-h"}, {"validate", "-h"}, {"fingerprint", "-h"}, {"records", "help"}} {
+	for _, args := range [][]string{{"-h"}, {"serve", "-h"}, {"validate", "-h"}, {"fingerprint", "-h"}, {"records", "help"}, {"records", "get", "-h"}, {"records", "list", "--help"}} {
 		cmd := exec.Command(self, append([]string{"--"}, args...)...)
 		cmd.Env = append(os.Environ(), "IDEMGATEWAY_TEST_MAIN=1")
 		out, err := cmd.CombinedOutput()

@@ -247,7 +247,11 @@ func (c *callParams) member(k, v []byte) {
 // for the server) is refused.
 func (m *Message) tool(c *callParams) error {
 	if len(m.Params) == 0 || m.Params[0] != '{' || c.name == nil || c.badName {
-		return &RequestError{ID: m.ID, Err: &Error{Code: InvalidParams, Message: `invalid params: tools/call needs params with one string "name"`}}
+		err := &Error{Code: InvalidParams, Message: `invalid params: tools/call needs params with one string "name"`}
+		if m.Kind == Notification { // no id to answer for
+			return err
+		}
+		return &RequestError{ID: m.ID, Err: err}
 	}
 	m.Tool, m.meta, m.args, m.argsTwice, m.asksTask = string(text(c.name)), c.meta, c.args, c.twice, c.task
 	return nil

@@ -123,6 +123,7 @@ func TestParseErrors(t *testing.T) {
 		{"tools/call name twice", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}`, InvalidParams},
 		{"tools/call name twice, escaped", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","nam\u0065":"b"}}`, InvalidParams},
 		{"tools/call params null, a string id", `{"jsonrpc":"2.0","id":"1","method":"tools/call","params":null}`, InvalidParams},
+		{"notification tools/call naming no tool", `{"jsonrpc":"2.0","method":"tools/call","params":{}}`, InvalidParams},
 		{"batch with a tools/call naming no tool", `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}]`, InvalidParams},
 	}
 	for _, tt := range tests {
