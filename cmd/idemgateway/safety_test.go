@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemgateway/idemgateway/internal/eventually"
+	"github.com/idemgateway/idemgateway/internal/testlog"
 	"github.com/idemgateway/idemgateway/record"
 	"github.com/idemgateway/idemgateway/redisstore"
 )
@@ -48,7 +48,7 @@ func TestLogSafety(t *testing.T) {
 // once, in the background.
 func TestUnreachableRedisSaidAtStart(t *testing.T) {
 	t.Parallel()
-	var out syncBuffer
+	var out testlog.Buffer
 	s := &settings{RedisURL: "redis://127.0.0.1:1/0", RedisDialTimeout: 100 * time.Millisecond, RedisReadTimeout: time.Second, RedisWriteTimeout: time.Second}
 	_, closeStore, err := s.openRedisStore(slog.New(slog.NewJSONHandler(&out, nil)))
 	if err != nil {
@@ -58,22 +58,4 @@ func TestUnreachableRedisSaidAtStart(t *testing.T) {
 	eventually.True(t, "the start to log that the store is unfit", func() bool {
 		return strings.Contains(out.String(), msgStoreUnsafe) && strings.Contains(out.String(), "127.0.0.1:1")
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's goroutine and the test's.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
