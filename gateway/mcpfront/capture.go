@@ -21,8 +21,8 @@ import (
 // whole; an SSE answer is passed on event by event, notifications as they come and without the
 // SSE id: and retry: fields (the gateway's stream is not the server's: a client must not resume
 // it there), and the final response, the message whose id is the call's (alone, or in a batch:
-// mcpwire.Messages), is held until the record is settled. The record settles on what that message says (finalClass), never on the
-// HTTP status of a 2xx.
+// mcpwire.Messages), is held until the record is settled. The record settles on what that
+// message says (finalClass), never on the HTTP status of a 2xx.
 
 // maxEventBytes bounds one SSE event, or the JSON answer, of a guarded call: a longer one breaks
 // the answer, and the outcome is unknown.
@@ -68,8 +68,12 @@ func (m *mcpTool) Capture(x *gateway.Exchange, resp *http.Response) {
 // the first that final reads; the error of the last message read when none is, errNoFinal for
 // an empty batch.
 func (m *mcpTool) finalIn(data []byte) (*mcpwire.Final, error) {
-	err := fmt.Errorf("%w: an empty batch", errNoFinal)
-	for _, msg := range mcpwire.Messages(data) {
+	msgs := mcpwire.Messages(data)
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("%w: an empty batch", errNoFinal)
+	}
+	var err error
+	for _, msg := range msgs {
 		var f *mcpwire.Final
 		if f, err = m.final(msg); err == nil {
 			return f, nil
