@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -211,14 +210,12 @@ func decode(name string, data []byte) (raw *rawFile, unknown Errors, err error) 
 	if errors.Is(err, io.EOF) {
 		return raw, nil, nil // an empty file; validation reports what is missing
 	}
-	var te *yaml.TypeError
-	if errors.As(err, &te) && !slices.ContainsFunc(te.Errors, func(msg string) bool {
-		return !yamlUnknownField.MatchString(yamlLine.ReplaceAllString(msg, "$2"))
-	}) {
-		unknown, err = yamlErrors(name, err), nil
-	}
 	if err != nil {
-		return nil, nil, yamlErrors(name, err)
+		errs, onlyUnknown := yamlErrors(name, err)
+		if !onlyUnknown {
+			return nil, nil, errs
+		}
+		unknown = errs
 	}
 	for {
 		var extra yaml.Node
@@ -227,7 +224,8 @@ func decode(name string, data []byte) (raw *rawFile, unknown Errors, err error) 
 		case errors.Is(err, io.EOF):
 			return raw, unknown, nil
 		case err != nil:
-			return nil, nil, yamlErrors(name, err)
+			errs, _ := yamlErrors(name, err)
+			return nil, nil, errs
 		case len(extra.Content) == 1 && extra.Content[0].ShortTag() == "!!null":
 			continue // a "---" with nothing after it
 		}
@@ -270,8 +268,9 @@ func yamlTypeName(t string) string {
 }
 
 // yamlErrors turns an error of yaml.v3 into Errors, one per problem, with the line in the
-// position and the message in the words of the file.
-func yamlErrors(name string, err error) Errors {
+// position and the message in the words of the file; onlyUnknown reports that every problem is an
+// unknown field, which yaml.v3 skips while it decodes the rest.
+func yamlErrors(name string, err error) (errs Errors, onlyUnknown bool) {
 	var msgs []string
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
@@ -279,7 +278,8 @@ func yamlErrors(name string, err error) Errors {
 	} else {
 		msgs = []string{err.Error()}
 	}
-	errs := make(Errors, 0, len(msgs))
+	errs = make(Errors, 0, len(msgs))
+	onlyUnknown = te != nil // a type error whose every message is an unknown field
 	for _, msg := range msgs {
 		fe := &FieldError{File: name}
 		if m := yamlLine.FindStringSubmatch(msg); m != nil {
@@ -290,11 +290,14 @@ func yamlErrors(name string, err error) Errors {
 		}
 		if m := yamlUnknownField.FindStringSubmatch(msg); m != nil {
 			msg = fmt.Sprintf("unknown field %q", m[1])
-		} else if m := yamlInto.FindStringSubmatch(msg); m != nil {
-			msg = m[1] + " into " + yamlTypeName(m[2])
+		} else {
+			onlyUnknown = false
+			if m := yamlInto.FindStringSubmatch(msg); m != nil {
+				msg = m[1] + " into " + yamlTypeName(m[2])
+			}
 		}
 		fe.Err = errors.New(msg)
 		errs = append(errs, fe)
 	}
-	return errs
+	return errs, onlyUnknown
 }
